@@ -1,0 +1,71 @@
+//===- Codegen.h - LLVM code generation for CPU and CUDA ------------------===//
+//
+// The last stage of the pipeline: a LoweredModule becomes an LLVM module, then
+// a relocatable object, assembly, or PTX. This header is LLVM-free on purpose:
+// only lib/codegen/*.cpp include LLVM headers.
+//
+// ABI (SPEC §8), for each function FN and symbol prefix P:
+//   int32_t P_FN(void *const *inputs, void *const *outputs, void *workspace);
+//     (CUDA adds a trailing `void *stream` and all pointers are device pointers.)
+// `inputs` is the C struct P_FN_inputs (one pointer per parameter, in order),
+// `outputs` the struct P_FN_outputs (one pointer per result leaf). Return
+// codes: 0 ok, 1 null argument, 2 misaligned buffer, 3+ CUDA driver errors.
+//
+//===----------------------------------------------------------------------===//
+#pragma once
+
+#include "gradc/loops/LoopIR.h"
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+namespace gradc {
+
+enum class Target { CPU, CUDA };
+
+struct CodegenOptions {
+  Target target = Target::CPU;
+  std::string prefix = "model"; // symbol prefix P
+  std::string cpu;              // CPU name; empty = host
+  std::string triple;           // target triple; empty = host
+  std::string gpu_arch = "sm_80";
+  int opt_level = 2;
+};
+
+/// What the code generators produced; a field is filled only when asked for.
+struct CodegenOutput {
+  std::string object;  // ELF relocatable object (CPU code, or the CUDA host stub)
+  std::string llvm_ir; // textual LLVM IR (of the kernels, for CUDA: NVPTX module)
+  std::string assembly;// target assembly (CPU)
+  std::string ptx;     // CUDA only
+};
+
+struct CodegenRequest {
+  bool object = false, llvm_ir = false, assembly = false, ptx = false;
+};
+
+/// Compiles `module`. Throws InternalError on an LLVM failure (a gradc bug)
+/// and CompileError after printing a diagnostic for unusable options (an
+/// unknown --cpu or --triple).
+CodegenOutput generate_code(const LoweredModule &module, const CodegenOptions &opts,
+                            const CodegenRequest &what);
+
+/// The LLVM version gradc was built with ("19.1.7").
+std::string llvm_version();
+
+/// The messages of the entry points' return codes (what P_strerror returns).
+const char *status_message(int32_t code);
+
+/// In-process compilation for `gradc run` (CPU only), through LLVM ORC.
+class JitSession {
+public:
+  using Entry = int32_t (*)(void *const *, void *const *, void *);
+  static std::unique_ptr<JitSession> create(const LoweredModule &module,
+                                            const CodegenOptions &opts);
+  virtual ~JitSession() = default;
+  /// The entry point of function `name` (internal error if absent).
+  virtual Entry lookup(const std::string &name) = 0;
+};
+
+} // namespace gradc

@@ -1,0 +1,45 @@
+//===- Commands.h - the gradc subcommands ---------------------------------===//
+//
+// Each returns the process exit code of SPEC §1 (0 ok, 1 the model or input
+// is wrong). Internal errors propagate as InternalError (exit 3, in main).
+//
+//===----------------------------------------------------------------------===//
+#pragma once
+
+#include "gradc/driver/Pipeline.h"
+
+#include <map>
+#include <ostream>
+#include <string>
+#include <vector>
+
+namespace gradc {
+
+struct CompileCommand {
+  std::string model;
+  PipelineOptions pipeline;
+  std::string output_base;       // -o; empty: model stem in the current directory
+  std::vector<std::string> emit; // empty: the target's default
+  std::vector<std::string> argv; // for the manifest
+};
+
+struct RunCommand {
+  std::string model;
+  PipelineOptions pipeline;
+  std::string entry; // empty: main, or FN_adjoint with --grad
+  std::vector<std::pair<std::string, std::string>> inputs; // name -> .npy path
+  std::string output_dir;
+};
+
+/// The valid `--emit` items.
+const std::vector<std::string> &emit_kinds();
+
+int compile_command(const CompileCommand &cmd, std::ostream &out, std::ostream &err);
+int run_command(const RunCommand &cmd, std::ostream &out, std::ostream &err);
+int check_command(const std::string &model, std::ostream &out, std::ostream &err);
+int ops_command(const std::string &name, bool json, std::ostream &out, std::ostream &err);
+
+/// Reads a model file; nullptr (after printing an error) if it cannot.
+std::shared_ptr<const SourceFile> read_model(const std::string &path, std::ostream &err);
+
+} // namespace gradc

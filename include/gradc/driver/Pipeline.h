@@ -1,0 +1,66 @@
+//===- Pipeline.h - the compiler pipeline, stage by stage -----------------===//
+#pragma once
+
+#include "gradc/codegen/Codegen.h"
+#include "gradc/driver/Artifacts.h"
+#include "gradc/ir/Expr.h"
+#include "gradc/loops/LoopIR.h"
+
+#include <chrono>
+#include <optional>
+#include <ostream>
+#include <set>
+#include <string>
+#include <vector>
+
+namespace gradc {
+
+enum class RematMode { None, Manual, Auto };
+
+/// The stages `--dump-ir` can show, in pipeline order.
+const std::vector<std::string> &dump_stage_names();
+
+struct PipelineOptions {
+  std::optional<std::string> grad_fn; // --grad[=FN]
+  std::vector<std::string> wrt;       // --wrt, without '%'
+  RematMode remat = RematMode::Manual;
+  int64_t memory_budget = -1;
+  CodegenOptions codegen;
+  std::set<std::string> dumps; // stages to dump
+  std::string dump_dir;        // empty: stderr
+  bool report = false;
+};
+
+/// Writes dumps to stderr or to numbered files `NN-stage.ext` in a directory.
+class Dumper {
+public:
+  Dumper(const PipelineOptions &opts, std::ostream &err) : opts_(opts), err_(err) {}
+  bool wants(const std::string &stage) const { return opts_.dumps.count(stage) > 0; }
+  void dump(const std::string &stage, const std::string &text);
+
+private:
+  const PipelineOptions &opts_;
+  std::ostream &err_;
+};
+
+struct StageTime {
+  std::string stage;
+  double seconds;
+};
+
+struct CompiledModule {
+  Module module;             // after the last tensor-level pass (fused)
+  LoweredModule lowered;     // loop IR with planned workspaces
+  std::vector<FunctionReport> reports;
+  std::vector<StageTime> times;
+};
+
+/// Parse to loop IR: everything target-independent, plus GPU binding for
+/// --target=cuda. Throws CompileError after reporting user errors.
+CompiledModule compile_to_loops(std::shared_ptr<const SourceFile> source, const PipelineOptions &opts,
+                                DiagEngine &diag, Dumper &dumper);
+
+/// The `--report` table.
+void print_report(const CompiledModule &compiled, std::ostream &out);
+
+} // namespace gradc

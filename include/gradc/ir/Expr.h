@@ -1,0 +1,150 @@
+//===- Expr.h - the tensor IR: expressions, functions, modules ------------===//
+//
+// The tensor IR is Relay's expression language, restricted to what SPEC §3
+// accepts. One closed set of node kinds (ExprKind); every node carries the
+// source span it came from and, after type inference, its checked type.
+//
+// Semantics:
+//  * A Var is identified by object identity, not by name. Names only matter
+//    for printing; the printer makes them unique.
+//  * A function body is a list of bindings then a result expression. Binding
+//    values may be nested expressions; after `normalize` (ANF) every Call,
+//    Tuple and TupleGet is bound to its own Var and arguments are atoms
+//    (Var or Constant).
+//  * Values are immutable tensors: no aliasing, no side effects, so a pass
+//    may duplicate (recompute) or reorder any binding that respects data
+//    dependencies.
+//  * After fusion, each top-level binding is one kernel and nested calls in
+//    its value are the operators fused into it (see transform/Fuse.h).
+//
+//===----------------------------------------------------------------------===//
+#pragma once
+
+#include "gradc/ir/Type.h"
+#include "gradc/support/Diagnostics.h"
+
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace gradc {
+
+struct OpDef;
+struct Expr;
+struct Function;
+using ExprPtr = std::shared_ptr<Expr>;
+using FunctionPtr = std::shared_ptr<Function>;
+
+/// An attribute value as written in the text format.
+struct AttrValue {
+  enum Kind { None, Int, Float, String, Bool, List };
+  Kind kind = None;
+  int64_t i = 0;
+  double f = 0;
+  std::string s;
+  bool b = false;
+  std::vector<AttrValue> list;
+  Span span;
+
+  static AttrValue none() { return {}; }
+  static AttrValue of(int64_t v);
+  static AttrValue of(int v) { return of((int64_t)v); }
+  static AttrValue of(double v);
+  static AttrValue of(bool v);
+  static AttrValue of(const std::string &v);
+  static AttrValue of(const char *v) { return of(std::string(v)); }
+  static AttrValue ints(const std::vector<int64_t> &v);
+
+  bool is_int_list() const;
+  std::vector<int64_t> as_ints() const; // Int or list of Int
+  double as_number() const;             // Int or Float
+  bool operator==(const AttrValue &o) const;
+  /// Relay text: `1`, `0.5f`, `"mean"`, `True`, `None`, `[1, 2]`.
+  std::string str() const;
+};
+
+/// Keyword attributes of a call, in source order. After type inference every
+/// attribute of the operator's schema is present (defaults filled in).
+struct Attrs {
+  std::vector<std::pair<std::string, AttrValue>> items;
+
+  const AttrValue *find(const std::string &name) const;
+  const AttrValue &get(const std::string &name) const; // internal error if absent
+  void set(const std::string &name, AttrValue value);
+  int64_t get_int(const std::string &name) const { return get(name).i; }
+  bool get_bool(const std::string &name) const { return get(name).b; }
+  double get_float(const std::string &name) const { return get(name).as_number(); }
+  const std::string &get_str(const std::string &name) const { return get(name).s; }
+  std::vector<int64_t> get_ints(const std::string &name) const { return get(name).as_ints(); }
+  bool is_none(const std::string &name) const { return get(name).kind == AttrValue::None; }
+};
+
+enum class ExprKind {
+  Var,        // a parameter or bound variable; identity is the node itself
+  Constant,   // a scalar literal with a dtype
+  Call,       // an operator call: positional arguments and attributes
+  GlobalCall, // a call of another definition `@f(...)`, inlined before grad
+  Tuple,      // `(a, b)`
+  TupleGet,   // `t.0`, args[0] is the tuple
+  Func,       // `fn (%s: T, ...) { body }`, only as the body of scan
+};
+
+struct Binding {
+  ExprPtr var;
+  ExprPtr value;
+  bool is_let = false; // written `let %x = ...;` rather than `%x = ...;`
+};
+
+struct Body {
+  std::vector<Binding> bindings;
+  ExprPtr result;
+};
+
+struct Expr {
+  ExprKind kind;
+  Span span;
+  Type type; // checked type; Unknown until type inference
+
+  std::string name;          // Var (without '%'); GlobalCall callee (without '@')
+  Type annotation;           // Var: declared type, Unknown if none
+  double fvalue = 0;         // Constant (float and bool)
+  int64_t ivalue = 0;        // Constant (int and bool)
+  DType dtype = DType::Float32; // Constant
+  const OpDef *op = nullptr; // Call
+  Attrs attrs;               // Call
+  std::vector<ExprPtr> args; // Call, GlobalCall, Tuple fields, TupleGet [tuple]
+  int index = 0;             // TupleGet
+  FunctionPtr func;          // Func
+
+  bool is_atom() const { return kind == ExprKind::Var || kind == ExprKind::Constant; }
+  bool is_call(const char *op_name) const;
+};
+
+struct Function {
+  std::string name; // without '@'; empty for `fn`
+  std::vector<ExprPtr> params;
+  Type ret_type; // declared return type, Unknown if none
+  Body body;
+  Span span;
+};
+
+struct Module {
+  std::shared_ptr<const SourceFile> source;
+  std::vector<FunctionPtr> functions;
+  FunctionPtr find(const std::string &name) const;
+};
+
+ExprPtr make_var(std::string name, Type annotation = {}, Span span = {});
+ExprPtr make_constant(double value, DType dtype, Span span = {});
+ExprPtr make_int_constant(int64_t value, DType dtype, Span span = {});
+ExprPtr make_call(const OpDef *op, std::vector<ExprPtr> args, Attrs attrs, Span span = {});
+ExprPtr make_global_call(std::string callee, std::vector<ExprPtr> args, Span span = {});
+ExprPtr make_tuple(std::vector<ExprPtr> fields, Span span = {});
+ExprPtr make_tuple_get(ExprPtr tuple, int index, Span span = {});
+ExprPtr make_func(FunctionPtr func, Span span = {});
+
+/// A deep copy of a function: fresh Vars everywhere (types kept).
+FunctionPtr clone_function(const Function &fn);
+
+} // namespace gradc

@@ -1,0 +1,53 @@
+//===- Type.h - tensor and tuple types of the tensor IR --------------------===//
+//
+// A value of the tensor IR is a tensor with a static shape and a dtype, or a
+// tuple of values. `Unknown` marks a value whose type could not be inferred
+// because of an earlier error; relations treat it as "do not report again".
+//
+//===----------------------------------------------------------------------===//
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace gradc {
+
+enum class DType { Float16, Float32, Float64, Int32, Int64, Bool };
+
+const char *dtype_name(DType dt);
+std::optional<DType> parse_dtype(const std::string &name);
+unsigned dtype_bytes(DType dt);
+bool is_float(DType dt);
+bool is_int(DType dt);
+
+using Shape = std::vector<int64_t>;
+int64_t num_elements(const Shape &shape);
+std::string shape_str(const Shape &shape); // "(2, 3)"
+
+struct Type {
+  enum Kind { Unknown, Tensor, Tuple };
+  Kind kind = Unknown;
+  Shape shape;              // Tensor
+  DType dtype = DType::Float32; // Tensor
+  std::vector<Type> fields; // Tuple
+
+  static Type tensor(Shape shape, DType dtype);
+  static Type tuple(std::vector<Type> fields);
+  static Type unknown() { return {}; }
+
+  bool is_tensor() const { return kind == Tensor; }
+  bool is_tuple() const { return kind == Tuple; }
+  bool is_unknown() const { return kind == Unknown; }
+  /// True if this or any field is Unknown.
+  bool has_unknown() const;
+  int64_t rank() const { return (int64_t)shape.size(); }
+  int64_t bytes() const; // tensor storage size
+  bool operator==(const Type &o) const;
+  bool operator!=(const Type &o) const { return !(*this == o); }
+  /// Relay text: `Tensor[(2, 3), float32]`, `(T1, T2)`.
+  std::string str() const;
+};
+
+} // namespace gradc

@@ -1,0 +1,156 @@
+//===- LoopIR.h - the loop-level IR that codegen consumes -----------------===//
+//
+// After fusion every kernel of a function is lowered to a loop nest over flat,
+// dense, row-major buffers. This is the IR a person reads with
+// `--dump-ir=loops` and the only input of the LLVM code generators.
+//
+// Semantics:
+//  * Buffers never alias. Input/Output buffers come from the caller; Arena
+//    buffers live at `offset` inside the caller's workspace (planned by
+//    loops/MemoryPlan.h); Local buffers are per-iteration scratch (registers
+//    or stack) declared by an Alloc statement.
+//  * Index arithmetic is Int64. Loads and stores take a flat element index.
+//  * A Parallel loop's iterations are independent; a Vectorized loop is the
+//    innermost loop of a nest and is a hint to vectorize it; a ScanTime loop is
+//    the serial time loop of a scan (iteration t reads what t-1 wrote).
+//    BlockIdx/ThreadIdx loops exist only after GPU binding: the loop variable
+//    is the CUDA block/thread index, the extent the grid/block size.
+//
+//===----------------------------------------------------------------------===//
+#pragma once
+
+#include "gradc/ir/Type.h"
+
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace gradc {
+
+enum class BufferScope {
+  Input,  // a parameter of the function, read-only
+  Output, // a leaf of the result, written by the function
+  Arena,  // an intermediate at `offset` in the workspace
+  Local,  // scratch declared by an Alloc statement
+};
+
+struct Buffer {
+  std::string name;
+  DType dtype;
+  Shape shape;
+  BufferScope scope;
+  int64_t offset = -1; // Arena: byte offset in the workspace (64-aligned)
+  int io_index = -1;   // Input: parameter index; Output: leaf index
+  int64_t numel() const { return num_elements(shape); }
+  int64_t bytes() const { return numel() * dtype_bytes(dtype); }
+};
+using BufferPtr = std::shared_ptr<Buffer>;
+
+struct LVar {
+  std::string name;
+};
+using LVarPtr = std::shared_ptr<LVar>;
+
+enum class LExprKind {
+  IntImm,   // integer or bool constant of `dtype`
+  FloatImm, // floating-point constant of `dtype`
+  Var,      // a loop variable (Int64)
+  Load,     // buffer[operands[0]]
+  Unary,    // uop(operands[0])
+  Binary,   // bop(operands[0], operands[1]), equal dtypes
+  Compare,  // cop(operands[0], operands[1]) -> Bool
+  Select,   // operands[0] ? operands[1] : operands[2]
+  Cast,     // operands[0] converted to dtype
+};
+
+enum class UnaryOp { Neg, Exp, Log, Sqrt, Tanh, Abs, Erf, Sin, Cos, Not };
+enum class BinaryOp { Add, Sub, Mul, Div, Min, Max, Pow, FloorDiv, FloorMod, And, Or };
+enum class CompareOp { LT, LE, GT, GE, EQ, NE };
+
+struct LExpr;
+using LExprPtr = std::shared_ptr<const LExpr>;
+
+struct LExpr {
+  LExprKind kind;
+  DType dtype;
+  int64_t ivalue = 0;
+  double fvalue = 0;
+  LVarPtr var;
+  BufferPtr buffer;
+  UnaryOp uop = UnaryOp::Neg;
+  BinaryOp bop = BinaryOp::Add;
+  CompareOp cop = CompareOp::LT;
+  std::vector<LExprPtr> operands;
+};
+
+enum class ForKind { Serial, Parallel, Vectorized, ScanTime, BlockIdx, ThreadIdx };
+const char *for_kind_name(ForKind kind);
+
+enum class StmtKind {
+  For,   // for var in [0, extent): body
+  Store, // buffer[index] = value
+  Seq,   // stmts in order
+  If,    // if cond: then_body else else_body (else may be null)
+  Alloc, // declare Local `buffer` for the scope of body
+};
+
+struct Stmt;
+using StmtPtr = std::shared_ptr<const Stmt>;
+
+struct Stmt {
+  StmtKind kind;
+  LVarPtr var;            // For
+  int64_t extent = 0;     // For
+  ForKind for_kind = ForKind::Serial;
+  StmtPtr body;           // For, If (then), Alloc
+  StmtPtr else_body;      // If
+  BufferPtr buffer;       // Store, Alloc
+  LExprPtr index;         // Store
+  LExprPtr value;         // Store; If condition
+  std::vector<StmtPtr> seq; // Seq
+};
+
+/// One kernel: a loop nest reading and writing the listed buffers.
+struct Kernel {
+  std::string name;
+  std::vector<BufferPtr> buffers; // every non-Local buffer the body touches
+  StmtPtr body;
+  // GPU launch shape, set by GPU binding (1 when the kernel is not bound).
+  int64_t grid = 1;
+  int64_t block = 1;
+};
+
+/// A lowered function: what the ABI entry point `PREFIX_NAME` executes.
+struct LoweredFunction {
+  std::string name;
+  std::vector<BufferPtr> inputs;  // in parameter order
+  std::vector<BufferPtr> outputs; // result leaves, depth-first
+  std::vector<BufferPtr> arena;   // intermediates with planned offsets
+  int64_t workspace_bytes = 0;    // the planned peak: arena size
+  std::vector<Kernel> kernels;    // executed in order
+};
+
+struct LoweredModule {
+  std::vector<LoweredFunction> functions;
+};
+
+// Constructors (checked: operand dtypes must agree).
+LExprPtr int_imm(int64_t v, DType dt = DType::Int64);
+LExprPtr float_imm(double v, DType dt);
+LExprPtr var_ref(const LVarPtr &v);
+LExprPtr load(const BufferPtr &buf, LExprPtr index);
+LExprPtr unary(UnaryOp op, LExprPtr a);
+LExprPtr binary(BinaryOp op, LExprPtr a, LExprPtr b);
+LExprPtr compare(CompareOp op, LExprPtr a, LExprPtr b);
+LExprPtr select(LExprPtr c, LExprPtr a, LExprPtr b);
+LExprPtr cast(DType dt, LExprPtr a);
+StmtPtr for_loop(LVarPtr var, int64_t extent, ForKind kind, StmtPtr body);
+StmtPtr store(const BufferPtr &buf, LExprPtr index, LExprPtr value);
+StmtPtr seq(std::vector<StmtPtr> stmts);
+StmtPtr if_then(LExprPtr cond, StmtPtr then_body, StmtPtr else_body = nullptr);
+StmtPtr alloc(const BufferPtr &local, StmtPtr body);
+
+/// `tvm.lower(simple_mode=True)`-style text of a module (SPEC §9 `loops`).
+std::string print_loops(const LoweredModule &module);
+
+} // namespace gradc

@@ -1,0 +1,71 @@
+//===- Lower.h - from fused tensor IR to the loop IR ----------------------===//
+//
+// Each top-level binding of a fused function is one kernel. An injective
+// operator contributes an element expression (ElementCtx); any other operator
+// emits a loop nest (KernelCtx). Arguments of a kernel that are themselves
+// injective calls (fused producers) are computed inline, element by element.
+//
+//===----------------------------------------------------------------------===//
+#pragma once
+
+#include "gradc/ir/Expr.h"
+#include "gradc/loops/LoopIR.h"
+
+#include <functional>
+
+namespace gradc {
+
+using Index = std::vector<LExprPtr>;
+/// The value of argument `arg` of a call at element `idx`.
+using InputFn = std::function<LExprPtr(size_t arg, const Index &idx)>;
+
+struct ElementCtx {
+  const Expr &call;
+  const Index &index; // the output element being computed
+  InputFn input;
+
+  LExprPtr in(size_t arg, const Index &idx) const { return input(arg, idx); }
+  /// Argument `arg` at the output index under numpy broadcasting.
+  LExprPtr in(size_t arg) const;
+  const Type &type() const { return call.type; }
+  const Type &arg_type(size_t i) const { return call.args[i]->type; }
+  const Attrs &attrs() const { return call.attrs; }
+};
+
+struct KernelCtx {
+  const Expr &call;
+  std::vector<BufferPtr> outputs; // one per leaf of the call's result
+  InputFn input;
+
+  LExprPtr in(size_t arg, const Index &idx) const { return input(arg, idx); }
+  const BufferPtr &out(size_t i = 0) const { return outputs[i]; }
+  const Type &arg_type(size_t i) const { return call.args[i]->type; }
+  const Attrs &attrs() const { return call.attrs; }
+  /// A fresh scalar (or small array) Local buffer.
+  BufferPtr local(const std::string &name, DType dtype, int64_t size = 1);
+  LVarPtr var(const std::string &name);
+};
+
+/// A constant of any dtype (float_imm or int_imm).
+LExprPtr constant_of(double value, DType dtype);
+/// Unravels a flat element index into the indices of `shape`.
+Index unravel_index(const LExprPtr &flat, const Shape &shape);
+
+/// The row-major flat index of `idx` in a dense tensor of `shape`.
+LExprPtr flat_index(const Shape &shape, const Index &idx);
+/// The index into an input of `in_shape` broadcast to an output index.
+Index broadcast_index(const Shape &in_shape, const Shape &out_shape, const Index &idx);
+enum class NestKind {
+  Elementwise, // outer loops parallel, the innermost vectorized
+  Outer,       // the outermost loop parallel, the rest serial (body has loops)
+  Serial,      // every loop serial (a reduction)
+};
+/// `for` loops over every element of `shape`; `body` receives the indices.
+StmtPtr loop_nest(const Shape &shape, const std::function<StmtPtr(const Index &)> &body,
+                  NestKind kind = NestKind::Elementwise, const std::string &prefix = "i");
+
+/// Lowers every function of a fused, typed, ANF module. Arena offsets are
+/// not planned yet (see MemoryPlan.h).
+LoweredModule lower_module(const Module &module);
+
+} // namespace gradc

@@ -1,0 +1,52 @@
+//===- Builder.h - emit typed bindings from passes and gradients ----------===//
+//
+// A Builder appends `%v = op(args)` bindings to a body and infers the type of
+// each as it is built (like Relax's BlockBuilder), so gradient rules read as
+// math: `g.b.mul(g.grad, g.out)`. A rule that builds an ill-typed call is a
+// compiler bug and raises an internal error naming the operator.
+//
+//===----------------------------------------------------------------------===//
+#pragma once
+
+#include "gradc/ir/Expr.h"
+
+#include <string>
+#include <vector>
+
+namespace gradc {
+
+class Builder {
+public:
+  Builder(std::vector<Binding> &out, Span span = {}) : out_(out), span_(span) {}
+
+  /// Emits `%v = name(args, attrs)` and returns %v with its inferred type.
+  ExprPtr call(const std::string &name, std::vector<ExprPtr> args, Attrs attrs = {});
+  /// Binds an already typed value (a Tuple or TupleGet, say) to a fresh Var.
+  ExprPtr bind(ExprPtr value, const std::string &hint = "t");
+  ExprPtr constant(double value, DType dtype);
+  ExprPtr tuple(std::vector<ExprPtr> fields);
+  ExprPtr get(ExprPtr tuple, int index);
+
+  ExprPtr add(ExprPtr a, ExprPtr b) { return call("add", {a, b}); }
+  ExprPtr sub(ExprPtr a, ExprPtr b) { return call("subtract", {a, b}); }
+  ExprPtr mul(ExprPtr a, ExprPtr b) { return call("multiply", {a, b}); }
+  ExprPtr div(ExprPtr a, ExprPtr b) { return call("divide", {a, b}); }
+  ExprPtr neg(ExprPtr a) { return call("negative", {a}); }
+  /// a * c for a scalar constant c of a's dtype.
+  ExprPtr scale(ExprPtr a, double c);
+  ExprPtr ones_like(ExprPtr a) { return call("ones_like", {a}); }
+  ExprPtr zeros_like(ExprPtr a) { return call("zeros_like", {a}); }
+  /// Zeros of any type (a tuple of zeros for a tuple type).
+  ExprPtr zeros(const Type &type);
+  /// `a` summed over broadcast axes down to `shape` (no-op when equal).
+  ExprPtr sum_to(ExprPtr a, const Shape &shape);
+
+  Span span() const { return span_; }
+  void set_span(Span span) { span_ = span; }
+
+private:
+  std::vector<Binding> &out_;
+  Span span_;
+};
+
+} // namespace gradc

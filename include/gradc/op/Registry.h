@@ -1,0 +1,180 @@
+//===- Registry.h - the operator registry (RELAY_REGISTER_OP, kept whole) -===//
+//
+// An OpDef is everything gradc knows about an operator: arity, argument docs,
+// typed attribute schema with defaults, support level, type relation,
+// gradient (FPrimalGradient) and lowering. Each operator is registered once,
+// in its family file under lib/op/, with all of these side by side:
+//
+//   reg.add("exp")
+//       .describe("Elementwise e^x.")
+//       .arg("data", "Tensor", "The input tensor.")
+//       .support_level(1)
+//       .relation("Identity", identity_rel)
+//       .gradient([](GradCtx &g) -> Grads { return {g.b.mul(g.grad, g.out)}; }) // d/dx e^x = e^x
+//       .element([](ElementCtx &c) { return unary(UnaryOp::Exp, c.in(0)); });
+//
+//===----------------------------------------------------------------------===//
+#pragma once
+
+#include "gradc/ir/Expr.h"
+#include "gradc/loops/LoopIR.h"
+
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace gradc {
+
+class Builder;
+class OpRegistry;
+struct ElementCtx;
+struct KernelCtx;
+
+enum class AttrKind {
+  Int,         // 3
+  Float,       // 0.5f or 1
+  Bool,        // True
+  String,      // "mean"
+  IntList,     // [1, 2] (a single int is accepted and widened)
+  OptInt,      // None or 3
+  OptIntList,  // None, 3 or [1, 2]
+  OptFloat,    // None or 0.5
+  DTypeName,   // "float32"
+  Shape,       // [2, 3], every entry >= 0
+};
+const char *attr_kind_name(AttrKind kind);
+
+struct AttrSpec {
+  std::string name;
+  AttrKind kind;
+  AttrValue default_value; // used when the call omits the attribute
+  std::string doc;
+  bool required = false;
+};
+
+struct ArgInfo {
+  std::string name, type_info, doc;
+};
+
+/// What a type relation sees: argument types (all known: Unknown arguments
+/// short-circuit before the relation runs) and the validated attributes.
+struct RelationCtx {
+  const OpDef &op;
+  const std::vector<Type> &args;
+  const Attrs &attrs;
+  std::string error; // the first failure, "" if none
+
+  /// Records `op: message` and returns Unknown.
+  Type fail(const std::string &message);
+  /// Argument `i` as a tensor type, or a failure if it is a tuple.
+  const Type *tensor(size_t i);
+  /// `axis` normalised into [0, rank), or nullopt after recording a failure.
+  std::optional<int64_t> axis(int64_t axis, int64_t rank, const char *what = "axis");
+};
+using TypeRelation = Type (*)(RelationCtx &);
+
+/// What a gradient sees: the original call (arguments are atoms), the Var
+/// holding its result, and the adjoint of that result.
+struct GradCtx {
+  Builder &b;
+  const Expr &call;
+  ExprPtr out;
+  ExprPtr grad;
+  const ExprPtr &arg(size_t i) const { return call.args[i]; }
+  const Attrs &attrs() const { return call.attrs; }
+};
+/// One adjoint per input; nullptr means "contributes nothing" (zero).
+using Grads = std::vector<ExprPtr>;
+using GradientFn = Grads (*)(GradCtx &);
+
+/// Injective operators compute one output element from input elements (and
+/// can be fused); other operators emit a whole loop nest.
+using ElementFn = LExprPtr (*)(ElementCtx &);
+using KernelFn = StmtPtr (*)(KernelCtx &);
+
+/// A finite-difference test case: parameters and a body calling the operator,
+/// compiled in float64 by the registry-driven gradient test.
+struct GradExample {
+  std::string params;  // "%x: Tensor[(2, 3), float64], %y: Tensor[(3,), float64]"
+  std::string body;    // "add(%x, %y)"
+  bool positive = false; // floating inputs drawn from [0.5, 1.5] instead of ±[0.5, 1.5]
+  int64_t int_range = 2; // integer inputs drawn from [0, int_range)
+};
+
+struct OpDef {
+  std::string name;
+  std::string summary;
+  int min_inputs = 0, max_inputs = 0; // arity
+  std::vector<ArgInfo> args;
+  std::vector<AttrSpec> attrs;
+  int support_level = 1;
+  std::string relation_name;
+  TypeRelation relation = nullptr;
+  GradientFn gradient = nullptr;
+  bool no_gradient = false; // gradient is zero by definition (comparisons, creation, ...)
+  ElementFn element = nullptr;
+  KernelFn kernel = nullptr;
+  std::optional<GradExample> example;
+  std::vector<std::string> aliases;
+
+  bool has_gradient() const { return gradient != nullptr || no_gradient; }
+  bool has_lowering() const { return element != nullptr || kernel != nullptr; }
+  bool injective() const { return element != nullptr; }
+  const AttrSpec *find_attr(const std::string &name) const;
+};
+
+/// Fluent registration, in the spirit of RELAY_REGISTER_OP.
+class OpBuilder {
+public:
+  OpBuilder(OpRegistry &reg, OpDef &def) : reg_(reg), def_(def) {}
+  OpBuilder &describe(std::string summary);
+  OpBuilder &arg(std::string name, std::string type_info, std::string doc);
+  /// Variadic tail: the last declared argument may repeat up to `max` times.
+  OpBuilder &arity(int min, int max);
+  OpBuilder &attr(std::string name, AttrKind kind, AttrValue default_value, std::string doc);
+  OpBuilder &required_attr(std::string name, AttrKind kind, std::string doc);
+  OpBuilder &support_level(int level);
+  OpBuilder &relation(std::string name, TypeRelation rel);
+  OpBuilder &gradient(GradientFn fn);
+  OpBuilder &no_gradient();
+  OpBuilder &element(ElementFn fn);
+  OpBuilder &kernel(KernelFn fn);
+  OpBuilder &example(std::string params, std::string body, bool positive = false,
+                     int64_t int_range = 2);
+  OpBuilder &alias(std::string name);
+
+private:
+  OpRegistry &reg_;
+  OpDef &def_;
+};
+
+class OpRegistry {
+public:
+  /// The registry with every family registered (built on first use).
+  static const OpRegistry &global();
+  const OpDef *find(const std::string &name) const;
+  /// Every operator, sorted by name (aliases not repeated).
+  std::vector<const OpDef *> all() const;
+  OpBuilder add(const std::string &name);
+
+private:
+  std::vector<std::unique_ptr<OpDef>> defs_;
+  std::map<std::string, OpDef *> by_name_;
+  friend class OpBuilder;
+};
+
+/// Shorthand for the global registry's lookup; internal error if absent.
+const OpDef *op(const std::string &name);
+
+// The operator families (lib/op/*.cpp). Registry.cpp calls each once.
+void register_elementwise_ops(OpRegistry &reg);
+void register_reduce_ops(OpRegistry &reg);
+void register_shape_ops(OpRegistry &reg);
+void register_nn_ops(OpRegistry &reg);
+void register_scan_ops(OpRegistry &reg);
+void register_grad_ops(OpRegistry &reg);
+
+} // namespace gradc

@@ -1,0 +1,41 @@
+//===- Lexer.h - tokens of the Relay text format --------------------------===//
+#pragma once
+
+#include "gradc/support/Diagnostics.h"
+
+#include <string>
+#include <vector>
+
+namespace gradc {
+
+enum class Tok {
+  End,
+  Local,   // %x, %0 (text without '%')
+  Global,  // @main (text without '@')
+  Ident,   // add, nn, Tensor, float32, def, let, fn, True, ...
+  Int,     // 3, 3i64 (suffix in `suffix`)
+  Float,   // 1f, 0.5f, 1e-3f, 2f64, 1.5
+  String,  // "mean" (text unescaped)
+  LParen, RParen, LBracket, RBracket, LBrace, RBrace,
+  Comma, Colon, Semi, Dot, Assign, Arrow, Question,
+  Plus, Minus, Star, Slash,
+  Lt, Le, Gt, Ge, EqEq, Ne,
+  HashBracket, // #[
+};
+const char *tok_name(Tok kind);
+
+struct Token {
+  Tok kind;
+  Span span;
+  std::string text;   // identifier, name or unescaped string
+  std::string suffix; // numeric literal suffix: "", "f", "f16", "f32", "f64", "i32", "i64"
+  double fvalue = 0;
+  int64_t ivalue = 0;
+};
+
+/// Splits the whole file into tokens. Skips whitespace, `// line` comments and
+/// nested `/* block */` comments. On a lexical error, reports it and returns
+/// the tokens so far followed by End (the parser then stops at that point).
+std::vector<Token> lex(const SourceFile &file, DiagEngine &diag);
+
+} // namespace gradc

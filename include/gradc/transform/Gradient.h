@@ -1,0 +1,27 @@
+//===- Gradient.h - reverse-mode differentiation (SPEC §5) ----------------===//
+#pragma once
+
+#include "gradc/ir/Expr.h"
+
+#include <string>
+#include <vector>
+
+namespace gradc {
+
+/// Builds `@FN_adjoint` from `fn` and returns it.
+///
+/// Pre: `fn` is typed, in ANF, with no GlobalCall (see Passes.h).
+/// `wrt` names parameters (without '%'); empty means every floating-point
+/// parameter. Post: the adjoint has fn's parameters (fresh Vars) and returns
+/// `(result, (d_p1, ..., d_pk))` for the wrt parameters in declared order.
+/// The target is the result (field 0 of a tuple result); a non-scalar target
+/// is seeded with ones. Parameters the target does not depend on get zeros.
+/// The forward bindings are kept verbatim (checkpoint markers included) and
+/// the backward bindings follow them.
+///
+/// Errors (reported through `diag`, then CompileError): an unknown or
+/// integer wrt parameter, a non-floating target, and every reachable
+/// operator without a gradient, all at once.
+FunctionPtr build_adjoint(const Function &fn, const std::vector<std::string> &wrt, DiagEngine &diag);
+
+} // namespace gradc

@@ -1,0 +1,23 @@
+//===- Remat.h - checkpoint rematerialization (SPEC §6) -------------------===//
+#pragma once
+
+#include "gradc/ir/Expr.h"
+
+namespace gradc {
+
+struct RematStats {
+  int segments = 0;     // checkpoint segments found
+  int recomputed = 0;   // bindings duplicated into the backward pass
+};
+
+/// Manual rematerialization (Relax semantics). A checkpoint segment is every
+/// binding on a path from a grad.start_checkpoint output to a
+/// grad.end_checkpoint input. Its values are not kept for later use: each use
+/// outside the segment (other than by end_checkpoint) is rewritten to a copy
+/// recomputed from the segment's inputs, emitted right before the first such
+/// use. The forward copies then die at the segment's end.
+///
+/// Pre: typed ANF. Post: typed ANF computing bitwise the same results.
+RematStats rematerialize_checkpoints(Function &fn);
+
+} // namespace gradc

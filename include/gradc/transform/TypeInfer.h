@@ -1,0 +1,24 @@
+//===- TypeInfer.h - type inference through operator relations ------------===//
+#pragma once
+
+#include "gradc/ir/Expr.h"
+
+namespace gradc {
+
+/// Infers the type of every expression of `module` (first pass after
+/// parsing). Validates each call's arity and attributes against the
+/// operator's schema, fills in attribute defaults, and runs the type
+/// relation. Reports every independent error with its span: an expression
+/// whose inputs are already wrong gets type Unknown and reports nothing more.
+/// Postcondition (no error reported): every Expr has a known type and every
+/// function's result matches its declared return type.
+void infer_types(Module &module, DiagEngine &diag);
+
+/// Types one call whose arguments are already typed (used by passes that
+/// build new calls). Returns Unknown and sets `*error` on failure.
+Type infer_call(Expr &call, std::string *error);
+
+/// Types a Tuple, TupleGet, Var or Constant whose operands are typed.
+Type infer_structural(Expr &e, std::string *error);
+
+} // namespace gradc

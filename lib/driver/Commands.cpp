@@ -1,0 +1,416 @@
+//===- Commands.cpp - compile, run, check and ops -------------------------===//
+//
+// The subcommands around the pipeline: reading the model, code generation,
+// writing artifacts atomically, and running an entry point in-process.
+//
+//===----------------------------------------------------------------------===//
+#include "gradc/driver/Commands.h"
+#include "gradc/ir/Printer.h"
+#include "gradc/op/Registry.h"
+#include "gradc/parse/Parser.h"
+#include "gradc/transform/TypeInfer.h"
+
+#include <nlohmann/json.hpp>
+
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <iomanip>
+#include <memory>
+#include <sstream>
+
+namespace gradc {
+
+const char *kVersion = "0.1.0";
+
+const std::vector<std::string> &emit_kinds() {
+  static const std::vector<std::string> kinds = {"obj", "header", "manifest", "llvm", "asm", "ptx"};
+  return kinds;
+}
+
+std::shared_ptr<const SourceFile> read_model(const std::string &path, std::ostream &err) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) {
+    err << "gradc: error: '" << path << "' is a directory, not a model file\n";
+    return nullptr;
+  }
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    err << "gradc: error: cannot read '" << path << "': " << std::strerror(errno) << "\n";
+    return nullptr;
+  }
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  std::string text = ss.str();
+  if (text.size() >= (size_t(1) << 32) - 1) {
+    err << "gradc: error: '" << path << "' is larger than 4 GiB\n";
+    return nullptr;
+  }
+  return std::make_shared<SourceFile>(path, std::move(text));
+}
+
+namespace {
+
+/// Parse, type-check, differentiate, lower; nullopt after printing errors.
+std::optional<CompiledModule> front_to_loops(const std::string &model, const PipelineOptions &opts,
+                                             std::ostream &err) {
+  auto source = read_model(model, err);
+  if (!source)
+    return std::nullopt;
+  DiagEngine diag(source, err);
+  Dumper dumper(opts, err);
+  try {
+    return compile_to_loops(source, opts, diag, dumper);
+  } catch (CompileError &) {
+    return std::nullopt;
+  }
+}
+
+std::string stem_of(const std::string &model) { return std::filesystem::path(model).stem().string(); }
+
+/// A C identifier made from the output base name (the symbol prefix).
+std::string symbol_prefix(const std::string &base) {
+  std::string p = std::filesystem::path(base).filename().string();
+  for (char &c : p)
+    if (!isalnum((unsigned char)c) && c != '_')
+      c = '_';
+  if (p.empty() || isdigit((unsigned char)p[0]))
+    p = "m_" + p;
+  return p;
+}
+
+ManifestInfo manifest_info(const PipelineOptions &opts, const std::vector<std::string> &argv) {
+  ManifestInfo info;
+  info.tool_version = kVersion;
+  info.llvm_version = llvm_version();
+  info.argv = argv;
+  info.target = opts.codegen.target == Target::CUDA ? "cuda" : "cpu";
+  info.triple = opts.codegen.triple;
+  info.cpu = opts.codegen.cpu;
+  info.gpu_arch = opts.codegen.gpu_arch;
+  info.opt_level = opts.codegen.opt_level;
+  info.remat = opts.remat == RematMode::None ? "none" : opts.remat == RematMode::Auto ? "auto" : "manual";
+  info.memory_budget = opts.memory_budget;
+  return info;
+}
+
+} // namespace
+
+int compile_command(const CompileCommand &cmd, std::ostream &out, std::ostream &err) {
+  std::optional<CompiledModule> compiled = front_to_loops(cmd.model, cmd.pipeline, err);
+  if (!compiled)
+    return 1;
+  const PipelineOptions &opts = cmd.pipeline;
+  bool cuda = opts.codegen.target == Target::CUDA;
+  std::vector<std::string> emit = cmd.emit;
+  if (emit.empty())
+    emit = cuda ? std::vector<std::string>{"ptx", "obj", "header", "manifest"}
+                : std::vector<std::string>{"obj", "header", "manifest"};
+  auto wants = [&](const char *k) { return std::find(emit.begin(), emit.end(), k) != emit.end(); };
+  if (wants("ptx") && !cuda) {
+    err << "gradc: error: --emit=ptx needs --target=cuda\n";
+    return 2;
+  }
+  std::string base = cmd.output_base.empty() ? stem_of(cmd.model) : cmd.output_base;
+  CodegenOptions cg = opts.codegen;
+  cg.prefix = symbol_prefix(base);
+
+  CodegenRequest req;
+  req.object = wants("obj");
+  req.llvm_ir = wants("llvm") || cmd.pipeline.dumps.count("llvm");
+  req.assembly = wants("asm") || cmd.pipeline.dumps.count("asm");
+  req.ptx = cuda && (wants("ptx") || cmd.pipeline.dumps.count("ptx"));
+  CodegenOutput code;
+  auto start = std::chrono::steady_clock::now();
+  try {
+    code = generate_code(compiled->lowered, cg, req);
+  } catch (CompileError &) {
+    return 1;
+  }
+  compiled->times.push_back({"codegen", std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count()});
+  Dumper dumper(opts, err);
+  dumper.dump("llvm", code.llvm_ir);
+  dumper.dump("asm", code.assembly);
+  dumper.dump("ptx", code.ptx);
+
+  try {
+    if (wants("obj"))
+      write_file_atomic(base + ".o", code.object);
+    if (wants("header"))
+      write_file_atomic(base + ".h", emit_c_header(compiled->lowered, compiled->reports, cg.prefix, cg.target));
+    if (wants("manifest"))
+      write_file_atomic(base + ".json",
+                        build_manifest(compiled->lowered, compiled->reports, manifest_info(opts, cmd.argv), cg.prefix)
+                                .dump(2) + "\n");
+    if (wants("llvm"))
+      write_file_atomic(base + ".ll", code.llvm_ir);
+    if (wants("asm"))
+      write_file_atomic(base + ".s", code.assembly);
+    if (wants("ptx"))
+      write_file_atomic(base + ".ptx", code.ptx);
+  } catch (FileError &e) {
+    err << "gradc: error: " << e.what() << "\n";
+    return 1;
+  }
+  if (opts.report)
+    print_report(*compiled, err);
+  (void)out;
+  return 0;
+}
+
+namespace {
+
+std::string format_values(const NpyArray &a, size_t max_values) {
+  std::ostringstream os;
+  os << std::setprecision(6);
+  size_t n = std::min<size_t>(max_values, size_t(num_elements(a.shape)));
+  const char *p = a.data.data();
+  os << "[";
+  for (size_t i = 0; i < n; ++i) {
+    os << (i ? ", " : "");
+    switch (a.dtype) {
+    case DType::Float32: { float v; memcpy(&v, p + 4 * i, 4); os << v; break; }
+    case DType::Float64: { double v; memcpy(&v, p + 8 * i, 8); os << v; break; }
+    case DType::Int32: { int32_t v; memcpy(&v, p + 4 * i, 4); os << v; break; }
+    case DType::Int64: { int64_t v; memcpy(&v, p + 8 * i, 8); os << v; break; }
+    case DType::Bool: os << (p[i] ? "True" : "False"); break;
+    case DType::Float16: { uint16_t v; memcpy(&v, p + 2 * i, 2); os << "0x" << std::hex << v << std::dec; break; }
+    }
+  }
+  if (size_t(num_elements(a.shape)) > n)
+    os << ", ...";
+  os << "]";
+  return os.str();
+}
+
+struct AlignedFree {
+  void operator()(void *p) const { std::free(p); }
+};
+using AlignedBuffer = std::unique_ptr<char, AlignedFree>;
+
+AlignedBuffer aligned_buffer(int64_t bytes) {
+  size_t size = size_t((std::max<int64_t>(bytes, 1) + 63) / 64 * 64);
+  void *p = std::aligned_alloc(64, size);
+  if (!p)
+    throw std::bad_alloc();
+  std::memset(p, 0, size);
+  return AlignedBuffer(static_cast<char *>(p));
+}
+
+} // namespace
+
+int run_command(const RunCommand &cmd, std::ostream &out, std::ostream &err) {
+  PipelineOptions opts = cmd.pipeline;
+  if (opts.codegen.target != Target::CPU) {
+    err << "gradc: error: run executes on the host CPU; --target=cuda is not supported here\n";
+    return 2;
+  }
+  std::optional<CompiledModule> compiled = front_to_loops(cmd.model, opts, err);
+  if (!compiled)
+    return 1;
+  std::string entry = cmd.entry;
+  if (entry.empty())
+    entry = opts.grad_fn ? *opts.grad_fn + "_adjoint" : "main";
+  const LoweredFunction *fn = nullptr;
+  const FunctionReport *report = nullptr;
+  for (size_t i = 0; i < compiled->lowered.functions.size(); ++i)
+    if (compiled->lowered.functions[i].name == entry) {
+      fn = &compiled->lowered.functions[i];
+      report = &compiled->reports[i];
+    }
+  if (!fn) {
+    err << "gradc: error: --entry names @" << entry << ", which is not defined in " << cmd.model << "\n";
+    return 1;
+  }
+
+  // Inputs: every parameter exactly once, with its exact dtype and shape.
+  std::vector<NpyArray> arrays(fn->inputs.size());
+  std::vector<bool> given(fn->inputs.size(), false);
+  bool ok = true;
+  for (const auto &[name, path] : cmd.inputs) {
+    auto it = std::find(report->param_names.begin(), report->param_names.end(), name);
+    if (it == report->param_names.end()) {
+      std::string valid;
+      for (const std::string &p : report->param_names)
+        valid += (valid.empty() ? "" : ", ") + p;
+      err << "gradc: error: --input " << name << ": @" << entry << " has no parameter %" << name
+          << " (parameters: " << valid << ")\n";
+      ok = false;
+      continue;
+    }
+    size_t i = size_t(it - report->param_names.begin());
+    if (given[i]) {
+      err << "gradc: error: --input " << name << " is given more than once\n";
+      ok = false;
+      continue;
+    }
+    given[i] = true;
+    try {
+      arrays[i] = read_npy(path);
+    } catch (FileError &e) {
+      err << "gradc: error: --input " << name << ": " << e.what() << "\n";
+      ok = false;
+      continue;
+    }
+    const Buffer &b = *fn->inputs[i];
+    if (arrays[i].dtype != b.dtype || arrays[i].shape != b.shape) {
+      err << "gradc: error: --input " << name << ": %" << name << " is "
+          << Type::tensor(b.shape, b.dtype).str() << " but '" << path << "' holds a "
+          << dtype_name(arrays[i].dtype) << " array of shape " << shape_str(arrays[i].shape) << "\n";
+      ok = false;
+    }
+  }
+  for (size_t i = 0; i < given.size(); ++i)
+    if (!given[i]) {
+      err << "gradc: error: missing --input " << report->param_names[i] << "=FILE.npy for %"
+          << report->param_names[i] << ": " << Type::tensor(fn->inputs[i]->shape, fn->inputs[i]->dtype).str()
+          << "\n";
+      ok = false;
+    }
+  if (!ok)
+    return 1;
+
+  CodegenOptions cg = opts.codegen;
+  cg.prefix = "gradc_run";
+  std::unique_ptr<JitSession> jit = JitSession::create(compiled->lowered, cg);
+  JitSession::Entry call = jit->lookup(entry);
+
+  std::vector<AlignedBuffer> in_bufs, out_bufs;
+  std::vector<void *> in_ptrs, out_ptrs;
+  for (size_t i = 0; i < arrays.size(); ++i) {
+    in_bufs.push_back(aligned_buffer(int64_t(arrays[i].data.size())));
+    std::memcpy(in_bufs.back().get(), arrays[i].data.data(), arrays[i].data.size());
+    in_ptrs.push_back(in_bufs.back().get());
+  }
+  for (const BufferPtr &o : fn->outputs) {
+    out_bufs.push_back(aligned_buffer(o->bytes()));
+    out_ptrs.push_back(out_bufs.back().get());
+  }
+  AlignedBuffer workspace = aligned_buffer(fn->workspace_bytes);
+  int32_t status = call(in_ptrs.data(), out_ptrs.data(), workspace.get());
+  if (status != 0)
+    internal_error("run", std::string("the entry point returned ") + std::to_string(status) + ": " +
+                              status_message(status));
+
+  if (!cmd.output_dir.empty()) {
+    std::error_code ec;
+    std::filesystem::create_directories(cmd.output_dir, ec);
+    if (ec) {
+      err << "gradc: error: cannot create '" << cmd.output_dir << "': " << ec.message() << "\n";
+      return 1;
+    }
+  }
+  for (size_t i = 0; i < fn->outputs.size(); ++i) {
+    const Buffer &o = *fn->outputs[i];
+    NpyArray a;
+    a.dtype = o.dtype;
+    a.shape = o.shape;
+    a.data.assign(out_bufs[i].get(), size_t(o.bytes()));
+    out << "output_" << i << ": " << Type::tensor(o.shape, o.dtype).str() << " = " << format_values(a, 8) << "\n";
+    if (!cmd.output_dir.empty()) {
+      try {
+        write_file_atomic((std::filesystem::path(cmd.output_dir) / ("output_" + std::to_string(i) + ".npy")).string(),
+                          encode_npy(a));
+      } catch (FileError &e) {
+        err << "gradc: error: " << e.what() << "\n";
+        return 1;
+      }
+    }
+  }
+  if (opts.report)
+    print_report(*compiled, err);
+  return 0;
+}
+
+int check_command(const std::string &model, std::ostream &out, std::ostream &err) {
+  auto source = read_model(model, err);
+  if (!source)
+    return 1;
+  DiagEngine diag(source, err);
+  std::optional<Module> m = parse_module(source, diag);
+  if (!m)
+    return 1;
+  infer_types(*m, diag);
+  if (diag.error_count())
+    return 1;
+  out << print_module(*m, {true});
+  return 0;
+}
+
+int ops_command(const std::string &name, bool json, std::ostream &out, std::ostream &err) {
+  std::vector<const OpDef *> ops;
+  if (name.empty()) {
+    ops = OpRegistry::global().all();
+  } else if (const OpDef *d = OpRegistry::global().find(name)) {
+    ops = {d};
+  } else {
+    err << "gradc: error: no operator named '" << name << "' (see `gradc ops`)\n";
+    return 1;
+  }
+  if (json) {
+    nlohmann::json arr = nlohmann::json::array();
+    for (const OpDef *d : ops) {
+      nlohmann::json args = nlohmann::json::array(), attrs = nlohmann::json::array();
+      for (const ArgInfo &a : d->args)
+        args.push_back({{"name", a.name}, {"type", a.type_info}, {"doc", a.doc}});
+      for (const AttrSpec &a : d->attrs)
+        attrs.push_back({{"name", a.name},
+                         {"type", attr_kind_name(a.kind)},
+                         {"default", a.required ? "(required)" : a.default_value.str()},
+                         {"required", a.required},
+                         {"doc", a.doc}});
+      arr.push_back({{"name", d->name},
+                     {"summary", d->summary},
+                     {"num_inputs", d->max_inputs},
+                     {"min_inputs", d->min_inputs},
+                     {"arguments", args},
+                     {"attributes", attrs},
+                     {"support_level", d->support_level},
+                     {"type_relation", d->relation_name},
+                     {"has_gradient", d->has_gradient()},
+                     {"gradient_is_zero", d->no_gradient},
+                     {"has_lowering", d->has_lowering()},
+                     {"injective", d->injective()},
+                     {"aliases", d->aliases}});
+    }
+    out << arr.dump(2) << "\n";
+    return 0;
+  }
+  if (name.empty()) {
+    out << std::left << std::setw(26) << "operator" << std::setw(7) << "arity" << std::setw(7) << "level"
+        << std::setw(16) << "relation" << std::setw(10) << "gradient" << "lowering\n";
+    for (const OpDef *d : ops) {
+      std::string arity = d->min_inputs == d->max_inputs ? std::to_string(d->min_inputs)
+                                                         : std::to_string(d->min_inputs) + "-" + std::to_string(d->max_inputs);
+      out << std::left << std::setw(26) << d->name << std::setw(7) << arity << std::setw(7) << d->support_level
+          << std::setw(16) << d->relation_name << std::setw(10)
+          << (d->no_gradient ? "zero" : d->gradient ? "yes" : "no") << (d->element ? "injective" : d->kernel ? "kernel" : "no")
+          << "\n";
+    }
+    return 0;
+  }
+  const OpDef &d = *ops[0];
+  out << d.name << ": " << d.summary << "\n";
+  if (!d.aliases.empty()) {
+    out << "  aliases:";
+    for (const std::string &a : d.aliases)
+      out << " " << a;
+    out << "\n";
+  }
+  out << "  support level " << d.support_level << ", type relation " << d.relation_name << "\n";
+  out << "  arguments:\n";
+  for (const ArgInfo &a : d.args)
+    out << "    " << a.name << ": " << a.type_info << " - " << a.doc << "\n";
+  if (!d.attrs.empty()) {
+    out << "  attributes:\n";
+    for (const AttrSpec &a : d.attrs)
+      out << "    " << a.name << ": " << attr_kind_name(a.kind) << " = "
+          << (a.required ? "(required)" : a.default_value.str()) << " - " << a.doc << "\n";
+  }
+  out << "  gradient: " << (d.no_gradient ? "zero by definition" : d.gradient ? "yes" : "none") << "\n";
+  out << "  lowering: " << (d.element ? "injective (fusable)" : d.kernel ? "kernel" : "none") << "\n";
+  return 0;
+}
+
+} // namespace gradc

@@ -1,0 +1,155 @@
+//===- Printer.cpp - tensor IR to Relay text ------------------------------===//
+//
+// Used by `gradc check` and every text dump (parse, typed, grad, remat,
+// fused). The output parses back to the same module: calls are printed in
+// prefix form with all attributes, literals with their dtype suffix.
+//
+//===----------------------------------------------------------------------===//
+#include "gradc/ir/Printer.h"
+#include "gradc/op/Registry.h"
+
+#include <cstdio>
+#include <set>
+#include <sstream>
+#include <unordered_map>
+
+namespace gradc {
+
+std::string format_float(double v, DType dt); // Expr.cpp
+
+std::string format_constant(const Expr &c) {
+  switch (c.dtype) {
+  case DType::Bool: return c.ivalue ? "True" : "False";
+  case DType::Int32: return std::to_string(c.ivalue);
+  case DType::Int64: return std::to_string(c.ivalue) + "i64";
+  case DType::Float16: return format_float(c.fvalue, c.dtype) + "f16";
+  case DType::Float32: return format_float(c.fvalue, c.dtype) + "f";
+  case DType::Float64: return format_float(c.fvalue, c.dtype) + "f64";
+  }
+  return "?";
+}
+
+namespace {
+
+class Printer {
+public:
+  explicit Printer(const PrintOptions &opts) : opts_(opts) {}
+
+  void function(const Function &fn, int indent) {
+    std::string pad(indent, ' ');
+    if (!fn.name.empty())
+      os_ << "def @" << fn.name;
+    else
+      os_ << "fn ";
+    os_ << "(";
+    for (size_t i = 0; i < fn.params.size(); ++i) {
+      const ExprPtr &p = fn.params[i];
+      os_ << (i ? ", " : "") << "%" << name(p) << ": " << p->annotation.str();
+    }
+    os_ << ")";
+    Type ret = fn.ret_type;
+    if (opts_.show_types && fn.body.result && !fn.body.result->type.is_unknown())
+      ret = fn.body.result->type;
+    if (!ret.is_unknown())
+      os_ << " -> " << ret.str();
+    os_ << " {\n";
+    for (const Binding &b : fn.body.bindings) {
+      os_ << pad << "  ";
+      if (b.is_let) {
+        os_ << "let %" << name(b.var);
+        if (!b.var->annotation.is_unknown())
+          os_ << ": " << b.var->annotation.str();
+        os_ << " = ";
+      } else {
+        os_ << "%" << name(b.var) << " = ";
+      }
+      os_ << expr(b.value, indent + 2);
+      if (opts_.show_types && !b.var->type.is_unknown())
+        os_ << " /* ty=" << b.var->type.str() << " */";
+      os_ << ";\n";
+    }
+    os_ << pad << "  " << expr(fn.body.result, indent + 2) << "\n" << pad << "}";
+  }
+
+  std::string str() const { return os_.str(); }
+  std::ostringstream &os() { return os_; }
+
+private:
+  const PrintOptions &opts_;
+  std::ostringstream os_;
+  std::unordered_map<const Expr *, std::string> names_;
+  std::set<std::string> taken_;
+
+  const std::string &name(const ExprPtr &var) {
+    auto it = names_.find(var.get());
+    if (it != names_.end())
+      return it->second;
+    std::string n = var->name.empty() ? "v" : var->name;
+    if (taken_.count(n)) {
+      int k = 1;
+      while (taken_.count(n + "_" + std::to_string(k)))
+        ++k;
+      n += "_" + std::to_string(k);
+    }
+    taken_.insert(n);
+    return names_[var.get()] = n;
+  }
+
+  std::string expr(const ExprPtr &e, int indent) {
+    switch (e->kind) {
+    case ExprKind::Var: return "%" + name(e);
+    case ExprKind::Constant: return format_constant(*e);
+    case ExprKind::Call:
+    case ExprKind::GlobalCall: {
+      std::string s = e->kind == ExprKind::Call ? e->op->name : "@" + e->name;
+      s += "(";
+      bool first = true;
+      for (const ExprPtr &a : e->args) {
+        s += (first ? "" : ", ") + expr(a, indent);
+        first = false;
+      }
+      for (const auto &[k, v] : e->attrs.items) {
+        s += (first ? "" : ", ") + k + "=" + v.str();
+        first = false;
+      }
+      return s + ")";
+    }
+    case ExprKind::Tuple: {
+      std::string s = "(";
+      for (size_t i = 0; i < e->args.size(); ++i)
+        s += (i ? ", " : "") + expr(e->args[i], indent);
+      if (e->args.size() == 1)
+        s += ",";
+      return s + ")";
+    }
+    case ExprKind::TupleGet: return expr(e->args[0], indent) + "." + std::to_string(e->index);
+    case ExprKind::Func: {
+      Printer inner(opts_);
+      inner.names_ = names_;
+      inner.taken_ = taken_;
+      inner.function(*e->func, indent);
+      names_ = inner.names_;
+      taken_ = inner.taken_;
+      return inner.str();
+    }
+    }
+    return "?";
+  }
+};
+
+} // namespace
+
+std::string print_function(const Function &fn, const PrintOptions &opts) {
+  Printer p(opts);
+  p.function(fn, 0);
+  return p.str() + "\n";
+}
+
+std::string print_module(const Module &module, const PrintOptions &opts) {
+  std::string out = "#[version = \"0.0.5\"]\n";
+  for (const FunctionPtr &fn : module.functions)
+    out += print_function(*fn, opts);
+  return out;
+}
+
+} // namespace gradc

@@ -1,0 +1,80 @@
+//===- BindGpu.cpp - map parallel loops onto CUDA blocks and threads ------===//
+//
+// Runs after lowering for --target=cuda. The data-parallel loops at the top
+// of a kernel become one flat index over blockIdx/threadIdx; everything
+// inside them (reductions, the serial loops of a kernel) runs per thread.
+//
+//===----------------------------------------------------------------------===//
+#include "gradc/loops/Lower.h"
+#include "gradc/loops/Passes.h"
+
+#include <unordered_map>
+
+namespace gradc {
+namespace {
+
+constexpr int64_t kThreadsPerBlock = 256;
+
+using VarMap = std::unordered_map<const LVar *, LExprPtr>;
+
+LExprPtr substitute(const LExprPtr &e, const VarMap &map) {
+  if (e->kind == LExprKind::Var) {
+    auto it = map.find(e->var.get());
+    return it == map.end() ? e : it->second;
+  }
+  if (e->operands.empty())
+    return e;
+  auto copy = std::make_shared<LExpr>(*e);
+  for (LExprPtr &o : copy->operands)
+    o = substitute(o, map);
+  return copy;
+}
+
+StmtPtr substitute(const StmtPtr &s, const VarMap &map) {
+  if (!s)
+    return s;
+  auto copy = std::make_shared<Stmt>(*s);
+  if (copy->index)
+    copy->index = substitute(copy->index, map);
+  if (copy->value)
+    copy->value = substitute(copy->value, map);
+  copy->body = substitute(copy->body, map);
+  copy->else_body = substitute(copy->else_body, map);
+  for (StmtPtr &c : copy->seq)
+    c = substitute(c, map);
+  return copy;
+}
+
+bool data_parallel(const Stmt &s) {
+  return s.kind == StmtKind::For && (s.for_kind == ForKind::Parallel || s.for_kind == ForKind::Vectorized);
+}
+
+} // namespace
+
+void bind_gpu_threads(LoweredFunction &fn) {
+  for (Kernel &k : fn.kernels) {
+    std::vector<const Stmt *> nest;
+    for (const Stmt *s = k.body.get(); s && data_parallel(*s); s = s->body.get())
+      nest.push_back(s);
+    if (nest.empty())
+      continue; // a serial kernel: one thread
+    Shape extents;
+    for (const Stmt *s : nest)
+      extents.push_back(s->extent);
+    int64_t total = num_elements(extents);
+    k.block = std::min(total, kThreadsPerBlock);
+    k.grid = (total + k.block - 1) / k.block;
+    auto bx = std::make_shared<LVar>(LVar{"blockIdx.x"});
+    auto tx = std::make_shared<LVar>(LVar{"threadIdx.x"});
+    LExprPtr flat = binary(BinaryOp::Add, binary(BinaryOp::Mul, var_ref(bx), int_imm(k.block)), var_ref(tx));
+    Index idx = unravel_index(flat, extents);
+    VarMap map;
+    for (size_t d = 0; d < nest.size(); ++d)
+      map[nest[d]->var.get()] = idx[d];
+    StmtPtr inner = substitute(nest.back()->body, map);
+    StmtPtr guarded = if_then(compare(CompareOp::LT, flat, int_imm(total)), inner);
+    k.body = for_loop(bx, k.grid, ForKind::BlockIdx, for_loop(tx, k.block, ForKind::ThreadIdx, guarded));
+  }
+}
+
+} // namespace gradc

@@ -1,0 +1,321 @@
+//===- LoopIR.cpp - loop IR constructors and the `loops` dump printer -----===//
+#include "gradc/loops/LoopIR.h"
+#include "gradc/support/Diagnostics.h"
+
+#include <sstream>
+
+namespace gradc {
+
+const char *for_kind_name(ForKind kind) {
+  switch (kind) {
+  case ForKind::Serial: return "serial";
+  case ForKind::Parallel: return "parallel";
+  case ForKind::Vectorized: return "vectorized";
+  case ForKind::ScanTime: return "scan_time";
+  case ForKind::BlockIdx: return "blockIdx.x";
+  case ForKind::ThreadIdx: return "threadIdx.x";
+  }
+  return "?";
+}
+
+static std::shared_ptr<LExpr> node(LExprKind kind, DType dt) {
+  auto e = std::make_shared<LExpr>();
+  e->kind = kind;
+  e->dtype = dt;
+  return e;
+}
+
+LExprPtr int_imm(int64_t v, DType dt) {
+  auto e = node(LExprKind::IntImm, dt);
+  e->ivalue = v;
+  return e;
+}
+
+LExprPtr float_imm(double v, DType dt) {
+  GRADC_CHECK(is_float(dt), "loop IR", "float_imm of a non-float dtype");
+  auto e = node(LExprKind::FloatImm, dt);
+  e->fvalue = v;
+  return e;
+}
+
+LExprPtr var_ref(const LVarPtr &v) {
+  auto e = node(LExprKind::Var, DType::Int64);
+  e->var = v;
+  return e;
+}
+
+LExprPtr load(const BufferPtr &buf, LExprPtr index) {
+  GRADC_CHECK(index->dtype == DType::Int64, "loop IR", "load index must be int64");
+  auto e = node(LExprKind::Load, buf->dtype);
+  e->buffer = buf;
+  e->operands = {std::move(index)};
+  return e;
+}
+
+LExprPtr unary(UnaryOp op, LExprPtr a) {
+  auto e = node(LExprKind::Unary, a->dtype);
+  e->uop = op;
+  e->operands = {std::move(a)};
+  return e;
+}
+
+LExprPtr binary(BinaryOp op, LExprPtr a, LExprPtr b) {
+  GRADC_CHECK(a->dtype == b->dtype, "loop IR",
+              std::string("binary operands of different dtypes: ") + dtype_name(a->dtype) +
+                  " and " + dtype_name(b->dtype));
+  auto e = node(LExprKind::Binary, a->dtype);
+  e->bop = op;
+  e->operands = {std::move(a), std::move(b)};
+  return e;
+}
+
+LExprPtr compare(CompareOp op, LExprPtr a, LExprPtr b) {
+  GRADC_CHECK(a->dtype == b->dtype, "loop IR", "compare operands of different dtypes");
+  auto e = node(LExprKind::Compare, DType::Bool);
+  e->cop = op;
+  e->operands = {std::move(a), std::move(b)};
+  return e;
+}
+
+LExprPtr select(LExprPtr c, LExprPtr a, LExprPtr b) {
+  GRADC_CHECK(c->dtype == DType::Bool && a->dtype == b->dtype, "loop IR", "ill-typed select");
+  auto e = node(LExprKind::Select, a->dtype);
+  e->operands = {std::move(c), std::move(a), std::move(b)};
+  return e;
+}
+
+LExprPtr cast(DType dt, LExprPtr a) {
+  if (a->dtype == dt)
+    return a;
+  auto e = node(LExprKind::Cast, dt);
+  e->operands = {std::move(a)};
+  return e;
+}
+
+static std::shared_ptr<Stmt> snode(StmtKind kind) {
+  auto s = std::make_shared<Stmt>();
+  s->kind = kind;
+  return s;
+}
+
+StmtPtr for_loop(LVarPtr var, int64_t extent, ForKind kind, StmtPtr body) {
+  auto s = snode(StmtKind::For);
+  s->var = std::move(var);
+  s->extent = extent;
+  s->for_kind = kind;
+  s->body = std::move(body);
+  return s;
+}
+
+StmtPtr store(const BufferPtr &buf, LExprPtr index, LExprPtr value) {
+  GRADC_CHECK(value->dtype == buf->dtype, "loop IR",
+              "store of " + std::string(dtype_name(value->dtype)) + " into " +
+                  dtype_name(buf->dtype) + " buffer " + buf->name);
+  auto s = snode(StmtKind::Store);
+  s->buffer = buf;
+  s->index = std::move(index);
+  s->value = std::move(value);
+  return s;
+}
+
+StmtPtr seq(std::vector<StmtPtr> stmts) {
+  if (stmts.size() == 1)
+    return stmts[0];
+  auto s = snode(StmtKind::Seq);
+  s->seq = std::move(stmts);
+  return s;
+}
+
+StmtPtr if_then(LExprPtr cond, StmtPtr then_body, StmtPtr else_body) {
+  GRADC_CHECK(cond->dtype == DType::Bool, "loop IR", "if condition must be bool");
+  auto s = snode(StmtKind::If);
+  s->value = std::move(cond);
+  s->body = std::move(then_body);
+  s->else_body = std::move(else_body);
+  return s;
+}
+
+StmtPtr alloc(const BufferPtr &local, StmtPtr body) {
+  GRADC_CHECK(local->scope == BufferScope::Local, "loop IR", "alloc of a non-local buffer");
+  auto s = snode(StmtKind::Alloc);
+  s->buffer = local;
+  s->body = std::move(body);
+  return s;
+}
+
+//===----------------------------------------------------------------------===//
+// Printer
+//===----------------------------------------------------------------------===//
+
+namespace {
+
+const char *unary_name(UnaryOp op) {
+  switch (op) {
+  case UnaryOp::Neg: return "neg";
+  case UnaryOp::Exp: return "exp";
+  case UnaryOp::Log: return "log";
+  case UnaryOp::Sqrt: return "sqrt";
+  case UnaryOp::Tanh: return "tanh";
+  case UnaryOp::Abs: return "abs";
+  case UnaryOp::Erf: return "erf";
+  case UnaryOp::Sin: return "sin";
+  case UnaryOp::Cos: return "cos";
+  case UnaryOp::Not: return "not";
+  }
+  return "?";
+}
+
+const char *binary_infix(BinaryOp op) {
+  switch (op) {
+  case BinaryOp::Add: return " + ";
+  case BinaryOp::Sub: return " - ";
+  case BinaryOp::Mul: return "*";
+  case BinaryOp::Div: return " / ";
+  case BinaryOp::FloorDiv: return " // ";
+  case BinaryOp::FloorMod: return " % ";
+  case BinaryOp::And: return " && ";
+  case BinaryOp::Or: return " || ";
+  default: return nullptr;
+  }
+}
+
+const char *binary_call(BinaryOp op) {
+  switch (op) {
+  case BinaryOp::Min: return "min";
+  case BinaryOp::Max: return "max";
+  case BinaryOp::Pow: return "pow";
+  default: return "?";
+  }
+}
+
+const char *compare_name(CompareOp op) {
+  switch (op) {
+  case CompareOp::LT: return " < ";
+  case CompareOp::LE: return " <= ";
+  case CompareOp::GT: return " > ";
+  case CompareOp::GE: return " >= ";
+  case CompareOp::EQ: return " == ";
+  case CompareOp::NE: return " != ";
+  }
+  return "?";
+}
+
+const char *scope_name(BufferScope s) {
+  switch (s) {
+  case BufferScope::Input: return "input";
+  case BufferScope::Output: return "output";
+  case BufferScope::Arena: return "arena";
+  case BufferScope::Local: return "local";
+  }
+  return "?";
+}
+
+class LoopPrinter {
+public:
+  std::ostringstream os;
+
+  std::string expr(const LExprPtr &e) {
+    switch (e->kind) {
+    case LExprKind::IntImm:
+      if (e->dtype == DType::Bool)
+        return e->ivalue ? "True" : "False";
+      return std::to_string(e->ivalue) + (e->dtype == DType::Int64 ? "" : std::string("i32"));
+    case LExprKind::FloatImm: {
+      std::ostringstream s;
+      s.precision(17);
+      s << e->fvalue << (e->dtype == DType::Float32 ? "f" : e->dtype == DType::Float16 ? "f16" : "f64");
+      return s.str();
+    }
+    case LExprKind::Var: return e->var->name;
+    case LExprKind::Load: return e->buffer->name + "[" + expr(e->operands[0]) + "]";
+    case LExprKind::Unary: return std::string(unary_name(e->uop)) + "(" + expr(e->operands[0]) + ")";
+    case LExprKind::Binary:
+      if (const char *infix = binary_infix(e->bop))
+        return "(" + expr(e->operands[0]) + infix + expr(e->operands[1]) + ")";
+      return std::string(binary_call(e->bop)) + "(" + expr(e->operands[0]) + ", " +
+             expr(e->operands[1]) + ")";
+    case LExprKind::Compare:
+      return "(" + expr(e->operands[0]) + compare_name(e->cop) + expr(e->operands[1]) + ")";
+    case LExprKind::Select:
+      return "select(" + expr(e->operands[0]) + ", " + expr(e->operands[1]) + ", " +
+             expr(e->operands[2]) + ")";
+    case LExprKind::Cast:
+      return std::string(dtype_name(e->dtype)) + "(" + expr(e->operands[0]) + ")";
+    }
+    return "?";
+  }
+
+  void stmt(const StmtPtr &s, int depth) {
+    std::string pad(depth * 2, ' ');
+    switch (s->kind) {
+    case StmtKind::For:
+      os << pad << "for (" << s->var->name << ", 0, " << s->extent << ") "
+         << for_kind_name(s->for_kind) << " {\n";
+      stmt(s->body, depth + 1);
+      os << pad << "}\n";
+      break;
+    case StmtKind::Store:
+      os << pad << s->buffer->name << "[" << expr(s->index) << "] = " << expr(s->value) << "\n";
+      break;
+    case StmtKind::Seq:
+      for (const StmtPtr &c : s->seq)
+        stmt(c, depth);
+      break;
+    case StmtKind::If:
+      os << pad << "if " << expr(s->value) << " {\n";
+      stmt(s->body, depth + 1);
+      if (s->else_body) {
+        os << pad << "} else {\n";
+        stmt(s->else_body, depth + 1);
+      }
+      os << pad << "}\n";
+      break;
+    case StmtKind::Alloc:
+      os << pad << "allocate " << s->buffer->name << ": " << dtype_name(s->buffer->dtype) << "["
+         << s->buffer->numel() << "], local\n";
+      stmt(s->body, depth);
+      break;
+    }
+  }
+
+  void buffer(const BufferPtr &b) {
+    os << "  " << scope_name(b->scope) << " " << b->name << ": Buffer(" << dtype_name(b->dtype)
+       << ", " << shape_str(b->shape) << ", " << b->bytes() << " bytes";
+    if (b->scope == BufferScope::Arena)
+      os << ", offset " << b->offset;
+    os << ")\n";
+  }
+
+  void function(const LoweredFunction &fn) {
+    os << "@" << fn.name << " = primfn(workspace: " << fn.workspace_bytes << " bytes) {\n";
+    for (const BufferPtr &b : fn.inputs)
+      buffer(b);
+    for (const BufferPtr &b : fn.outputs)
+      buffer(b);
+    for (const BufferPtr &b : fn.arena)
+      buffer(b);
+    for (const Kernel &k : fn.kernels) {
+      os << "  kernel " << k.name << "(";
+      for (size_t i = 0; i < k.buffers.size(); ++i)
+        os << (i ? ", " : "") << k.buffers[i]->name;
+      os << ")";
+      if (k.grid > 1 || k.block > 1)
+        os << " launch(grid=" << k.grid << ", block=" << k.block << ")";
+      os << " {\n";
+      stmt(k.body, 2);
+      os << "  }\n";
+    }
+    os << "}\n";
+  }
+};
+
+} // namespace
+
+std::string print_loops(const LoweredModule &module) {
+  LoopPrinter p;
+  for (const LoweredFunction &fn : module.functions)
+    p.function(fn);
+  return p.os.str();
+}
+
+} // namespace gradc

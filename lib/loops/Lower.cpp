@@ -1,0 +1,273 @@
+//===- Lower.cpp - fused tensor IR to loop IR -----------------------------===//
+//
+// One kernel per top-level binding. Injective roots become one loop nest over
+// the output whose element expression is built by calling each fused
+// operator's ElementFn; other operators emit their own nest through KernelFn.
+// Tuples and projections only alias buffers and emit nothing.
+//
+//===----------------------------------------------------------------------===//
+#include "gradc/loops/Lower.h"
+#include "gradc/op/Registry.h"
+
+#include <cmath>
+#include <limits>
+#include <unordered_map>
+#include <unordered_set>
+
+namespace gradc {
+
+LExprPtr constant_of(double value, DType dtype) {
+  if (is_float(dtype))
+    return float_imm(value, dtype);
+  if (dtype == DType::Bool)
+    return int_imm(value != 0, dtype);
+  double lo = dtype == DType::Int32 ? double(std::numeric_limits<int32_t>::min()) : -9.2e18;
+  double hi = dtype == DType::Int32 ? double(std::numeric_limits<int32_t>::max()) : 9.2e18;
+  return int_imm(int64_t(std::isnan(value) ? 0 : std::fmin(std::fmax(value, lo), hi)), dtype);
+}
+
+LExprPtr flat_index(const Shape &shape, const Index &idx) {
+  GRADC_CHECK(shape.size() == idx.size(), "lowering",
+              "index of rank " + std::to_string(idx.size()) + " for shape " + shape_str(shape));
+  LExprPtr flat;
+  for (size_t d = 0; d < shape.size(); ++d) {
+    if (shape[d] == 1) // the index along a size-1 axis is always 0
+      continue;
+    flat = flat ? binary(BinaryOp::Add, binary(BinaryOp::Mul, flat, int_imm(shape[d])), idx[d]) : idx[d];
+  }
+  return flat ? flat : int_imm(0);
+}
+
+Index unravel_index(const LExprPtr &flat, const Shape &shape) {
+  Index idx(shape.size());
+  int64_t stride = 1;
+  for (size_t d = shape.size(); d-- > 0;) {
+    LExprPtr q = stride == 1 ? flat : binary(BinaryOp::FloorDiv, flat, int_imm(stride));
+    idx[d] = d == 0 ? q : binary(BinaryOp::FloorMod, q, int_imm(shape[d]));
+    stride *= shape[d];
+  }
+  return idx;
+}
+
+Index broadcast_index(const Shape &in_shape, const Shape &out_shape, const Index &idx) {
+  Index out;
+  size_t lead = out_shape.size() - in_shape.size();
+  for (size_t d = 0; d < in_shape.size(); ++d)
+    out.push_back(in_shape[d] == 1 && out_shape[d + lead] != 1 ? int_imm(0) : idx[d + lead]);
+  return out;
+}
+
+StmtPtr loop_nest(const Shape &shape, const std::function<StmtPtr(const Index &)> &body, NestKind kind,
+                  const std::string &prefix) {
+  std::vector<LVarPtr> vars;
+  Index idx;
+  for (size_t d = 0; d < shape.size(); ++d) {
+    vars.push_back(std::make_shared<LVar>(LVar{prefix + std::to_string(d)}));
+    idx.push_back(var_ref(vars.back()));
+  }
+  StmtPtr s = body(idx);
+  for (size_t d = shape.size(); d-- > 0;) {
+    ForKind fk = ForKind::Serial;
+    if (kind == NestKind::Elementwise)
+      fk = d + 1 == shape.size() ? ForKind::Vectorized : ForKind::Parallel;
+    else if (kind == NestKind::Outer && d == 0)
+      fk = ForKind::Parallel;
+    s = for_loop(vars[d], shape[d], fk, s);
+  }
+  return s;
+}
+
+LExprPtr ElementCtx::in(size_t arg) const {
+  return input(arg, broadcast_index(arg_type(arg).shape, type().shape, index));
+}
+
+BufferPtr KernelCtx::local(const std::string &name, DType dtype, int64_t size) {
+  return std::make_shared<Buffer>(Buffer{name, dtype, {size}, BufferScope::Local});
+}
+
+LVarPtr KernelCtx::var(const std::string &name) { return std::make_shared<LVar>(LVar{name}); }
+
+namespace {
+
+void collect_buffers(const LExprPtr &e, std::vector<BufferPtr> &out, std::unordered_set<const Buffer *> &seen) {
+  if (e->buffer && e->buffer->scope != BufferScope::Local && seen.insert(e->buffer.get()).second)
+    out.push_back(e->buffer);
+  for (const LExprPtr &o : e->operands)
+    collect_buffers(o, out, seen);
+}
+
+void collect_buffers(const StmtPtr &s, std::vector<BufferPtr> &out, std::unordered_set<const Buffer *> &seen) {
+  if (!s)
+    return;
+  if (s->buffer && s->buffer->scope != BufferScope::Local && seen.insert(s->buffer.get()).second)
+    out.push_back(s->buffer);
+  for (const LExprPtr &e : {s->index, s->value})
+    if (e)
+      collect_buffers(e, out, seen);
+  collect_buffers(s->body, out, seen);
+  collect_buffers(s->else_body, out, seen);
+  for (const StmtPtr &c : s->seq)
+    collect_buffers(c, out, seen);
+}
+
+class FunctionLowering {
+public:
+  explicit FunctionLowering(const Function &fn) : fn_(fn) {}
+
+  LoweredFunction run() {
+    out_.name = fn_.name;
+    for (size_t i = 0; i < fn_.params.size(); ++i) {
+      const ExprPtr &p = fn_.params[i];
+      GRADC_CHECK(p->type.is_tensor(), "lowering", "tuple parameters are not supported");
+      auto buf = make_buffer(p->name, p->type, BufferScope::Input);
+      buf->io_index = int(i);
+      out_.inputs.push_back(buf);
+      leaves_[p.get()] = {buf};
+    }
+    for (const Binding &b : fn_.body.bindings)
+      binding(b);
+    outputs();
+    for (const BufferPtr &buf : produced_)
+      if (buf->scope == BufferScope::Arena)
+        out_.arena.push_back(buf);
+    return std::move(out_);
+  }
+
+private:
+  const Function &fn_;
+  LoweredFunction out_;
+  std::unordered_map<const Expr *, std::vector<BufferPtr>> leaves_; // var -> buffers (tuples: several)
+  std::vector<BufferPtr> produced_; // every buffer a kernel writes
+  std::unordered_set<std::string> names_;
+
+  BufferPtr make_buffer(const std::string &hint, const Type &t, BufferScope scope) {
+    std::string name = hint.empty() ? "t" : hint;
+    for (int k = 1; names_.count(name); ++k)
+      name = hint + "_" + std::to_string(k);
+    names_.insert(name);
+    return std::make_shared<Buffer>(Buffer{name, t.dtype, t.shape, scope});
+  }
+
+  /// The value of `e` at element `idx` (e is an atom or a fused injective call).
+  LExprPtr element(const ExprPtr &e, const Index &idx) {
+    switch (e->kind) {
+    case ExprKind::Constant:
+      return is_float(e->dtype) ? constant_of(e->fvalue, e->dtype) : int_imm(e->ivalue, e->dtype);
+    case ExprKind::Var: {
+      const BufferPtr &buf = leaves_.at(e.get()).at(0);
+      return load(buf, flat_index(buf->shape, idx));
+    }
+    case ExprKind::Call: {
+      GRADC_CHECK(e->op->injective(), "lowering", "fused non-injective operator " + e->op->name);
+      ElementCtx ctx{*e, idx, [this, e](size_t arg, const Index &i) { return element(e->args[arg], i); }};
+      return e->op->element(ctx);
+    }
+    default: internal_error("lowering", "unexpected expression inside a kernel");
+    }
+  }
+
+  void add_kernel(const std::string &name, StmtPtr body) {
+    Kernel k;
+    k.name = name;
+    k.body = std::move(body);
+    std::unordered_set<const Buffer *> seen;
+    collect_buffers(k.body, k.buffers, seen);
+    out_.kernels.push_back(std::move(k));
+  }
+
+  void binding(const Binding &b) {
+    const Expr &v = *b.value;
+    switch (v.kind) {
+    case ExprKind::Tuple: {
+      std::vector<BufferPtr> leaves;
+      for (const ExprPtr &f : v.args)
+        for (const BufferPtr &l : atom_leaves(f))
+          leaves.push_back(l);
+      leaves_[b.var.get()] = leaves;
+      return;
+    }
+    case ExprKind::TupleGet: {
+      const auto &all = leaves_.at(v.args[0].get());
+      size_t start = 0;
+      for (int i = 0; i < v.index; ++i)
+        start += count_leaves(v.args[0]->type.fields[i]);
+      size_t n = count_leaves(b.var->type);
+      leaves_[b.var.get()] = std::vector<BufferPtr>(all.begin() + start, all.begin() + start + n);
+      return;
+    }
+    case ExprKind::Call: break;
+    default: internal_error("lowering", "unexpected binding kind");
+    }
+    GRADC_CHECK(b.var->type.is_tensor(), "lowering", "operators with tuple results are not supported yet");
+    BufferPtr buf = make_buffer(b.var->name, b.var->type, BufferScope::Arena);
+    leaves_[b.var.get()] = {buf};
+    produced_.push_back(buf);
+    std::string kname = buf->name + "_" + kernel_suffix(v);
+    if (v.op->injective()) {
+      add_kernel(kname, loop_nest(buf->shape, [&](const Index &idx) {
+                   return store(buf, flat_index(buf->shape, idx), element(b.value, idx));
+                 }));
+      return;
+    }
+    GRADC_CHECK(v.op->kernel, "lowering", "operator " + v.op->name + " has no lowering");
+    KernelCtx ctx{v, {buf}, [this, &v](size_t arg, const Index &i) { return element(v.args[arg], i); }};
+    add_kernel(kname, v.op->kernel(ctx));
+  }
+
+  static std::string kernel_suffix(const Expr &v) {
+    std::string s = v.op->name;
+    for (char &c : s)
+      if (c == '.')
+        c = '_';
+    return s;
+  }
+
+  static size_t count_leaves(const Type &t) {
+    if (!t.is_tuple())
+      return 1;
+    size_t n = 0;
+    for (const Type &f : t.fields)
+      n += count_leaves(f);
+    return n;
+  }
+
+  std::vector<BufferPtr> atom_leaves(const ExprPtr &e) {
+    if (e->kind == ExprKind::Var)
+      return leaves_.at(e.get());
+    // A constant used as a tuple field or a result: materialize it.
+    BufferPtr buf = make_buffer("const", e->type, BufferScope::Arena);
+    produced_.push_back(buf);
+    add_kernel(buf->name + "_fill", store(buf, int_imm(0), element(e, {})));
+    return {buf};
+  }
+
+  /// Results become Output buffers: a kernel-produced buffer is retargeted
+  /// in place; parameters and repeated leaves are copied.
+  void outputs() {
+    std::unordered_set<const Buffer *> taken;
+    for (const BufferPtr &leaf : atom_leaves(fn_.body.result)) {
+      BufferPtr out = leaf;
+      if (leaf->scope != BufferScope::Arena || taken.count(leaf.get())) {
+        out = make_buffer("out", Type::tensor(leaf->shape, leaf->dtype), BufferScope::Output);
+        add_kernel(out->name + "_copy", loop_nest(leaf->shape, [&](const Index &idx) {
+                     return store(out, flat_index(out->shape, idx), load(leaf, flat_index(leaf->shape, idx)));
+                   }));
+      }
+      out->scope = BufferScope::Output;
+      out->io_index = int(out_.outputs.size());
+      taken.insert(out.get());
+      out_.outputs.push_back(out);
+    }
+  }
+};
+
+} // namespace
+
+LoweredModule lower_module(const Module &module) {
+  LoweredModule out;
+  for (const FunctionPtr &fn : module.functions)
+    out.functions.push_back(FunctionLowering(*fn).run());
+  return out;
+}
+
+} // namespace gradc

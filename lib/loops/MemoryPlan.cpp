@@ -1,0 +1,55 @@
+//===- MemoryPlan.cpp - plan the workspace arena --------------------------===//
+//
+// Runs after lowering. Lifetimes are kernel indices; two buffers may share
+// bytes only if one's last reader runs before the other's writer. Placement
+// is greedy first-fit in order of the first write, largest first on ties:
+// simple, deterministic, and the result is exactly what the code uses.
+//
+//===----------------------------------------------------------------------===//
+#include "gradc/loops/Passes.h"
+
+#include <algorithm>
+#include <unordered_map>
+
+namespace gradc {
+
+void plan_memory(LoweredFunction &fn) {
+  std::unordered_map<const Buffer *, std::pair<size_t, size_t>> life; // first, last kernel
+  for (size_t k = 0; k < fn.kernels.size(); ++k)
+    for (const BufferPtr &b : fn.kernels[k].buffers) {
+      auto [it, fresh] = life.try_emplace(b.get(), k, k);
+      it->second.second = k;
+    }
+  std::vector<BufferPtr> order = fn.arena;
+  std::stable_sort(order.begin(), order.end(), [&](const BufferPtr &a, const BufferPtr &b) {
+    auto la = life[a.get()], lb = life[b.get()];
+    return la.first != lb.first ? la.first < lb.first : a->bytes() > b->bytes();
+  });
+  struct Placed {
+    int64_t offset, end;
+    size_t first, last;
+  };
+  std::vector<Placed> placed;
+  int64_t peak = 0;
+  for (const BufferPtr &b : order) {
+    auto [first, last] = life[b.get()];
+    int64_t size = (b->bytes() + kBufferAlignment - 1) / kBufferAlignment * kBufferAlignment;
+    std::vector<Placed> conflicts;
+    for (const Placed &p : placed)
+      if (!(p.last < first || last < p.first))
+        conflicts.push_back(p);
+    std::sort(conflicts.begin(), conflicts.end(), [](auto &a, auto &b) { return a.offset < b.offset; });
+    int64_t offset = 0;
+    for (const Placed &p : conflicts) {
+      if (offset + size <= p.offset)
+        break;
+      offset = std::max(offset, p.end);
+    }
+    b->offset = offset;
+    placed.push_back({offset, offset + size, first, last});
+    peak = std::max(peak, offset + size);
+  }
+  fn.workspace_bytes = peak;
+}
+
+} // namespace gradc

@@ -1,0 +1,61 @@
+//===- Builder.cpp - emit typed bindings ----------------------------------===//
+#include "gradc/op/Builder.h"
+#include "gradc/op/Registry.h"
+#include "gradc/transform/TypeInfer.h"
+
+namespace gradc {
+
+ExprPtr Builder::call(const std::string &name, std::vector<ExprPtr> args, Attrs attrs) {
+  ExprPtr c = make_call(op(name), std::move(args), std::move(attrs), span_);
+  std::string error;
+  c->type = infer_call(*c, &error);
+  if (!error.empty())
+    internal_error("builder", "a pass built an ill-typed call: " + error);
+  return bind(c, "t");
+}
+
+ExprPtr Builder::bind(ExprPtr value, const std::string &hint) {
+  if (value->is_atom())
+    return value;
+  if (value->type.is_unknown()) {
+    std::string error;
+    value->type = infer_structural(*value, &error);
+    if (!error.empty())
+      internal_error("builder", "a pass built an ill-typed value: " + error);
+  }
+  ExprPtr v = make_var(hint, {}, span_);
+  v->type = value->type;
+  out_.push_back({v, value, false});
+  return v;
+}
+
+ExprPtr Builder::constant(double value, DType dtype) { return make_constant(value, dtype, span_); }
+
+ExprPtr Builder::tuple(std::vector<ExprPtr> fields) { return bind(make_tuple(std::move(fields), span_)); }
+
+ExprPtr Builder::get(ExprPtr tuple, int index) { return bind(make_tuple_get(std::move(tuple), index, span_)); }
+
+ExprPtr Builder::scale(ExprPtr a, double c) { return mul(a, constant(c, a->type.dtype)); }
+
+ExprPtr Builder::zeros(const Type &type) {
+  if (type.is_tuple()) {
+    std::vector<ExprPtr> fields;
+    for (const Type &f : type.fields)
+      fields.push_back(zeros(f));
+    return tuple(std::move(fields));
+  }
+  Attrs attrs;
+  attrs.set("shape", AttrValue::ints(type.shape));
+  attrs.set("dtype", AttrValue::of(dtype_name(type.dtype)));
+  return call("zeros", {}, attrs);
+}
+
+ExprPtr Builder::sum_to(ExprPtr a, const Shape &shape) {
+  if (a->type.shape == shape)
+    return a;
+  Attrs attrs;
+  attrs.set("shape", AttrValue::ints(shape));
+  return call("collapse_sum_to", {a}, attrs);
+}
+
+} // namespace gradc

@@ -1,0 +1,165 @@
+//===- Registry.cpp - the operator registry and registration builder ------===//
+//
+// Builds the global registry once, from every operator family. Adding an
+// operator means adding it to a family file; adding a family means one line
+// in OpRegistry::global().
+//
+//===----------------------------------------------------------------------===//
+#include "gradc/op/Registry.h"
+
+#include <algorithm>
+
+namespace gradc {
+
+const char *attr_kind_name(AttrKind kind) {
+  switch (kind) {
+  case AttrKind::Int: return "int";
+  case AttrKind::Float: return "float";
+  case AttrKind::Bool: return "bool";
+  case AttrKind::String: return "string";
+  case AttrKind::IntList: return "list of int";
+  case AttrKind::OptInt: return "int or None";
+  case AttrKind::OptIntList: return "None, int or list of int";
+  case AttrKind::OptFloat: return "float or None";
+  case AttrKind::DTypeName: return "dtype";
+  case AttrKind::Shape: return "shape";
+  }
+  return "?";
+}
+
+Type RelationCtx::fail(const std::string &message) {
+  if (error.empty())
+    error = op.name + ": " + message;
+  return Type::unknown();
+}
+
+const Type *RelationCtx::tensor(size_t i) {
+  if (i >= args.size() || !args[i].is_tensor()) {
+    std::string which = i < op.args.size() ? op.args[std::min(i, op.args.size() - 1)].name : "";
+    fail("argument " + std::to_string(i + 1) + (which.empty() ? "" : " (" + which + ")") +
+         " must be a tensor, found " + (i < args.size() ? args[i].str() : "nothing"));
+    return nullptr;
+  }
+  return &args[i];
+}
+
+std::optional<int64_t> RelationCtx::axis(int64_t axis, int64_t rank, const char *what) {
+  if (axis < -rank || axis >= rank || (rank == 0 && axis != 0 && axis != -1)) {
+    fail(std::string(what) + " " + std::to_string(axis) + " is out of range for a tensor of rank " +
+         std::to_string(rank));
+    return std::nullopt;
+  }
+  return axis < 0 ? axis + rank : axis;
+}
+
+const AttrSpec *OpDef::find_attr(const std::string &attr_name) const {
+  for (const AttrSpec &a : attrs)
+    if (a.name == attr_name)
+      return &a;
+  return nullptr;
+}
+
+OpBuilder &OpBuilder::describe(std::string summary) {
+  def_.summary = std::move(summary);
+  return *this;
+}
+OpBuilder &OpBuilder::arg(std::string name, std::string type_info, std::string doc) {
+  def_.args.push_back({std::move(name), std::move(type_info), std::move(doc)});
+  def_.min_inputs = def_.max_inputs = int(def_.args.size());
+  return *this;
+}
+OpBuilder &OpBuilder::arity(int min, int max) {
+  def_.min_inputs = min;
+  def_.max_inputs = max;
+  return *this;
+}
+OpBuilder &OpBuilder::attr(std::string name, AttrKind kind, AttrValue default_value,
+                           std::string doc) {
+  def_.attrs.push_back({std::move(name), kind, std::move(default_value), std::move(doc), false});
+  return *this;
+}
+OpBuilder &OpBuilder::required_attr(std::string name, AttrKind kind, std::string doc) {
+  def_.attrs.push_back({std::move(name), kind, AttrValue::none(), std::move(doc), true});
+  return *this;
+}
+OpBuilder &OpBuilder::support_level(int level) {
+  def_.support_level = level;
+  return *this;
+}
+OpBuilder &OpBuilder::relation(std::string name, TypeRelation rel) {
+  def_.relation_name = std::move(name);
+  def_.relation = rel;
+  return *this;
+}
+OpBuilder &OpBuilder::gradient(GradientFn fn) {
+  def_.gradient = fn;
+  return *this;
+}
+OpBuilder &OpBuilder::no_gradient() {
+  def_.no_gradient = true;
+  return *this;
+}
+OpBuilder &OpBuilder::element(ElementFn fn) {
+  def_.element = fn;
+  return *this;
+}
+OpBuilder &OpBuilder::kernel(KernelFn fn) {
+  def_.kernel = fn;
+  return *this;
+}
+OpBuilder &OpBuilder::example(std::string params, std::string body, bool positive,
+                              int64_t int_range) {
+  def_.example = GradExample{std::move(params), std::move(body), positive, int_range};
+  return *this;
+}
+
+OpBuilder &OpBuilder::alias(std::string name) {
+  GRADC_CHECK(!reg_.by_name_.count(name), "registry", "alias '" + name + "' registered twice");
+  reg_.by_name_[name] = &def_;
+  def_.aliases.push_back(std::move(name));
+  return *this;
+}
+
+const OpRegistry &OpRegistry::global() {
+  static const OpRegistry registry = [] {
+    OpRegistry r;
+    register_elementwise_ops(r);
+    register_reduce_ops(r);
+    register_shape_ops(r);
+    register_nn_ops(r);
+    register_scan_ops(r);
+    register_grad_ops(r);
+    return r;
+  }();
+  return registry;
+}
+
+const OpDef *OpRegistry::find(const std::string &name) const {
+  auto it = by_name_.find(name);
+  return it == by_name_.end() ? nullptr : it->second;
+}
+
+std::vector<const OpDef *> OpRegistry::all() const {
+  std::vector<const OpDef *> out;
+  for (const auto &d : defs_)
+    out.push_back(d.get());
+  std::sort(out.begin(), out.end(), [](auto *a, auto *b) { return a->name < b->name; });
+  return out;
+}
+
+OpBuilder OpRegistry::add(const std::string &name) {
+  GRADC_CHECK(!by_name_.count(name), "registry", "operator '" + name + "' registered twice");
+  defs_.push_back(std::make_unique<OpDef>());
+  OpDef &d = *defs_.back();
+  d.name = name;
+  by_name_[name] = &d;
+  return OpBuilder(*this, d);
+}
+
+const OpDef *op(const std::string &name) {
+  const OpDef *d = OpRegistry::global().find(name);
+  GRADC_CHECK(d, "registry", "no operator named '" + name + "'");
+  return d;
+}
+
+} // namespace gradc

@@ -1,0 +1,109 @@
+//===- Relations.cpp - shared type relations ------------------------------===//
+#include "gradc/op/Relations.h"
+
+#include <algorithm>
+#include <set>
+
+namespace gradc {
+
+Type identity_rel(RelationCtx &ctx) {
+  const Type *t = ctx.tensor(0);
+  return t ? *t : Type::unknown();
+}
+
+Type float_identity_rel(RelationCtx &ctx) {
+  const Type *t = ctx.tensor(0);
+  if (!t)
+    return Type::unknown();
+  if (!is_float(t->dtype))
+    return ctx.fail(std::string("expects a floating-point tensor, found ") + dtype_name(t->dtype));
+  return *t;
+}
+
+std::optional<Shape> broadcast_shapes(const Shape &a, const Shape &b) {
+  size_t n = std::max(a.size(), b.size());
+  Shape out(n);
+  for (size_t i = 0; i < n; ++i) {
+    int64_t da = i < n - a.size() ? 1 : a[i - (n - a.size())];
+    int64_t db = i < n - b.size() ? 1 : b[i - (n - b.size())];
+    if (da != db && da != 1 && db != 1)
+      return std::nullopt;
+    out[i] = da == 1 ? db : da;
+  }
+  return out;
+}
+
+static Type broadcast_common(RelationCtx &ctx, bool comparison) {
+  const Type *a = ctx.tensor(0);
+  const Type *b = a ? ctx.tensor(1) : nullptr;
+  if (!a || !b)
+    return Type::unknown();
+  if (a->dtype != b->dtype)
+    return ctx.fail(std::string("dtypes ") + dtype_name(a->dtype) + " and " + dtype_name(b->dtype) +
+                    " differ (no implicit promotion; use cast)");
+  auto shape = broadcast_shapes(a->shape, b->shape);
+  if (!shape)
+    return ctx.fail("shapes " + shape_str(a->shape) + " and " + shape_str(b->shape) +
+                    " are not broadcast-compatible");
+  return Type::tensor(*shape, comparison ? DType::Bool : a->dtype);
+}
+
+Type broadcast_rel(RelationCtx &ctx) { return broadcast_common(ctx, false); }
+Type broadcast_comp_rel(RelationCtx &ctx) { return broadcast_common(ctx, true); }
+
+std::vector<int64_t> reduced_axes(const Attrs &attrs, int64_t rank) {
+  std::set<int64_t> axes;
+  if (attrs.is_none("axis")) {
+    for (int64_t i = 0; i < rank; ++i)
+      axes.insert(i);
+  } else {
+    for (int64_t a : attrs.get_ints("axis"))
+      axes.insert(a < 0 ? a + rank : a);
+  }
+  if (attrs.find("exclude") && attrs.get_bool("exclude")) {
+    std::set<int64_t> kept;
+    for (int64_t i = 0; i < rank; ++i)
+      if (!axes.count(i))
+        kept.insert(i);
+    axes = kept;
+  }
+  return {axes.begin(), axes.end()};
+}
+
+Shape reduced_shape(const Shape &shape, const std::vector<int64_t> &axes, bool keepdims) {
+  Shape out;
+  for (int64_t i = 0; i < (int64_t)shape.size(); ++i) {
+    bool reduced = std::find(axes.begin(), axes.end(), i) != axes.end();
+    if (!reduced)
+      out.push_back(shape[i]);
+    else if (keepdims)
+      out.push_back(1);
+  }
+  return out;
+}
+
+Type reduce_rel(RelationCtx &ctx) {
+  const Type *t = ctx.tensor(0);
+  if (!t)
+    return Type::unknown();
+  if (!ctx.attrs.is_none("axis")) {
+    std::set<int64_t> seen;
+    for (int64_t a : ctx.attrs.get_ints("axis")) {
+      auto ax = ctx.axis(a, t->rank());
+      if (!ax)
+        return Type::unknown();
+      if (!seen.insert(*ax).second)
+        return ctx.fail("axis " + std::to_string(a) + " is repeated");
+    }
+  }
+  auto axes = reduced_axes(ctx.attrs, t->rank());
+  return Type::tensor(reduced_shape(t->shape, axes, ctx.attrs.get_bool("keepdims")), t->dtype);
+}
+
+OpBuilder &reduce_attrs(OpBuilder &b) {
+  return b.attr("axis", AttrKind::OptIntList, AttrValue::none(), "Axes to reduce; None reduces all.")
+      .attr("keepdims", AttrKind::Bool, AttrValue::of(false), "Keep reduced axes with size 1.")
+      .attr("exclude", AttrKind::Bool, AttrValue::of(false), "Reduce every axis except `axis`.");
+}
+
+} // namespace gradc

@@ -1,0 +1,348 @@
+//===- elementwise.cpp - unary, binary, comparison and creation operators -===//
+//
+// Every operator here is injective: it computes one output element from the
+// input elements at the (broadcast) same index, so chains of them fuse into a
+// single loop nest. Broadcasting follows numpy; the gradient pass sums
+// adjoints back to each input's shape, so rules here ignore broadcasting.
+//
+//===----------------------------------------------------------------------===//
+#include "gradc/loops/Lower.h"
+#include "gradc/op/Builder.h"
+#include "gradc/op/Relations.h"
+
+#include <cmath>
+
+namespace gradc {
+namespace {
+
+const char *kUnaryTypes = "%x: Tensor[(2, 3), float64]";
+const char *kBinaryTypes = "%x: Tensor[(2, 3), float64], %y: Tensor[(3,), float64]";
+
+ExprPtr zero_of(GradCtx &g) { return g.b.constant(0, g.grad->type.dtype); }
+
+/// g where `cond` holds, else 0.
+ExprPtr mask(GradCtx &g, const char *cmp, ExprPtr a, ExprPtr b) {
+  ExprPtr cond = g.b.call(cmp, {a, b});
+  return g.b.call("where", {cond, g.grad, zero_of(g)});
+}
+
+Type where_rel(RelationCtx &ctx) {
+  const Type *c = ctx.tensor(0), *x = c ? ctx.tensor(1) : nullptr, *y = x ? ctx.tensor(2) : nullptr;
+  if (!y)
+    return Type::unknown();
+  if (c->dtype != DType::Bool)
+    return ctx.fail(std::string("condition must be bool, found ") + dtype_name(c->dtype));
+  if (x->dtype != y->dtype)
+    return ctx.fail(std::string("dtypes ") + dtype_name(x->dtype) + " and " + dtype_name(y->dtype) + " differ");
+  auto xy = broadcast_shapes(x->shape, y->shape);
+  auto all = xy ? broadcast_shapes(c->shape, *xy) : std::nullopt;
+  if (!all)
+    return ctx.fail("shapes " + shape_str(c->shape) + ", " + shape_str(x->shape) + " and " +
+                    shape_str(y->shape) + " are not broadcast-compatible");
+  return Type::tensor(*all, x->dtype);
+}
+
+Type create_rel(RelationCtx &ctx) {
+  return Type::tensor(ctx.attrs.get_ints("shape"), *parse_dtype(ctx.attrs.get_str("dtype")));
+}
+
+Type full_rel(RelationCtx &ctx) {
+  const Type *v = ctx.tensor(0);
+  if (!v)
+    return Type::unknown();
+  if (v->rank() != 0)
+    return ctx.fail("fill_value must be a scalar, found " + v->str());
+  DType dt = ctx.attrs.is_none("dtype") ? v->dtype : *parse_dtype(ctx.attrs.get_str("dtype"));
+  return Type::tensor(ctx.attrs.get_ints("shape"), dt);
+}
+
+Type full_like_rel(RelationCtx &ctx) {
+  const Type *x = ctx.tensor(0), *v = x ? ctx.tensor(1) : nullptr;
+  if (!v)
+    return Type::unknown();
+  if (v->rank() != 0)
+    return ctx.fail("fill_value must be a scalar, found " + v->str());
+  return *x;
+}
+
+Type cast_rel(RelationCtx &ctx) {
+  const Type *x = ctx.tensor(0);
+  if (!x)
+    return Type::unknown();
+  return Type::tensor(x->shape, *parse_dtype(ctx.attrs.get_str("dtype")));
+}
+
+Type clip_rel(RelationCtx &ctx) {
+  const Type *x = ctx.tensor(0);
+  if (!x)
+    return Type::unknown();
+  if (ctx.attrs.get_float("a_min") > ctx.attrs.get_float("a_max"))
+    return ctx.fail("a_min is greater than a_max");
+  return *x;
+}
+
+LExprPtr math(UnaryOp op, const LExprPtr &x) { return unary(op, x); }
+
+void unary_op(OpRegistry &reg, const char *name, const char *summary, TypeRelation rel,
+              GradientFn grad, ElementFn elem, bool positive = false) {
+  reg.add(name)
+      .describe(summary)
+      .arg("data", "Tensor", "The input tensor.")
+      .support_level(1)
+      .relation(rel == identity_rel ? "Identity" : "FloatIdentity", rel)
+      .gradient(grad)
+      .element(elem)
+      .example(kUnaryTypes, std::string(name) + "(%x)", positive);
+}
+
+void binary_op(OpRegistry &reg, const char *name, const char *summary, GradientFn grad,
+               ElementFn elem, bool positive = false) {
+  reg.add(name)
+      .describe(summary)
+      .arg("lhs", "Tensor", "The left operand.")
+      .arg("rhs", "Tensor", "The right operand (broadcast with lhs).")
+      .support_level(1)
+      .relation("Broadcast", broadcast_rel)
+      .gradient(grad)
+      .element(elem)
+      .example(kBinaryTypes, std::string(name) + "(%x, %y)", positive);
+}
+
+} // namespace
+
+void register_elementwise_ops(OpRegistry &reg) {
+  //===--- unary ----------------------------------------------------------===//
+  unary_op(reg, "negative", "Elementwise -x.", identity_rel,
+           [](GradCtx &g) -> Grads { return {g.b.neg(g.grad)}; }, // d/dx -x = -1
+           [](ElementCtx &c) { return unary(UnaryOp::Neg, c.in(0)); });
+  unary_op(reg, "exp", "Elementwise e^x.", float_identity_rel,
+           [](GradCtx &g) -> Grads { return {g.b.mul(g.grad, g.out)}; }, // d/dx e^x = e^x
+           [](ElementCtx &c) { return math(UnaryOp::Exp, c.in(0)); });
+  unary_op(reg, "log", "Elementwise natural logarithm.", float_identity_rel,
+           [](GradCtx &g) -> Grads { return {g.b.div(g.grad, g.arg(0))}; }, // d/dx ln x = 1/x
+           [](ElementCtx &c) { return math(UnaryOp::Log, c.in(0)); }, true);
+  unary_op(reg, "sqrt", "Elementwise square root.", float_identity_rel,
+           [](GradCtx &g) -> Grads { // d/dx sqrt(x) = 1 / (2 sqrt(x))
+             return {g.b.div(g.grad, g.b.scale(g.out, 2.0))};
+           },
+           [](ElementCtx &c) { return math(UnaryOp::Sqrt, c.in(0)); }, true);
+  unary_op(reg, "rsqrt", "Elementwise 1/sqrt(x).", float_identity_rel,
+           [](GradCtx &g) -> Grads { // d/dx x^(-1/2) = -1/2 x^(-3/2) = -1/2 out^3
+             ExprPtr cube = g.b.mul(g.b.mul(g.out, g.out), g.out);
+             return {g.b.mul(g.grad, g.b.scale(cube, -0.5))};
+           },
+           [](ElementCtx &c) {
+             LExprPtr x = c.in(0);
+             return binary(BinaryOp::Div, constant_of(1, x->dtype), math(UnaryOp::Sqrt, x));
+           },
+           true);
+  unary_op(reg, "sigmoid", "Elementwise 1 / (1 + e^-x).", float_identity_rel,
+           [](GradCtx &g) -> Grads { // d/dx s(x) = s(x) (1 - s(x))
+             ExprPtr one_minus = g.b.sub(g.b.constant(1, g.out->type.dtype), g.out);
+             return {g.b.mul(g.grad, g.b.mul(g.out, one_minus))};
+           },
+           [](ElementCtx &c) {
+             LExprPtr x = c.in(0);
+             LExprPtr one = constant_of(1, x->dtype);
+             return binary(BinaryOp::Div, one,
+                           binary(BinaryOp::Add, one, math(UnaryOp::Exp, unary(UnaryOp::Neg, x))));
+           });
+  unary_op(reg, "tanh", "Elementwise hyperbolic tangent.", float_identity_rel,
+           [](GradCtx &g) -> Grads { // d/dx tanh x = 1 - tanh^2 x
+             ExprPtr sq = g.b.mul(g.out, g.out);
+             return {g.b.mul(g.grad, g.b.sub(g.b.constant(1, sq->type.dtype), sq))};
+           },
+           [](ElementCtx &c) { return math(UnaryOp::Tanh, c.in(0)); });
+  unary_op(reg, "sin", "Elementwise sine.", float_identity_rel,
+           [](GradCtx &g) -> Grads { return {g.b.mul(g.grad, g.b.call("cos", {g.arg(0)}))}; },
+           [](ElementCtx &c) { return math(UnaryOp::Sin, c.in(0)); });
+  unary_op(reg, "cos", "Elementwise cosine.", float_identity_rel,
+           [](GradCtx &g) -> Grads { // d/dx cos x = -sin x
+             return {g.b.neg(g.b.mul(g.grad, g.b.call("sin", {g.arg(0)})))};
+           },
+           [](ElementCtx &c) { return math(UnaryOp::Cos, c.in(0)); });
+  unary_op(reg, "erf", "Elementwise Gauss error function.", float_identity_rel,
+           [](GradCtx &g) -> Grads { // d/dx erf x = 2/sqrt(pi) e^(-x^2)
+             ExprPtr x = g.arg(0);
+             ExprPtr e = g.b.call("exp", {g.b.neg(g.b.mul(x, x))});
+             return {g.b.mul(g.grad, g.b.scale(e, 2.0 / std::sqrt(M_PI)))};
+           },
+           [](ElementCtx &c) { return math(UnaryOp::Erf, c.in(0)); });
+  unary_op(reg, "abs", "Elementwise |x|.", identity_rel,
+           [](GradCtx &g) -> Grads { // d/dx |x| = sign(x)
+             ExprPtr neg = g.b.call("less", {g.arg(0), zero_of(g)});
+             return {g.b.call("where", {neg, g.b.neg(g.grad), g.grad})};
+           },
+           [](ElementCtx &c) { return unary(UnaryOp::Abs, c.in(0)); });
+  unary_op(reg, "nn.relu", "Elementwise max(x, 0).", identity_rel,
+           [](GradCtx &g) -> Grads { return {mask(g, "greater", g.arg(0), zero_of(g))}; }, // 1 if x > 0
+           [](ElementCtx &c) {
+             LExprPtr x = c.in(0);
+             return binary(BinaryOp::Max, x, constant_of(0, x->dtype));
+           });
+  unary_op(reg, "copy", "Elementwise copy.", identity_rel,
+           [](GradCtx &g) -> Grads { return {g.grad}; }, [](ElementCtx &c) { return c.in(0); });
+
+  reg.add("clip")
+      .describe("Elementwise clamp to [a_min, a_max].")
+      .arg("data", "Tensor", "The input tensor.")
+      .required_attr("a_min", AttrKind::Float, "The lower bound.")
+      .required_attr("a_max", AttrKind::Float, "The upper bound.")
+      .support_level(3)
+      .relation("Clip", clip_rel)
+      .gradient([](GradCtx &g) -> Grads { // 1 inside [a_min, a_max], else 0
+        DType dt = g.grad->type.dtype;
+        ExprPtr lo = g.b.call("greater_equal", {g.arg(0), g.b.constant(g.attrs().get_float("a_min"), dt)});
+        ExprPtr hi = g.b.call("less_equal", {g.arg(0), g.b.constant(g.attrs().get_float("a_max"), dt)});
+        ExprPtr inner = g.b.call("where", {lo, g.grad, zero_of(g)});
+        return {g.b.call("where", {hi, inner, zero_of(g)})};
+      })
+      .element([](ElementCtx &c) {
+        LExprPtr x = c.in(0);
+        LExprPtr lo = constant_of(c.attrs().get_float("a_min"), x->dtype);
+        LExprPtr hi = constant_of(c.attrs().get_float("a_max"), x->dtype);
+        return binary(BinaryOp::Min, binary(BinaryOp::Max, x, lo), hi);
+      })
+      .example(kUnaryTypes, "clip(%x, a_min=-1.0f, a_max=1.2f)");
+
+  //===--- binary ---------------------------------------------------------===//
+  binary_op(reg, "add", "Elementwise x + y.",
+            [](GradCtx &g) -> Grads { return {g.grad, g.grad}; }, // d(x+y) = dx + dy
+            [](ElementCtx &c) { return binary(BinaryOp::Add, c.in(0), c.in(1)); });
+  binary_op(reg, "subtract", "Elementwise x - y.",
+            [](GradCtx &g) -> Grads { return {g.grad, g.b.neg(g.grad)}; },
+            [](ElementCtx &c) { return binary(BinaryOp::Sub, c.in(0), c.in(1)); });
+  binary_op(reg, "multiply", "Elementwise x * y.",
+            [](GradCtx &g) -> Grads { // d(xy) = y dx + x dy
+              return {g.b.mul(g.grad, g.arg(1)), g.b.mul(g.grad, g.arg(0))};
+            },
+            [](ElementCtx &c) { return binary(BinaryOp::Mul, c.in(0), c.in(1)); });
+  binary_op(reg, "divide", "Elementwise x / y.",
+            [](GradCtx &g) -> Grads { // d(x/y) = dx / y - (x/y) dy / y
+              ExprPtr dx = g.b.div(g.grad, g.arg(1));
+              return {dx, g.b.neg(g.b.mul(dx, g.out))};
+            },
+            [](ElementCtx &c) { return binary(BinaryOp::Div, c.in(0), c.in(1)); });
+  binary_op(reg, "power", "Elementwise x ^ y.",
+            [](GradCtx &g) -> Grads { // d(x^y) = y x^(y-1) dx + x^y ln(x) dy
+              ExprPtr x = g.arg(0), y = g.arg(1);
+              ExprPtr ym1 = g.b.sub(y, g.b.constant(1, y->type.dtype));
+              ExprPtr dx = g.b.mul(g.grad, g.b.mul(y, g.b.call("power", {x, ym1})));
+              ExprPtr dy = g.b.mul(g.grad, g.b.mul(g.out, g.b.call("log", {x})));
+              return {dx, dy};
+            },
+            [](ElementCtx &c) { return binary(BinaryOp::Pow, c.in(0), c.in(1)); }, true);
+  binary_op(reg, "maximum", "Elementwise max(x, y).",
+            [](GradCtx &g) -> Grads { // the gradient goes to the larger operand (x on ties)
+              return {mask(g, "greater_equal", g.arg(0), g.arg(1)), mask(g, "less", g.arg(0), g.arg(1))};
+            },
+            [](ElementCtx &c) { return binary(BinaryOp::Max, c.in(0), c.in(1)); });
+  binary_op(reg, "minimum", "Elementwise min(x, y).",
+            [](GradCtx &g) -> Grads { // the gradient goes to the smaller operand (x on ties)
+              return {mask(g, "less_equal", g.arg(0), g.arg(1)), mask(g, "greater", g.arg(0), g.arg(1))};
+            },
+            [](ElementCtx &c) { return binary(BinaryOp::Min, c.in(0), c.in(1)); });
+
+  //===--- comparisons and selection -------------------------------------===//
+#define GRADC_COMPARE(NAME, COP)                                                                   \
+  reg.add(NAME)                                                                                    \
+      .describe("Elementwise comparison with broadcasting; the result is bool.")                   \
+      .arg("lhs", "Tensor", "The left operand.")                                                   \
+      .arg("rhs", "Tensor", "The right operand.")                                                  \
+      .support_level(4)                                                                            \
+      .relation("BroadcastComp", broadcast_comp_rel)                                               \
+      .no_gradient()                                                                               \
+      .element([](ElementCtx &c) { return compare(COP, c.in(0), c.in(1)); })
+  GRADC_COMPARE("equal", CompareOp::EQ);
+  GRADC_COMPARE("not_equal", CompareOp::NE);
+  GRADC_COMPARE("less", CompareOp::LT);
+  GRADC_COMPARE("less_equal", CompareOp::LE);
+  GRADC_COMPARE("greater", CompareOp::GT);
+  GRADC_COMPARE("greater_equal", CompareOp::GE);
+#undef GRADC_COMPARE
+
+  reg.add("where")
+      .describe("Elementwise cond ? x : y with broadcasting of all three.")
+      .arg("condition", "Tensor[bool]", "Where true, take x; else y.")
+      .arg("x", "Tensor", "Values where the condition holds.")
+      .arg("y", "Tensor", "Values elsewhere.")
+      .support_level(4)
+      .relation("Where", where_rel)
+      .gradient([](GradCtx &g) -> Grads { // the gradient flows to the selected operand
+        ExprPtr zero = zero_of(g);
+        return {nullptr, g.b.call("where", {g.arg(0), g.grad, zero}),
+                g.b.call("where", {g.arg(0), zero, g.grad})};
+      })
+      .element([](ElementCtx &c) { return select(c.in(0), c.in(1), c.in(2)); })
+      .example("%c: Tensor[(2, 3), bool], %x: Tensor[(2, 3), float64], %y: Tensor[(3,), float64]",
+               "where(%c, %x, %y)");
+
+  //===--- creation ---------------------------------------------------------===//
+  reg.add("zeros")
+      .describe("A tensor of zeros.")
+      .arity(0, 0)
+      .required_attr("shape", AttrKind::Shape, "The output shape.")
+      .required_attr("dtype", AttrKind::DTypeName, "The output dtype.")
+      .support_level(3)
+      .relation("InitOp", create_rel)
+      .no_gradient()
+      .element([](ElementCtx &c) { return constant_of(0, c.type().dtype); });
+  reg.add("ones")
+      .describe("A tensor of ones.")
+      .arity(0, 0)
+      .required_attr("shape", AttrKind::Shape, "The output shape.")
+      .required_attr("dtype", AttrKind::DTypeName, "The output dtype.")
+      .support_level(3)
+      .relation("InitOp", create_rel)
+      .no_gradient()
+      .element([](ElementCtx &c) { return constant_of(1, c.type().dtype); });
+  reg.add("full")
+      .describe("A tensor filled with a scalar.")
+      .arg("fill_value", "Tensor[()]", "The scalar to fill with.")
+      .required_attr("shape", AttrKind::Shape, "The output shape.")
+      .attr("dtype", AttrKind::DTypeName, AttrValue::none(), "The output dtype (default: fill_value's).")
+      .support_level(3)
+      .relation("Full", full_rel)
+      .no_gradient()
+      .element([](ElementCtx &c) { return cast(c.type().dtype, c.in(0, {})); });
+  reg.add("zeros_like")
+      .describe("Zeros of the input's type.")
+      .arg("data", "Tensor", "The input tensor.")
+      .support_level(3)
+      .relation("Identity", identity_rel)
+      .no_gradient()
+      .element([](ElementCtx &c) { return constant_of(0, c.type().dtype); });
+  reg.add("ones_like")
+      .describe("Ones of the input's type.")
+      .arg("data", "Tensor", "The input tensor.")
+      .support_level(3)
+      .relation("Identity", identity_rel)
+      .no_gradient()
+      .element([](ElementCtx &c) { return constant_of(1, c.type().dtype); });
+  reg.add("full_like")
+      .describe("The input's type filled with a scalar.")
+      .arg("data", "Tensor", "The input tensor.")
+      .arg("fill_value", "Tensor[()]", "The scalar to fill with.")
+      .support_level(3)
+      .relation("FullLike", full_like_rel)
+      .no_gradient()
+      .element([](ElementCtx &c) { return cast(c.type().dtype, c.in(1, {})); });
+  reg.add("cast")
+      .describe("Elementwise dtype conversion.")
+      .arg("data", "Tensor", "The input tensor.")
+      .required_attr("dtype", AttrKind::DTypeName, "The output dtype.")
+      .support_level(3)
+      .relation("Cast", cast_rel)
+      .gradient([](GradCtx &g) -> Grads { // the gradient is cast back (none for integer inputs)
+        DType in = g.arg(0)->type.dtype;
+        if (!is_float(in) || !is_float(g.grad->type.dtype))
+          return {nullptr};
+        Attrs a;
+        a.set("dtype", AttrValue::of(dtype_name(in)));
+        return {g.b.call("cast", {g.grad}, a)};
+      })
+      .element([](ElementCtx &c) { return cast(c.type().dtype, c.in(0)); })
+      .example(kUnaryTypes, "cast(%x, dtype=\"float64\")");
+}
+
+} // namespace gradc

@@ -1,0 +1,491 @@
+//===- nn.cpp - dense, matmul, bias_add, softmax, log_softmax, nll_loss ---===//
+//
+// The neural-network operators. None is injective: each lowers to its own
+// loop nest, and each accumulates in a fixed order so that a recomputed value
+// is bitwise identical to the original.
+//
+//===----------------------------------------------------------------------===//
+#include "gradc/loops/Lower.h"
+#include "gradc/op/Builder.h"
+#include "gradc/op/Relations.h"
+
+#include <cmath>
+#include <limits>
+
+namespace gradc {
+namespace {
+
+LExprPtr add(LExprPtr a, LExprPtr b) { return binary(BinaryOp::Add, std::move(a), std::move(b)); }
+LExprPtr mul(LExprPtr a, LExprPtr b) { return binary(BinaryOp::Mul, std::move(a), std::move(b)); }
+
+/// The last two axes swapped (the matrix transpose of a batch of matrices).
+ExprPtr transpose_last2(Builder &b, ExprPtr x) {
+  int64_t r = x->type.rank();
+  std::vector<int64_t> axes(r);
+  for (int64_t i = 0; i < r; ++i)
+    axes[i] = i;
+  std::swap(axes[r - 1], axes[r - 2]);
+  Attrs a;
+  a.set("axes", AttrValue::ints(axes));
+  return b.call("transpose", {x}, a);
+}
+
+ExprPtr reshape(Builder &b, ExprPtr x, const Shape &shape) {
+  if (x->type.shape == shape)
+    return x;
+  Attrs a;
+  a.set("newshape", AttrValue::ints(shape));
+  return b.call("reshape", {x}, a);
+}
+
+//===--- nn.dense ---------------------------------------------------------===//
+
+Type dense_rel(RelationCtx &ctx) {
+  const Type *x = ctx.tensor(0), *w = x ? ctx.tensor(1) : nullptr;
+  if (!w)
+    return Type::unknown();
+  if (x->rank() < 1 || w->rank() != 2)
+    return ctx.fail("expects data of rank >= 1 and a weight of rank 2, found " + x->str() + " and " + w->str());
+  if (x->dtype != w->dtype)
+    return ctx.fail(std::string("dtypes ") + dtype_name(x->dtype) + " and " + dtype_name(w->dtype) + " differ");
+  if (x->shape.back() != w->shape[1])
+    return ctx.fail("inner dimensions differ (" + std::to_string(x->shape.back()) + " vs " +
+                    std::to_string(w->shape[1]) + ")");
+  if (!ctx.attrs.is_none("units") && ctx.attrs.get_int("units") != w->shape[0])
+    return ctx.fail("units=" + std::to_string(ctx.attrs.get_int("units")) +
+                    " but the weight has " + std::to_string(w->shape[0]) + " rows");
+  const std::string &od = ctx.attrs.get_str("out_dtype");
+  if (!od.empty() && od != dtype_name(x->dtype))
+    return ctx.fail("out_dtype \"" + od + "\" differs from the input dtype " + dtype_name(x->dtype));
+  Shape out = x->shape;
+  out.back() = w->shape[0];
+  return Type::tensor(out, x->dtype);
+}
+
+/// out[m, n] = sum_k x[m, k] w[n, k]   (m ranges over the flattened batch)
+StmtPtr dense_kernel(KernelCtx &k) {
+  const Shape &xs = k.arg_type(0).shape;
+  int64_t K = xs.back(), N = k.arg_type(1).shape[0], M = num_elements(xs) / std::max<int64_t>(K, 1);
+  const BufferPtr &out = k.out();
+  return loop_nest(
+      {M, N},
+      [&](const Index &mn) {
+        BufferPtr acc = k.local("acc", out->dtype);
+        LExprPtr zero = int_imm(0);
+        LVarPtr kv = k.var("k");
+        Index xi = unravel_index(add(mul(mn[0], int_imm(K)), var_ref(kv)), xs);
+        StmtPtr red = for_loop(kv, K, ForKind::Serial,
+                               store(acc, zero, add(load(acc, zero), mul(k.in(0, xi), k.in(1, {mn[1], var_ref(kv)})))));
+        return alloc(acc, seq({store(acc, zero, constant_of(0, out->dtype)), red,
+                               store(out, add(mul(mn[0], int_imm(N)), mn[1]), load(acc, zero))}));
+      },
+      NestKind::Outer);
+}
+
+//===--- matmul -----------------------------------------------------------===//
+
+Type matmul_rel(RelationCtx &ctx) {
+  const Type *a = ctx.tensor(0), *b = a ? ctx.tensor(1) : nullptr;
+  if (!b)
+    return Type::unknown();
+  if (a->rank() < 2 || b->rank() < 2)
+    return ctx.fail("operands of rank 1 are not supported yet (found " + a->str() + " and " + b->str() + ")");
+  if (a->dtype != b->dtype)
+    return ctx.fail(std::string("dtypes ") + dtype_name(a->dtype) + " and " + dtype_name(b->dtype) + " differ");
+  int64_t K = a->shape.back(), Kb = b->shape[b->rank() - 2];
+  if (K != Kb)
+    return ctx.fail("inner dimensions differ (" + std::to_string(K) + " vs " + std::to_string(Kb) + ")");
+  Shape ab(a->shape.begin(), a->shape.end() - 2), bb(b->shape.begin(), b->shape.end() - 2);
+  auto batch = broadcast_shapes(ab, bb);
+  if (!batch)
+    return ctx.fail("batch shapes " + shape_str(ab) + " and " + shape_str(bb) + " are not broadcast-compatible");
+  Shape out = *batch;
+  out.push_back(a->shape[a->rank() - 2]);
+  out.push_back(b->shape.back());
+  return Type::tensor(out, a->dtype);
+}
+
+/// out[.., i, j] = sum_k a[.., i, k] b[.., k, j], accumulated in k order with
+/// the j loop innermost (contiguous in b and out, so it vectorizes).
+StmtPtr matmul_kernel(KernelCtx &k) {
+  const Shape &os = k.out()->shape;
+  const Shape &as = k.arg_type(0).shape, &bs = k.arg_type(1).shape;
+  int64_t K = as.back(), N = os.back();
+  Shape outer(os.begin(), os.end() - 1);
+  const BufferPtr &out = k.out();
+  return loop_nest(
+      outer,
+      [&](const Index &bi) {
+        LVarPtr j0 = k.var("j"), kv = k.var("k"), j1 = k.var("j");
+        Index batch(bi.begin(), bi.end() - 1);
+        Shape batch_shape(os.begin(), os.end() - 2);
+        auto out_at = [&](const LVarPtr &j) {
+          Index idx = bi;
+          idx.push_back(var_ref(j));
+          return flat_index(os, idx);
+        };
+        Index ai = broadcast_index(Shape(as.begin(), as.end() - 2), batch_shape, batch);
+        ai.push_back(bi.back());
+        ai.push_back(var_ref(kv));
+        Index bidx = broadcast_index(Shape(bs.begin(), bs.end() - 2), batch_shape, batch);
+        bidx.push_back(var_ref(kv));
+        bidx.push_back(var_ref(j1));
+        StmtPtr init = for_loop(j0, N, ForKind::Vectorized, store(out, out_at(j0), constant_of(0, out->dtype)));
+        StmtPtr update = for_loop(
+            kv, K, ForKind::Serial,
+            for_loop(j1, N, ForKind::Vectorized,
+                     store(out, out_at(j1), add(load(out, out_at(j1)), mul(k.in(0, ai), k.in(1, bidx))))));
+        return seq({init, update});
+      },
+      NestKind::Outer);
+}
+
+//===--- nn.bias_add --------------------------------------------------------===//
+
+Type bias_add_rel(RelationCtx &ctx) {
+  const Type *x = ctx.tensor(0), *b = x ? ctx.tensor(1) : nullptr;
+  if (!b)
+    return Type::unknown();
+  auto axis = ctx.axis(ctx.attrs.get_int("axis"), x->rank());
+  if (!axis)
+    return Type::unknown();
+  if (x->dtype != b->dtype)
+    return ctx.fail(std::string("dtypes ") + dtype_name(x->dtype) + " and " + dtype_name(b->dtype) + " differ");
+  if (b->rank() != 1 || b->shape[0] != x->shape[*axis])
+    return ctx.fail("bias of type " + b->str() + " does not match axis " + std::to_string(*axis) +
+                    " of size " + std::to_string(x->shape[*axis]));
+  return *x;
+}
+
+int64_t norm_axis(const Attrs &a, int64_t rank) {
+  int64_t axis = a.get_int("axis");
+  return axis < 0 ? axis + rank : axis;
+}
+
+//===--- softmax and log_softmax ------------------------------------------===//
+
+/// Loops over every element of `shape` except along `axis`; `body` receives
+/// a function that completes the index with a position along the axis.
+using AtAxis = std::function<Index(const LExprPtr &)>;
+StmtPtr over_axis(const Shape &shape, int64_t axis, const std::function<StmtPtr(const AtAxis &)> &body) {
+  Shape outer = shape;
+  outer.erase(outer.begin() + axis);
+  return loop_nest(
+      outer,
+      [&](const Index &oidx) {
+        AtAxis at = [&, oidx](const LExprPtr &j) {
+          Index idx = oidx;
+          idx.insert(idx.begin() + axis, j);
+          return idx;
+        };
+        return body(at);
+      },
+      NestKind::Outer);
+}
+
+/// m = max_j x_j; s = sum_j exp(x_j - m); out_j = finalize(x_j, m, s)
+StmtPtr softmax_kernel(KernelCtx &k, bool log) {
+  const Shape &shape = k.arg_type(0).shape;
+  int64_t axis = norm_axis(k.attrs(), int64_t(shape.size())), n = shape[axis];
+  DType dt = k.out()->dtype;
+  return over_axis(shape, axis, [&](const AtAxis &at) {
+    BufferPtr mx = k.local("max", dt), sum = k.local("sum", dt);
+    LExprPtr zero = int_imm(0);
+    LVarPtr j0 = k.var("j"), j1 = k.var("j"), j2 = k.var("j");
+    auto x = [&](const LVarPtr &j) { return k.in(0, at(var_ref(j))); };
+    auto shifted = [&](const LVarPtr &j) { return binary(BinaryOp::Sub, x(j), load(mx, zero)); };
+    StmtPtr find_max = for_loop(j0, n, ForKind::Serial, store(mx, zero, binary(BinaryOp::Max, load(mx, zero), x(j0))));
+    StmtPtr add_exp = for_loop(j1, n, ForKind::Serial,
+                               store(sum, zero, add(load(sum, zero), unary(UnaryOp::Exp, shifted(j1)))));
+    LExprPtr value = log ? binary(BinaryOp::Sub, shifted(j2), unary(UnaryOp::Log, load(sum, zero)))
+                         : binary(BinaryOp::Div, unary(UnaryOp::Exp, shifted(j2)), load(sum, zero));
+    StmtPtr write = for_loop(j2, n, ForKind::Serial, store(k.out(), flat_index(shape, at(var_ref(j2))), value));
+    return alloc(mx, alloc(sum, seq({store(mx, zero, constant_of(-INFINITY, dt)), find_max,
+                                     store(sum, zero, constant_of(0, dt)), add_exp, write})));
+  });
+}
+
+Type softmax_rel(RelationCtx &ctx) {
+  const Type *x = ctx.tensor(0);
+  if (!x)
+    return Type::unknown();
+  if (!is_float(x->dtype))
+    return ctx.fail("expects a floating-point tensor");
+  if (x->rank() == 0)
+    return ctx.fail("expects a tensor of rank >= 1");
+  return ctx.axis(ctx.attrs.get_int("axis"), x->rank()) ? *x : Type::unknown();
+}
+
+ExprPtr sum_keep(Builder &b, ExprPtr x, int64_t axis) {
+  Attrs a;
+  a.set("axis", AttrValue::ints({axis}));
+  a.set("keepdims", AttrValue::of(true));
+  return b.call("sum", {x}, a);
+}
+
+//===--- nn.nll_loss ------------------------------------------------------===//
+// pred (N, C, d...) or (C); target (N, d...) or (); weights (C). PyTorch's
+// semantics: loss = -w[t] pred[t] where t != ignore_index; "mean" divides the
+// sum by the total weight of the counted targets. Out-of-range targets are
+// clamped into [0, C) so a bad target can never read out of bounds.
+
+Type nll_loss_rel(RelationCtx &ctx) {
+  const Type *p = ctx.tensor(0), *t = p ? ctx.tensor(1) : nullptr;
+  if (!t)
+    return Type::unknown();
+  if (!is_float(p->dtype))
+    return ctx.fail("predictions must be floating-point, found " + p->str());
+  if (!is_int(t->dtype))
+    return ctx.fail("targets must be int32 or int64, found " + t->str());
+  if (p->rank() == 0)
+    return ctx.fail("predictions must have rank >= 1");
+  Shape expect = p->shape;
+  expect.erase(expect.begin() + (p->rank() == 1 ? 0 : 1));
+  if (t->shape != expect)
+    return ctx.fail("targets of shape " + shape_str(t->shape) + " do not match predictions " +
+                    shape_str(p->shape) + " (expected " + shape_str(expect) + ")");
+  if (ctx.args.size() == 3) {
+    const Type *w = ctx.tensor(2);
+    if (!w)
+      return Type::unknown();
+    int64_t C = p->shape[p->rank() == 1 ? 0 : 1];
+    if (w->dtype != p->dtype || w->shape != Shape{C})
+      return ctx.fail("weights must be " + Type::tensor({C}, p->dtype).str() + ", found " + w->str());
+  }
+  const std::string &r = ctx.attrs.get_str("reduction");
+  if (r != "mean" && r != "sum" && r != "none")
+    return ctx.fail("reduction must be \"mean\", \"sum\" or \"none\", found \"" + r + "\"");
+  return Type::tensor(r == "none" ? t->shape : Shape{}, p->dtype);
+}
+
+/// Index helpers shared by nll_loss and its backward operator.
+struct NllShape {
+  Shape pred, target;
+  int64_t class_axis, C;
+  explicit NllShape(const Shape &p) : pred(p) {
+    class_axis = p.size() == 1 ? 0 : 1;
+    C = p[class_axis];
+    target = p;
+    target.erase(target.begin() + class_axis);
+  }
+  Index pred_index(const Index &tidx, const LExprPtr &c) const {
+    Index idx = tidx;
+    idx.insert(idx.begin() + class_axis, c);
+    return idx;
+  }
+};
+
+/// The target at `tidx` as an in-range int64 class, and whether it counts.
+std::pair<LExprPtr, LExprPtr> nll_target(const KernelCtx &k, size_t target_arg, const NllShape &s,
+                                         const Index &tidx) {
+  LExprPtr t = k.in(target_arg, tidx);
+  LExprPtr counted = compare(CompareOp::NE, t, constant_of(double(k.attrs().get_int("ignore_index")), t->dtype));
+  LExprPtr t64 = cast(DType::Int64, t);
+  LExprPtr cls = binary(BinaryOp::Min, binary(BinaryOp::Max, t64, int_imm(0)), int_imm(s.C - 1));
+  return {cls, counted};
+}
+
+LExprPtr nll_weight(const KernelCtx &k, size_t weight_arg, const LExprPtr &cls, DType dt) {
+  return k.call.args.size() > weight_arg ? k.in(weight_arg, {cls}) : constant_of(1, dt);
+}
+
+StmtPtr nll_loss_kernel(KernelCtx &k) {
+  NllShape s(k.arg_type(0).shape);
+  DType dt = k.out()->dtype;
+  const std::string &reduction = k.attrs().get_str("reduction");
+  LExprPtr zero_f = constant_of(0, dt), zero = int_imm(0);
+  auto loss_at = [&](const Index &tidx, LExprPtr *weight) {
+    auto [cls, counted] = nll_target(k, 1, s, tidx);
+    LExprPtr w = nll_weight(k, 2, cls, dt);
+    if (weight)
+      *weight = select(counted, w, zero_f);
+    return select(counted, unary(UnaryOp::Neg, mul(w, k.in(0, s.pred_index(tidx, cls)))), zero_f);
+  };
+  if (reduction == "none")
+    return loop_nest(s.target, [&](const Index &tidx) {
+      return store(k.out(), flat_index(s.target, tidx), loss_at(tidx, nullptr));
+    });
+  BufferPtr acc = k.local("loss", dt), wsum = k.local("weight", dt);
+  StmtPtr body = loop_nest(
+      s.target,
+      [&](const Index &tidx) {
+        LExprPtr w;
+        LExprPtr l = loss_at(tidx, &w);
+        return seq({store(acc, zero, add(load(acc, zero), l)), store(wsum, zero, add(load(wsum, zero), w))});
+      },
+      NestKind::Serial);
+  LExprPtr result = reduction == "mean" ? binary(BinaryOp::Div, load(acc, zero), load(wsum, zero)) : load(acc, zero);
+  return alloc(acc, alloc(wsum, seq({store(acc, zero, zero_f), store(wsum, zero, zero_f), body,
+                                     store(k.out(), zero, result)})));
+}
+
+//===--- grad.nll_loss_backward -------------------------------------------===//
+
+Type nll_loss_backward_rel(RelationCtx &ctx) {
+  const Type *g = ctx.tensor(0), *p = g ? ctx.tensor(1) : nullptr;
+  if (!p)
+    return Type::unknown();
+  std::vector<Type> fwd(ctx.args.begin() + 1, ctx.args.end());
+  RelationCtx inner{ctx.op, fwd, ctx.attrs, ""};
+  Type loss = nll_loss_rel(inner);
+  if (!inner.error.empty()) {
+    ctx.error = inner.error;
+    return Type::unknown();
+  }
+  if (*g != loss)
+    return ctx.fail("output_grad of type " + g->str() + " does not match the loss type " + loss.str());
+  return *p;
+}
+
+/// dpred[.., c, ..] = -w[t] g / (total weight if mean) where c == t and t counts
+StmtPtr nll_loss_backward_kernel(KernelCtx &k) {
+  NllShape s(k.arg_type(1).shape);
+  DType dt = k.out()->dtype;
+  const std::string &reduction = k.attrs().get_str("reduction");
+  LExprPtr zero_f = constant_of(0, dt), zero = int_imm(0);
+  BufferPtr wsum = k.local("weight", dt);
+  std::vector<StmtPtr> stmts{store(wsum, zero, constant_of(1, dt))};
+  if (reduction == "mean") {
+    stmts = {store(wsum, zero, zero_f),
+             loop_nest(
+                 s.target,
+                 [&](const Index &tidx) {
+                   auto [cls, counted] = nll_target(k, 2, s, tidx);
+                   LExprPtr w = select(counted, nll_weight(k, 3, cls, dt), zero_f);
+                   return store(wsum, zero, add(load(wsum, zero), w));
+                 },
+                 NestKind::Serial, "r")};
+  }
+  stmts.push_back(loop_nest(s.pred, [&](const Index &pidx) {
+    Index tidx = pidx;
+    LExprPtr c = tidx[s.class_axis];
+    tidx.erase(tidx.begin() + s.class_axis);
+    auto [cls, counted] = nll_target(k, 2, s, tidx);
+    LExprPtr hit = binary(BinaryOp::And, counted, compare(CompareOp::EQ, cls, c));
+    LExprPtr g = k.in(0, reduction == "none" ? tidx : Index{});
+    LExprPtr value = binary(BinaryOp::Div, unary(UnaryOp::Neg, mul(nll_weight(k, 3, cls, dt), g)), load(wsum, zero));
+    return store(k.out(), flat_index(s.pred, pidx), select(hit, value, zero_f));
+  }));
+  return alloc(wsum, seq(std::move(stmts)));
+}
+
+OpBuilder &nll_attrs(OpBuilder &b) {
+  return b.attr("reduction", AttrKind::String, AttrValue::of("mean"), "\"mean\", \"sum\" or \"none\".")
+      .attr("ignore_index", AttrKind::Int, AttrValue::of(-100), "A target value that contributes nothing.");
+}
+
+} // namespace
+
+void register_nn_ops(OpRegistry &reg) {
+  reg.add("nn.dense")
+      .describe("Fully connected layer: data · weightᵀ.")
+      .arg("data", "Tensor[(d..., K)]", "The input.")
+      .arg("weight", "Tensor[(N, K)]", "The weight matrix.")
+      .attr("units", AttrKind::OptInt, AttrValue::none(), "N, checked against the weight if given.")
+      .attr("out_dtype", AttrKind::String, AttrValue::of(""), "Must be empty or the input dtype.")
+      .support_level(1)
+      .relation("Dense", dense_rel)
+      .gradient([](GradCtx &g) -> Grads {
+        // d(x wᵀ) = dx wᵀ + x dwᵀ:  dx = g w,  dw = gᵀ x (batch axes flattened)
+        ExprPtr x = g.arg(0), w = g.arg(1);
+        int64_t K = x->type.shape.back(), N = w->type.shape[0];
+        int64_t M = num_elements(x->type.shape) / std::max<int64_t>(K, 1);
+        ExprPtr g2 = reshape(g.b, g.grad, {M, N});
+        ExprPtr dx = g.b.call("matmul", {g2, w});
+        ExprPtr dw = g.b.call("matmul", {transpose_last2(g.b, g2), reshape(g.b, x, {M, K})});
+        return {reshape(g.b, dx, x->type.shape), dw};
+      })
+      .kernel(dense_kernel)
+      .example("%x: Tensor[(2, 3), float64], %w: Tensor[(4, 3), float64]", "nn.dense(%x, %w, units=4)");
+
+  reg.add("matmul")
+      .describe("numpy matmul: batched over leading axes with broadcasting.")
+      .arg("a", "Tensor[(..., M, K)]", "The left operand.")
+      .arg("b", "Tensor[(..., K, N)]", "The right operand.")
+      .support_level(1)
+      .relation("Matmul", matmul_rel)
+      .gradient([](GradCtx &g) -> Grads { // da = g bᵀ, db = aᵀ g (summed over broadcast batch axes)
+        return {g.b.call("matmul", {g.grad, transpose_last2(g.b, g.arg(1))}),
+                g.b.call("matmul", {transpose_last2(g.b, g.arg(0)), g.grad})};
+      })
+      .kernel(matmul_kernel)
+      .example("%a: Tensor[(2, 2, 3), float64], %b: Tensor[(3, 4), float64]", "matmul(%a, %b)");
+
+  reg.add("nn.bias_add")
+      .describe("Add a 1-D bias along `axis`.")
+      .arg("data", "Tensor", "The input.")
+      .arg("bias", "Tensor[(C,)]", "The bias, one value per index of `axis`.")
+      .attr("axis", AttrKind::Int, AttrValue::of(1), "The axis the bias runs along.")
+      .support_level(1)
+      .relation("BiasAdd", bias_add_rel)
+      .gradient([](GradCtx &g) -> Grads { // d(x + b) = dx + db summed over every other axis
+        Attrs a;
+        a.set("axis", AttrValue::ints({norm_axis(g.attrs(), g.arg(0)->type.rank())}));
+        a.set("exclude", AttrValue::of(true));
+        return {g.grad, g.b.call("sum", {g.grad}, a)};
+      })
+      .element([](ElementCtx &c) {
+        int64_t axis = norm_axis(c.attrs(), c.arg_type(0).rank());
+        return add(c.in(0, c.index), c.in(1, {c.index[axis]}));
+      })
+      .example("%x: Tensor[(2, 3, 4), float64], %b: Tensor[(3,), float64]", "nn.bias_add(%x, %b)");
+
+  reg.add("nn.softmax")
+      .describe("exp(x - max) / sum(exp(x - max)) along `axis`.")
+      .arg("data", "Tensor", "The input.")
+      .attr("axis", AttrKind::Int, AttrValue::of(-1), "The axis to normalise.")
+      .support_level(1)
+      .relation("Softmax", softmax_rel)
+      .gradient([](GradCtx &g) -> Grads { // dx = y (g - sum(g y))
+        int64_t axis = norm_axis(g.attrs(), g.arg(0)->type.rank());
+        ExprPtr gy = g.b.mul(g.grad, g.out);
+        return {g.b.mul(g.out, g.b.sub(g.grad, sum_keep(g.b, gy, axis)))};
+      })
+      .kernel([](KernelCtx &k) { return softmax_kernel(k, false); })
+      .example("%x: Tensor[(2, 5), float64]", "nn.softmax(%x)");
+
+  reg.add("nn.log_softmax")
+      .describe("x - max - log(sum(exp(x - max))) along `axis`.")
+      .arg("data", "Tensor", "The input.")
+      .attr("axis", AttrKind::Int, AttrValue::of(-1), "The axis to normalise.")
+      .support_level(1)
+      .relation("Softmax", softmax_rel)
+      .gradient([](GradCtx &g) -> Grads { // dx = g - exp(y) sum(g)
+        int64_t axis = norm_axis(g.attrs(), g.arg(0)->type.rank());
+        ExprPtr soft = g.b.call("exp", {g.out});
+        return {g.b.sub(g.grad, g.b.mul(soft, sum_keep(g.b, g.grad, axis)))};
+      })
+      .kernel([](KernelCtx &k) { return softmax_kernel(k, true); })
+      .example("%x: Tensor[(2, 3, 4), float64]", "nn.log_softmax(%x, axis=1)");
+
+  nll_attrs(reg.add("nn.nll_loss")
+                .describe("Negative log-likelihood loss (PyTorch semantics).")
+                .arg("predictions", "Tensor[(N, C, d...)]", "Log-probabilities.")
+                .arg("targets", "Tensor[(N, d...), int]", "Class indices.")
+                .arg("weights", "Tensor[(C,)]", "Optional per-class weights.")
+                .arity(2, 3)
+                .support_level(10)
+                .relation("NLLLoss", nll_loss_rel))
+      .gradient([](GradCtx &g) -> Grads { // see grad.nll_loss_backward; targets are not differentiable
+        std::vector<ExprPtr> args{g.grad};
+        args.insert(args.end(), g.call.args.begin(), g.call.args.end());
+        Grads out{g.b.call("grad.nll_loss_backward", args, g.attrs())};
+        out.resize(g.call.args.size());
+        return out;
+      })
+      .kernel(nll_loss_kernel)
+      .example("%p: Tensor[(3, 4), float64], %t: Tensor[(3,), int64]", "nn.nll_loss(%p, %t)", false, 4);
+
+  nll_attrs(reg.add("grad.nll_loss_backward")
+                .describe("The gradient of nn.nll_loss with respect to its predictions.")
+                .arg("output_grad", "Tensor", "The adjoint of the loss.")
+                .arg("predictions", "Tensor[(N, C, d...)]", "As for nn.nll_loss.")
+                .arg("targets", "Tensor[(N, d...), int]", "As for nn.nll_loss.")
+                .arg("weights", "Tensor[(C,)]", "As for nn.nll_loss.")
+                .arity(3, 4)
+                .support_level(10)
+                .relation("NLLLossBackward", nll_loss_backward_rel))
+      .kernel(nll_loss_backward_kernel);
+}
+
+} // namespace gradc

@@ -1,0 +1,167 @@
+//===- reduce.cpp - sum, mean, max, min, variance -------------------------===//
+//
+// Reductions over `axis` (None = all, negative allowed, `exclude` inverts the
+// set) with `keepdims`. Each lowers to a loop nest over the output with a
+// serial loop over the reduced elements, accumulating in a Local scalar in a
+// fixed order (so results do not depend on where the kernel runs).
+//
+//===----------------------------------------------------------------------===//
+#include "gradc/loops/Lower.h"
+#include "gradc/op/Builder.h"
+#include "gradc/op/Relations.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+namespace gradc {
+namespace {
+
+const char *kTypes = "%x: Tensor[(2, 3, 4), float64]";
+
+struct ReduceShape {
+  Shape in, out;
+  std::vector<int64_t> axes;
+  bool keepdims;
+  int64_t count; // elements reduced into each output
+};
+
+ReduceShape reduce_shape(const Expr &call) {
+  ReduceShape r;
+  r.in = call.args[0]->type.shape;
+  r.axes = reduced_axes(call.attrs, int64_t(r.in.size()));
+  r.keepdims = call.attrs.get_bool("keepdims");
+  r.out = call.type.shape;
+  r.count = 1;
+  for (int64_t a : r.axes)
+    r.count *= r.in[a];
+  return r;
+}
+
+/// Input index from an output index and the reduced-axes indices.
+Index input_index(const ReduceShape &r, const Index &out_idx, const Index &red_idx) {
+  Index idx;
+  size_t o = 0, k = 0;
+  for (int64_t d = 0; d < (int64_t)r.in.size(); ++d) {
+    bool reduced = std::find(r.axes.begin(), r.axes.end(), d) != r.axes.end();
+    if (reduced) {
+      idx.push_back(red_idx[k++]);
+      if (r.keepdims)
+        ++o;
+    } else {
+      idx.push_back(out_idx[o++]);
+    }
+  }
+  return idx;
+}
+
+using Combine = LExprPtr (*)(const LExprPtr &acc, const LExprPtr &x);
+using Finalize = LExprPtr (*)(const LExprPtr &acc, const ReduceShape &r);
+
+/// acc = init; for reduced elements: acc = combine(acc, x); out = finalize(acc)
+StmtPtr reduce_kernel(KernelCtx &k, double init, Combine combine, Finalize finalize) {
+  ReduceShape r = reduce_shape(k.call);
+  Shape red_shape;
+  for (int64_t a : r.axes)
+    red_shape.push_back(r.in[a]);
+  const BufferPtr &out = k.out();
+  return loop_nest(
+      r.out,
+      [&](const Index &oidx) {
+        BufferPtr acc = k.local("acc", out->dtype);
+        LExprPtr zero = int_imm(0);
+        StmtPtr body = loop_nest(
+            red_shape,
+            [&](const Index &ridx) {
+              LExprPtr x = k.in(0, input_index(r, oidx, ridx));
+              return store(acc, zero, combine(load(acc, zero), x));
+            },
+            NestKind::Serial, "r");
+        return alloc(acc, seq({store(acc, zero, constant_of(init, out->dtype)), body,
+                               store(out, flat_index(r.out, oidx), finalize(load(acc, zero), r))}));
+      },
+      NestKind::Outer);
+}
+
+LExprPtr add_(const LExprPtr &a, const LExprPtr &x) { return binary(BinaryOp::Add, a, x); }
+LExprPtr max_(const LExprPtr &a, const LExprPtr &x) { return binary(BinaryOp::Max, a, x); }
+LExprPtr min_(const LExprPtr &a, const LExprPtr &x) { return binary(BinaryOp::Min, a, x); }
+LExprPtr same(const LExprPtr &a, const ReduceShape &) { return a; }
+LExprPtr mean_of(const LExprPtr &a, const ReduceShape &r) {
+  return binary(BinaryOp::Div, a, constant_of(double(r.count), a->dtype));
+}
+
+/// The adjoint of a reduction's output, broadcast back to the input's shape.
+ExprPtr broadcast_back(GradCtx &g, ExprPtr grad) {
+  ReduceShape r = reduce_shape(g.call);
+  Attrs rs;
+  rs.set("newshape", AttrValue::ints(reduced_shape(r.in, r.axes, true)));
+  ExprPtr kept = g.b.call("reshape", {grad}, rs);
+  Attrs bs;
+  bs.set("shape", AttrValue::ints(r.in));
+  return g.b.call("broadcast_to", {kept}, bs);
+}
+
+Type float_reduce_rel(RelationCtx &ctx) {
+  Type t = reduce_rel(ctx);
+  if (!t.is_unknown() && !is_float(t.dtype))
+    return ctx.fail("expects a floating-point tensor");
+  return t;
+}
+
+} // namespace
+
+void register_reduce_ops(OpRegistry &reg) {
+  reduce_attrs(reg.add("sum")
+                   .describe("Sum over axes.")
+                   .arg("data", "Tensor", "The input tensor.")
+                   .support_level(4)
+                   .relation("Reduce", reduce_rel))
+      .gradient([](GradCtx &g) -> Grads { return {broadcast_back(g, g.grad)}; }) // d/dx_i sum x = 1
+      .kernel([](KernelCtx &k) { return reduce_kernel(k, 0, add_, same); })
+      .example(kTypes, "sum(%x, axis=[0, 2])");
+
+  reduce_attrs(reg.add("mean")
+                   .describe("Arithmetic mean over axes.")
+                   .arg("data", "Tensor", "The input tensor.")
+                   .support_level(4)
+                   .relation("Reduce", float_reduce_rel))
+      .gradient([](GradCtx &g) -> Grads { // d/dx_i mean x = 1/n
+        double n = double(reduce_shape(g.call).count);
+        return {broadcast_back(g, g.b.scale(g.grad, 1.0 / n))};
+      })
+      .kernel([](KernelCtx &k) { return reduce_kernel(k, 0, add_, mean_of); })
+      .example(kTypes, "mean(%x, axis=1, keepdims=True)");
+
+  reduce_attrs(reg.add("max")
+                   .describe("Maximum over axes.")
+                   .arg("data", "Tensor", "The input tensor.")
+                   .support_level(4)
+                   .relation("Reduce", reduce_rel))
+      .gradient([](GradCtx &g) -> Grads { // flows to every element equal to the maximum
+        ExprPtr at_max = g.b.call("equal", {g.arg(0), broadcast_back(g, g.out)});
+        ExprPtr zero = g.b.constant(0, g.grad->type.dtype);
+        return {g.b.call("where", {at_max, broadcast_back(g, g.grad), zero})};
+      })
+      .kernel([](KernelCtx &k) {
+        return reduce_kernel(k, -std::numeric_limits<double>::infinity(), max_, same);
+      })
+      .example(kTypes, "max(%x, axis=-1)");
+
+  reduce_attrs(reg.add("min")
+                   .describe("Minimum over axes.")
+                   .arg("data", "Tensor", "The input tensor.")
+                   .support_level(4)
+                   .relation("Reduce", reduce_rel))
+      .gradient([](GradCtx &g) -> Grads { // flows to every element equal to the minimum
+        ExprPtr at_min = g.b.call("equal", {g.arg(0), broadcast_back(g, g.out)});
+        ExprPtr zero = g.b.constant(0, g.grad->type.dtype);
+        return {g.b.call("where", {at_min, broadcast_back(g, g.grad), zero})};
+      })
+      .kernel([](KernelCtx &k) {
+        return reduce_kernel(k, std::numeric_limits<double>::infinity(), min_, same);
+      })
+      .example(kTypes, "min(%x, axis=0)");
+}
+
+} // namespace gradc

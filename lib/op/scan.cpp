@@ -1,0 +1,84 @@
+//===- scan.cpp - recurrences: cumsum -------------------------------------===//
+//
+// cumsum lowers through the shared scan machinery (loops/Scan.h): the scanned
+// axis is the time loop, the other axes are the state.
+//
+//===----------------------------------------------------------------------===//
+#include "gradc/loops/Scan.h"
+#include "gradc/op/Builder.h"
+#include "gradc/op/Relations.h"
+
+namespace gradc {
+namespace {
+
+Type cumulative_rel(RelationCtx &ctx) {
+  const Type *x = ctx.tensor(0);
+  if (!x)
+    return Type::unknown();
+  if (ctx.attrs.is_none("axis"))
+    return Type::tensor({num_elements(x->shape)}, x->dtype);
+  if (x->rank() == 0)
+    return ctx.fail("axis given for a scalar");
+  return ctx.axis(ctx.attrs.get_int("axis"), x->rank()) ? *x : Type::unknown();
+}
+
+/// out[t] = out[t-1] + x[t] along the axis (x[t-1] and out[0] = 0 if exclusive)
+StmtPtr cumsum_kernel(KernelCtx &k) {
+  const Shape &xs = k.arg_type(0).shape, &os = k.out()->shape;
+  bool flat = k.attrs().is_none("axis");
+  int64_t axis = flat ? 0 : k.attrs().get_int("axis");
+  if (axis < 0)
+    axis += int64_t(os.size());
+  bool exclusive = k.attrs().get_bool("exclusive");
+  auto full = [axis](const LExprPtr &t, const Index &s) {
+    Index idx = s;
+    idx.insert(idx.begin() + axis, t);
+    return idx;
+  };
+  auto x_at = [&](const LExprPtr &t, const Index &s) {
+    Index idx = full(t, s);
+    return flat ? k.in(0, unravel_index(idx[0], xs)) : k.in(0, idx);
+  };
+  ScanLoop scan;
+  scan.steps = os[axis];
+  scan.state = os;
+  scan.state.erase(scan.state.begin() + axis);
+  scan.out_index = [&](const LExprPtr &t, const Index &s) { return flat_index(os, full(t, s)); };
+  scan.init = [&](const Index &s) { return exclusive ? constant_of(0, k.out()->dtype) : x_at(int_imm(0), s); };
+  scan.update = [&](const LExprPtr &t, const Index &s, const auto &prev) {
+    LExprPtr xt = exclusive ? x_at(binary(BinaryOp::Sub, t, int_imm(1)), s) : x_at(t, s);
+    return binary(BinaryOp::Add, prev(s), xt);
+  };
+  return lower_scan(k.out(), scan);
+}
+
+} // namespace
+
+void register_scan_ops(OpRegistry &reg) {
+  reg.add("cumsum")
+      .describe("Cumulative sum along an axis (None: over the flattened input).")
+      .arg("data", "Tensor", "The input.")
+      .attr("axis", AttrKind::OptInt, AttrValue::none(), "The scanned axis.")
+      .attr("exclusive", AttrKind::Bool, AttrValue::of(false), "Exclude the current element.")
+      .support_level(3)
+      .relation("Cumulative", cumulative_rel)
+      .gradient([](GradCtx &g) -> Grads {
+        // d/dx_s sum_t g_t out_t = sum_{t >= s} g_t: a reversed cumsum of g
+        // (t > s when exclusive); for axis=None, reshaped back to x's shape.
+        int64_t axis = g.attrs().is_none("axis") ? 0 : g.attrs().get_int("axis");
+        Attrs rev;
+        rev.set("axis", AttrValue::of(axis));
+        Attrs cs;
+        cs.set("axis", AttrValue::of(axis));
+        cs.set("exclusive", g.attrs().get("exclusive"));
+        ExprPtr r = g.b.call("reverse", {g.grad}, rev);
+        ExprPtr c = g.b.call("reverse", {g.b.call("cumsum", {r}, cs)}, rev);
+        Attrs shape;
+        shape.set("newshape", AttrValue::ints(g.arg(0)->type.shape));
+        return {g.attrs().is_none("axis") ? g.b.call("reshape", {c}, shape) : c};
+      })
+      .kernel(cumsum_kernel)
+      .example("%x: Tensor[(3, 4), float64]", "cumsum(%x, axis=1, exclusive=True)");
+}
+
+} // namespace gradc

@@ -1,0 +1,533 @@
+//===- Parser.cpp - recursive-descent parser for the Relay text format ----===//
+//
+// Second stage of the front end (after the lexer). Each parse function has
+// its grammar production above it. Every syntax error goes through expect()
+// or fail(), which report at the offending token and unwind with ParseError.
+// Nesting depth is bounded so adversarial input cannot exhaust the stack.
+//
+//===----------------------------------------------------------------------===//
+#include "gradc/parse/Parser.h"
+#include "gradc/op/Registry.h"
+#include "gradc/parse/Lexer.h"
+
+#include <unordered_map>
+
+namespace gradc {
+namespace {
+
+struct ParseError {};
+
+constexpr int kMaxDepth = 256;
+
+class Parser {
+public:
+  Parser(std::shared_ptr<const SourceFile> file, DiagEngine &diag)
+      : file_(std::move(file)), diag_(diag) {}
+
+  std::optional<Module> run() {
+    toks_ = lex(*file_, diag_);
+    if (diag_.error_count())
+      return std::nullopt;
+    Module m;
+    m.source = file_;
+    try {
+      header();
+      while (!at(Tok::End))
+        m.functions.push_back(definition());
+    } catch (ParseError &) {
+      return std::nullopt;
+    }
+    check_global_calls(m);
+    if (diag_.error_count())
+      return std::nullopt;
+    return m;
+  }
+
+private:
+  std::shared_ptr<const SourceFile> file_;
+  DiagEngine &diag_;
+  std::vector<Token> toks_;
+  size_t pos_ = 0;
+  int depth_ = 0;
+  std::vector<std::unordered_map<std::string, ExprPtr>> scopes_;
+  std::vector<ExprPtr> global_calls_;
+
+  //===--- token helpers -------------------------------------------------===//
+
+  const Token &cur() const { return toks_[pos_]; }
+  bool at(Tok k) const { return cur().kind == k; }
+  bool at_ident(const char *word) const { return at(Tok::Ident) && cur().text == word; }
+  Token advance() { return toks_[pos_ < toks_.size() - 1 ? pos_++ : pos_]; }
+  bool accept(Tok k) {
+    if (!at(k))
+      return false;
+    advance();
+    return true;
+  }
+
+  std::string describe(const Token &t) const {
+    switch (t.kind) {
+    case Tok::Ident: return "'" + t.text + "'";
+    case Tok::Local: return "'%" + t.text + "'";
+    case Tok::Global: return "'@" + t.text + "'";
+    case Tok::Int:
+    case Tok::Float: return "number '" + file_->text().substr(t.span.begin, t.span.end - t.span.begin) + "'";
+    case Tok::String: return "string \"" + t.text + "\"";
+    default: return tok_name(t.kind);
+    }
+  }
+
+  [[noreturn]] void fail(Span span, const std::string &msg) {
+    diag_.error(span, msg);
+    throw ParseError();
+  }
+
+  /// The one helper for "expected X, found Y" errors.
+  Token expect(Tok k, const char *context) {
+    if (!at(k))
+      fail(cur().span, std::string("expected ") + tok_name(k) + " " + context + ", found " +
+                           describe(cur()));
+    return advance();
+  }
+
+  struct DepthGuard {
+    Parser &p;
+    explicit DepthGuard(Parser &p) : p(p) {
+      if (++p.depth_ > kMaxDepth)
+        p.fail(p.cur().span, "nesting is too deep (more than " + std::to_string(kMaxDepth) + " levels)");
+    }
+    ~DepthGuard() { --p.depth_; }
+  };
+
+  Span from(Span begin) const {
+    uint32_t end = pos_ > 0 ? toks_[pos_ - 1].span.end : begin.end;
+    return {begin.begin, std::max(end, begin.end)};
+  }
+
+  //===--- scopes ----------------------------------------------------------===//
+
+  void declare(const ExprPtr &var) { scopes_.back()[var->name] = var; }
+
+  ExprPtr lookup(const Token &t) {
+    for (auto it = scopes_.rbegin(); it != scopes_.rend(); ++it) {
+      auto found = it->find(t.text);
+      if (found != it->end())
+        return found->second;
+    }
+    fail(t.span, "undefined variable '%" + t.text + "'");
+  }
+
+  //===--- module structure -----------------------------------------------===//
+
+  // header := '#[' 'version' '=' STRING ']'
+  void header() {
+    if (!at(Tok::HashBracket))
+      fail(cur().span, "expected the version header #[version = \"0.0.5\"] at the start of the file");
+    advance();
+    Token key = expect(Tok::Ident, "in the version header");
+    if (key.text != "version")
+      fail(key.span, "expected 'version' in the header, found '" + key.text + "'");
+    expect(Tok::Assign, "after 'version'");
+    Token v = expect(Tok::String, "as the version");
+    if (v.text != "0.0.5")
+      fail(v.span, "unsupported Relay text format version \"" + v.text + "\" (expected \"0.0.5\")");
+    expect(Tok::RBracket, "to close the version header");
+  }
+
+  // definition := 'def' GLOBAL '(' params? ')' ('->' type)? '{' body '}'
+  FunctionPtr definition() {
+    reject_unsupported();
+    if (!at_ident("def"))
+      fail(cur().span, "expected 'def', found " + describe(cur()));
+    advance();
+    auto fn = std::make_shared<Function>();
+    Token name = expect(Tok::Global, "after 'def'");
+    fn->name = name.text;
+    fn->span = name.span;
+    scopes_.emplace_back();
+    fn->params = params();
+    if (accept(Tok::Arrow))
+      fn->ret_type = type();
+    expect(Tok::LBrace, "to open the function body");
+    fn->body = body();
+    expect(Tok::RBrace, "to close the function body");
+    scopes_.pop_back();
+    return fn;
+  }
+
+  // params := '(' (param (',' param)*)? ')'
+  // param  := LOCAL (':' type)?
+  std::vector<ExprPtr> params() {
+    expect(Tok::LParen, "to open the parameter list");
+    std::vector<ExprPtr> out;
+    while (!at(Tok::RParen)) {
+      Token name = expect(Tok::Local, "as a parameter");
+      Type ann;
+      if (accept(Tok::Colon))
+        ann = type();
+      else
+        fail(name.span, "parameter '%" + name.text + "' needs a type annotation");
+      auto var = make_var(name.text, ann, name.span);
+      declare(var);
+      out.push_back(var);
+      if (!accept(Tok::Comma))
+        break;
+    }
+    expect(Tok::RParen, "to close the parameter list");
+    return out;
+  }
+
+  // body    := binding* expr
+  // binding := LOCAL '=' expr ';'
+  //          | 'let' LOCAL (':' type)? '=' expr ';'
+  Body body() {
+    Body b;
+    while (true) {
+      reject_unsupported();
+      if (at_ident("let")) {
+        advance();
+        Token name = expect(Tok::Local, "after 'let'");
+        Type ann;
+        if (accept(Tok::Colon))
+          ann = type();
+        expect(Tok::Assign, "in a let binding");
+        ExprPtr value = expr();
+        expect(Tok::Semi, "after a let binding");
+        auto var = make_var(name.text, ann, name.span);
+        declare(var);
+        b.bindings.push_back({var, value, true});
+      } else if (at(Tok::Local) && toks_[pos_ + 1].kind == Tok::Assign) {
+        Token name = advance();
+        advance();
+        ExprPtr value = expr();
+        expect(Tok::Semi, "after a binding");
+        auto var = make_var(name.text, {}, name.span);
+        declare(var);
+        b.bindings.push_back({var, value, false});
+      } else {
+        b.result = expr();
+        return b;
+      }
+    }
+  }
+
+  void reject_unsupported() {
+    static const char *words[] = {"if", "match", "ref", "free_var", "type", "meta", "extern"};
+    if (at(Tok::Ident))
+      for (const char *w : words)
+        if (cur().text == w)
+          fail(cur().span, std::string("'") + w + "' is not supported by gradc");
+  }
+
+  //===--- types ----------------------------------------------------------===//
+
+  // type := 'Tensor' '[' '(' dims? ')' ',' DTYPE ']' | DTYPE | '(' (type (',' type)*)? ')'
+  // dims := INT (',' INT)* ','?
+  Type type() {
+    DepthGuard guard(*this);
+    if (accept(Tok::LParen)) {
+      std::vector<Type> fields;
+      bool trailing_comma = false;
+      while (!at(Tok::RParen)) {
+        fields.push_back(type());
+        trailing_comma = accept(Tok::Comma);
+        if (!trailing_comma)
+          break;
+      }
+      expect(Tok::RParen, "to close a tuple type");
+      (void)trailing_comma;
+      return Type::tuple(std::move(fields));
+    }
+    Token t = expect(Tok::Ident, "as a type");
+    if (auto dt = parse_dtype(t.text))
+      return Type::tensor({}, *dt);
+    if (t.text != "Tensor")
+      fail(t.span, "unknown type '" + t.text + "' (expected Tensor[...], a dtype or a tuple)");
+    expect(Tok::LBracket, "after 'Tensor'");
+    Shape shape;
+    if (at(Tok::LParen)) {
+      advance();
+      while (!at(Tok::RParen)) {
+        shape.push_back(dim());
+        if (!accept(Tok::Comma))
+          break;
+      }
+      expect(Tok::RParen, "to close the shape");
+    } else {
+      shape.push_back(dim());
+    }
+    expect(Tok::Comma, "between the shape and the dtype");
+    Token d = expect(Tok::Ident, "as the dtype");
+    auto dt = parse_dtype(d.text);
+    if (!dt)
+      fail(d.span, "unknown dtype '" + d.text +
+                       "' (expected float32, float64, float16, int32, int64 or bool)");
+    expect(Tok::RBracket, "to close the tensor type");
+    return Type::tensor(std::move(shape), *dt);
+  }
+
+  int64_t dim() {
+    if (at(Tok::Question) || at_ident("Any"))
+      fail(cur().span, "dynamic dimensions are not supported: shapes must be static");
+    Token t = expect(Tok::Int, "as a dimension");
+    if (!t.suffix.empty() && t.suffix != "i64" && t.suffix != "i32")
+      fail(t.span, "a dimension must be an integer");
+    if (t.ivalue > (int64_t(1) << 40))
+      fail(t.span, "dimension " + std::to_string(t.ivalue) + " is too large");
+    return t.ivalue;
+  }
+
+  //===--- expressions ----------------------------------------------------===//
+  // Relay precedence, loosest first: == != ; < <= > >= ; + - ; * / ; unary - ;
+  // postfix projection `.N`.
+
+  struct InfixOp {
+    Tok tok;
+    const char *op;
+  };
+
+  ExprPtr binary_level(int level) {
+    static const std::vector<std::vector<InfixOp>> levels = {
+        {{Tok::EqEq, "equal"}, {Tok::Ne, "not_equal"}},
+        {{Tok::Lt, "less"}, {Tok::Le, "less_equal"}, {Tok::Gt, "greater"}, {Tok::Ge, "greater_equal"}},
+        {{Tok::Plus, "add"}, {Tok::Minus, "subtract"}},
+        {{Tok::Star, "multiply"}, {Tok::Slash, "divide"}},
+    };
+    if (level == (int)levels.size())
+      return unary();
+    ExprPtr lhs = binary_level(level + 1);
+    while (true) {
+      const InfixOp *match = nullptr;
+      for (const InfixOp &o : levels[level])
+        if (at(o.tok))
+          match = &o;
+      if (!match)
+        return lhs;
+      Token optok = advance();
+      ExprPtr rhs = binary_level(level + 1);
+      lhs = make_call(op(match->op), {lhs, rhs}, {}, optok.span);
+    }
+  }
+
+  // expr := equality
+  ExprPtr expr() {
+    DepthGuard guard(*this);
+    return binary_level(0);
+  }
+
+  // unary := '-' unary | postfix
+  ExprPtr unary() {
+    if (at(Tok::Minus)) {
+      Token minus = advance();
+      DepthGuard guard(*this);
+      if (at(Tok::Int) || at(Tok::Float)) {
+        ExprPtr lit = literal();
+        lit->fvalue = -lit->fvalue;
+        lit->ivalue = -lit->ivalue;
+        lit->span = from(minus.span);
+        return lit;
+      }
+      ExprPtr operand = unary();
+      return make_call(op("negative"), {operand}, {}, minus.span);
+    }
+    return postfix();
+  }
+
+  // postfix := primary ('.' INT)*
+  ExprPtr postfix() {
+    ExprPtr e = primary();
+    while (at(Tok::Dot)) {
+      Token dot = advance();
+      Token idx = expect(Tok::Int, "as a tuple index after '.'");
+      if (idx.ivalue < 0 || idx.ivalue > (1 << 20))
+        fail(idx.span, "tuple index out of range");
+      e = make_tuple_get(e, int(idx.ivalue), from(dot.span));
+    }
+    return e;
+  }
+
+  // primary := LOCAL | literal | GLOBAL '(' args ')' | opname '(' args ')'
+  //          | '(' ')' | '(' expr ',' ')' | '(' expr (',' expr)+ ')' | '(' expr ')'
+  //          | 'fn' params ('->' type)? '{' body '}'
+  ExprPtr primary() {
+    DepthGuard guard(*this);
+    reject_unsupported();
+    const Token &t = cur();
+    switch (t.kind) {
+    case Tok::Local: return lookup(advance());
+    case Tok::Int:
+    case Tok::Float: return literal();
+    case Tok::Global: {
+      Token name = advance();
+      auto [args, attrs] = call_args();
+      if (!attrs.items.empty())
+        fail(attrs.items[0].second.span, "a call of '@" + name.text + "' takes no attributes");
+      ExprPtr call = make_global_call(name.text, std::move(args), name.span);
+      global_calls_.push_back(call);
+      return call;
+    }
+    case Tok::LParen: {
+      Token open = advance();
+      if (accept(Tok::RParen))
+        return make_tuple({}, from(open.span));
+      ExprPtr first = expr();
+      if (accept(Tok::RParen))
+        return first;
+      std::vector<ExprPtr> fields{first};
+      while (accept(Tok::Comma)) {
+        if (at(Tok::RParen))
+          break;
+        fields.push_back(expr());
+      }
+      expect(Tok::RParen, "to close a tuple");
+      return make_tuple(std::move(fields), from(open.span));
+    }
+    case Tok::Ident:
+      if (t.text == "True" || t.text == "False") {
+        Token b = advance();
+        return make_int_constant(b.text == "True", DType::Bool, b.span);
+      }
+      if (t.text == "fn")
+        return function_expr();
+      return op_call();
+    default: fail(t.span, "expected an expression, found " + describe(t));
+    }
+  }
+
+  // literal := INT | FLOAT   (suffix picks the dtype; no suffix: int32 / float32)
+  ExprPtr literal() {
+    Token t = advance();
+    const std::string &s = t.suffix;
+    DType dt = t.kind == Tok::Int ? DType::Int32 : DType::Float32;
+    if (s == "i64")
+      dt = DType::Int64;
+    else if (s == "f16")
+      dt = DType::Float16;
+    else if (s == "f64")
+      dt = DType::Float64;
+    if (t.kind == Tok::Int && !is_float(dt))
+      return make_int_constant(t.ivalue, dt, t.span);
+    return make_constant(t.fvalue, dt, t.span);
+  }
+
+  // fn := 'fn' params ('->' type)? '{' body '}'
+  ExprPtr function_expr() {
+    Token kw = advance();
+    auto fn = std::make_shared<Function>();
+    fn->span = kw.span;
+    scopes_.emplace_back();
+    fn->params = params();
+    if (accept(Tok::Arrow))
+      fn->ret_type = type();
+    expect(Tok::LBrace, "to open the body of fn");
+    fn->body = body();
+    expect(Tok::RBrace, "to close the body of fn");
+    scopes_.pop_back();
+    return make_func(fn, kw.span);
+  }
+
+  // opcall := IDENT ('.' IDENT)* '(' args ')'
+  ExprPtr op_call() {
+    Token first = advance();
+    std::string name = first.text;
+    Span span = first.span;
+    while (at(Tok::Dot) && toks_[pos_ + 1].kind == Tok::Ident) {
+      advance();
+      name += "." + advance().text;
+      span = from(first.span);
+    }
+    const OpDef *def = OpRegistry::global().find(name);
+    if (!at(Tok::LParen)) {
+      if (def)
+        fail(cur().span, "expected '(' after operator '" + name + "', found " + describe(cur()));
+      fail(span, "expected an expression, found '" + name + "'");
+    }
+    if (!def)
+      fail(span, "unknown operator '" + name + "'");
+    auto [args, attrs] = call_args();
+    return make_call(def, std::move(args), std::move(attrs), span);
+  }
+
+  // args := '(' (arg (',' arg)*)? ')'
+  // arg  := expr | IDENT '=' attr_value
+  std::pair<std::vector<ExprPtr>, Attrs> call_args() {
+    expect(Tok::LParen, "to open the argument list");
+    std::vector<ExprPtr> args;
+    Attrs attrs;
+    while (!at(Tok::RParen)) {
+      if (at(Tok::Ident) && toks_[pos_ + 1].kind == Tok::Assign) {
+        Token key = advance();
+        advance();
+        if (attrs.find(key.text))
+          fail(key.span, "attribute '" + key.text + "' is given twice");
+        AttrValue v = attr_value();
+        v.span = from(key.span);
+        attrs.items.emplace_back(key.text, std::move(v));
+      } else {
+        if (!attrs.items.empty())
+          fail(cur().span, "positional argument after keyword attributes");
+        args.push_back(expr());
+      }
+      if (!accept(Tok::Comma))
+        break;
+    }
+    expect(Tok::RParen, "to close the argument list");
+    return {std::move(args), std::move(attrs)};
+  }
+
+  // attr_value := '-'? INT | '-'? FLOAT | STRING | 'True' | 'False' | 'None'
+  //             | '[' (attr_value (',' attr_value)*)? ']' | dtype name
+  AttrValue attr_value() {
+    DepthGuard guard(*this);
+    Span start = cur().span;
+    AttrValue v;
+    if (accept(Tok::LBracket)) {
+      v.kind = AttrValue::List;
+      while (!at(Tok::RBracket)) {
+        v.list.push_back(attr_value());
+        if (!accept(Tok::Comma))
+          break;
+      }
+      expect(Tok::RBracket, "to close an attribute list");
+    } else if (at(Tok::String)) {
+      v = AttrValue::of(advance().text);
+    } else if (at(Tok::Ident)) {
+      Token t = advance();
+      if (t.text == "True" || t.text == "False")
+        v = AttrValue::of(t.text == "True");
+      else if (t.text == "None")
+        v = AttrValue::none();
+      else if (parse_dtype(t.text))
+        v = AttrValue::of(t.text);
+      else
+        fail(t.span, "expected an attribute value, found '" + t.text + "'");
+    } else {
+      bool negative = accept(Tok::Minus);
+      if (at(Tok::Int) && cur().suffix.empty()) {
+        Token t = advance();
+        v = AttrValue::of(negative ? -t.ivalue : t.ivalue);
+      } else if (at(Tok::Float) || at(Tok::Int)) {
+        Token t = advance();
+        v = AttrValue::of(negative ? -t.fvalue : t.fvalue);
+      } else {
+        fail(cur().span, "expected an attribute value, found " + describe(cur()));
+      }
+    }
+    v.span = from(start);
+    return v;
+  }
+
+  void check_global_calls(const Module &m) {
+    for (const ExprPtr &call : global_calls_)
+      if (!m.find(call->name))
+        diag_.error(call->span, "call of undefined function '@" + call->name + "'");
+  }
+};
+
+} // namespace
+
+std::optional<Module> parse_module(std::shared_ptr<const SourceFile> file, DiagEngine &diag) {
+  return Parser(std::move(file), diag).run();
+}
+
+} // namespace gradc

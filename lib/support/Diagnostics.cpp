@@ -1,0 +1,90 @@
+//===- Diagnostics.cpp - located error printing ---------------------------===//
+//
+// Formats `FILE:LINE:COL: error: message` with the source line and a caret
+// line under the span (SPEC §2).
+//
+//===----------------------------------------------------------------------===//
+#include "gradc/support/Diagnostics.h"
+
+#include <algorithm>
+
+namespace gradc {
+
+SourceFile::SourceFile(std::string path, std::string text)
+    : path_(std::move(path)), text_(std::move(text)) {
+  line_starts_.push_back(0);
+  for (uint32_t i = 0; i < text_.size(); ++i)
+    if (text_[i] == '\n')
+      line_starts_.push_back(i + 1);
+}
+
+std::pair<unsigned, unsigned> SourceFile::line_col(uint32_t offset) const {
+  offset = std::min<uint32_t>(offset, text_.size());
+  auto it = std::upper_bound(line_starts_.begin(), line_starts_.end(), offset);
+  unsigned line = unsigned(it - line_starts_.begin());
+  return {line, offset - line_starts_[line - 1] + 1};
+}
+
+std::string_view SourceFile::line_text(uint32_t offset) const {
+  auto [line, col] = line_col(offset);
+  uint32_t begin = line_starts_[line - 1];
+  uint32_t end = begin;
+  while (end < text_.size() && text_[end] != '\n' && text_[end] != '\r')
+    ++end;
+  return std::string_view(text_).substr(begin, end - begin);
+}
+
+DiagEngine::DiagEngine(std::shared_ptr<const SourceFile> file, std::ostream &out)
+    : file_(std::move(file)), out_(out) {}
+
+void DiagEngine::error(Span span, const std::string &message) {
+  ++errors_;
+  print(span, "error", message);
+}
+
+void DiagEngine::error(const std::string &message) {
+  ++errors_;
+  out_ << "gradc: error: " << message << "\n";
+}
+
+void DiagEngine::note(Span span, const std::string &message) { print(span, "note", message); }
+
+void DiagEngine::print(Span span, const char *kind, const std::string &message) {
+  if (!file_) {
+    out_ << "gradc: " << kind << ": " << message << "\n";
+    return;
+  }
+  auto [line, col] = file_->line_col(span.begin);
+  out_ << file_->path() << ":" << line << ":" << col << ": " << kind << ": " << message << "\n";
+  std::string_view text = file_->line_text(span.begin);
+  // Very long lines are clipped around the caret so a 1 GB line stays usable.
+  const size_t window = 160;
+  size_t start = 0;
+  if (col > window)
+    start = col - window / 2;
+  std::string_view shown = text.substr(std::min(start, text.size()), window);
+  std::string line_out;
+  for (char c : shown)
+    line_out += (c == '\t' || (unsigned char)c >= 32) ? c : ' ';
+  out_ << (start ? "..." : "") << line_out << "\n";
+  std::string caret(start ? 3 : 0, ' ');
+  for (size_t i = start; i + 1 < col && i - start < shown.size(); ++i)
+    caret += (shown[i - start] == '\t') ? '\t' : ' ';
+  caret += '^';
+  uint32_t line_end = span.begin - (col - 1) + uint32_t(text.size());
+  uint32_t end = std::min(span.end, line_end);
+  for (uint32_t i = span.begin + 1; i < end && caret.size() < window + 4; ++i)
+    caret += '~';
+  out_ << caret << "\n";
+}
+
+void DiagEngine::check() const {
+  if (errors_)
+    throw CompileError();
+}
+
+void internal_error(const std::string &where, const std::string &what) {
+  throw InternalError(where, what);
+}
+
+} // namespace gradc

@@ -1,0 +1,183 @@
+//===- Gradient.cpp - reverse-mode differentiation ------------------------===//
+//
+// The shared work of every gradient lives here, once: the reverse walk,
+// fan-out accumulation, summing broadcast adjoints back to input shapes,
+// no_grad, and the error for an operator without a gradient. Per-operator
+// rules (FPrimalGradient) live with their operators under lib/op/.
+//
+//===----------------------------------------------------------------------===//
+#include "gradc/transform/Gradient.h"
+#include "gradc/op/Builder.h"
+#include "gradc/op/Registry.h"
+#include "gradc/transform/Passes.h"
+
+#include <map>
+#include <unordered_map>
+
+namespace gradc {
+namespace {
+
+class Adjoints {
+public:
+  explicit Adjoints(Builder &b) : b_(b) {}
+
+  /// adj[x] += g, with g summed back to x's shape if it was broadcast.
+  void add(const ExprPtr &x, ExprPtr g) {
+    if (x->kind != ExprKind::Var || !x->type.is_tensor() || !is_float(x->type.dtype) || !g)
+      return;
+    GRADC_CHECK(g->type.is_tensor() && g->type.dtype == x->type.dtype, "gradient",
+                "adjoint of type " + g->type.str() + " for a value of type " + x->type.str());
+    g = b_.sum_to(g, x->type.shape);
+    auto it = tensor_.find(x.get());
+    if (it == tensor_.end())
+      tensor_[x.get()] = g;
+    else
+      it->second = b_.add(it->second, g);
+  }
+
+  void add_field(const ExprPtr &tuple, int index, ExprPtr g) {
+    if (tuple->kind != ExprKind::Var || !g)
+      return;
+    auto &fields = tuple_[tuple.get()];
+    fields.resize(tuple->type.fields.size());
+    fields[index] = fields[index] ? b_.add(fields[index], g) : g;
+  }
+
+  ExprPtr get(const ExprPtr &x) const {
+    auto it = tensor_.find(x.get());
+    return it == tensor_.end() ? nullptr : it->second;
+  }
+
+  /// The adjoint of a tuple value as a tuple, zeros for fields without one.
+  ExprPtr get_tuple(const ExprPtr &x) {
+    auto it = tuple_.find(x.get());
+    if (it == tuple_.end())
+      return nullptr;
+    std::vector<ExprPtr> fields;
+    for (size_t i = 0; i < x->type.fields.size(); ++i) {
+      ExprPtr f = i < it->second.size() ? it->second[i] : nullptr;
+      fields.push_back(f ? f : b_.zeros(x->type.fields[i]));
+    }
+    return b_.tuple(fields);
+  }
+
+  const std::vector<ExprPtr> *fields(const ExprPtr &x) const {
+    auto it = tuple_.find(x.get());
+    return it == tuple_.end() ? nullptr : &it->second;
+  }
+
+private:
+  Builder &b_;
+  std::unordered_map<const Expr *, ExprPtr> tensor_;
+  std::unordered_map<const Expr *, std::vector<ExprPtr>> tuple_;
+};
+
+} // namespace
+
+FunctionPtr build_adjoint(const Function &primal, const std::vector<std::string> &wrt, DiagEngine &diag) {
+  FunctionPtr fn = clone_function(primal);
+  fn->name = primal.name + "_adjoint";
+  fn->ret_type = Type::unknown();
+
+  // Which parameters, in declared order.
+  std::vector<ExprPtr> targets;
+  if (wrt.empty()) {
+    for (const ExprPtr &p : fn->params)
+      if (p->type.is_tensor() && is_float(p->type.dtype))
+        targets.push_back(p);
+  } else {
+    for (const std::string &name : wrt) {
+      bool found = false;
+      for (const ExprPtr &p : fn->params)
+        if (p->name == name) {
+          found = true;
+          if (!p->type.is_tensor() || !is_float(p->type.dtype))
+            diag.error(p->span, "cannot differentiate with respect to %" + name + " of type " +
+                                    p->type.str() + ": only floating-point tensors have gradients");
+        }
+      if (!found)
+        diag.error(fn->span, "--wrt names %" + name + ", which is not a parameter of @" + primal.name);
+    }
+    for (const ExprPtr &p : fn->params)
+      for (const std::string &name : wrt)
+        if (p->name == name && p->type.is_tensor() && is_float(p->type.dtype)) {
+          targets.push_back(p);
+          break;
+        }
+  }
+
+  std::vector<Binding> &body = fn->body.bindings;
+  Builder b(body, fn->span);
+  ExprPtr result = fn->body.result;
+  ExprPtr target = result;
+  if (result->type.is_tuple()) {
+    if (result->type.fields.empty())
+      diag.error(fn->span, "@" + primal.name + " returns an empty tuple: nothing to differentiate");
+    else
+      target = b.get(result, 0);
+  }
+  if (!target->type.is_tensor() || !is_float(target->type.dtype))
+    diag.error(fn->span, "@" + primal.name + ": the differentiated result must be a floating-point tensor, found " +
+                             target->type.str());
+  diag.check();
+
+  // Reverse walk over the forward bindings.
+  size_t num_forward = body.size();
+  Adjoints adj(b);
+  adj.add(target, b.ones_like(target));
+  std::map<std::string, std::vector<Span>> missing;
+  for (size_t i = num_forward; i-- > 0;) {
+    Binding bind = body[i]; // copied: `body` grows as we emit
+    const Expr &value = *bind.value;
+    b.set_span(value.span);
+    switch (value.kind) {
+    case ExprKind::Call: {
+      ExprPtr g = bind.var->type.is_tuple() ? adj.get_tuple(bind.var) : adj.get(bind.var);
+      if (!g || value.op->no_gradient)
+        break;
+      if (!value.op->gradient) {
+        missing[value.op->name].push_back(value.span);
+        break;
+      }
+      GradCtx ctx{b, value, bind.var, g};
+      Grads grads = value.op->gradient(ctx);
+      GRADC_CHECK(grads.size() == value.args.size(), "gradient",
+                  value.op->name + " gradient returned " + std::to_string(grads.size()) + " adjoints for " +
+                      std::to_string(value.args.size()) + " inputs");
+      for (size_t k = 0; k < grads.size(); ++k)
+        adj.add(value.args[k], grads[k]);
+      break;
+    }
+    case ExprKind::Tuple:
+      if (const auto *fields = adj.fields(bind.var))
+        for (size_t k = 0; k < fields->size(); ++k)
+          adj.add(value.args[k], (*fields)[k]);
+      break;
+    case ExprKind::TupleGet:
+      adj.add_field(value.args[0], value.index, adj.get(bind.var));
+      break;
+    case ExprKind::Func:
+    case ExprKind::GlobalCall:
+    case ExprKind::Var:
+    case ExprKind::Constant:
+      internal_error("gradient", "unexpected binding (input not in ANF or not inlined)");
+    }
+  }
+  for (const auto &[name, spans] : missing)
+    for (Span s : spans)
+      diag.error(s, "no gradient is registered for operator '" + name + "'");
+  diag.check();
+
+  b.set_span(fn->span);
+  std::vector<ExprPtr> grads;
+  for (const ExprPtr &p : targets) {
+    ExprPtr g = adj.get(p);
+    grads.push_back(g ? g : b.zeros(p->type));
+  }
+  ExprPtr grad_tuple = b.tuple(grads);
+  fn->body.result = b.tuple({result, grad_tuple});
+  eliminate_dead_code(*fn);
+  return fn;
+}
+
+} // namespace gradc

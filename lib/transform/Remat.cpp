@@ -1,0 +1,91 @@
+//===- Remat.cpp - recompute checkpoint segments in the backward pass -----===//
+//
+// Runs after the gradient pass on the adjoint. Deciding what is "inside" is
+// purely structural, so a dumped and re-parsed adjoint is rematerialized the
+// same way as one built in memory.
+//
+//===----------------------------------------------------------------------===//
+#include "gradc/transform/Remat.h"
+
+#include <functional>
+
+#include <unordered_map>
+#include <unordered_set>
+
+namespace gradc {
+
+RematStats rematerialize_checkpoints(Function &fn) {
+  RematStats stats;
+  std::vector<Binding> &body = fn.body.bindings;
+  std::unordered_map<const Expr *, size_t> def; // var -> binding index
+  for (size_t i = 0; i < body.size(); ++i)
+    def[body[i].var.get()] = i;
+
+  // Forward reachability from start_checkpoint outputs...
+  std::vector<bool> from_start(body.size(), false);
+  for (size_t i = 0; i < body.size(); ++i) {
+    const Expr &v = *body[i].value;
+    if (v.is_call("grad.start_checkpoint")) {
+      from_start[i] = true;
+      ++stats.segments;
+      continue;
+    }
+    for (const ExprPtr &a : v.args) {
+      auto it = def.find(a.get());
+      if (it != def.end() && from_start[it->second] && !body[it->second].value->is_call("grad.end_checkpoint"))
+        from_start[i] = true;
+    }
+  }
+  // ...and backward reachability from end_checkpoint inputs.
+  std::vector<bool> to_end(body.size(), false);
+  for (size_t i = body.size(); i-- > 0;) {
+    const Expr &v = *body[i].value;
+    if (!(v.is_call("grad.end_checkpoint") || to_end[i]))
+      continue;
+    for (const ExprPtr &a : v.args) {
+      auto it = def.find(a.get());
+      if (it != def.end() && !body[it->second].value->is_call("grad.start_checkpoint"))
+        to_end[it->second] = true;
+    }
+  }
+  std::vector<bool> inside(body.size());
+  for (size_t i = 0; i < body.size(); ++i)
+    inside[i] = from_start[i] && to_end[i] && !body[i].value->is_call("grad.start_checkpoint");
+
+  // Rewrite uses outside the segments to recomputed copies.
+  std::unordered_map<const Expr *, ExprPtr> copy_of;
+  std::vector<Binding> out;
+  std::function<ExprPtr(const ExprPtr &)> recompute = [&](const ExprPtr &var) -> ExprPtr {
+    auto it = def.find(var.get());
+    if (it == def.end() || !inside[it->second])
+      return var;
+    auto done = copy_of.find(var.get());
+    if (done != copy_of.end())
+      return done->second;
+    const Binding &orig = body[it->second];
+    auto value = std::make_shared<Expr>(*orig.value);
+    for (ExprPtr &a : value->args)
+      a = recompute(a);
+    ExprPtr v = make_var(orig.var->name + "_remat", {}, orig.var->span);
+    v->type = orig.var->type;
+    out.push_back({v, value, false});
+    ++stats.recomputed;
+    return copy_of[var.get()] = v;
+  };
+  for (size_t i = 0; i < body.size(); ++i) {
+    Binding b = body[i];
+    bool user_inside = inside[i] || b.value->is_call("grad.end_checkpoint");
+    if (!user_inside) {
+      auto value = std::make_shared<Expr>(*b.value);
+      for (ExprPtr &a : value->args)
+        a = recompute(a);
+      b.value = value;
+    }
+    out.push_back(b);
+  }
+  fn.body.result = recompute(fn.body.result);
+  body = std::move(out);
+  return stats;
+}
+
+} // namespace gradc

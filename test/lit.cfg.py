@@ -1,0 +1,34 @@
+# lit configuration: every test/<stage>/*.relay (and *.test) file with RUN lines.
+import os
+import shutil
+import lit.formats
+
+config.name = "gradc"
+config.test_format = lit.formats.ShTest(True)
+config.suffixes = [".relay", ".test"]
+config.test_source_root = os.path.dirname(__file__)
+config.test_exec_root = os.path.join(config.gradc_bin_dir, "test")
+config.excludes = ["inputs", "unit", "CMakeLists.txt", "lit.cfg.py", "lit.site.cfg.py.in"]
+
+config.environment["PATH"] = os.pathsep.join(
+    [config.gradc_bin_dir, config.llvm_tools_dir, config.environment.get("PATH", os.environ["PATH"])])
+config.substitutions.append(("%gradc", os.path.join(config.gradc_bin_dir, "gradc")))
+config.substitutions.append(("%samples", os.path.join(config.gradc_src_dir, "samples")))
+config.substitutions.append(("%inputs", os.path.join(config.test_source_root, "inputs")))
+config.substitutions.append(("%python", "/usr/bin/python3"))
+
+ptxas = shutil.which("ptxas") or ("/usr/local/cuda/bin/ptxas" if os.path.exists("/usr/local/cuda/bin/ptxas") else None)
+if ptxas:
+    config.available_features.add("ptxas")
+    config.substitutions.append(("%ptxas", ptxas))
+try:
+    import subprocess
+    subprocess.run(["/usr/bin/python3", "-c", "import torch, numpy"], check=True, capture_output=True)
+    config.available_features.add("torch")
+except Exception:
+    pass
+try:
+    subprocess.run(["/usr/bin/python3", "-c", "import numpy"], check=True, capture_output=True)
+    config.available_features.add("numpy")
+except Exception:
+    pass

@@ -1,0 +1,259 @@
+//===- gradc.cpp - the command-line driver --------------------------------===//
+//
+// Parses the command line (SPEC §1) and dispatches to a subcommand. Exit
+// codes: 0 ok, 1 the model or an input is wrong, 2 the command line is wrong,
+// 3 an internal error. Fatal signals are turned into exit code 3 too.
+//
+//===----------------------------------------------------------------------===//
+#include "gradc/driver/Commands.h"
+
+#include <CLI/CLI.hpp>
+
+#include <csignal>
+#include <cstring>
+#include <iostream>
+#include <unistd.h>
+
+using namespace gradc;
+
+namespace {
+
+/// "123456", "64KiB", "1.5MiB", "2GB", ... -> bytes; -1 if malformed.
+int64_t parse_size(const std::string &text) {
+  size_t end = 0;
+  double value;
+  try {
+    value = std::stod(text, &end);
+  } catch (...) {
+    return -1;
+  }
+  std::string unit = text.substr(end);
+  double scale = 0;
+  const std::pair<const char *, double> units[] = {
+      {"", 1},          {"B", 1},         {"KiB", 1024.0},      {"MiB", 1048576.0}, {"GiB", 1073741824.0},
+      {"KB", 1e3},      {"MB", 1e6},      {"GB", 1e9},          {"K", 1024.0},      {"M", 1048576.0},
+      {"G", 1073741824.0}};
+  for (const auto &[name, s] : units)
+    if (unit == name)
+      scale = s;
+  if (scale == 0 || value < 0 || !(value * scale < 9e18))
+    return -1;
+  return int64_t(value * scale);
+}
+
+std::vector<std::string> split_list(const std::string &s) {
+  std::vector<std::string> out;
+  std::string cur;
+  for (char c : s + ",") {
+    if (c == ',') {
+      if (!cur.empty())
+        out.push_back(cur);
+      cur.clear();
+    } else if (c != ' ') {
+      cur += c;
+    }
+  }
+  return out;
+}
+
+struct SharedOptions {
+  std::string grad = "";
+  bool grad_given = false;
+  std::string wrt, remat = "manual", budget, target = "cpu", dump, dump_dir;
+  int opt = 2;
+  bool report = false;
+};
+
+void add_shared(CLI::App *cmd, SharedOptions &o, CodegenOptions &cg) {
+  cmd->add_option("--grad", o.grad, "Add @FN_adjoint for @FN (default main)")->expected(0, 1)->default_str("main");
+  cmd->add_option("--wrt", o.wrt, "Parameters to differentiate, e.g. %a,%b (default: all floating-point)");
+  cmd->add_option("--remat", o.remat, "none | manual | auto")->check(CLI::IsMember({"none", "manual", "auto"}));
+  cmd->add_option("--memory-budget", o.budget, "Planned peak workspace per function: 123456, 64KiB, 1.5MiB");
+  cmd->add_option("--target", o.target, "cpu | cuda")->check(CLI::IsMember({"cpu", "cuda"}));
+  cmd->add_option("--cpu", cg.cpu, "Target CPU (default: the host)");
+  cmd->add_option("--triple", cg.triple, "Target triple (default: the host)");
+  cmd->add_option("--gpu-arch", cg.gpu_arch, "CUDA architecture, sm_XX (default sm_80)");
+  cmd->add_option("-O", o.opt, "Optimisation level 0-3 (default 2)")->check(CLI::Range(0, 3));
+  cmd->add_option("--dump-ir", o.dump, "all, or a comma list of parse,typed,grad,remat,fused,loops,llvm,asm,ptx");
+  cmd->add_option("--dump-dir", o.dump_dir, "Write dumps to numbered files NN-stage.ext here");
+  cmd->add_flag("--report", o.report, "Print functions, FLOPs, planned memory and stage times to stderr");
+}
+
+/// Validates the shared options into PipelineOptions; false after an error.
+bool finish_shared(CLI::App *cmd, const SharedOptions &o, PipelineOptions &p) {
+  if (cmd->count("--grad"))
+    p.grad_fn = o.grad.empty() ? "main" : o.grad;
+  for (std::string w : split_list(o.wrt)) {
+    if (!w.empty() && w[0] == '%')
+      w = w.substr(1);
+    p.wrt.push_back(w);
+  }
+  if (!p.wrt.empty() && !p.grad_fn) {
+    std::cerr << "gradc: error: --wrt needs --grad\n";
+    return false;
+  }
+  p.remat = o.remat == "none" ? RematMode::None : o.remat == "auto" ? RematMode::Auto : RematMode::Manual;
+  if (!o.budget.empty()) {
+    p.memory_budget = parse_size(o.budget);
+    if (p.memory_budget < 0) {
+      std::cerr << "gradc: error: --memory-budget: cannot read '" << o.budget
+                << "' as a size (examples: 123456, 64KiB, 1.5MiB)\n";
+      return false;
+    }
+  }
+  if (p.remat == RematMode::Auto && p.memory_budget < 0) {
+    std::cerr << "gradc: error: --remat=auto needs --memory-budget\n";
+    return false;
+  }
+  p.codegen.target = o.target == "cuda" ? Target::CUDA : Target::CPU;
+  p.codegen.opt_level = o.opt;
+  if (p.codegen.gpu_arch.rfind("sm_", 0) != 0 || p.codegen.gpu_arch.size() < 5) {
+    std::cerr << "gradc: error: --gpu-arch must look like sm_80, found '" << p.codegen.gpu_arch << "'\n";
+    return false;
+  }
+  const auto &stages = dump_stage_names();
+  for (const std::string &s : split_list(o.dump)) {
+    if (s == "all") {
+      p.dumps.insert(stages.begin(), stages.end());
+    } else if (std::find(stages.begin(), stages.end(), s) != stages.end()) {
+      p.dumps.insert(s);
+    } else {
+      std::cerr << "gradc: error: --dump-ir: unknown stage '" << s << "' (valid: all";
+      for (const std::string &v : stages)
+        std::cerr << ", " << v;
+      std::cerr << ")\n";
+      return false;
+    }
+  }
+  if (p.codegen.target != Target::CUDA)
+    p.dumps.erase("ptx");
+  p.dump_dir = o.dump_dir;
+  p.report = o.report;
+  return true;
+}
+
+extern "C" void on_fatal_signal(int sig) {
+  const char msg[] = "gradc: internal error: fatal signal (this is a bug in gradc)\n";
+  ssize_t ignored = write(2, msg, sizeof msg - 1);
+  (void)ignored;
+  (void)sig;
+  _exit(3);
+}
+
+void install_signal_handlers() {
+  static char alt_stack[1 << 16];
+  stack_t ss{};
+  ss.ss_sp = alt_stack;
+  ss.ss_size = sizeof alt_stack;
+  sigaltstack(&ss, nullptr);
+  struct sigaction sa{};
+  sa.sa_handler = on_fatal_signal;
+  sa.sa_flags = SA_ONSTACK;
+  for (int sig : {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT})
+    sigaction(sig, &sa, nullptr);
+}
+
+int real_main(int argc, char **argv) {
+  CLI::App app{"gradc: an ahead-of-time compiler for differentiable tensor programs"};
+  app.require_subcommand(1);
+  app.set_version_flag("--version", "gradc 0.1.0");
+
+  CompileCommand compile;
+  SharedOptions compile_shared;
+  std::string emit;
+  CLI::App *c = app.add_subcommand("compile", "Write an object/PTX, a C header and a JSON manifest");
+  c->add_option("model", compile.model, "The model (.relay)")->required();
+  add_shared(c, compile_shared, compile.pipeline.codegen);
+  c->add_option("-o", compile.output_base, "Output base name (default: the model's stem)");
+  c->add_option("--emit", emit, "Comma list of obj,header,manifest,llvm,asm,ptx");
+
+  RunCommand run;
+  SharedOptions run_shared;
+  std::vector<std::string> inputs;
+  CLI::App *r = app.add_subcommand("run", "Compile in memory and run one function on .npy inputs");
+  r->add_option("model", run.model, "The model (.relay)")->required();
+  add_shared(r, run_shared, run.pipeline.codegen);
+  r->add_option("--entry", run.entry, "The function to run (default main, or FN_adjoint with --grad)");
+  r->add_option("--input", inputs, "NAME=FILE.npy, one per parameter")->take_all();
+  r->add_option("--output-dir", run.output_dir, "Write output_i.npy files here");
+
+  std::string check_model;
+  CLI::App *k = app.add_subcommand("check", "Parse and type-check; print the typed module");
+  k->add_option("model", check_model, "The model (.relay)")->required();
+
+  std::string op_name;
+  bool op_json = false;
+  CLI::App *o = app.add_subcommand("ops", "List the operator registry");
+  o->add_option("name", op_name, "One operator");
+  o->add_flag("--json", op_json, "Machine-readable output");
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp &e) {
+    return app.exit(e);
+  } catch (const CLI::CallForAllHelp &e) {
+    return app.exit(e);
+  } catch (const CLI::CallForVersion &e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError &e) {
+    std::cerr << "gradc: error: " << e.what() << "\n";
+    std::cerr << "run 'gradc --help' or 'gradc SUBCOMMAND --help' for usage\n";
+    return 2;
+  }
+
+  if (c->parsed()) {
+    if (!finish_shared(c, compile_shared, compile.pipeline))
+      return 2;
+    for (const std::string &e : split_list(emit)) {
+      const auto &kinds = emit_kinds();
+      if (std::find(kinds.begin(), kinds.end(), e) == kinds.end()) {
+        std::cerr << "gradc: error: --emit: unknown item '" << e << "' (valid: obj, header, manifest, llvm, asm, ptx)\n";
+        return 2;
+      }
+      compile.emit.push_back(e);
+    }
+    if (!emit.empty() && compile.emit.empty()) {
+      std::cerr << "gradc: error: --emit is empty (valid: obj, header, manifest, llvm, asm, ptx)\n";
+      return 2;
+    }
+    compile.argv.assign(argv, argv + argc);
+    return compile_command(compile, std::cout, std::cerr);
+  }
+  if (r->parsed()) {
+    if (!finish_shared(r, run_shared, run.pipeline))
+      return 2;
+    for (const std::string &in : inputs) {
+      size_t eq = in.find('=');
+      if (eq == std::string::npos || eq == 0) {
+        std::cerr << "gradc: error: --input expects NAME=FILE.npy, found '" << in << "'\n";
+        return 2;
+      }
+      std::string name = in.substr(0, eq);
+      if (name[0] == '%')
+        name = name.substr(1);
+      run.inputs.emplace_back(name, in.substr(eq + 1));
+    }
+    return run_command(run, std::cout, std::cerr);
+  }
+  if (k->parsed())
+    return check_command(check_model, std::cout, std::cerr);
+  return ops_command(op_name, op_json, std::cout, std::cerr);
+}
+
+} // namespace
+
+int main(int argc, char **argv) {
+  install_signal_handlers();
+  try {
+    return real_main(argc, argv);
+  } catch (const InternalError &e) {
+    std::cerr << "gradc: " << e.what() << " (this is a bug in gradc)\n";
+    return 3;
+  } catch (const std::bad_alloc &) {
+    std::cerr << "gradc: internal error: out of memory\n";
+    return 3;
+  } catch (const std::exception &e) {
+    std::cerr << "gradc: internal error: " << e.what() << " (this is a bug in gradc)\n";
+    return 3;
+  }
+}
