@@ -1,0 +1,166 @@
+//===- Codegen.cpp - generate_code and the target plumbing it shares -------===//
+//
+// The entry of the last pipeline stage: dispatches to the CPU or CUDA code
+// generator, and holds what both (and the JIT) share: target machines with
+// strict FP options, the optimization pipeline, and file emission.
+//
+//===----------------------------------------------------------------------===//
+#include "Emitter.h"
+
+#include "gradc/support/Diagnostics.h"
+
+#include <llvm/IR/DiagnosticInfo.h>
+#include <llvm/IR/DiagnosticPrinter.h>
+#include <llvm/IR/LegacyPassManager.h>
+#include <llvm/IR/Verifier.h>
+#include <llvm/MC/TargetRegistry.h>
+#include <llvm/Passes/PassBuilder.h>
+#include <llvm/Support/TargetSelect.h>
+#include <llvm/Transforms/Utils/Cloning.h>
+
+#include <iostream>
+#include <mutex>
+
+using namespace llvm;
+
+namespace gradc {
+
+CodegenOutput generate_code(const LoweredModule &module, const CodegenOptions &opts,
+                            const CodegenRequest &what) {
+  GRADC_CHECK(opts.opt_level >= 0 && opts.opt_level <= 3, "codegen", "bad optimization level");
+  switch (opts.target) {
+  case Target::CPU: return codegen::generate_cpu(module, opts, what);
+  case Target::CUDA: return codegen::generate_cuda(module, opts, what);
+  }
+  internal_error("codegen", "unknown target");
+}
+
+const char *status_message(int32_t code) {
+  switch (code) {
+  case 0: return "success";
+  case 1: return "a buffer argument is null";
+  case 2: return "a buffer argument is not 64-byte aligned";
+  case 3: return "the CUDA driver library libcuda.so.1 could not be loaded";
+  case 4: return "a CUDA driver call failed";
+  default: return "unknown status code";
+  }
+}
+
+namespace codegen {
+
+void initialize_llvm() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    InitializeAllTargetInfos();
+    InitializeAllTargets();
+    InitializeAllTargetMCs();
+    InitializeAllAsmPrinters();
+  });
+}
+
+namespace {
+
+struct QuietDiagnostics : DiagnosticHandler {
+  std::string errors;
+  bool handleDiagnostics(const DiagnosticInfo &info) override {
+    if (info.getSeverity() == DS_Error) {
+      raw_string_ostream os(errors);
+      DiagnosticPrinterRawOStream printer(os);
+      info.print(printer);
+      os << "\n";
+    }
+    return true;
+  }
+};
+
+void check_diagnostics(LLVMContext &ctx) {
+  const auto *handler = dynamic_cast<const QuietDiagnostics *>(ctx.getDiagHandlerPtr());
+  if (handler && !handler->errors.empty())
+    internal_error("codegen", "LLVM: " + handler->errors);
+}
+
+} // namespace
+
+void quiet_diagnostics(LLVMContext &ctx) {
+  ctx.setDiagnosticHandler(std::make_unique<QuietDiagnostics>());
+}
+
+void option_error(const std::string &message) {
+  std::cerr << "gradc: error: " << message << "\n";
+  throw CompileError();
+}
+
+TargetOptions target_options() {
+  TargetOptions options;
+  options.AllowFPOpFusion = FPOpFusion::Strict;
+  return options;
+}
+
+CodeGenOptLevel codegen_opt_level(int opt_level) {
+  static const CodeGenOptLevel levels[] = {CodeGenOptLevel::None, CodeGenOptLevel::Less,
+                                           CodeGenOptLevel::Default, CodeGenOptLevel::Aggressive};
+  return levels[opt_level];
+}
+
+std::unique_ptr<TargetMachine> create_target_machine(const std::string &triple,
+                                                     const std::string &cpu,
+                                                     const std::string &features, int opt_level) {
+  std::string error;
+  const llvm::Target *target = TargetRegistry::lookupTarget(triple, error);
+  GRADC_CHECK(target, "codegen", error);
+  // PIC, so that the object links into the position-independent executables
+  // that distributions' compilers produce by default.
+  std::unique_ptr<TargetMachine> tm(
+      target->createTargetMachine(triple, cpu, features, target_options(), Reloc::PIC_,
+                                  std::nullopt, codegen_opt_level(opt_level)));
+  GRADC_CHECK(tm, "codegen", "no target machine for " + triple);
+  return tm;
+}
+
+void optimize(Module &m, TargetMachine &tm, int opt_level) {
+  std::string errors;
+  raw_string_ostream error_stream(errors);
+  if (verifyModule(m, &error_stream))
+    internal_error("codegen", "invalid LLVM IR: " + errors);
+
+  PipelineTuningOptions tuning;
+  tuning.LoopVectorization = tuning.SLPVectorization = opt_level >= 2;
+  PassBuilder pb(&tm, tuning);
+  LoopAnalysisManager lam;
+  FunctionAnalysisManager fam;
+  CGSCCAnalysisManager cgam;
+  ModuleAnalysisManager mam;
+  pb.registerModuleAnalyses(mam);
+  pb.registerCGSCCAnalyses(cgam);
+  pb.registerFunctionAnalyses(fam);
+  pb.registerLoopAnalyses(lam);
+  pb.crossRegisterProxies(lam, fam, cgam, mam);
+  static const OptimizationLevel levels[] = {OptimizationLevel::O0, OptimizationLevel::O1,
+                                             OptimizationLevel::O2, OptimizationLevel::O3};
+  ModulePassManager mpm = opt_level == 0 ? pb.buildO0DefaultPipeline(OptimizationLevel::O0)
+                                         : pb.buildPerModuleDefaultPipeline(levels[opt_level]);
+  mpm.run(m, mam);
+  check_diagnostics(m.getContext());
+}
+
+std::string emit_file(const Module &m, TargetMachine &tm, CodeGenFileType type) {
+  std::unique_ptr<Module> copy = CloneModule(m);
+  SmallString<0> buffer;
+  raw_svector_ostream os(buffer);
+  legacy::PassManager pm;
+  if (tm.addPassesToEmitFile(pm, os, nullptr, type))
+    internal_error("codegen", "the target cannot emit this kind of file");
+  pm.run(*copy);
+  check_diagnostics(m.getContext());
+  return std::string(buffer.str());
+}
+
+std::string print_module(const Module &m) {
+  std::string text;
+  raw_string_ostream os(text);
+  m.print(os, nullptr);
+  return text;
+}
+
+} // namespace codegen
+} // namespace gradc

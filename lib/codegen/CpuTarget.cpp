@@ -1,0 +1,90 @@
+//===- CpuTarget.cpp - native code for the host or a --triple/--cpu -------===//
+//
+// The CPU module: every kernel an internal function, every lowered function
+// an exported entry point that checks its arguments and calls its kernels in
+// order. The target chosen here is also the one the JIT and the CUDA host stub use.
+//
+//===----------------------------------------------------------------------===//
+#include "Emitter.h"
+
+#include <llvm/MC/MCSubtargetInfo.h>
+#include <llvm/MC/TargetRegistry.h>
+#include <llvm/TargetParser/Host.h>
+#include <llvm/TargetParser/SubtargetFeature.h>
+
+using namespace llvm;
+
+namespace gradc::codegen {
+
+HostTarget resolve_cpu_target(const CodegenOptions &opts) {
+  initialize_llvm();
+  HostTarget host;
+  host.triple =
+      opts.triple.empty() ? sys::getDefaultTargetTriple() : Triple::normalize(opts.triple);
+  std::string error;
+  const llvm::Target *target = TargetRegistry::lookupTarget(host.triple, error);
+  if (!target)
+    option_error("unknown target triple '" + opts.triple + "'");
+  if (opts.cpu.empty() && opts.triple.empty()) {
+    // The host itself, with every feature it has (AVX-512 included).
+    host.cpu = sys::getHostCPUName().str();
+    SubtargetFeatures features;
+    for (const auto &feature : sys::getHostCPUFeatures())
+      features.AddFeature(feature.getKey(), feature.getValue());
+    host.features = features.getString();
+    return host;
+  }
+  host.cpu = opts.cpu.empty() ? "generic" : opts.cpu;
+  if (!opts.cpu.empty()) {
+    std::unique_ptr<MCSubtargetInfo> info(target->createMCSubtargetInfo(host.triple, "", ""));
+    if (!info->isCPUStringValid(opts.cpu))
+      option_error("unknown target CPU '" + opts.cpu + "' for " + host.triple);
+  }
+  return host;
+}
+
+std::unique_ptr<TargetMachine> create_cpu_target_machine(const CodegenOptions &opts) {
+  HostTarget host = resolve_cpu_target(opts);
+  return create_target_machine(host.triple, host.cpu, host.features, opts.opt_level);
+}
+
+std::unique_ptr<Module> build_cpu_module(const LoweredModule &module, const CodegenOptions &opts,
+                                         LLVMContext &ctx, const TargetMachine &tm) {
+  auto m = std::make_unique<Module>(opts.prefix, ctx);
+  m->setTargetTriple(tm.getTargetTriple().str());
+  m->setDataLayout(tm.createDataLayout());
+  // Entries are declared first so that no kernel can take an exported name.
+  std::vector<Function *> entries;
+  for (const LoweredFunction &fn : module.functions)
+    entries.push_back(create_entry(*m, opts.prefix + "_" + fn.name, false));
+  for (size_t i = 0; i < module.functions.size(); ++i) {
+    const LoweredFunction &fn = module.functions[i];
+    IRBuilder<> b(BasicBlock::Create(ctx, "entry", entries[i]));
+    BufferValues buffers = emit_entry_prologue(b, fn);
+    for (const Kernel &kernel : fn.kernels) {
+      std::string symbol = unique_symbol(*m, entries[i]->getName().str() + "_" + kernel.name);
+      b.CreateCall(emit_kernel(*m, kernel, symbol, Device::CPU), kernel_arguments(buffers, kernel));
+    }
+    b.CreateRet(b.getInt32(0));
+  }
+  return m;
+}
+
+CodegenOutput generate_cpu(const LoweredModule &module, const CodegenOptions &opts,
+                           const CodegenRequest &what) {
+  std::unique_ptr<TargetMachine> tm = create_cpu_target_machine(opts);
+  LLVMContext ctx;
+  quiet_diagnostics(ctx);
+  std::unique_ptr<Module> m = build_cpu_module(module, opts, ctx, *tm);
+  optimize(*m, *tm, opts.opt_level);
+  CodegenOutput out;
+  if (what.llvm_ir)
+    out.llvm_ir = print_module(*m);
+  if (what.assembly)
+    out.assembly = emit_file(*m, *tm, CodeGenFileType::AssemblyFile);
+  if (what.object)
+    out.object = emit_file(*m, *tm, CodeGenFileType::ObjectFile);
+  return out;
+}
+
+} // namespace gradc::codegen

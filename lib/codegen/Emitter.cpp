@@ -1,0 +1,479 @@
+//===- Emitter.cpp - loop IR to LLVM IR -----------------------------------===//
+//
+// Turns each Kernel into an LLVM function, for the CPU or for NVPTX, and emits
+// the argument checks that the entry points of both targets share. No
+// fast-math flags anywhere: a computation must give bit-identical results in
+// every context it is compiled in (SPEC §6: remat never changes results).
+//
+//===----------------------------------------------------------------------===//
+#include "Emitter.h"
+
+#include "gradc/support/Diagnostics.h"
+
+#include <llvm/IR/Intrinsics.h>
+#include <llvm/IR/IntrinsicsNVPTX.h>
+
+using namespace llvm;
+
+namespace gradc::codegen {
+namespace {
+
+const char *const kPass = "codegen";
+
+/// Bool is an i8 in memory (numpy's layout) and an i1 in registers.
+Type *memory_type(LLVMContext &ctx, DType dt) {
+  switch (dt) {
+  case DType::Float16: return Type::getHalfTy(ctx);
+  case DType::Float32: return Type::getFloatTy(ctx);
+  case DType::Float64: return Type::getDoubleTy(ctx);
+  case DType::Int32: return Type::getInt32Ty(ctx);
+  case DType::Int64: return Type::getInt64Ty(ctx);
+  case DType::Bool: return Type::getInt8Ty(ctx);
+  }
+  internal_error(kPass, "unknown dtype");
+}
+
+Type *register_type(LLVMContext &ctx, DType dt) {
+  return dt == DType::Bool ? Type::getInt1Ty(ctx) : memory_type(ctx, dt);
+}
+
+enum class MathFn { Exp, Log, Sqrt, Fabs, Sin, Cos, Tanh, Erf, Pow, Floor };
+
+/// Emits the body of one kernel function.
+class KernelEmitter {
+public:
+  KernelEmitter(Function *fn, Device device, BufferValues buffers)
+      : fn_(fn), device_(device), ctx_(fn->getContext()), b_(BasicBlock::Create(ctx_, "entry", fn)),
+        buffers_(std::move(buffers)) {}
+
+  void emit(const Stmt &body) {
+    stmt(body);
+    b_.CreateRetVoid();
+  }
+
+private:
+  void stmt(const Stmt &s) {
+    switch (s.kind) {
+    case StmtKind::For: return emit_for(s);
+    case StmtKind::Store: {
+      Value *v = expr(*s.value);
+      if (s.buffer->dtype == DType::Bool)
+        v = b_.CreateZExt(v, b_.getInt8Ty());
+      b_.CreateStore(v, element_ptr(*s.buffer, *s.index));
+      return;
+    }
+    case StmtKind::Seq:
+      for (const StmtPtr &c : s.seq)
+        stmt(*c);
+      return;
+    case StmtKind::If: return emit_if(s);
+    case StmtKind::Alloc: return emit_alloc(s);
+    }
+  }
+
+  void emit_for(const Stmt &s) {
+    const LVar *var = s.var.get();
+    bool bound = s.for_kind == ForKind::BlockIdx || s.for_kind == ForKind::ThreadIdx;
+    if (bound && device_ == Device::GPU) {
+      // The launch shape is the loop: grid = blockIdx extent, block = threadIdx extent.
+      Intrinsic::ID id = s.for_kind == ForKind::BlockIdx ? Intrinsic::nvvm_read_ptx_sreg_ctaid_x
+                                                         : Intrinsic::nvvm_read_ptx_sreg_tid_x;
+      vars_[var] = b_.CreateZExt(b_.CreateIntrinsic(id, {}, {}), b_.getInt64Ty(), var->name);
+      stmt(*s.body);
+      vars_.erase(var);
+      return;
+    }
+    // Parallel and ScanTime loops run serially on the CPU for now (a GPU-bound
+    // kernel compiled for the CPU runs its block/thread loops serially too).
+    if (s.extent <= 0)
+      return;
+    BasicBlock *preheader = b_.GetInsertBlock();
+    BasicBlock *body = BasicBlock::Create(ctx_, "for." + var->name, fn_);
+    BasicBlock *exit = BasicBlock::Create(ctx_, "for." + var->name + ".end", fn_);
+    b_.CreateBr(body);
+    b_.SetInsertPoint(body);
+    PHINode *index = b_.CreatePHI(b_.getInt64Ty(), 2, var->name);
+    index->addIncoming(b_.getInt64(0), preheader);
+    vars_[var] = index;
+    stmt(*s.body);
+    vars_.erase(var);
+    Value *next = b_.CreateAdd(index, b_.getInt64(1), var->name + ".next", true, true);
+    BranchInst *latch = b_.CreateCondBr(b_.CreateICmpEQ(next, b_.getInt64(s.extent)), exit, body);
+    index->addIncoming(next, b_.GetInsertBlock());
+    if (s.for_kind == ForKind::Vectorized) {
+      Metadata *enable[] = {MDString::get(ctx_, "llvm.loop.vectorize.enable"),
+                            ConstantAsMetadata::get(b_.getTrue())};
+      MDNode *loop_id = MDNode::getDistinct(ctx_, {nullptr, MDNode::get(ctx_, enable)});
+      loop_id->replaceOperandWith(0, loop_id);
+      latch->setMetadata(LLVMContext::MD_loop, loop_id);
+    }
+    b_.SetInsertPoint(exit);
+  }
+
+  void emit_if(const Stmt &s) {
+    Value *cond = expr(*s.value);
+    BasicBlock *then_bb = BasicBlock::Create(ctx_, "if.then", fn_);
+    BasicBlock *else_bb = s.else_body ? BasicBlock::Create(ctx_, "if.else", fn_) : nullptr;
+    BasicBlock *end_bb = BasicBlock::Create(ctx_, "if.end", fn_);
+    b_.CreateCondBr(cond, then_bb, else_bb ? else_bb : end_bb);
+    b_.SetInsertPoint(then_bb);
+    stmt(*s.body);
+    b_.CreateBr(end_bb);
+    if (else_bb) {
+      b_.SetInsertPoint(else_bb);
+      stmt(*s.else_body);
+      b_.CreateBr(end_bb);
+    }
+    b_.SetInsertPoint(end_bb);
+  }
+
+  /// Locals live in entry-block allocas, where mem2reg/SROA can promote them.
+  void emit_alloc(const Stmt &s) {
+    const Buffer &local = *s.buffer;
+    BasicBlock &entry = fn_->getEntryBlock();
+    IRBuilder<> ab(&entry, entry.begin());
+    buffers_[&local] = ab.CreateAlloca(
+        ArrayType::get(memory_type(ctx_, local.dtype), local.numel()), nullptr, local.name);
+    stmt(*s.body);
+    buffers_.erase(&local);
+  }
+
+  Value *element_ptr(const Buffer &buf, const LExpr &index) {
+    auto it = buffers_.find(&buf);
+    GRADC_CHECK(it != buffers_.end(), kPass,
+                "buffer " + buf.name + " is neither a kernel buffer nor allocated");
+    return b_.CreateInBoundsGEP(memory_type(ctx_, buf.dtype), it->second, expr(index));
+  }
+
+  Value *expr(const LExpr &e) {
+    switch (e.kind) {
+    case LExprKind::IntImm:
+      GRADC_CHECK(!is_float(e.dtype), kPass, "integer constant of a float dtype");
+      if (e.dtype == DType::Bool)
+        return b_.getInt1(e.ivalue != 0);
+      return ConstantInt::get(register_type(ctx_, e.dtype), e.ivalue, true);
+    case LExprKind::FloatImm: return ConstantFP::get(register_type(ctx_, e.dtype), e.fvalue);
+    case LExprKind::Var: {
+      auto it = vars_.find(e.var.get());
+      GRADC_CHECK(it != vars_.end(), kPass, "loop variable " + e.var->name + " used out of scope");
+      return it->second;
+    }
+    case LExprKind::Load: {
+      Value *v = b_.CreateLoad(memory_type(ctx_, e.dtype), element_ptr(*e.buffer, *e.operands[0]));
+      return e.dtype == DType::Bool ? b_.CreateICmpNE(v, b_.getInt8(0)) : v;
+    }
+    case LExprKind::Unary: return unary(e.uop, e.dtype, expr(*e.operands[0]));
+    case LExprKind::Binary:
+      return binary(e.bop, e.dtype, expr(*e.operands[0]), expr(*e.operands[1]));
+    case LExprKind::Compare:
+      return compare(e.cop, e.operands[0]->dtype, expr(*e.operands[0]), expr(*e.operands[1]));
+    case LExprKind::Select:
+      return b_.CreateSelect(expr(*e.operands[0]), expr(*e.operands[1]), expr(*e.operands[2]));
+    case LExprKind::Cast: return cast(expr(*e.operands[0]), e.operands[0]->dtype, e.dtype);
+    }
+    internal_error(kPass, "unknown expression kind");
+  }
+
+  Value *unary(UnaryOp op, DType dt, Value *a) {
+    bool fp = is_float(dt);
+    switch (op) {
+    case UnaryOp::Neg:
+      GRADC_CHECK(dt != DType::Bool, kPass, "negation of a bool");
+      return fp ? b_.CreateFNeg(a) : b_.CreateNeg(a);
+    case UnaryOp::Abs:
+      if (fp)
+        return math(MathFn::Fabs, a);
+      if (dt == DType::Bool)
+        return a;
+      return b_.CreateBinaryIntrinsic(Intrinsic::abs, a, b_.getFalse()); // abs(INT_MIN) wraps
+    case UnaryOp::Not:
+      GRADC_CHECK(!fp, kPass, "`not` of a float");
+      return b_.CreateNot(a); // logical for bool (i1), bitwise for integers
+    default: break;
+    }
+    GRADC_CHECK(fp, kPass, "math function of a non-float dtype");
+    switch (op) {
+    case UnaryOp::Exp: return math(MathFn::Exp, a);
+    case UnaryOp::Log: return math(MathFn::Log, a);
+    case UnaryOp::Sqrt: return math(MathFn::Sqrt, a);
+    case UnaryOp::Tanh: return math(MathFn::Tanh, a);
+    case UnaryOp::Erf: return math(MathFn::Erf, a);
+    case UnaryOp::Sin: return math(MathFn::Sin, a);
+    case UnaryOp::Cos: return math(MathFn::Cos, a);
+    default: internal_error(kPass, "unknown unary op");
+    }
+  }
+
+  Value *binary(BinaryOp op, DType dt, Value *a, Value *c) {
+    if (is_float(dt)) {
+      switch (op) {
+      case BinaryOp::Add: return b_.CreateFAdd(a, c);
+      case BinaryOp::Sub: return b_.CreateFSub(a, c);
+      case BinaryOp::Mul: return b_.CreateFMul(a, c);
+      case BinaryOp::Div: return b_.CreateFDiv(a, c);
+      // numpy: minimum(a, b) = (a <= b || isnan(a)) ? a : b, so a NaN in either
+      // operand propagates; of -0.0 and +0.0 the first operand is returned.
+      case BinaryOp::Min:
+        return b_.CreateSelect(b_.CreateOr(b_.CreateFCmpOLE(a, c), b_.CreateFCmpUNO(a, a)), a, c);
+      case BinaryOp::Max:
+        return b_.CreateSelect(b_.CreateOr(b_.CreateFCmpOGE(a, c), b_.CreateFCmpUNO(a, a)), a, c);
+      case BinaryOp::Pow: return math(MathFn::Pow, a, c);
+      case BinaryOp::FloorDiv: return math(MathFn::Floor, b_.CreateFDiv(a, c));
+      // TVM's floormod: a - floor(a / b) * b.
+      case BinaryOp::FloorMod:
+        return b_.CreateFSub(a, b_.CreateFMul(math(MathFn::Floor, b_.CreateFDiv(a, c)), c));
+      case BinaryOp::And:
+      case BinaryOp::Or: internal_error(kPass, "logical op on floats");
+      }
+    }
+    if (dt == DType::Bool) {
+      switch (op) {
+      case BinaryOp::Add:
+      case BinaryOp::Max:
+      case BinaryOp::Or: return b_.CreateOr(a, c);
+      case BinaryOp::Mul:
+      case BinaryOp::Min:
+      case BinaryOp::And: return b_.CreateAnd(a, c);
+      default: internal_error(kPass, "arithmetic op on bools");
+      }
+    }
+    switch (op) {
+    // Integer arithmetic wraps like numpy's: no nsw/nuw flags.
+    case BinaryOp::Add: return b_.CreateAdd(a, c);
+    case BinaryOp::Sub: return b_.CreateSub(a, c);
+    case BinaryOp::Mul: return b_.CreateMul(a, c);
+    case BinaryOp::Div: return int_divide(a, c, false).first;
+    case BinaryOp::FloorDiv: return int_divide(a, c, true).first;
+    case BinaryOp::FloorMod: return int_divide(a, c, true).second;
+    case BinaryOp::Min: return b_.CreateSelect(b_.CreateICmpSLE(a, c), a, c);
+    case BinaryOp::Max: return b_.CreateSelect(b_.CreateICmpSGE(a, c), a, c);
+    // Through double: exact while the result fits in 53 bits.
+    case BinaryOp::Pow: {
+      Type *f64 = b_.getDoubleTy();
+      Value *p = math(MathFn::Pow, b_.CreateSIToFP(a, f64), b_.CreateSIToFP(c, f64));
+      return b_.CreateIntrinsic(Intrinsic::fptosi_sat, {a->getType(), f64}, {p});
+    }
+    case BinaryOp::And: return b_.CreateAnd(a, c);
+    case BinaryOp::Or: return b_.CreateOr(a, c);
+    }
+    internal_error(kPass, "unknown binary op");
+  }
+
+  /// Quotient and remainder, truncated (C) or floored (Python). Division by 0
+  /// gives 0 and 0 as numpy does, and MIN / -1 wraps, where sdiv would trap.
+  std::pair<Value *, Value *> int_divide(Value *a, Value *c, bool floor) {
+    Type *ty = a->getType();
+    Value *zero = ConstantInt::get(ty, 0), *one = ConstantInt::get(ty, 1);
+    Value *by_zero = b_.CreateICmpEQ(c, zero);
+    Value *by_minus_one = b_.CreateICmpEQ(c, ConstantInt::getSigned(ty, -1));
+    Value *divisor = b_.CreateSelect(b_.CreateOr(by_zero, by_minus_one), one, c);
+    Value *q = b_.CreateSDiv(a, divisor);
+    Value *r = b_.CreateSRem(a, divisor);
+    if (floor) {
+      // A nonzero remainder whose sign differs from the divisor's rounds toward -inf.
+      Value *adjust =
+          b_.CreateAnd(b_.CreateICmpNE(r, zero), b_.CreateICmpSLT(b_.CreateXor(r, c), zero));
+      q = b_.CreateSub(q, b_.CreateZExt(adjust, ty));
+      r = b_.CreateSelect(adjust, b_.CreateAdd(r, c), r);
+    }
+    q = b_.CreateSelect(by_minus_one, b_.CreateNeg(a), q);
+    return {b_.CreateSelect(by_zero, zero, q), r};
+  }
+
+  /// Floats compare ordered (false on NaN) except `!=`, which is true on NaN.
+  Value *compare(CompareOp op, DType operand_dt, Value *a, Value *c) {
+    using P = CmpInst::Predicate;
+    static const P kFloat[] = {P::FCMP_OLT, P::FCMP_OLE, P::FCMP_OGT,
+                               P::FCMP_OGE, P::FCMP_OEQ, P::FCMP_UNE};
+    static const P kSigned[] = {P::ICMP_SLT, P::ICMP_SLE, P::ICMP_SGT,
+                                P::ICMP_SGE, P::ICMP_EQ,  P::ICMP_NE};
+    static const P kBool[] = {P::ICMP_ULT, P::ICMP_ULE, P::ICMP_UGT,
+                              P::ICMP_UGE, P::ICMP_EQ,  P::ICMP_NE};
+    const P *table = is_float(operand_dt) ? kFloat : operand_dt == DType::Bool ? kBool : kSigned;
+    return b_.CreateCmp(table[int(op)], a, c);
+  }
+
+  Value *cast(Value *v, DType from, DType to) {
+    if (from == to)
+      return v;
+    Type *ty = register_type(ctx_, to);
+    // Nonzero is true; so is NaN, as in numpy.
+    if (to == DType::Bool)
+      return is_float(from) ? b_.CreateFCmpUNE(v, ConstantFP::get(v->getType(), 0.0))
+                            : b_.CreateICmpNE(v, ConstantInt::get(v->getType(), 0));
+    if (from == DType::Bool)
+      return is_float(to) ? b_.CreateUIToFP(v, ty) : b_.CreateZExt(v, ty);
+    if (is_float(from) && is_float(to))
+      return b_.CreateFPCast(v, ty);
+    if (is_int(from) && is_int(to))
+      return b_.CreateSExtOrTrunc(v, ty);
+    if (is_int(from))
+      return b_.CreateSIToFP(v, ty);
+    // Truncates toward zero; saturating (NaN gives 0) where fptosi would be poison.
+    return b_.CreateIntrinsic(Intrinsic::fptosi_sat, {ty, v->getType()}, {v});
+  }
+
+  /// A math function through an LLVM intrinsic, libm (CPU) or libdevice (GPU).
+  Value *math(MathFn f, Value *x, Value *y = nullptr) {
+    Type *ty = x->getType();
+    if (ty->isHalfTy()) { // Float16 math is computed in float and rounded once.
+      Type *f32 = b_.getFloatTy();
+      Value *r = math(f, b_.CreateFPExt(x, f32), y ? b_.CreateFPExt(y, f32) : nullptr);
+      return b_.CreateFPTrunc(r, ty);
+    }
+    Intrinsic::ID id = Intrinsic::not_intrinsic;
+    const char *name = nullptr;
+    switch (f) {
+    case MathFn::Exp: id = Intrinsic::exp, name = "exp"; break;
+    case MathFn::Log: id = Intrinsic::log, name = "log"; break;
+    case MathFn::Sin: id = Intrinsic::sin, name = "sin"; break;
+    case MathFn::Cos: id = Intrinsic::cos, name = "cos"; break;
+    case MathFn::Pow: id = Intrinsic::pow, name = "pow"; break;
+    case MathFn::Tanh: name = "tanh"; break;
+    case MathFn::Erf: name = "erf"; break;
+    // Single instructions on both targets (sqrt is correctly rounded on both).
+    case MathFn::Sqrt: return b_.CreateUnaryIntrinsic(Intrinsic::sqrt, x);
+    case MathFn::Fabs: return b_.CreateUnaryIntrinsic(Intrinsic::fabs, x);
+    case MathFn::Floor: return b_.CreateUnaryIntrinsic(Intrinsic::floor, x);
+    }
+    if (device_ == Device::CPU && id != Intrinsic::not_intrinsic)
+      return y ? b_.CreateBinaryIntrinsic(id, x, y) : b_.CreateUnaryIntrinsic(id, x);
+    std::string symbol =
+        std::string(device_ == Device::GPU ? "__nv_" : "") + name + (ty->isFloatTy() ? "f" : "");
+    SmallVector<Type *, 2> params(y ? 2 : 1, ty);
+    FunctionCallee callee =
+        fn_->getParent()->getOrInsertFunction(symbol, FunctionType::get(ty, params, false));
+    return y ? b_.CreateCall(callee, {x, y}) : b_.CreateCall(callee, {x});
+  }
+
+  Function *fn_;
+  Device device_;
+  LLVMContext &ctx_;
+  IRBuilder<> b_;
+  BufferValues buffers_;
+  std::unordered_map<const LVar *, Value *> vars_;
+};
+
+} // namespace
+
+Function *emit_kernel(Module &m, const Kernel &kernel, const std::string &symbol, Device device) {
+  LLVMContext &ctx = m.getContext();
+  // GPU buffers are in global memory (address space 1): ld.global/st.global.
+  PointerType *ptr = PointerType::get(ctx, device == Device::GPU ? 1 : 0);
+  SmallVector<Type *, 8> params(kernel.buffers.size(), ptr);
+  Function *fn = Function::Create(FunctionType::get(Type::getVoidTy(ctx), params, false),
+                                  device == Device::GPU ? GlobalValue::ExternalLinkage
+                                                        : GlobalValue::InternalLinkage,
+                                  symbol, m);
+  GRADC_CHECK(fn->getName() == symbol, kPass, "kernel symbol " + symbol + " is taken");
+  fn->addFnAttr(Attribute::NoUnwind);
+  BufferValues buffers;
+  for (size_t i = 0; i < kernel.buffers.size(); ++i) {
+    const Buffer &buf = *kernel.buffers[i];
+    GRADC_CHECK(buf.scope != BufferScope::Local, kPass,
+                "local buffer " + buf.name + " passed to kernel");
+    Argument *arg = fn->getArg(i);
+    arg->setName(buf.name);
+    // Buffers never alias (LoopIR.h) and the entry point checked their alignment.
+    arg->addAttr(Attribute::NoAlias);
+    arg->addAttr(Attribute::getWithAlignment(ctx, Align(64)));
+    GRADC_CHECK(buffers.emplace(&buf, arg).second, kPass,
+                "kernel " + kernel.name + " lists buffer " + buf.name + " twice");
+  }
+  KernelEmitter(fn, device, std::move(buffers)).emit(*kernel.body);
+  return fn;
+}
+
+Function *create_entry(Module &m, const std::string &symbol, bool with_stream) {
+  LLVMContext &ctx = m.getContext();
+  SmallVector<Type *, 4> params(with_stream ? 4 : 3, PointerType::get(ctx, 0));
+  Function *fn = Function::Create(FunctionType::get(Type::getInt32Ty(ctx), params, false),
+                                  GlobalValue::ExternalLinkage, symbol, m);
+  GRADC_CHECK(fn->getName() == symbol, kPass, "two functions export the symbol " + symbol);
+  fn->addFnAttr(Attribute::NoUnwind);
+  const char *names[] = {"inputs", "outputs", "workspace", "stream"};
+  for (unsigned i = 0; i < params.size(); ++i)
+    fn->getArg(i)->setName(names[i]);
+  return fn;
+}
+
+BufferValues emit_entry_prologue(IRBuilder<> &b, const LoweredFunction &fn) {
+  Function *entry = b.GetInsertBlock()->getParent();
+  LLVMContext &ctx = entry->getContext();
+  Type *ptr = b.getPtrTy();
+  auto return_block = [&](int32_t code, const char *name) {
+    BasicBlock *bb = BasicBlock::Create(ctx, name, entry);
+    IRBuilder<>(bb).CreateRet(b.getInt32(code));
+    return bb;
+  };
+  BasicBlock *null_bb = return_block(1, "null_argument");
+  BasicBlock *misaligned_bb = return_block(2, "misaligned_argument");
+  auto leave_if = [&](Value *cond, BasicBlock *target) {
+    BasicBlock *next = BasicBlock::Create(ctx, "checked", entry);
+    b.CreateCondBr(cond, target, next);
+    b.SetInsertPoint(next);
+  };
+
+  Value *inputs = entry->getArg(0), *outputs = entry->getArg(1), *workspace = entry->getArg(2);
+  // The pointer arrays themselves are checked before they are read.
+  Value *arrays_null = b.getFalse();
+  if (!fn.inputs.empty())
+    arrays_null = b.CreateOr(arrays_null, b.CreateIsNull(inputs));
+  if (!fn.outputs.empty())
+    arrays_null = b.CreateOr(arrays_null, b.CreateIsNull(outputs));
+  leave_if(arrays_null, null_bb);
+
+  BufferValues values;
+  std::vector<Value *> checked;
+  auto load_io = [&](const BufferPtr &buf, Value *array) {
+    GRADC_CHECK(buf->io_index >= 0, kPass, "buffer " + buf->name + " has no io_index");
+    Value *p =
+        b.CreateLoad(ptr, b.CreateConstInBoundsGEP1_64(ptr, array, buf->io_index), buf->name);
+    values[buf.get()] = p;
+    checked.push_back(p);
+  };
+  for (const BufferPtr &buf : fn.inputs)
+    load_io(buf, inputs);
+  for (const BufferPtr &buf : fn.outputs)
+    load_io(buf, outputs);
+  // The workspace may be null only when the function needs none.
+  if (fn.workspace_bytes > 0)
+    checked.push_back(workspace);
+  for (const BufferPtr &buf : fn.arena) {
+    GRADC_CHECK(buf->offset >= 0 && buf->offset % 64 == 0 &&
+                    buf->offset + buf->bytes() <= fn.workspace_bytes,
+                kPass, "arena buffer " + buf->name + " has a bad offset");
+    values[buf.get()] =
+        b.CreateConstInBoundsGEP1_64(b.getInt8Ty(), workspace, buf->offset, buf->name);
+  }
+
+  Value *any_null = b.getFalse(), *any_misaligned = b.getFalse();
+  for (Value *p : checked) {
+    any_null = b.CreateOr(any_null, b.CreateIsNull(p));
+    Value *low_bits = b.CreateAnd(b.CreatePtrToInt(p, b.getInt64Ty()), 63);
+    any_misaligned = b.CreateOr(any_misaligned, b.CreateICmpNE(low_bits, b.getInt64(0)));
+  }
+  leave_if(any_null, null_bb);
+  leave_if(any_misaligned, misaligned_bb);
+  return values;
+}
+
+std::vector<Value *> kernel_arguments(const BufferValues &buffers, const Kernel &kernel) {
+  std::vector<Value *> args;
+  for (const BufferPtr &buf : kernel.buffers) {
+    auto it = buffers.find(buf.get());
+    GRADC_CHECK(it != buffers.end(), kPass,
+                "kernel " + kernel.name + " uses buffer " + buf->name + " its function lacks");
+    args.push_back(it->second);
+  }
+  return args;
+}
+
+std::string unique_symbol(const Module &m, const std::string &symbol) {
+  std::string name = symbol;
+  for (int n = 1; m.getNamedValue(name); ++n)
+    name = symbol + "_" + std::to_string(n);
+  return name;
+}
+
+} // namespace gradc::codegen

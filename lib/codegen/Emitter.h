@@ -1,0 +1,92 @@
+//===- Emitter.h - internals shared by the LLVM code generators -----------===//
+//
+// Private to lib/codegen. Emitter.cpp turns loop IR into LLVM IR (kernels and
+// the argument checks of the entry points); Codegen.cpp holds the target
+// plumbing; CpuTarget.cpp, CudaTarget.cpp and Jit.cpp build on both.
+//
+//===----------------------------------------------------------------------===//
+#pragma once
+
+#include "gradc/codegen/Codegen.h"
+
+#include <llvm/IR/IRBuilder.h>
+#include <llvm/IR/Module.h>
+#include <llvm/Target/TargetMachine.h>
+
+#include <unordered_map>
+
+namespace gradc::codegen {
+
+// Here `Type` is LLVM's; the tensor IR's gradc::Type is not used in codegen.
+using llvm::Type;
+
+/// A CPU kernel is an internal function that the entry point calls; a GPU
+/// kernel is a PTX entry whose buffers are global-memory pointers.
+enum class Device { CPU, GPU };
+
+/// The pointer that each non-Local buffer of a function lives at.
+using BufferValues = std::unordered_map<const Buffer *, llvm::Value *>;
+
+/// Emits `kernel` as `void symbol(ptr buffer...)`, one noalias pointer per
+/// Kernel::buffers entry. `symbol` must be free in `m` (see unique_symbol).
+llvm::Function *emit_kernel(llvm::Module &m, const Kernel &kernel, const std::string &symbol,
+                            Device device);
+
+/// Declares the exported `int32_t symbol(void *const *inputs, void *const
+/// *outputs, void *workspace[, void *stream])` of the ABI (SPEC §8).
+llvm::Function *create_entry(llvm::Module &m, const std::string &symbol, bool with_stream);
+
+/// Emits the argument checks of an entry point at `b` (return 1 for a null
+/// pointer, 2 for one that is not 64-byte aligned) and returns where every
+/// buffer of `fn` lives. `b` is left where all checks have passed.
+BufferValues emit_entry_prologue(llvm::IRBuilder<> &b, const LoweredFunction &fn);
+
+/// The values of `kernel`'s parameters, in Kernel::buffers order.
+std::vector<llvm::Value *> kernel_arguments(const BufferValues &buffers, const Kernel &kernel);
+
+/// `symbol`, or `symbol_N` for the first N that no global of `m` uses yet.
+std::string unique_symbol(const llvm::Module &m, const std::string &symbol);
+
+// Target plumbing (Codegen.cpp).
+
+/// Registers every LLVM target once per process.
+void initialize_llvm();
+/// Keeps LLVM's warnings and remarks ("loop not vectorized") off the user's
+/// terminal; optimize and emit_file turn LLVM errors into internal errors.
+void quiet_diagnostics(llvm::LLVMContext &ctx);
+/// A user error in the codegen options: prints `gradc: error: MESSAGE` and
+/// throws CompileError.
+[[noreturn]] void option_error(const std::string &message);
+/// No FP contraction: results must not depend on where a computation is compiled.
+llvm::TargetOptions target_options();
+llvm::CodeGenOptLevel codegen_opt_level(int opt_level);
+std::unique_ptr<llvm::TargetMachine> create_target_machine(const std::string &triple,
+                                                           const std::string &cpu,
+                                                           const std::string &features,
+                                                           int opt_level);
+/// Verifies `m`, then runs the new pass manager's default pipeline for `opt_level`.
+void optimize(llvm::Module &m, llvm::TargetMachine &tm, int opt_level);
+/// Object or assembly text of `m` (codegen runs on a copy, so it may be called twice).
+std::string emit_file(const llvm::Module &m, llvm::TargetMachine &tm, llvm::CodeGenFileType type);
+std::string print_module(const llvm::Module &m);
+
+// CPU (CpuTarget.cpp); the CUDA host stub and the JIT use it too.
+
+struct HostTarget {
+  std::string triple, cpu, features;
+};
+/// The host (its CPU and all its features) unless opts.triple/opts.cpu say otherwise.
+HostTarget resolve_cpu_target(const CodegenOptions &opts);
+std::unique_ptr<llvm::TargetMachine> create_cpu_target_machine(const CodegenOptions &opts);
+/// The unoptimized CPU module: kernels and one entry point per function.
+std::unique_ptr<llvm::Module> build_cpu_module(const LoweredModule &module,
+                                               const CodegenOptions &opts, llvm::LLVMContext &ctx,
+                                               const llvm::TargetMachine &tm);
+CodegenOutput generate_cpu(const LoweredModule &module, const CodegenOptions &opts,
+                           const CodegenRequest &what);
+
+// CUDA (CudaTarget.cpp).
+CodegenOutput generate_cuda(const LoweredModule &module, const CodegenOptions &opts,
+                            const CodegenRequest &what);
+
+} // namespace gradc::codegen

@@ -1,0 +1,441 @@
+//===- Artifacts.cpp - the C header, the JSON manifest, atomic writes -----===//
+//
+// What `gradc compile` writes next to the object file (SPEC §8): the header a
+// C program includes to call the compiled functions, and the manifest a tool
+// reads to learn the same facts. Both are built from the lowered module.
+//
+//===----------------------------------------------------------------------===//
+#include "gradc/driver/Artifacts.h"
+#include "gradc/loops/Passes.h"
+#include "gradc/support/Diagnostics.h"
+
+#include <cctype>
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <fcntl.h>
+#include <map>
+#include <set>
+#include <sstream>
+#include <sys/stat.h>
+#include <unistd.h>
+
+namespace gradc {
+
+namespace {
+
+/// The process umask. Reading it means setting it, so it is read once; gradc
+/// creates files from one thread.
+mode_t process_umask() {
+  static const mode_t mask = [] {
+    mode_t m = ::umask(0);
+    ::umask(m);
+    return m;
+  }();
+  return mask;
+}
+
+} // namespace
+
+void write_file_atomic(const std::string &path, const std::string &data) {
+  std::string tmp = path + ".tmp.XXXXXX";
+  int fd = ::mkstemp(tmp.data());
+  if (fd < 0)
+    throw FileError("cannot write '" + path + "': " + std::strerror(errno));
+  auto fail = [&](int err) {
+    if (fd >= 0)
+      ::close(fd);
+    ::unlink(tmp.c_str());
+    throw FileError("cannot write '" + path + "': " + std::strerror(err));
+  };
+  // mkstemp creates the file private (0600); give it the mode open(2) would.
+  if (::fchmod(fd, 0666 & ~process_umask()) != 0)
+    fail(errno);
+  for (size_t done = 0; done < data.size();) {
+    ssize_t n = ::write(fd, data.data() + done, data.size() - done);
+    if (n < 0 && errno == EINTR)
+      continue;
+    if (n < 0)
+      fail(errno);
+    done += size_t(n);
+  }
+  int closed = ::close(fd);
+  fd = -1;
+  if (closed != 0)
+    fail(errno);
+  if (::rename(tmp.c_str(), path.c_str()) != 0)
+    fail(errno);
+}
+
+namespace {
+
+/// The C type that carries one element of `dt` across the ABI.
+const char *c_element_type(DType dt) {
+  switch (dt) {
+  case DType::Float16: return "uint16_t"; // the IEEE half-precision bit pattern
+  case DType::Float32: return "float";
+  case DType::Float64: return "double";
+  case DType::Int32: return "int32_t";
+  case DType::Int64: return "int64_t";
+  case DType::Bool: return "uint8_t"; // 0 or 1
+  }
+  return "?";
+}
+
+std::string upper(std::string s) {
+  for (char &c : s)
+    c = char(std::toupper((unsigned char)c));
+  return s;
+}
+
+bool is_c_identifier(const std::string &s) {
+  if (s.empty() || std::isdigit((unsigned char)s[0]))
+    return false;
+  for (char c : s)
+    if (!std::isalnum((unsigned char)c) && c != '_')
+      return false;
+  return true;
+}
+
+/// Names a struct field cannot have: C and C++ keywords, macros, and the type
+/// names the header uses (in C++ a member named `int64_t` breaks the
+/// declarations that follow it).
+bool is_reserved_word(const std::string &s) {
+  static const std::set<std::string> words = {
+      "alignas", "alignof", "and", "and_eq", "asm", "auto", "bitand", "bitor", "bool", "break",
+      "case", "catch", "char", "char8_t", "char16_t", "char32_t", "class", "compl", "concept",
+      "const", "consteval", "constexpr", "constinit", "const_cast", "continue", "co_await",
+      "co_return", "co_yield", "decltype", "default", "delete", "do", "double", "dynamic_cast",
+      "else", "enum", "explicit", "export", "extern", "false", "float", "for", "friend", "goto",
+      "if", "inline", "int", "long", "mutable", "namespace", "new", "noexcept", "not", "not_eq",
+      "nullptr", "operator", "or", "or_eq", "private", "protected", "public", "register",
+      "reinterpret_cast", "requires", "restrict", "return", "short", "signed", "sizeof", "static",
+      "static_assert", "static_cast", "struct", "switch", "template", "this", "thread_local",
+      "throw", "true", "try", "typedef", "typeid", "typename", "typeof", "union", "unsigned",
+      "using", "virtual", "void", "volatile", "wchar_t", "while", "xor", "xor_eq", "int8_t",
+      "int16_t", "int32_t", "int64_t", "uint8_t", "uint16_t", "uint32_t", "uint64_t", "size_t",
+      "NULL", "CUstream",
+      "linux", "unix", "i386"}; // macros in the GNU dialects of C
+  return words.count(s) > 0;
+}
+
+/// One tensor of a function as the header names it.
+struct CTensor {
+  std::string field;  // the struct field
+  std::string macro;  // the stem of its macros: PREFIX_FN_FIELD
+  std::string origin; // what the user calls it: "%x" or "output_0"
+  const Buffer *buffer;
+};
+
+/// The header's names for one function.
+struct CFunction {
+  std::string symbol; // PREFIX_FN
+  std::string macro;  // PREFIX_FN upper-cased
+  std::vector<CTensor> inputs, outputs;
+};
+
+/// Chooses every name the header declares. Relay names may start with a digit,
+/// be C keywords, or differ only in case (`%w` and `%W`), and the macros of
+/// different tensors and functions share one namespace; a tensor whose name
+/// would clash gets a numbered suffix, so the header always compiles.
+/// Functions whose names clash after upper-casing are an error instead,
+/// because their symbols cannot be renamed.
+class HeaderNames {
+public:
+  explicit HeaderNames(const std::string &prefix) : prefix_(prefix) {
+    GRADC_CHECK(is_c_identifier(prefix), "emit_c_header",
+                "symbol prefix '" + prefix + "' is not a C identifier");
+    claim(upper(prefix) + "_ALIGNMENT");
+    claim("GRADC_" + upper(prefix) + "_H");
+  }
+
+  std::vector<CFunction> name(const LoweredModule &module,
+                              const std::vector<FunctionReport> &reports) {
+    std::vector<CFunction> fns;
+    // Function-level names first, then every output (their fields are fixed
+    // by the ABI), then parameters, which absorb any clash.
+    for (const LoweredFunction &fn : module.functions) {
+      CFunction cf;
+      cf.symbol = prefix_ + "_" + fn.name;
+      cf.macro = upper(cf.symbol);
+      if (fn.name == "strerror" || !claim(cf.macro + "_WORKSPACE_SIZE"))
+        throw FileError("cannot write the C header: the name of function @" + fn.name +
+                        " clashes with another name in it; rename the function");
+      fns.push_back(cf);
+    }
+    for (size_t f = 0; f < fns.size(); ++f)
+      for (size_t i = 0; i < module.functions[f].outputs.size(); ++i)
+        fns[f].outputs.push_back(tensor(fns[f], "output_" + std::to_string(i),
+                                        "output_" + std::to_string(i),
+                                        *module.functions[f].outputs[i]));
+    for (size_t f = 0; f < fns.size(); ++f) {
+      const LoweredFunction &fn = module.functions[f];
+      for (size_t i = 0; i < fn.inputs.size(); ++i) {
+        const std::string &param = reports[f].param_names[i];
+        std::string field = param;
+        if (!is_c_identifier(field) || field[0] == '_') // _X and __x are reserved in C
+          field = "p" + field;
+        if (is_reserved_word(field))
+          field += "_";
+        fns[f].inputs.push_back(tensor(fns[f], field, "%" + param, *fn.inputs[i]));
+      }
+    }
+    return fns;
+  }
+
+private:
+  /// Takes a macro name; false if it is already taken.
+  bool claim(const std::string &macro) { return macros_.insert(macro).second; }
+
+  static std::vector<std::string> macro_suffixes(const Buffer &buf) {
+    std::vector<std::string> suffixes = {"_RANK", "_SIZE", "_BYTES"};
+    if (!buf.shape.empty())
+      suffixes.push_back("_SHAPE");
+    for (size_t d = 0; d < buf.shape.size(); ++d)
+      suffixes.push_back("_DIM" + std::to_string(d));
+    return suffixes;
+  }
+
+  CTensor tensor(const CFunction &fn, const std::string &base, const std::string &origin,
+                 const Buffer &buf) {
+    std::set<std::string> &fields = fields_[fn.symbol];
+    for (int n = 1;; ++n) {
+      std::string field = n == 1 ? base : base + "_" + std::to_string(n);
+      std::string stem = fn.macro + "_" + upper(field);
+      bool free = !fields.count(field);
+      for (const std::string &suffix : macro_suffixes(buf))
+        free = free && !macros_.count(stem + suffix);
+      if (!free)
+        continue;
+      fields.insert(field);
+      for (const std::string &suffix : macro_suffixes(buf))
+        claim(stem + suffix);
+      return CTensor{field, stem, origin, &buf};
+    }
+  }
+
+  std::string prefix_;
+  std::set<std::string> macros_;
+  std::map<std::string, std::set<std::string>> fields_; // per struct pair
+};
+
+/// The `#define`s of one tensor: rank, dimensions, shape, elements, bytes.
+void emit_tensor_macros(std::ostream &os, const CTensor &t) {
+  const Buffer &b = *t.buffer;
+  os << "/* " << t.origin << ": " << Type::tensor(b.shape, b.dtype).str() << " */\n";
+  os << "#define " << t.macro << "_RANK " << b.shape.size() << "\n";
+  std::string shape;
+  for (size_t d = 0; d < b.shape.size(); ++d) {
+    os << "#define " << t.macro << "_DIM" << d << " " << b.shape[d] << "\n";
+    shape += (d ? ", " : "") + std::to_string(b.shape[d]);
+  }
+  // A scalar has no SHAPE: C has no empty initializer list.
+  if (!b.shape.empty())
+    os << "#define " << t.macro << "_SHAPE {" << shape << "}\n";
+  os << "#define " << t.macro << "_SIZE " << b.numel() << " /* elements */\n";
+  os << "#define " << t.macro << "_BYTES " << b.bytes() << "\n";
+}
+
+void emit_struct(std::ostream &os, const std::string &tag, const std::vector<CTensor> &tensors,
+                 const char *qualifier) {
+  os << "struct " << tag << " {\n";
+  for (const CTensor &t : tensors)
+    os << "  " << qualifier << c_element_type(t.buffer->dtype) << " *" << t.field << "; /* "
+       << t.origin << " */\n";
+  if (tensors.empty())
+    os << "  char unused; /* C does not allow an empty struct */\n";
+  os << "};\n";
+}
+
+void check_io_order(const LoweredFunction &fn, size_t param_names) {
+  GRADC_CHECK(param_names == fn.inputs.size(), "emit_c_header",
+              "@" + fn.name + " has " + std::to_string(fn.inputs.size()) + " inputs but " +
+                  std::to_string(param_names) + " parameter names");
+  // The struct fields are read by position, which is the buffer's io_index.
+  for (size_t i = 0; i < fn.inputs.size(); ++i)
+    GRADC_CHECK(fn.inputs[i]->io_index == int(i), "emit_c_header", "inputs out of order");
+  for (size_t i = 0; i < fn.outputs.size(); ++i)
+    GRADC_CHECK(fn.outputs[i]->io_index == int(i), "emit_c_header", "outputs out of order");
+}
+
+void check_reports(const LoweredModule &module, const std::vector<FunctionReport> &reports) {
+  GRADC_CHECK(reports.size() == module.functions.size(), "artifacts",
+              "one report per function expected");
+  for (size_t f = 0; f < reports.size(); ++f)
+    check_io_order(module.functions[f], reports[f].param_names.size());
+}
+
+} // namespace
+
+std::string emit_c_header(const LoweredModule &module, const std::vector<FunctionReport> &reports,
+                          const std::string &prefix, Target target) {
+  check_reports(module, reports);
+  std::vector<CFunction> fns = HeaderNames(prefix).name(module, reports);
+  const std::string P = upper(prefix);
+  const bool cuda = target == Target::CUDA;
+  std::ostringstream os;
+
+  os << "/* " << prefix << ".h - generated by gradc; do not edit.\n"
+     << " *\n"
+     << " * The C interface of the functions compiled into " << prefix << ".o. To call one, FN:\n"
+     << " *\n";
+  if (cuda)
+    os << " *   1. Allocate the workspace with cudaMalloc (or cuMemAlloc), of\n"
+       << " *      " << P << "_FN_WORKSPACE_SIZE bytes (0: pass NULL).\n"
+       << " *   2. Point the fields of a struct " << prefix << "_FN_inputs at the parameters and those\n"
+       << " *      of a struct " << prefix << "_FN_outputs at buffers for the results, all device\n"
+       << " *      memory; " << P << "_FN_<TENSOR>_BYTES says how large each one is.\n"
+       << " *   3. int32_t rc = " << prefix << "_FN(&inputs, &outputs, workspace, stream);\n"
+       << " *      It runs the kernels on `stream` and returns when they are done.\n"
+       << " *   4. rc is 0 on success; " << prefix << "_strerror(rc) says what failed otherwise.\n"
+       << " *\n"
+       << " * Every pointer is a CUDA device pointer. libcuda.so.1 is loaded when a function\n"
+       << " * is first called, so linking needs no CUDA library. If you include cuda.h,\n"
+       << " * include it before this header.\n";
+  else
+    os << " *   1. Allocate the workspace: aligned_alloc(" << P << "_ALIGNMENT, " << P
+       << "_FN_WORKSPACE_SIZE)\n"
+       << " *      (the size is a multiple of " << P << "_ALIGNMENT; when it is 0, pass NULL).\n"
+       << " *   2. Point the fields of a struct " << prefix << "_FN_inputs at the parameters and those\n"
+       << " *      of a struct " << prefix << "_FN_outputs at buffers for the results;\n"
+       << " *      " << P << "_FN_<TENSOR>_BYTES says how large each one is.\n"
+       << " *   3. int32_t rc = " << prefix << "_FN(&inputs, &outputs, workspace);\n"
+       << " *   4. rc is 0 on success; " << prefix << "_strerror(rc) says what failed otherwise.\n";
+  os << " *\n"
+     << " * Every buffer is dense and row-major, aligned to " << P << "_ALIGNMENT bytes,\n"
+     << " * and overlaps no other. The functions keep no global state: threads may call\n"
+     << " * them at once, each with its own workspace. float16 elements are passed as\n"
+     << " * their IEEE bit pattern (uint16_t), bool elements as one byte, 0 or 1.\n"
+     << " */\n";
+
+  const std::string guard = "GRADC_" + P + "_H";
+  os << "#ifndef " << guard << "\n#define " << guard << "\n\n"
+     << "#include <stddef.h>\n#include <stdint.h>\n\n"
+     << "#ifdef __cplusplus\nextern \"C\" {\n#endif\n\n";
+  if (cuda)
+    // cuda.h declares the same typedef; C99 forbids repeating a typedef.
+    os << "#ifndef __cuda_cuda_h__\ntypedef struct CUstream_st *CUstream;\n#endif\n\n";
+  os << "/* The alignment, in bytes, of every buffer passed to a function. */\n"
+     << "#define " << P << "_ALIGNMENT " << kBufferAlignment << "\n\n";
+
+  // Emitted inline so that the object file needs no symbol besides the entries.
+  os << "/* What a function's return code means. */\n"
+     << "static inline const char *" << prefix << "_strerror(int32_t code) {\n"
+     << "  switch (code) {\n";
+  // Codes are dense from 0; the first code without a message of its own ends them.
+  const std::string unknown = status_message(-1);
+  for (int32_t code = 0; status_message(code) != unknown; ++code)
+    os << "  case " << code << ": return \"" << status_message(code) << "\";\n";
+  os << "  default: return \"" << unknown << "\";\n"
+     << "  }\n}\n";
+
+  for (size_t f = 0; f < fns.size(); ++f) {
+    const LoweredFunction &fn = module.functions[f];
+    const CFunction &cf = fns[f];
+    os << "\n/* ===== @" << fn.name << (reports[f].is_adjoint ? " (a gradient)" : "")
+       << " ===== */\n\n";
+    emit_struct(os, cf.symbol + "_inputs", cf.inputs, "const ");
+    os << "\n";
+    emit_struct(os, cf.symbol + "_outputs", cf.outputs, "");
+    os << "\n/* The planned peak of intermediates (bytes, a multiple of " << P
+       << "_ALIGNMENT). */\n"
+       << "#define " << cf.macro << "_WORKSPACE_SIZE " << fn.workspace_bytes << "\n\n";
+    for (const CTensor &t : cf.inputs)
+      emit_tensor_macros(os, t);
+    for (const CTensor &t : cf.outputs)
+      emit_tensor_macros(os, t);
+    os << "\nint32_t " << cf.symbol << "(const struct " << cf.symbol << "_inputs *inputs, struct "
+       << cf.symbol << "_outputs *outputs, void *workspace" << (cuda ? ", CUstream stream" : "")
+       << ");\n";
+  }
+
+  os << "\n#ifdef __cplusplus\n} /* extern \"C\" */\n#endif\n\n#endif /* " << guard << " */\n";
+  return os.str();
+}
+
+namespace {
+
+nlohmann::json tensor_json(const std::string &name, const char *role, const Buffer &buf) {
+  return {{"name", name},
+          {"role", role},
+          {"dtype", dtype_name(buf.dtype)},
+          {"shape", buf.shape},
+          {"bytes", buf.bytes()}};
+}
+
+nlohmann::json string_or_null(const std::string &s) {
+  return s.empty() ? nlohmann::json() : nlohmann::json(s);
+}
+
+} // namespace
+
+nlohmann::json build_manifest(const LoweredModule &module, const std::vector<FunctionReport> &reports,
+                              const ManifestInfo &info, const std::string &prefix) {
+  check_reports(module, reports);
+  const bool cuda = info.target == "cuda";
+  nlohmann::json functions = nlohmann::json::array();
+  for (size_t f = 0; f < module.functions.size(); ++f) {
+    const LoweredFunction &fn = module.functions[f];
+    const FunctionReport &report = reports[f];
+    nlohmann::json params = nlohmann::json::array(), results = nlohmann::json::array();
+    for (size_t i = 0; i < fn.inputs.size(); ++i)
+      params.push_back(tensor_json(report.param_names[i], "input", *fn.inputs[i]));
+    for (size_t i = 0; i < fn.outputs.size(); ++i)
+      results.push_back(tensor_json("output_" + std::to_string(i), "output", *fn.outputs[i]));
+
+    nlohmann::json kernels = nlohmann::json::array();
+    for (const Kernel &k : fn.kernels) {
+      nlohmann::json buffers = nlohmann::json::array();
+      for (const BufferPtr &b : k.buffers)
+        buffers.push_back(b->name);
+      nlohmann::json kernel = {{"name", k.name}, {"buffers", buffers}};
+      // A kernel's launch arguments are its buffers, in order (CudaTarget.cpp).
+      if (cuda)
+        kernel["launch"] = {{"grid", {k.grid, 1, 1}},
+                            {"block", {k.block, 1, 1}},
+                            {"shared_memory_bytes", 0},
+                            {"arguments", buffers}};
+      kernels.push_back(kernel);
+    }
+
+    nlohmann::json arena = nlohmann::json::array();
+    for (const BufferPtr &b : fn.arena)
+      arena.push_back({{"name", b->name}, {"offset", b->offset}, {"bytes", b->bytes()}});
+
+    functions.push_back({
+        {"name", fn.name},
+        {"symbol", prefix + "_" + fn.name},
+        {"parameters", params},
+        {"results", results},
+        {"workspace_bytes", fn.workspace_bytes},
+        {"planned_peak_bytes",
+         {{"before_remat", report.peak_before_remat}, {"after_remat", report.peak_after_remat}}},
+        {"remat",
+         {{"segments", report.remat_segments}, {"recomputed_bindings", report.remat_recomputed}}},
+        {"flops", report.flops},
+        {"kernels", kernels},
+        {"arena", arena},
+    });
+  }
+
+  return {
+      {"format", "gradc-manifest"},
+      {"version", 1},
+      {"tool", {{"name", "gradc"}, {"version", info.tool_version}}},
+      {"llvm_version", info.llvm_version},
+      {"command_line", info.argv},
+      {"target",
+       {{"kind", info.target},
+        {"triple", string_or_null(info.triple)},
+        {"cpu", string_or_null(info.cpu)},
+        {"gpu_arch", cuda ? string_or_null(info.gpu_arch) : nlohmann::json()}}},
+      {"opt_level", info.opt_level},
+      {"remat",
+       {{"mode", info.remat},
+        {"memory_budget",
+         info.memory_budget < 0 ? nlohmann::json() : nlohmann::json(info.memory_budget)}}},
+      {"functions", functions},
+  };
+}
+
+} // namespace gradc

@@ -1,0 +1,561 @@
+//===- test_codegen.cpp - LLVM code generators, CPU (JIT, object) and CUDA -===//
+//
+// Builds small loop-IR modules by hand, runs them through JitSession and
+// compares with C++ (bit for bit where both call the same libm), checks the
+// ABI's return codes, links the CPU object and the CUDA host stub with `cc`,
+// and feeds the PTX to ptxas when the CUDA toolkit is installed.
+//
+//===----------------------------------------------------------------------===//
+#include "gradc/codegen/Codegen.h"
+#include "gradc/support/Diagnostics.h"
+
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <limits>
+
+using namespace gradc;
+namespace fs = std::filesystem;
+
+namespace {
+
+const double kNaN = std::numeric_limits<double>::quiet_NaN();
+
+BufferPtr buffer(const std::string &name, DType dt, int64_t n, BufferScope scope, int io_index) {
+  auto b = std::make_shared<Buffer>();
+  b->name = name;
+  b->dtype = dt;
+  b->shape = {n};
+  b->scope = scope;
+  b->io_index = io_index;
+  return b;
+}
+BufferPtr input(const std::string &name, DType dt, int64_t n, int index) {
+  return buffer(name, dt, n, BufferScope::Input, index);
+}
+BufferPtr output(const std::string &name, DType dt, int64_t n, int index) {
+  return buffer(name, dt, n, BufferScope::Output, index);
+}
+
+/// for i in [0, n) kind: body(i)
+StmtPtr loop(int64_t n, ForKind kind, const std::function<StmtPtr(LExprPtr)> &body,
+             const std::string &name = "i") {
+  auto i = std::make_shared<LVar>(LVar{name});
+  return for_loop(i, n, kind, body(var_ref(i)));
+}
+
+/// One function `main` whose single kernel touches all of its buffers.
+LoweredModule single_kernel(std::vector<BufferPtr> inputs, std::vector<BufferPtr> outputs,
+                            StmtPtr body) {
+  LoweredFunction fn;
+  fn.name = "main";
+  fn.inputs = inputs;
+  fn.outputs = outputs;
+  std::vector<BufferPtr> all = inputs;
+  all.insert(all.end(), outputs.begin(), outputs.end());
+  fn.kernels.push_back(Kernel{"k", all, std::move(body)});
+  LoweredModule m;
+  m.functions.push_back(std::move(fn));
+  return m;
+}
+
+/// 64-byte-aligned storage, as the ABI requires of every buffer.
+template <typename T> class Aligned {
+public:
+  explicit Aligned(std::vector<T> values)
+      : n_(values.size()),
+        p_(static_cast<T *>(std::aligned_alloc(64, (n_ * sizeof(T) / 64 + 1) * 64))) {
+    std::copy(values.begin(), values.end(), p_);
+  }
+  explicit Aligned(size_t n) : Aligned(std::vector<T>(n)) {}
+  Aligned(const Aligned &) = delete;
+  ~Aligned() { std::free(p_); }
+  T *data() { return p_; }
+  T &operator[](size_t i) { return p_[i]; }
+  size_t size() const { return n_; }
+
+private:
+  size_t n_;
+  T *p_;
+};
+
+int32_t call(JitSession &jit, std::vector<void *> inputs, std::vector<void *> outputs,
+             void *workspace = nullptr) {
+  return jit.lookup("main")(inputs.data(), outputs.data(), workspace);
+}
+
+std::unique_ptr<JitSession> jit(const LoweredModule &m, int opt_level = 2) {
+  CodegenOptions opts;
+  opts.opt_level = opt_level;
+  return JitSession::create(m, opts);
+}
+
+/// Bitwise equality, so that NaN == NaN and -0.0 != +0.0.
+template <typename T> bool same_bits(T a, T b) { return std::memcmp(&a, &b, sizeof(T)) == 0; }
+
+template <typename T> LoweredModule exp_add_module(DType dt, int64_t n) {
+  auto a = input("a", dt, n, 0), b = input("b", dt, n, 1), out = output("out", dt, n, 0);
+  return single_kernel(
+      {a, b}, {out}, loop(n, ForKind::Vectorized, [&](LExprPtr i) {
+        return store(out, i, binary(BinaryOp::Add, unary(UnaryOp::Exp, load(a, i)), load(b, i)));
+      }));
+}
+
+template <typename T> void check_exp_add(DType dt) {
+  const int64_t n = 37; // not a multiple of any vector width
+  LoweredModule m = exp_add_module<T>(dt, n);
+  for (int opt_level : {0, 2, 3}) {
+    auto session = jit(m, opt_level);
+    Aligned<T> a(n), b(n), out(n);
+    for (int64_t i = 0; i < n; ++i) {
+      a[i] = T(0.37 * double(i) - 6.0);
+      b[i] = T(1.0 / double(i + 1));
+    }
+    REQUIRE(call(*session, {a.data(), b.data()}, {out.data()}) == 0);
+    for (int64_t i = 0; i < n; ++i)
+      CHECK(same_bits(out[i], T(std::exp(a[i]) + b[i])));
+  }
+}
+
+/// Python's floor division and modulo; x // 0 and x % 0 give 0 as in numpy.
+int64_t floor_div(int64_t a, int64_t b) {
+  if (b == 0)
+    return 0;
+  int64_t q = a / b;
+  return (a % b != 0 && ((a % b < 0) != (b < 0))) ? q - 1 : q;
+}
+int64_t floor_mod(int64_t a, int64_t b) { return b == 0 ? 0 : a - floor_div(a, b) * b; }
+
+std::string temp_dir() {
+  std::string pattern = (fs::temp_directory_path() / "gradc_codegen_XXXXXX").string();
+  REQUIRE(mkdtemp(pattern.data()) != nullptr);
+  return pattern;
+}
+
+void write_file(const std::string &path, const std::string &bytes) {
+  std::ofstream(path, std::ios::binary) << bytes;
+}
+
+bool have_cc() { return std::system("cc --version >/dev/null 2>&1") == 0; }
+
+/// Exit status of a shell command.
+int run_shell(const std::string &command) {
+  int status = std::system(command.c_str());
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+} // namespace
+
+TEST_CASE("codegen: exp + add matches libm bit for bit", "[codegen]") {
+  check_exp_add<float>(DType::Float32);
+  check_exp_add<double>(DType::Float64);
+}
+
+TEST_CASE("codegen: unary math functions and pow", "[codegen]") {
+  const int64_t n = 9;
+  auto x = input("x", DType::Float64, n, 0), y = input("y", DType::Float64, n, 1);
+  const UnaryOp ops[] = {UnaryOp::Tanh, UnaryOp::Erf, UnaryOp::Log, UnaryOp::Sqrt,
+                         UnaryOp::Sin,  UnaryOp::Cos, UnaryOp::Abs, UnaryOp::Neg};
+  double (*const ref[])(double) = {
+      [](double v) { return std::tanh(v); }, [](double v) { return std::erf(v); },
+      [](double v) { return std::log(v); },  [](double v) { return std::sqrt(v); },
+      [](double v) { return std::sin(v); },  [](double v) { return std::cos(v); },
+      [](double v) { return std::fabs(v); }, [](double v) { return -v; }};
+  const size_t num_ops = std::size(ops);
+  std::vector<BufferPtr> outs;
+  for (size_t k = 0; k <= num_ops; ++k)
+    outs.push_back(output("o" + std::to_string(k), DType::Float64, n, int(k)));
+  LoweredModule m = single_kernel(
+      {x, y}, outs, loop(n, ForKind::Serial, [&](LExprPtr i) {
+        std::vector<StmtPtr> stores;
+        for (size_t k = 0; k < num_ops; ++k)
+          stores.push_back(store(outs[k], i, unary(ops[k], load(x, i))));
+        stores.push_back(store(outs[num_ops], i, binary(BinaryOp::Pow, load(x, i), load(y, i))));
+        return seq(stores);
+      }));
+  auto session = jit(m);
+  Aligned<double> xs({0.25, 1.5, 3.0, 0.001, 7.5, 2.0, 0.5, 10.0, 1e-300});
+  Aligned<double> ys({2.0, -1.5, 0.5, 3.0, 0.1, 10.0, -2.0, 1.0 / 3, 2.0});
+  std::vector<std::unique_ptr<Aligned<double>>> results;
+  std::vector<void *> out_ptrs;
+  for (size_t k = 0; k <= num_ops; ++k) {
+    results.push_back(std::make_unique<Aligned<double>>(n));
+    out_ptrs.push_back(results.back()->data());
+  }
+  REQUIRE(call(*session, {xs.data(), ys.data()}, out_ptrs) == 0);
+  for (int64_t i = 0; i < n; ++i) {
+    for (size_t k = 0; k < num_ops; ++k)
+      CHECK(same_bits((*results[k])[i], ref[k](xs[i])));
+    CHECK(same_bits((*results[num_ops])[i], std::pow(xs[i], ys[i])));
+  }
+}
+
+TEST_CASE("codegen: float16 math is done in float and rounded once", "[codegen]") {
+  const int64_t n = 16;
+  auto x = input("x", DType::Float32, n, 0);
+  auto out = output("out", DType::Float32, n, 0);
+  LoweredModule m = single_kernel({x}, {out}, loop(n, ForKind::Vectorized, [&](LExprPtr i) {
+                                    LExprPtr h = cast(DType::Float16, load(x, i));
+                                    LExprPtr e = binary(BinaryOp::Add, unary(UnaryOp::Tanh, h),
+                                                        unary(UnaryOp::Exp, h));
+                                    return store(out, i, cast(DType::Float32, e));
+                                  }));
+  auto session = jit(m);
+  Aligned<float> xs(n), result(n);
+  for (int64_t i = 0; i < n; ++i)
+    xs[i] = 0.3f * float(i) - 2.0f;
+  REQUIRE(call(*session, {xs.data()}, {result.data()}) == 0);
+  for (int64_t i = 0; i < n; ++i) {
+    float h = float(_Float16(xs[i]));
+    _Float16 t = _Float16(std::tanh(h)), e = _Float16(std::exp(h));
+    CHECK(result[i] == float(_Float16(t + e)));
+  }
+}
+
+TEST_CASE("codegen: row sums through a local accumulator", "[codegen]") {
+  const int64_t rows = 5, cols = 33;
+  auto a = input("a", DType::Float32, rows * cols, 0);
+  auto out = output("out", DType::Float32, rows, 0);
+  auto acc = buffer("acc", DType::Float32, 1, BufferScope::Local, -1);
+  LExprPtr zero = int_imm(0);
+  LoweredModule m = single_kernel(
+      {a}, {out}, loop(rows, ForKind::Parallel, [&](LExprPtr i) {
+        StmtPtr sum = loop(
+            cols, ForKind::Serial,
+            [&](LExprPtr j) {
+              LExprPtr index = binary(BinaryOp::Add, binary(BinaryOp::Mul, i, int_imm(cols)), j);
+              return store(acc, zero, binary(BinaryOp::Add, load(acc, zero), load(a, index)));
+            },
+            "j");
+        return alloc(acc, seq({store(acc, zero, float_imm(0, DType::Float32)), sum,
+                               store(out, i, load(acc, zero))}));
+      }));
+  auto session = jit(m);
+  Aligned<float> as(rows * cols), result(rows);
+  for (int64_t k = 0; k < rows * cols; ++k)
+    as[k] = std::sin(float(k)) * 3.0f;
+  REQUIRE(call(*session, {as.data()}, {result.data()}) == 0);
+  for (int64_t r = 0; r < rows; ++r) {
+    float expected = 0; // same order as the loop: no reassociation allowed
+    for (int64_t c = 0; c < cols; ++c)
+      expected += as[r * cols + c];
+    CHECK(same_bits(result[r], expected));
+  }
+}
+
+TEST_CASE("codegen: two kernels through an arena buffer, and argument checks", "[codegen]") {
+  const int64_t n = 20;
+  auto x = input("x", DType::Float64, n, 0);
+  auto out = output("out", DType::Float64, n, 0);
+  auto tmp = buffer("tmp", DType::Float64, n, BufferScope::Arena, -1);
+  tmp->offset = 64;
+  LoweredFunction fn;
+  fn.name = "main";
+  fn.inputs = {x};
+  fn.outputs = {out};
+  fn.arena = {tmp};
+  fn.workspace_bytes = 64 + n * 8;
+  fn.kernels.push_back(Kernel{"square", {x, tmp}, loop(n, ForKind::Parallel, [&](LExprPtr i) {
+                                return store(tmp, i, binary(BinaryOp::Mul, load(x, i), load(x, i)));
+                              })});
+  fn.kernels.push_back(Kernel{"minus", {x, tmp, out}, loop(n, ForKind::ScanTime, [&](LExprPtr i) {
+                                return store(out, i,
+                                             binary(BinaryOp::Sub, load(tmp, i), load(x, i)));
+                              })});
+  LoweredModule m;
+  m.functions.push_back(std::move(fn));
+  auto session = jit(m);
+  Aligned<double> xs(n), result(n);
+  Aligned<char> workspace(64 + n * 8 + 64);
+  for (int64_t i = 0; i < n; ++i)
+    xs[i] = 0.5 * double(i) - 3.0;
+  REQUIRE(call(*session, {xs.data()}, {result.data()}, workspace.data()) == 0);
+  for (int64_t i = 0; i < n; ++i)
+    CHECK(result[i] == xs[i] * xs[i] - xs[i]);
+
+  // 1: null pointers; 2: pointers not 64-byte aligned.
+  JitSession::Entry entry = session->lookup("main");
+  void *in[] = {xs.data()}, *outs[] = {result.data()};
+  CHECK(entry(nullptr, outs, workspace.data()) == 1);
+  CHECK(entry(in, nullptr, workspace.data()) == 1);
+  CHECK(entry(in, outs, nullptr) == 1);
+  void *null_in[] = {nullptr};
+  CHECK(entry(null_in, outs, workspace.data()) == 1);
+  void *odd_out[] = {reinterpret_cast<char *>(result.data()) + 8};
+  CHECK(entry(in, odd_out, workspace.data()) == 2);
+  CHECK(entry(in, outs, workspace.data() + 32) == 2);
+  CHECK(entry(null_in, odd_out, workspace.data()) == 1); // null wins over misaligned
+  CHECK(std::string(status_message(2)).find("aligned") != std::string::npos);
+}
+
+TEST_CASE("codegen: casts, compares and selects", "[codegen]") {
+  const int64_t n = 7;
+  auto f = input("f", DType::Float32, n, 0);
+  auto to_int = output("to_int", DType::Int32, n, 0);
+  auto less = output("less", DType::Bool, n, 1);
+  auto not_equal = output("not_equal", DType::Bool, n, 2);
+  auto to_bool = output("to_bool", DType::Bool, n, 3);
+  auto relu = output("relu", DType::Float32, n, 4);
+  auto back = output("back", DType::Float64, n, 5);
+  LoweredModule m =
+      single_kernel({f}, {to_int, less, not_equal, to_bool, relu, back},
+                    loop(n, ForKind::Vectorized, [&](LExprPtr i) {
+                      LExprPtr v = load(f, i), zero = float_imm(0, DType::Float32);
+                      LExprPtr lt = compare(CompareOp::LT, v, float_imm(0.5, DType::Float32));
+                      // back = float64(int64(less) + int64(int32(f)))
+                      LExprPtr sum = binary(BinaryOp::Add, cast(DType::Int64, lt),
+                                            cast(DType::Int64, cast(DType::Int32, v)));
+                      return seq({store(to_int, i, cast(DType::Int32, v)), store(less, i, lt),
+                                  store(not_equal, i, compare(CompareOp::NE, v, v)),
+                                  store(to_bool, i, cast(DType::Bool, v)),
+                                  store(relu, i, select(compare(CompareOp::GT, v, zero), v, zero)),
+                                  store(back, i, cast(DType::Float64, sum))});
+                    }));
+  auto session = jit(m);
+  Aligned<float> fs({-2.7f, -0.5f, 0.0f, 0.5f, 2.7f, float(kNaN), 3e9f});
+  Aligned<int32_t> ints(n);
+  Aligned<uint8_t> lt(n), ne(n), bools(n);
+  Aligned<float> relus(n);
+  Aligned<double> backs(n);
+  REQUIRE(call(*session, {fs.data()},
+               {ints.data(), lt.data(), ne.data(), bools.data(), relus.data(), backs.data()}) == 0);
+  // float -> int truncates toward zero and saturates; NaN gives 0.
+  CHECK(std::vector<int32_t>(ints.data(), ints.data() + n) ==
+        std::vector<int32_t>{-2, 0, 0, 0, 2, 0, std::numeric_limits<int32_t>::max()});
+  CHECK(std::vector<uint8_t>(lt.data(), lt.data() + n) ==
+        std::vector<uint8_t>{1, 1, 1, 0, 0, 0, 0});
+  CHECK(std::vector<uint8_t>(ne.data(), ne.data() + n) ==
+        std::vector<uint8_t>{0, 0, 0, 0, 0, 1, 0});
+  CHECK(std::vector<uint8_t>(bools.data(), bools.data() + n) ==
+        std::vector<uint8_t>{1, 1, 0, 1, 1, 1, 1});
+  CHECK(std::vector<float>(relus.data(), relus.data() + 5) ==
+        std::vector<float>{0, 0, 0, 0.5f, 2.7f});
+  CHECK(relus[5] == 0.0f); // NaN > 0 is false
+  CHECK(std::vector<double>(backs.data(), backs.data() + 6) ==
+        std::vector<double>{-1, 1, 1, 0, 2, 0});
+}
+
+TEST_CASE("codegen: integer division follows Python, by zero gives 0", "[codegen]") {
+  const int32_t min = std::numeric_limits<int32_t>::min();
+  std::vector<int32_t> as = {7, -7, 7, -7, 0, 5, -5, min, 6, min};
+  std::vector<int32_t> bs = {2, 2, -2, -2, 3, 0, 3, -1, -3, 1};
+  const int64_t n = int64_t(as.size());
+  auto a = input("a", DType::Int32, n, 0), b = input("b", DType::Int32, n, 1);
+  auto fdiv = output("fdiv", DType::Int32, n, 0), fmod = output("fmod", DType::Int32, n, 1);
+  auto tdiv = output("tdiv", DType::Int32, n, 2), mx = output("mx", DType::Int32, n, 3);
+  LoweredModule m =
+      single_kernel({a, b}, {fdiv, fmod, tdiv, mx}, loop(n, ForKind::Vectorized, [&](LExprPtr i) {
+                      LExprPtr x = load(a, i), y = load(b, i);
+                      return seq({store(fdiv, i, binary(BinaryOp::FloorDiv, x, y)),
+                                  store(fmod, i, binary(BinaryOp::FloorMod, x, y)),
+                                  store(tdiv, i, binary(BinaryOp::Div, x, y)),
+                                  store(mx, i, binary(BinaryOp::Max, x, y))});
+                    }));
+  auto session = jit(m);
+  Aligned<int32_t> xa(as), xb(bs), q(n), r(n), t(n), big(n);
+  REQUIRE(call(*session, {xa.data(), xb.data()}, {q.data(), r.data(), t.data(), big.data()}) == 0);
+  for (int64_t i = 0; i < n; ++i) {
+    INFO(as[i] << " and " << bs[i]);
+    CHECK(q[i] == int32_t(floor_div(as[i], bs[i]))); // min // -1 wraps to min
+    CHECK(r[i] == int32_t(floor_mod(as[i], bs[i])));
+    CHECK(t[i] == (bs[i] == 0 ? 0 : int32_t(int64_t(as[i]) / bs[i])));
+    CHECK(big[i] == std::max(as[i], bs[i]));
+  }
+}
+
+TEST_CASE("codegen: float minimum and maximum propagate NaN like numpy", "[codegen]") {
+  const int64_t n = 4;
+  auto a = input("a", DType::Float64, n, 0), b = input("b", DType::Float64, n, 1);
+  auto lo = output("lo", DType::Float64, n, 0), hi = output("hi", DType::Float64, n, 1);
+  LoweredModule m =
+      single_kernel({a, b}, {lo, hi}, loop(n, ForKind::Serial, [&](LExprPtr i) {
+                      return seq({store(lo, i, binary(BinaryOp::Min, load(a, i), load(b, i))),
+                                  store(hi, i, binary(BinaryOp::Max, load(a, i), load(b, i)))});
+                    }));
+  auto session = jit(m);
+  Aligned<double> xa({1.0, kNaN, 2.0, -1.0}), xb({2.0, 1.0, kNaN, -3.0}), rlo(n), rhi(n);
+  REQUIRE(call(*session, {xa.data(), xb.data()}, {rlo.data(), rhi.data()}) == 0);
+  CHECK(rlo[0] == 1.0);
+  CHECK(rhi[0] == 2.0);
+  CHECK((std::isnan(rlo[1]) && std::isnan(rhi[1]) && std::isnan(rlo[2]) && std::isnan(rhi[2])));
+  CHECK(rlo[3] == -3.0);
+  CHECK(rhi[3] == -1.0);
+}
+
+TEST_CASE("codegen: the CPU object is ELF and links with `cc ... -lm`", "[codegen]") {
+  const int64_t n = 37;
+  CodegenOptions opts;
+  opts.prefix = "m";
+  CodegenRequest what;
+  what.object = what.llvm_ir = what.assembly = true;
+  CodegenOutput out = generate_code(exp_add_module<float>(DType::Float32, n), opts, what);
+  REQUIRE(out.object.compare(0, 4,
+                             "\x7f"
+                             "ELF") == 0);
+  CHECK(out.llvm_ir.find("i32 @m_main(") != std::string::npos);
+  CHECK(out.llvm_ir.find("fast") == std::string::npos);
+  CHECK(out.assembly.find("m_main") != std::string::npos);
+  if (!have_cc()) {
+    WARN("no `cc`: the object was not linked");
+    return;
+  }
+  std::string dir = temp_dir();
+  write_file(dir + "/m.o", out.object);
+  write_file(dir + "/app.c", R"(
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+int32_t m_main(void *const *, void *const *, void *);
+int main(void) {
+  float *a = aligned_alloc(64, 192), *b = aligned_alloc(64, 192), *o = aligned_alloc(64, 192);
+  for (int i = 0; i < 37; ++i) { a[i] = 0.1f * i; b[i] = 1.0f; }
+  void *in[] = {a, b}, *out[] = {o};
+  if (m_main(in, out, 0) != 0) return 1;
+  for (int i = 0; i < 37; ++i) if (o[i] != expf(a[i]) + b[i]) return 2;
+  return 0;
+})");
+  CHECK(run_shell("cd " + dir + " && cc app.c m.o -lm -o app && ./app") == 0);
+  fs::remove_all(dir);
+}
+
+TEST_CASE("codegen: --triple and --cpu pick the target; unknown ones are user errors",
+          "[codegen]") {
+  LoweredModule m = exp_add_module<float>(DType::Float32, 4);
+  CodegenRequest what;
+  what.object = true;
+  CodegenOptions cross;
+  cross.triple = "aarch64-unknown-linux-gnu";
+  cross.cpu = "neoverse-v1";
+  CHECK(generate_code(m, cross, what)
+            .object.compare(0, 4,
+                            "\x7f"
+                            "ELF") == 0);
+  CodegenOptions bad_triple;
+  bad_triple.triple = "bogus-nothing-nowhere";
+  CHECK_THROWS_AS(generate_code(m, bad_triple, what), CompileError);
+  CodegenOptions bad_cpu;
+  bad_cpu.cpu = "pentium-9000";
+  CHECK_THROWS_AS(generate_code(m, bad_cpu, what), CompileError);
+  CHECK_THROWS_AS(JitSession::create(m, bad_cpu), CompileError);
+  CodegenOptions bad_arch;
+  bad_arch.target = Target::CUDA;
+  bad_arch.gpu_arch = "sm_9000";
+  CHECK_THROWS_AS(generate_code(m, bad_arch, what), CompileError);
+}
+
+TEST_CASE("codegen: CUDA kernels become PTX that ptxas accepts", "[codegen][cuda]") {
+  // Two blocks of 64 threads over 100 elements, with a bounds guard.
+  const int64_t n = 100, block = 64, grid = 2;
+  LoweredFunction fn;
+  fn.name = "main";
+  const DType dtypes[] = {DType::Float32, DType::Float64, DType::Float16};
+  for (int d = 0; d < 3; ++d) {
+    DType dt = dtypes[d];
+    auto x = input(std::string("x") + dtype_name(dt), dt, n, 2 * d);
+    auto y = input(std::string("y") + dtype_name(dt), dt, n, 2 * d + 1);
+    auto out = output(std::string("out") + dtype_name(dt), dt, n, d);
+    fn.inputs.insert(fn.inputs.end(), {x, y});
+    fn.outputs.push_back(out);
+    auto bx = std::make_shared<LVar>(LVar{"bx"}), tx = std::make_shared<LVar>(LVar{"tx"});
+    LExprPtr i =
+        binary(BinaryOp::Add, binary(BinaryOp::Mul, var_ref(bx), int_imm(block)), var_ref(tx));
+    LExprPtr xi = load(x, i), yi = load(y, i);
+    LExprPtr value = binary(
+        BinaryOp::Add, binary(BinaryOp::Add, unary(UnaryOp::Tanh, xi), unary(UnaryOp::Erf, xi)),
+        binary(BinaryOp::Add, binary(BinaryOp::Pow, xi, yi),
+               binary(BinaryOp::Max, unary(UnaryOp::Exp, xi), unary(UnaryOp::Log, yi))));
+    StmtPtr guarded = if_then(compare(CompareOp::LT, i, int_imm(n)), store(out, i, value));
+    StmtPtr body =
+        for_loop(bx, grid, ForKind::BlockIdx, for_loop(tx, block, ForKind::ThreadIdx, guarded));
+    fn.kernels.push_back(
+        Kernel{std::string("k_") + dtype_name(dt), {x, y, out}, body, grid, block});
+  }
+  LoweredModule m;
+  m.functions.push_back(std::move(fn));
+  CodegenOptions opts;
+  opts.target = Target::CUDA;
+  CodegenRequest what;
+  what.ptx = what.object = what.llvm_ir = true;
+  CodegenOutput out;
+  try {
+    out = generate_code(m, opts, what);
+  } catch (const CompileError &) {
+    WARN("no libdevice: CUDA code generation skipped");
+    return;
+  }
+  CHECK(out.ptx.find(".entry model_main_k_float32") != std::string::npos);
+  CHECK(out.ptx.find(".target sm_80") != std::string::npos);
+  CHECK(out.ptx.find("%ctaid.x") != std::string::npos);
+  CHECK(out.ptx.find("__nv_") == std::string::npos); // libdevice was linked and inlined
+  REQUIRE(out.object.compare(0, 4,
+                             "\x7f"
+                             "ELF") == 0);
+
+  std::string dir = temp_dir();
+  const std::string ptxas = "/usr/local/cuda/bin/ptxas";
+  if (fs::exists(ptxas)) {
+    write_file(dir + "/m.ptx", out.ptx);
+    for (const char *arch : {"sm_80", "sm_90"})
+      CHECK(run_shell(ptxas + " -arch=" + arch + " " + dir + "/m.ptx -o " + dir + "/m.cubin") == 0);
+  } else {
+    WARN("no " + ptxas + ": the PTX was not assembled");
+  }
+  if (!have_cc()) {
+    WARN("no `cc`: the CUDA host stub was not linked");
+    fs::remove_all(dir);
+    return;
+  }
+  // The host stub links without CUDA and runs against a fake libcuda.so.1
+  // that logs what the stub asks of the driver.
+  write_file(dir + "/m.o", out.object);
+  write_file(dir + "/fake_cuda.c", R"(
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+int cuInit(unsigned flags) { return 0; }
+int cuCtxGetCurrent(void **ctx) { *ctx = 0; return 0; }
+int cuPointerGetAttribute(void **data, int attribute, uint64_t ptr) {
+  *data = (void *)1; printf("borrow %d %p\n", attribute, (void *)ptr); return 0;
+}
+int cuCtxPushCurrent_v2(void *ctx) { printf("push\n"); return 0; }
+int cuCtxPopCurrent_v2(void **ctx) { printf("pop\n"); return 0; }
+int cuModuleLoadData(void **module, const char *ptx) {
+  *module = (void *)2; printf("load %d\n", strstr(ptx, ".entry") != 0); return 0;
+}
+int cuModuleGetFunction(void **f, void *module, const char *name) { *f = (void *)name; return 0; }
+int cuLaunchKernel(void *f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
+                   unsigned bz, unsigned shared, void *stream, void **args, void **extra) {
+  printf("launch %s %u %u %p %p %p %p\n", (const char *)f, gx, bx, stream, *(void **)args[0],
+         *(void **)args[1], *(void **)args[2]);
+  return 0;
+}
+int cuStreamSynchronize(void *stream) { printf("sync %p\n", stream); return 0; }
+int cuModuleUnload(void *module) { printf("unload\n"); return 0; }
+)");
+  write_file(dir + "/app.c", R"(
+#include <stdint.h>
+#include <stdio.h>
+int32_t model_main(void *const *, void *const *, void *, void *);
+int main(void) {
+  void *in[6] = {(void *)64, (void *)128, (void *)192, (void *)256, (void *)320, (void *)384};
+  void *out[3] = {(void *)448, (void *)512, (void *)576};
+  if (model_main(in, 0, 0, 0) != 1) return 1;
+  printf("rc=%d\n", model_main(in, out, 0, (void *)0x99));
+  return 0;
+})");
+  REQUIRE(run_shell("cd " + dir + " && cc -shared -fPIC fake_cuda.c -o libcuda.so.1 && " +
+                    "cc app.c m.o -o app && LD_LIBRARY_PATH=. ./app > log.txt") == 0);
+  std::ifstream log_file(dir + "/log.txt");
+  std::string log((std::istreambuf_iterator<char>(log_file)), std::istreambuf_iterator<char>());
+  CHECK(log == "borrow 1 0x1c0\npush\nload 1\n"
+               "launch model_main_k_float32 2 64 0x99 0x40 0x80 0x1c0\n"
+               "launch model_main_k_float64 2 64 0x99 0xc0 0x100 0x200\n"
+               "launch model_main_k_float16 2 64 0x99 0x140 0x180 0x240\n"
+               "sync 0x99\nunload\npop\nrc=0\n");
+  fs::remove_all(dir);
+}

@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# Installs gradc's build and test dependencies from Debian's archive (bookworm).
+# Skips the install when everything is already present.
+set -euo pipefail
+PKGS=(cmake ninja-build ccache g++ llvm-19-dev llvm-19-tools libcli11-dev nlohmann-json3-dev
+      libspdlog-dev catch2 zlib1g-dev libzstd-dev libedit-dev libxml2-dev libffi-dev libcurl4-openssl-dev
+      python3 python3-numpy python3-torch libopenblas0-pthread)
+missing=()
+for p in "${PKGS[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  echo "installing: ${missing[*]}"
+  SUDO=""
+  [ "$(id -u)" -eq 0 ] || SUDO="sudo"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}"
+fi
