@@ -172,11 +172,10 @@ public:
       const LoweredFunction &fn = module.functions[f];
       for (size_t i = 0; i < fn.inputs.size(); ++i) {
         const std::string &param = reports[f].param_names[i];
+        // `%0` becomes p_0, `%int` p_int, `%_x` p_x (C reserves _X and __x).
         std::string field = param;
-        if (!is_c_identifier(field) || field[0] == '_') // _X and __x are reserved in C
-          field = "p" + field;
-        if (is_reserved_word(field))
-          field += "_";
+        if (!is_c_identifier(field) || field[0] == '_' || is_reserved_word(field))
+          field = (field[0] == '_' ? "p" : "p_") + field;
         fns[f].inputs.push_back(tensor(fns[f], field, "%" + param, *fn.inputs[i]));
       }
     }

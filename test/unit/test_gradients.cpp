@@ -119,7 +119,8 @@ TEST_CASE("every differentiable operator passes a finite-difference check", "[gr
 
       auto objective = [&](std::vector<std::string> &in) {
         double s = 0;
-        for (double v : call(c, "main", in)[0])
+        auto outputs = call(c, "main", in);
+        for (double v : outputs[0])
           s += v;
         return s;
       };
