@@ -11,8 +11,10 @@
 #include "gradc/op/Registry.h"
 #include "gradc/transform/Passes.h"
 
+#include <algorithm>
 #include <map>
 #include <unordered_map>
+#include <unordered_set>
 
 namespace gradc {
 namespace {
@@ -125,18 +127,30 @@ FunctionPtr build_adjoint(const Function &primal, const std::vector<std::string>
   size_t num_forward = body.size();
   Adjoints adj(b);
   adj.add(target, b.ones_like(target));
+  // Once a rule is missing, the walk goes on marking what lies behind it as
+  // `blocked`, so every missing rule on the way to a parameter is reported.
   std::map<std::string, std::vector<Span>> missing;
+  std::unordered_set<const Expr *> blocked;
   for (size_t i = num_forward; i-- > 0;) {
     Binding bind = body[i]; // copied: `body` grows as we emit
     const Expr &value = *bind.value;
     b.set_span(value.span);
+    if (blocked.count(bind.var.get())) {
+      if (value.kind == ExprKind::Call && !value.op->has_gradient())
+        missing[value.op->name].push_back(value.span);
+      if (value.kind != ExprKind::Call || !value.op->no_gradient)
+        for (const ExprPtr &a : value.args)
+          blocked.insert(a.get());
+    }
     switch (value.kind) {
     case ExprKind::Call: {
       ExprPtr g = bind.var->type.is_tuple() ? adj.get_tuple(bind.var) : adj.get(bind.var);
-      if (!g || value.op->no_gradient)
+      if (!g || value.op->no_gradient || blocked.count(bind.var.get()))
         break;
       if (!value.op->gradient) {
         missing[value.op->name].push_back(value.span);
+        for (const ExprPtr &a : value.args)
+          blocked.insert(a.get());
         break;
       }
       GradCtx ctx{b, value, bind.var, g};
@@ -163,9 +177,13 @@ FunctionPtr build_adjoint(const Function &primal, const std::vector<std::string>
       internal_error("gradient", "unexpected binding (input not in ANF or not inlined)");
     }
   }
+  std::vector<std::pair<Span, std::string>> errors;
   for (const auto &[name, spans] : missing)
     for (Span s : spans)
-      diag.error(s, "no gradient is registered for operator '" + name + "'");
+      errors.push_back({s, name});
+  std::sort(errors.begin(), errors.end(), [](auto &a, auto &b) { return a.first.begin < b.first.begin; });
+  for (const auto &[span, name] : errors)
+    diag.error(span, "no gradient is registered for operator '" + name + "'");
   diag.check();
 
   b.set_span(fn->span);
