@@ -1,6 +1,7 @@
 /* mlp_bench.c - time the compiled MLP training step (forward + gradient).
  * Built by bench/run.sh against the object of samples/mlp.relay; prints the
  * median milliseconds per call over several repetitions. */
+#define _POSIX_C_SOURCE 199309L
 #include "mlp.h"
 
 #include <stdio.h>

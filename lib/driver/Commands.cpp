@@ -273,7 +273,12 @@ int run_command(const RunCommand &cmd, std::ostream &out, std::ostream &err) {
 
   CodegenOptions cg = opts.codegen;
   cg.prefix = "gradc_run";
-  std::unique_ptr<JitSession> jit = JitSession::create(compiled->lowered, cg);
+  std::unique_ptr<JitSession> jit;
+  try {
+    jit = JitSession::create(compiled->lowered, cg);
+  } catch (CompileError &) {
+    return 1;
+  }
   JitSession::Entry call = jit->lookup(entry);
 
   std::vector<AlignedBuffer> in_bufs, out_bufs;

@@ -104,7 +104,10 @@ public:
     expect('{', "'{'");
     while (!accept('}')) {
       std::string key = string_literal("a quoted key or '}'");
+      if (key != "descr" && key != "fortran_order" && key != "shape")
+        fail("unknown key '" + key + "'");
       expect(':', "':' after '" + key + "'");
+      skip_space();
       if (key == "descr" && peek() == '[')
         throw FileError("'" + path_ + "': unsupported dtype (structured arrays are not supported)");
       HeaderValue v = value();
@@ -112,10 +115,8 @@ public:
         set(h.descr, key, v.kind == HeaderValue::String, v.text, "a string");
       else if (key == "fortran_order")
         set(h.fortran_order, key, v.kind == HeaderValue::Bool, v.flag, "True or False");
-      else if (key == "shape")
-        set(h.shape, key, v.kind == HeaderValue::Tuple, v.dims, "a tuple of integers");
       else
-        fail("unknown key '" + key + "'");
+        set(h.shape, key, v.kind == HeaderValue::Tuple, v.dims, "a tuple of integers");
       if (!accept(',')) {
         expect('}', "',' or '}'");
         break;

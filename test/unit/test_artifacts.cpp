@@ -309,7 +309,7 @@ TEST_CASE("npy: files written by numpy.save are read, and ours are identical", "
 TEST_CASE("npy: format versions 2.0 and 3.0, Python 2 headers, uint8 as bool", "[artifacts]") {
   std::string dict = "{'descr': '<i4', 'fortran_order': False, 'shape': (1,), }";
   std::string data("\x07\x00\x00\x00", 4);
-  std::string header = dict + std::string(64 - 12 - dict.size() - 1, ' ') + "\n";
+  std::string header = dict + std::string(128 - 12 - dict.size() - 1, ' ') + "\n";
   for (char major : {'\x02', '\x03'}) {
     std::string file = std::string("\x93NUMPY", 6) + major + '\0' + char(header.size()) +
                        std::string(3, '\0') + header + data;
@@ -367,18 +367,18 @@ TEST_CASE("npy: malformed and unsupported files are clear errors", "[artifacts]"
   CHECK(npy_error(header("<f8", "False", "(99999999999999999999,)")) ==
         "'x.npy': malformed .npy header: dimension too large in the shape (at header byte 70)");
   CHECK(npy_error(header("<f8", "False", "(-1,)")) ==
-        "'x.npy': malformed .npy header: negative dimension in the shape (at header byte 61)");
+        "'x.npy': malformed .npy header: negative dimension in the shape (at header byte 51)");
   CHECK(npy_error(npy_v1("{'descr': '<f4', 'shape': (1,), }")) ==
-        "'x.npy': malformed .npy header: missing key 'fortran_order' (at header byte 117)");
+        "'x.npy': malformed .npy header: missing key 'fortran_order' (at header byte 118)");
   CHECK(npy_error(npy_v1("{'descr': '<f4', 'fortran_order': 0, 'shape': (1,), }")) ==
         "'x.npy': malformed .npy header: expected a string, True, False or a tuple (at header "
-        "byte 35)");
+        "byte 34)");
   CHECK(npy_error(npy_v1("{'descr': '<f4', 'descr': '<f4', }")) ==
         "'x.npy': malformed .npy header: duplicate key 'descr' (at header byte 31)");
   CHECK(npy_error(npy_v1("{'descr': '<f4', 'fortran_order': False, 'shape': (1,), 'x': 1}")) ==
-        "'x.npy': malformed .npy header: unknown key 'x' (at header byte 63)");
+        "'x.npy': malformed .npy header: unknown key 'x' (at header byte 59)");
   CHECK(npy_error(npy_v1("{'descr': '<f4', 'fortran_order': False, 'shape': (1,), } x")) ==
-        "'x.npy': malformed .npy header: unexpected text after '}' (at header byte 59)");
+        "'x.npy': malformed .npy header: unexpected text after '}' (at header byte 58)");
   CHECK(npy_error(npy_v1("\xff\xfe garbage \x01")) ==
         "'x.npy': malformed .npy header: expected '{' (at header byte 0)");
 
@@ -453,17 +453,17 @@ TEST_CASE("C header: structs, macros and entry points of every function", "[arti
            "#define MLP_ALIGNMENT 64",
            "static inline const char *mlp_strerror(int32_t code) {",
            "struct mlp_main_inputs {\n"
-           "  const float *x; /* %x */\n"
-           "  const int64_t *t; /* %t */\n"
-           "  const uint16_t *h; /* %h */\n"
-           "  const uint8_t *flag; /* %flag */\n"
-           "  const double *p_int; /* %int */\n"
-           "  const int32_t *X_2; /* %X */\n"
-           "  const float *workspace_2; /* %workspace */\n"
+           "  const float *x; /* %x: Tensor[(2, 3), float32] */\n"
+           "  const int64_t *t; /* %t: Tensor[(2,), int64] */\n"
+           "  const uint16_t *h; /* %h: Tensor[(), float16] */\n"
+           "  const uint8_t *flag; /* %flag: Tensor[(4,), bool] */\n"
+           "  const double *p_int; /* %int: Tensor[(3,), float64] */\n"
+           "  const int32_t *X_2; /* %X: Tensor[(1,), int32] */\n"
+           "  const float *workspace_2; /* %workspace: Tensor[(2,), float32] */\n"
            "};",
            "struct mlp_main_outputs {\n"
-           "  float *output_0; /* output_0 */\n"
-           "  double *output_1; /* output_1 */\n"
+           "  float *output_0; /* Tensor[(2,), float32] */\n"
+           "  double *output_1; /* Tensor[(), float64] */\n"
            "};",
            "#define MLP_MAIN_WORKSPACE_SIZE 0\n",
            "#define MLP_MAIN_X_RANK 2\n"
@@ -476,10 +476,10 @@ TEST_CASE("C header: structs, macros and entry points of every function", "[arti
            "#define MLP_MAIN_H_SIZE 1 /* elements */\n",
            "#define MLP_MAIN_OUTPUT_1_BYTES 8\n",
            "#define MLP_MAIN_ADJOINT_WORKSPACE_SIZE 64\n",
-           "int32_t mlp_main(const struct mlp_main_inputs *inputs, "
-           "struct mlp_main_outputs *outputs, void *workspace);",
-           "int32_t mlp_main_adjoint(const struct mlp_main_adjoint_inputs *inputs, "
-           "struct mlp_main_adjoint_outputs *outputs, void *workspace);",
+           "int32_t mlp_main(const struct mlp_main_inputs *inputs,\n"
+           "                 struct mlp_main_outputs *outputs, void *workspace);",
+           "int32_t mlp_main_adjoint(const struct mlp_main_adjoint_inputs *inputs,\n"
+           "                         struct mlp_main_adjoint_outputs *outputs, void *workspace);",
        }) {
     INFO(line);
     CHECK(h.find(line) != std::string::npos);
@@ -505,8 +505,9 @@ TEST_CASE("C header: compiles as C99 and C++ for CPU and CUDA", "[artifacts]") {
   check_header_compiles(emit_c_header(m, reports, "mlp", Target::CPU), false);
   std::string cuda = emit_c_header(m, reports, "mlp", Target::CUDA);
   check_header_compiles(cuda, true);
-  // What cuda.h does, included first: C99 forbids a second identical typedef.
-  check_header_compiles("#define __cuda_cuda_h__\ntypedef struct CUstream_st *CUstream;\n" + cuda,
+  // cuda.h, included first, declares the same typedef, which C99 forbids twice.
+  check_header_compiles("#ifndef __cuda_cuda_h__\n#define __cuda_cuda_h__\n"
+                        "typedef struct CUstream_st *CUstream;\n#endif\n" + cuda,
                         true);
 }
 
@@ -527,7 +528,14 @@ TEST_CASE("C header: a function without parameters, and clashing function names"
   upper_fn.name = "F";
   fn.name = "f";
   m.functions = {fn, upper_fn};
-  CHECK_THROWS_AS(emit_c_header(m, {r, r}, "m", Target::CPU), FileError);
+  CHECK_THROWS_WITH(emit_c_header(m, {r, r}, "m", Target::CPU),
+                    "cannot write the C header: function @F needs the name M_F_WORKSPACE_SIZE, "
+                    "which another function has; rename one");
+  fn.name = "strerror";
+  m.functions = {fn};
+  CHECK_THROWS_WITH(emit_c_header(m, {r}, "m", Target::CPU),
+                    "cannot write the C header: function @strerror would clash with m_strerror; "
+                    "rename the function");
 }
 
 TEST_CASE("C header: matches the ABI of the object file (link and run)", "[artifacts]") {
