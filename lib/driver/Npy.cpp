@@ -83,7 +83,7 @@ struct HeaderValue {
   Shape dims;
 };
 
-/// The three entries of the header, with what the reader requires of them.
+/// The three entries of the header, all required.
 struct NpyHeader {
   std::optional<std::string> descr;
   std::optional<bool> fortran_order;
@@ -98,7 +98,7 @@ class HeaderParser {
 public:
   HeaderParser(std::string_view text, const std::string &path) : text_(text), path_(path) {}
 
-  // header := '{' (key ':' value ','?)* '}' whitespace*
+  // header := '{' (entry (',' entry)* ','?)? '}' whitespace*    entry := key ':' value
   NpyHeader parse() {
     NpyHeader h;
     expect('{', "'{'");
@@ -246,8 +246,8 @@ private:
 
 /// The gradc dtype of a descr, or a FileError saying why there is none.
 DType dtype_of(const std::string &descr, const std::string &path) {
-  for (DType dt : {DType::Float16, DType::Float32, DType::Float64, DType::Int32, DType::Int64,
-                   DType::Bool})
+  for (DType dt :
+       {DType::Float16, DType::Float32, DType::Float64, DType::Int32, DType::Int64, DType::Bool})
     if (descr == npy_descr(dt))
       return dt;
   if (descr == "|u1") // uint8 arrays holding 0 and 1 are a common way to store masks

@@ -61,12 +61,12 @@ std::string npy_v1(const std::string &dict) {
 }
 
 /// np.save(f, np.arange(6, dtype='<f4').reshape(2, 3)), byte for byte.
-const std::string kArange6 =
-    std::string("\x93NUMPY\x01\x00v\x00", 10) +
-    "{'descr': '<f4', 'fortran_order': False, 'shape': (2, 3), }" + std::string(58, ' ') + "\n" +
-    std::string("\x00\x00\x00\x00\x00\x00\x80\x3f\x00\x00\x00\x40"
-                "\x00\x00\x40\x40\x00\x00\x80\x40\x00\x00\xa0\x40",
-                24);
+const std::string kArange6 = std::string("\x93NUMPY\x01\x00v\x00", 10) +
+                             "{'descr': '<f4', 'fortran_order': False, 'shape': (2, 3), }" +
+                             std::string(58, ' ') + "\n" +
+                             std::string("\x00\x00\x00\x00\x00\x00\x80\x3f\x00\x00\x00\x40"
+                                         "\x00\x00\x40\x40\x00\x00\x80\x40\x00\x00\xa0\x40",
+                                         24);
 
 /// The message of the FileError that reading `bytes` as a .npy file throws.
 std::string npy_error(const std::string &bytes) {
@@ -125,9 +125,9 @@ std::pair<LoweredModule, std::vector<FunctionReport>> sample_module() {
     DType dtype;
     Shape shape;
   };
-  std::vector<Param> params = {{"x", DType::Float32, {2, 3}},  {"t", DType::Int64, {2}},
-                               {"h", DType::Float16, {}},      {"flag", DType::Bool, {4}},
-                               {"int", DType::Float64, {3}},   {"X", DType::Int32, {1}},
+  std::vector<Param> params = {{"x", DType::Float32, {2, 3}},     {"t", DType::Int64, {2}},
+                               {"h", DType::Float16, {}},         {"flag", DType::Bool, {4}},
+                               {"int", DType::Float64, {3}},      {"X", DType::Int32, {1}},
                                {"workspace", DType::Float32, {2}}};
   FunctionReport main_report;
   main_report.name = "main";
@@ -218,8 +218,8 @@ int call_main(void *workspace, CALL_EXTRA_PARAM) {
 }
 )";
 
-/// Compiles kHeaderUser against `header` with `compiler` and `flags`; the
-/// CUDA header's entry points take a stream.
+/// Compiles kHeaderUser against `header` as strict C99 and as C++17 (when
+/// `c++` exists); the CUDA header's entry points take a stream.
 void check_header_compiles(const std::string &header, bool cuda) {
   TempDir dir;
   write_bytes(dir.file("mlp.h"), header);
@@ -293,13 +293,13 @@ TEST_CASE("npy: files written by numpy.save are read, and ours are identical", "
   CHECK(encode_npy(s) == scalar);
 
   // np.save(f, np.zeros((0,), '<i8')) and np.save(f, np.array([True, False]))
-  std::string empty = npy_v1("{'descr': '<i8', 'fortran_order': False, 'shape': (0,), }" +
-                             std::string(20, ' '));
+  std::string empty =
+      npy_v1("{'descr': '<i8', 'fortran_order': False, 'shape': (0,), }" + std::string(20, ' '));
   CHECK(read_bytes_as_npy(empty).shape == Shape{0});
   CHECK(encode_npy(read_bytes_as_npy(empty)) == empty);
-  std::string bools = npy_v1("{'descr': '|b1', 'fortran_order': False, 'shape': (2,), }" +
-                             std::string(20, ' ')) +
-                      std::string("\x01\x00", 2);
+  std::string bools =
+      npy_v1("{'descr': '|b1', 'fortran_order': False, 'shape': (2,), }" + std::string(20, ' ')) +
+      std::string("\x01\x00", 2);
   NpyArray b = read_bytes_as_npy(bools);
   CHECK(b.dtype == DType::Bool);
   CHECK(b.data == std::string("\x01\x00", 2));
@@ -322,16 +322,16 @@ TEST_CASE("npy: format versions 2.0 and 3.0, Python 2 headers, uint8 as bool", "
       npy_v1("{\"descr\": \"<f4\", \"fortran_order\": False, \"shape\": (1L, 2L)}") +
       std::string(8, '\0'));
   CHECK(p2.shape == Shape{1, 2});
-  NpyArray u8 = read_bytes_as_npy(
-      npy_v1("{'descr': '|u1', 'fortran_order': False, 'shape': (3,), }") +
-      std::string("\x01\x00\x01", 3));
+  NpyArray u8 =
+      read_bytes_as_npy(npy_v1("{'descr': '|u1', 'fortran_order': False, 'shape': (3,), }") +
+                        std::string("\x01\x00\x01", 3));
   CHECK(u8.dtype == DType::Bool);
 }
 
 TEST_CASE("npy: malformed and unsupported files are clear errors", "[artifacts]") {
   auto header = [](const std::string &descr, const std::string &fortran, const std::string &shape) {
-    return npy_v1("{'descr': '" + descr + "', 'fortran_order': " + fortran + ", 'shape': " +
-                  shape + ", }");
+    return npy_v1("{'descr': '" + descr + "', 'fortran_order': " + fortran + ", 'shape': " + shape +
+                  ", }");
   };
   std::string f4x2 = header("<f4", "False", "(2,)");
   CHECK(npy_error("") == "'x.npy' is not a .npy file (bad magic)");
@@ -507,12 +507,12 @@ TEST_CASE("C header: compiles as C99 and C++ for CPU and CUDA", "[artifacts]") {
   check_header_compiles(cuda, true);
   // cuda.h, included first, declares the same typedef, which C99 forbids twice.
   check_header_compiles("#ifndef __cuda_cuda_h__\n#define __cuda_cuda_h__\n"
-                        "typedef struct CUstream_st *CUstream;\n#endif\n" + cuda,
+                        "typedef struct CUstream_st *CUstream;\n#endif\n" +
+                            cuda,
                         true);
 }
 
-TEST_CASE("C header: a function without parameters, and clashing function names",
-          "[artifacts]") {
+TEST_CASE("C header: a function without parameters, and clashing function names", "[artifacts]") {
   LoweredModule m;
   LoweredFunction fn;
   fn.name = "zeros";
@@ -554,10 +554,10 @@ TEST_CASE("C header: matches the ABI of the object file (link and run)", "[artif
   Kernel k;
   k.name = "mul";
   k.buffers = {fn.inputs[0], fn.inputs[1], fn.outputs[0]};
-  k.body = for_loop(i, 5, ForKind::Serial,
-                    store(fn.outputs[0], var_ref(i),
-                          binary(BinaryOp::Mul, load(fn.inputs[0], var_ref(i)),
-                                 load(fn.inputs[1], int_imm(0)))));
+  k.body = for_loop(
+      i, 5, ForKind::Serial,
+      store(fn.outputs[0], var_ref(i),
+            binary(BinaryOp::Mul, load(fn.inputs[0], var_ref(i)), load(fn.inputs[1], int_imm(0)))));
   fn.kernels = {k};
   m.functions = {fn};
   FunctionReport r;
@@ -594,8 +594,8 @@ int main(void) {
   return lin_scale(&in, &out, NULL) == 2 ? 0 : 3;
 }
 )");
-  CHECK(run_shell("cd " + dir.path() + " && cc -std=c11 -Wall -Werror app.c lin.o -lm -o app && ./app") ==
-        0);
+  CHECK(run_shell("cd " + dir.path() +
+                  " && cc -std=c11 -Wall -Werror app.c lin.o -lm -o app && ./app") == 0);
 }
 
 // ------------------------------------------------------------ manifest ----
@@ -630,22 +630,22 @@ TEST_CASE("manifest: the documented keys, for CPU and CUDA", "[artifacts]") {
   CHECK(main["symbol"] == "mlp_main");
   REQUIRE(main["parameters"].size() == 7);
   CHECK(main["parameters"][0] == nlohmann::json({{"name", "x"},
-                                                  {"role", "input"},
-                                                  {"dtype", "float32"},
-                                                  {"shape", {2, 3}},
-                                                  {"bytes", 24}}));
+                                                 {"role", "input"},
+                                                 {"dtype", "float32"},
+                                                 {"shape", {2, 3}},
+                                                 {"bytes", 24}}));
   CHECK(main["parameters"][2]["shape"] == nlohmann::json::array());
   CHECK(main["results"][1] == nlohmann::json({{"name", "output_1"},
-                                               {"role", "output"},
-                                               {"dtype", "float64"},
-                                               {"shape", nlohmann::json::array()},
-                                               {"bytes", 8}}));
-  CHECK(main["kernels"][0] == nlohmann::json({{"name", "fused_add"}, {"buffers", {"x", "output_0"}}}));
+                                              {"role", "output"},
+                                              {"dtype", "float64"},
+                                              {"shape", nlohmann::json::array()},
+                                              {"bytes", 8}}));
+  CHECK(main["kernels"][0] ==
+        nlohmann::json({{"name", "fused_add"}, {"buffers", {"x", "output_0"}}}));
 
   const nlohmann::json &adj = j["functions"][1];
   CHECK(adj["workspace_bytes"] == 64);
-  CHECK(adj["planned_peak_bytes"] ==
-        nlohmann::json({{"before_remat", 128}, {"after_remat", 64}}));
+  CHECK(adj["planned_peak_bytes"] == nlohmann::json({{"before_remat", 128}, {"after_remat", 64}}));
   CHECK(adj["remat"] == nlohmann::json({{"segments", 1}, {"recomputed_bindings", 2}}));
   CHECK(adj["flops"] == 36);
   CHECK(adj["arena"] == nlohmann::json::array({{{"name", "t0"}, {"offset", 0}, {"bytes", 24}}}));
