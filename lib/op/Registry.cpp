@@ -109,7 +109,7 @@ OpBuilder &OpBuilder::kernel(KernelFn fn) {
 }
 OpBuilder &OpBuilder::example(std::string params, std::string body, bool positive,
                               int64_t int_range) {
-  def_.example = GradExample{std::move(params), std::move(body), positive, int_range};
+  def_.examples.push_back(GradExample{std::move(params), std::move(body), positive, int_range});
   return *this;
 }
 

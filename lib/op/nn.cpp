@@ -369,6 +369,58 @@ StmtPtr nll_loss_backward_kernel(KernelCtx &k) {
   return alloc(wsum, seq(std::move(stmts)));
 }
 
+//===--- grad.nll_loss_weights_backward -----------------------------------===//
+// With S = sum_i -w[t_i] p_i and W = sum_i w[t_i] over counted targets:
+//   none/sum: dw[c] = sum_{i: t_i = c} g_i (-p_i)
+//   mean (L = S / W): dw[c] = g / W * sum_{i: t_i = c} (-p_i - L)
+
+Type nll_loss_weights_backward_rel(RelationCtx &ctx) {
+  if (ctx.args.size() != 4)
+    return ctx.fail("expects the weights of the loss");
+  Type pred = nll_loss_backward_rel(ctx);
+  if (pred.is_unknown() || !ctx.error.empty())
+    return pred;
+  return ctx.args[3];
+}
+
+StmtPtr nll_loss_weights_backward_kernel(KernelCtx &k) {
+  NllShape s(k.arg_type(1).shape);
+  DType dt = k.out()->dtype;
+  const std::string &reduction = k.attrs().get_str("reduction");
+  LExprPtr zero_f = constant_of(0, dt), zero = int_imm(0);
+  BufferPtr scale = k.local("scale", dt), shift = k.local("shift", dt);
+  std::vector<StmtPtr> stmts{loop_nest({s.C}, [&](const Index &c) { return store(k.out(), c[0], zero_f); })};
+  if (reduction == "mean") { // W into scale and S into shift, then scale = g / W, shift = L
+    stmts.push_back(seq({store(scale, zero, zero_f), store(shift, zero, zero_f)}));
+    stmts.push_back(loop_nest(
+        s.target,
+        [&](const Index &tidx) {
+          auto [cls, counted] = nll_target(k, 2, s, tidx);
+          LExprPtr w = select(counted, k.in(3, {cls}), zero_f);
+          LExprPtr l = select(counted, unary(UnaryOp::Neg, mul(w, k.in(1, s.pred_index(tidx, cls)))), zero_f);
+          return seq({store(scale, zero, add(load(scale, zero), w)), store(shift, zero, add(load(shift, zero), l))});
+        },
+        NestKind::Serial, "r"));
+    stmts.push_back(store(shift, zero, binary(BinaryOp::Div, load(shift, zero), load(scale, zero))));
+    stmts.push_back(store(scale, zero, binary(BinaryOp::Div, k.in(0, {}), load(scale, zero))));
+  }
+  stmts.push_back(loop_nest(
+      s.target,
+      [&](const Index &tidx) {
+        auto [cls, counted] = nll_target(k, 2, s, tidx);
+        LExprPtr neg_p = unary(UnaryOp::Neg, k.in(1, s.pred_index(tidx, cls)));
+        LExprPtr term = reduction == "mean" ? mul(load(scale, zero), binary(BinaryOp::Sub, neg_p, load(shift, zero)))
+                                            : mul(k.in(0, reduction == "none" ? tidx : Index{}), neg_p);
+        LExprPtr old = load(k.out(), cls);
+        return store(k.out(), cls, select(counted, add(old, term), old));
+      },
+      NestKind::Serial));
+  return alloc(scale, alloc(shift, seq(std::move(stmts))));
+}
+
+constexpr const char *kNllWeighted =
+    "%p: Tensor[(2, 3, 2), float64], %t: Tensor[(2, 2), int64], %w: Tensor[(3,), float64]";
+
 OpBuilder &nll_attrs(OpBuilder &b) {
   return b.attr("reduction", AttrKind::String, AttrValue::of("mean"), "\"mean\", \"sum\" or \"none\".")
       .attr("ignore_index", AttrKind::Int, AttrValue::of(-100), "A target value that contributes nothing.");
@@ -469,12 +521,16 @@ void register_nn_ops(OpRegistry &reg) {
       .gradient([](GradCtx &g) -> Grads { // see grad.nll_loss_backward; targets are not differentiable
         std::vector<ExprPtr> args{g.grad};
         args.insert(args.end(), g.call.args.begin(), g.call.args.end());
-        Grads out{g.b.call("grad.nll_loss_backward", args, g.attrs())};
-        out.resize(g.call.args.size());
+        Grads out{g.b.call("grad.nll_loss_backward", args, g.attrs()), nullptr};
+        if (args.size() == 4)
+          out.push_back(g.b.call("grad.nll_loss_weights_backward", args, g.attrs()));
         return out;
       })
       .kernel(nll_loss_kernel)
-      .example("%p: Tensor[(3, 4), float64], %t: Tensor[(3,), int64]", "nn.nll_loss(%p, %t)", false, 4);
+      .example("%p: Tensor[(3, 4), float64], %t: Tensor[(3,), int64]", "nn.nll_loss(%p, %t)", false, 4)
+      .example(kNllWeighted, "nn.nll_loss(%p, %t, %w)", true, 3)
+      .example(kNllWeighted, "nn.nll_loss(%p, %t, %w, reduction=\"sum\", ignore_index=1)", true, 3)
+      .example(kNllWeighted, "nn.nll_loss(%p, %t, %w, reduction=\"none\", ignore_index=0)", true, 3);
 
   nll_attrs(reg.add("grad.nll_loss_backward")
                 .describe("The gradient of nn.nll_loss with respect to its predictions.")
@@ -486,6 +542,16 @@ void register_nn_ops(OpRegistry &reg) {
                 .support_level(10)
                 .relation("NLLLossBackward", nll_loss_backward_rel))
       .kernel(nll_loss_backward_kernel);
+
+  nll_attrs(reg.add("grad.nll_loss_weights_backward")
+                .describe("The gradient of nn.nll_loss with respect to its class weights.")
+                .arg("output_grad", "Tensor", "The adjoint of the loss.")
+                .arg("predictions", "Tensor[(N, C, d...)]", "As for nn.nll_loss.")
+                .arg("targets", "Tensor[(N, d...), int]", "As for nn.nll_loss.")
+                .arg("weights", "Tensor[(C,)]", "As for nn.nll_loss.")
+                .support_level(10)
+                .relation("NLLLossWeightsBackward", nll_loss_weights_backward_rel))
+      .kernel(nll_loss_weights_backward_kernel);
 }
 
 } // namespace gradc

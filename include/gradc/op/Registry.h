@@ -117,7 +117,7 @@ struct OpDef {
   bool no_gradient = false; // gradient is zero by definition (comparisons, creation, ...)
   ElementFn element = nullptr;
   KernelFn kernel = nullptr;
-  std::optional<GradExample> example;
+  std::vector<GradExample> examples; // finite-difference cases, at least one per gradient
   std::vector<std::string> aliases;
 
   bool has_gradient() const { return gradient != nullptr || no_gradient; }
@@ -142,6 +142,7 @@ public:
   OpBuilder &no_gradient();
   OpBuilder &element(ElementFn fn);
   OpBuilder &kernel(KernelFn fn);
+  /// Adds a finite-difference case; an operator may register several.
   OpBuilder &example(std::string params, std::string body, bool positive = false,
                      int64_t int_range = 2);
   OpBuilder &alias(std::string name);
