@@ -59,10 +59,42 @@ LExprPtr unary(UnaryOp op, LExprPtr a) {
   return e;
 }
 
+/// Index arithmetic folds as it is built (x*0, x*1, x+0, constants), so
+/// dumps and generated code do not carry `(0*6) + i`. Only int64, the index
+/// type: floating-point expressions are kept exactly as written.
+static LExprPtr fold_index(BinaryOp op, const LExprPtr &a, const LExprPtr &b) {
+  if (a->dtype != DType::Int64)
+    return nullptr;
+  auto imm = [](const LExprPtr &e, int64_t v) { return e->kind == LExprKind::IntImm && e->ivalue == v; };
+  if (a->kind == LExprKind::IntImm && b->kind == LExprKind::IntImm) {
+    if (op == BinaryOp::Add)
+      return int_imm(a->ivalue + b->ivalue);
+    if (op == BinaryOp::Mul)
+      return int_imm(a->ivalue * b->ivalue);
+    if (op == BinaryOp::Sub)
+      return int_imm(a->ivalue - b->ivalue);
+  }
+  // (x + c1) ± c2 -> x + (c1 ± c2)
+  if ((op == BinaryOp::Add || op == BinaryOp::Sub) && b->kind == LExprKind::IntImm && a->kind == LExprKind::Binary &&
+      a->bop == BinaryOp::Add && a->operands[1]->kind == LExprKind::IntImm) {
+    int64_t c = a->operands[1]->ivalue + (op == BinaryOp::Add ? b->ivalue : -b->ivalue);
+    return binary(BinaryOp::Add, a->operands[0], int_imm(c));
+  }
+  if (op == BinaryOp::Mul && (imm(a, 0) || imm(b, 0)))
+    return int_imm(0);
+  if ((op == BinaryOp::Mul && imm(a, 1)) || (op == BinaryOp::Add && imm(a, 0)))
+    return b;
+  if ((op == BinaryOp::Mul && imm(b, 1)) || ((op == BinaryOp::Add || op == BinaryOp::Sub) && imm(b, 0)))
+    return a;
+  return nullptr;
+}
+
 LExprPtr binary(BinaryOp op, LExprPtr a, LExprPtr b) {
   GRADC_CHECK(a->dtype == b->dtype, "loop IR",
               std::string("binary operands of different dtypes: ") + dtype_name(a->dtype) +
                   " and " + dtype_name(b->dtype));
+  if (LExprPtr folded = fold_index(op, a, b))
+    return folded;
   auto e = node(LExprKind::Binary, a->dtype);
   e->bop = op;
   e->operands = {std::move(a), std::move(b)};

@@ -9,6 +9,7 @@
 #include "gradc/loops/Lower.h"
 #include "gradc/op/Registry.h"
 
+#include <cctype>
 #include <cmath>
 #include <limits>
 #include <unordered_map>
@@ -141,9 +142,11 @@ private:
   std::unordered_set<std::string> names_;
 
   BufferPtr make_buffer(const std::string &hint, const Type &t, BufferScope scope) {
-    std::string name = hint.empty() ? "t" : hint;
+    // %0 names a buffer t0: a bare number reads like a constant in the dump
+    std::string base = hint.empty() || isdigit(static_cast<unsigned char>(hint[0])) ? "t" + hint : hint;
+    std::string name = base;
     for (int k = 1; names_.count(name); ++k)
-      name = hint + "_" + std::to_string(k);
+      name = base + "_" + std::to_string(k);
     names_.insert(name);
     return std::make_shared<Buffer>(Buffer{name, t.dtype, t.shape, scope});
   }

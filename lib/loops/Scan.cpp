@@ -9,7 +9,7 @@ StmtPtr lower_scan(const BufferPtr &out, const ScanLoop &scan) {
   });
   if (scan.steps <= 1)
     return first;
-  auto t_var = std::make_shared<LVar>(LVar{"t"});
+  auto t_var = std::make_shared<LVar>(LVar{"time"});
   LExprPtr t = binary(BinaryOp::Add, var_ref(t_var), int_imm(1)); // steps 1 .. T-1
   LExprPtr t_prev = var_ref(t_var);
   auto prev = [&](const Index &s) { return load(out, scan.out_index(t_prev, s)); };
