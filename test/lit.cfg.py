@@ -8,7 +8,7 @@ config.test_format = lit.formats.ShTest(True)
 config.suffixes = [".relay", ".test"]
 config.test_source_root = os.path.dirname(__file__)
 config.test_exec_root = os.path.join(config.gradc_bin_dir, "test")
-config.excludes = ["inputs", "unit", "CMakeLists.txt", "lit.cfg.py", "lit.site.cfg.py.in"]
+config.excludes = ["inputs", "Inputs", "unit", "CMakeLists.txt", "lit.cfg.py", "lit.site.cfg.py.in"]
 
 config.environment["PATH"] = os.pathsep.join(
     [config.gradc_bin_dir, config.llvm_tools_dir, config.environment.get("PATH", os.environ["PATH"])])
