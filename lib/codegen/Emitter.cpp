@@ -87,6 +87,14 @@ private:
     // kernel compiled for the CPU runs its block/thread loops serially too).
     if (s.extent <= 0)
       return;
+    if (s.for_kind == ForKind::Unrolled) { // the body once per index, the index a constant
+      for (int64_t i = 0; i < s.extent; ++i) {
+        vars_[var] = b_.getInt64(i);
+        stmt(*s.body);
+      }
+      vars_.erase(var);
+      return;
+    }
     BasicBlock *preheader = b_.GetInsertBlock();
     BasicBlock *body = BasicBlock::Create(ctx_, "for." + var->name, fn_);
     BasicBlock *exit = BasicBlock::Create(ctx_, "for." + var->name + ".end", fn_);
@@ -101,9 +109,14 @@ private:
     BranchInst *latch = b_.CreateCondBr(b_.CreateICmpEQ(next, b_.getInt64(s.extent)), exit, body);
     index->addIncoming(next, b_.GetInsertBlock());
     if (s.for_kind == ForKind::Vectorized) {
+      // Vectorize, and keep the loop from being fully unrolled first: an
+      // unrolled loop over a local accumulator is scalarized by SROA and
+      // never reaches the loop vectorizer.
       Metadata *enable[] = {MDString::get(ctx_, "llvm.loop.vectorize.enable"),
                             ConstantAsMetadata::get(b_.getTrue())};
-      MDNode *loop_id = MDNode::getDistinct(ctx_, {nullptr, MDNode::get(ctx_, enable)});
+      Metadata *no_unroll[] = {MDString::get(ctx_, "llvm.loop.unroll.disable")};
+      MDNode *loop_id =
+          MDNode::getDistinct(ctx_, {nullptr, MDNode::get(ctx_, enable), MDNode::get(ctx_, no_unroll)});
       loop_id->replaceOperandWith(0, loop_id);
       latch->setMetadata(LLVMContext::MD_loop, loop_id);
     }

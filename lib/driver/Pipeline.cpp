@@ -106,7 +106,7 @@ LoweredModule fuse_and_lower(Module &m, const PipelineOptions &opts, Dumper *dum
   if (timer)
     timer->lap("fuse");
   // lower: one kernel per binding; then plan the arena, then bind GPU threads.
-  LoweredModule lowered = lower_module(m);
+  LoweredModule lowered = lower_module(m, LowerOptions{opts.codegen.target == Target::CUDA});
   for (LoweredFunction &fn : lowered.functions) {
     plan_memory(fn);
     if (opts.codegen.target == Target::CUDA)

@@ -11,6 +11,7 @@ const char *for_kind_name(ForKind kind) {
   case ForKind::Serial: return "serial";
   case ForKind::Parallel: return "parallel";
   case ForKind::Vectorized: return "vectorized";
+  case ForKind::Unrolled: return "unrolled";
   case ForKind::ScanTime: return "scan_time";
   case ForKind::BlockIdx: return "blockIdx.x";
   case ForKind::ThreadIdx: return "threadIdx.x";

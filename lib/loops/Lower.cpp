@@ -113,7 +113,7 @@ void collect_buffers(const StmtPtr &s, std::vector<BufferPtr> &out, std::unorder
 
 class FunctionLowering {
 public:
-  explicit FunctionLowering(const Function &fn) : fn_(fn) {}
+  FunctionLowering(const Function &fn, const LowerOptions &opts) : fn_(fn), opts_(opts) {}
 
   LoweredFunction run() {
     out_.name = fn_.name;
@@ -136,6 +136,7 @@ public:
 
 private:
   const Function &fn_;
+  const LowerOptions &opts_;
   LoweredFunction out_;
   std::unordered_map<const Expr *, std::vector<BufferPtr>> leaves_; // var -> buffers (tuples: several)
   std::vector<BufferPtr> produced_; // every buffer a kernel writes
@@ -213,7 +214,7 @@ private:
       return;
     }
     GRADC_CHECK(v.op->kernel, "lowering", "operator " + v.op->name + " has no lowering");
-    KernelCtx ctx{v, {buf}, [this, &v](size_t arg, const Index &i) { return element(v.args[arg], i); }};
+    KernelCtx ctx{v, {buf}, [this, &v](size_t arg, const Index &i) { return element(v.args[arg], i); }, opts_.gpu};
     add_kernel(kname, v.op->kernel(ctx));
   }
 
@@ -266,10 +267,10 @@ private:
 
 } // namespace
 
-LoweredModule lower_module(const Module &module) {
+LoweredModule lower_module(const Module &module, const LowerOptions &opts) {
   LoweredModule out;
   for (const FunctionPtr &fn : module.functions)
-    out.functions.push_back(FunctionLowering(*fn).run());
+    out.functions.push_back(FunctionLowering(*fn, opts).run());
   return out;
 }
 

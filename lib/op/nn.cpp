@@ -5,6 +5,7 @@
 // is bitwise identical to the original.
 //
 //===----------------------------------------------------------------------===//
+#include "gradc/loops/Gemm.h"
 #include "gradc/loops/Lower.h"
 #include "gradc/op/Builder.h"
 #include "gradc/op/Relations.h"
@@ -65,21 +66,20 @@ Type dense_rel(RelationCtx &ctx) {
 /// out[m, n] = sum_k x[m, k] w[n, k]   (m ranges over the flattened batch)
 StmtPtr dense_kernel(KernelCtx &k) {
   const Shape &xs = k.arg_type(0).shape;
-  int64_t K = xs.back(), N = k.arg_type(1).shape[0], M = num_elements(xs) / std::max<int64_t>(K, 1);
-  const BufferPtr &out = k.out();
-  return loop_nest(
-      {M, N},
-      [&](const Index &mn) {
-        BufferPtr acc = k.local("acc", out->dtype);
-        LExprPtr zero = int_imm(0);
-        LVarPtr kv = k.var("k");
-        Index xi = unravel_index(add(mul(mn[0], int_imm(K)), var_ref(kv)), xs);
-        StmtPtr red = for_loop(kv, K, ForKind::Serial,
-                               store(acc, zero, add(load(acc, zero), mul(k.in(0, xi), k.in(1, {mn[1], var_ref(kv)})))));
-        return alloc(acc, seq({store(acc, zero, constant_of(0, out->dtype)), red,
-                               store(out, add(mul(mn[0], int_imm(N)), mn[1]), load(acc, zero))}));
-      },
-      NestKind::Outer);
+  Gemm g;
+  g.K = xs.back();
+  g.N = k.arg_type(1).shape[0];
+  g.M = num_elements(xs) / std::max<int64_t>(g.K, 1);
+  g.dtype = k.out()->dtype;
+  g.b_contiguous_in_k = true;
+  g.a = [&](const LExprPtr &m, const LExprPtr &kk) {
+    return xs.size() == 2 ? k.in(0, {m, kk}) : k.in(0, unravel_index(add(mul(m, int_imm(g.K)), kk), xs));
+  };
+  g.b = [&](const LExprPtr &kk, const LExprPtr &n) { return k.in(1, {n, kk}); };
+  g.store = [&](const LExprPtr &m, const LExprPtr &n, const LExprPtr &v) {
+    return store(k.out(), add(mul(m, int_imm(g.N)), n), v);
+  };
+  return lower_gemm(k, g);
 }
 
 //===--- matmul -----------------------------------------------------------===//
@@ -105,37 +105,33 @@ Type matmul_rel(RelationCtx &ctx) {
   return Type::tensor(out, a->dtype);
 }
 
-/// out[.., i, j] = sum_k a[.., i, k] b[.., k, j], accumulated in k order with
-/// the j loop innermost (contiguous in b and out, so it vectorizes).
+/// out[.., i, j] = sum_k a[.., i, k] b[.., k, j], one matrix product per
+/// batch index (batch axes broadcast), each accumulated in k order.
 StmtPtr matmul_kernel(KernelCtx &k) {
   const Shape &os = k.out()->shape;
   const Shape &as = k.arg_type(0).shape, &bs = k.arg_type(1).shape;
-  int64_t K = as.back(), N = os.back();
-  Shape outer(os.begin(), os.end() - 1);
-  const BufferPtr &out = k.out();
+  Shape batch_shape(os.begin(), os.end() - 2);
+  Shape a_batch(as.begin(), as.end() - 2), b_batch(bs.begin(), bs.end() - 2);
   return loop_nest(
-      outer,
-      [&](const Index &bi) {
-        LVarPtr j0 = k.var("j"), kv = k.var("k"), j1 = k.var("j");
-        Index batch(bi.begin(), bi.end() - 1);
-        Shape batch_shape(os.begin(), os.end() - 2);
-        auto out_at = [&](const LVarPtr &j) {
-          Index idx = bi;
-          idx.push_back(var_ref(j));
-          return flat_index(os, idx);
+      batch_shape,
+      [&](const Index &batch) {
+        Gemm g;
+        g.M = os[os.size() - 2];
+        g.N = os.back();
+        g.K = as.back();
+        g.dtype = k.out()->dtype;
+        auto with = [](Index idx, const LExprPtr &r, const LExprPtr &c) {
+          idx.push_back(r);
+          idx.push_back(c);
+          return idx;
         };
-        Index ai = broadcast_index(Shape(as.begin(), as.end() - 2), batch_shape, batch);
-        ai.push_back(bi.back());
-        ai.push_back(var_ref(kv));
-        Index bidx = broadcast_index(Shape(bs.begin(), bs.end() - 2), batch_shape, batch);
-        bidx.push_back(var_ref(kv));
-        bidx.push_back(var_ref(j1));
-        StmtPtr init = for_loop(j0, N, ForKind::Vectorized, store(out, out_at(j0), constant_of(0, out->dtype)));
-        StmtPtr update = for_loop(
-            kv, K, ForKind::Serial,
-            for_loop(j1, N, ForKind::Vectorized,
-                     store(out, out_at(j1), add(load(out, out_at(j1)), mul(k.in(0, ai), k.in(1, bidx))))));
-        return seq({init, update});
+        Index ab = broadcast_index(a_batch, batch_shape, batch), bb = broadcast_index(b_batch, batch_shape, batch);
+        g.a = [&](const LExprPtr &m, const LExprPtr &kk) { return k.in(0, with(ab, m, kk)); };
+        g.b = [&](const LExprPtr &kk, const LExprPtr &n) { return k.in(1, with(bb, kk, n)); };
+        g.store = [&](const LExprPtr &m, const LExprPtr &n, const LExprPtr &v) {
+          return store(k.out(), flat_index(os, with(batch, m, n)), v);
+        };
+        return lower_gemm(k, g);
       },
       NestKind::Outer);
 }
@@ -448,7 +444,8 @@ void register_nn_ops(OpRegistry &reg) {
         return {reshape(g.b, dx, x->type.shape), dw};
       })
       .kernel(dense_kernel)
-      .example("%x: Tensor[(2, 3), float64], %w: Tensor[(4, 3), float64]", "nn.dense(%x, %w, units=4)");
+      .example("%x: Tensor[(2, 3), float64], %w: Tensor[(4, 3), float64]", "nn.dense(%x, %w, units=4)")
+      .example("%x: Tensor[(5, 11), float64], %w: Tensor[(6, 11), float64]", "nn.dense(%x, %w)"); // full tiles
 
   reg.add("matmul")
       .describe("numpy matmul: batched over leading axes with broadcasting.")
@@ -461,7 +458,8 @@ void register_nn_ops(OpRegistry &reg) {
                 g.b.call("matmul", {transpose_last2(g.b, g.arg(0)), g.grad})};
       })
       .kernel(matmul_kernel)
-      .example("%a: Tensor[(2, 2, 3), float64], %b: Tensor[(3, 4), float64]", "matmul(%a, %b)");
+      .example("%a: Tensor[(2, 2, 3), float64], %b: Tensor[(3, 4), float64]", "matmul(%a, %b)")
+      .example("%a: Tensor[(5, 3), float64], %b: Tensor[(3, 35), float64]", "matmul(%a, %b)"); // full tiles
 
   reg.add("nn.bias_add")
       .describe("Add a 1-D bias along `axis`.")

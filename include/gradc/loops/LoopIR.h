@@ -83,7 +83,7 @@ struct LExpr {
   std::vector<LExprPtr> operands;
 };
 
-enum class ForKind { Serial, Parallel, Vectorized, ScanTime, BlockIdx, ThreadIdx };
+enum class ForKind { Serial, Parallel, Vectorized, Unrolled, ScanTime, BlockIdx, ThreadIdx };
 const char *for_kind_name(ForKind kind);
 
 enum class StmtKind {

@@ -36,6 +36,7 @@ struct KernelCtx {
   const Expr &call;
   std::vector<BufferPtr> outputs; // one per leaf of the call's result
   InputFn input;
+  bool gpu = false; // lowering for --target=cuda: kernels may pick a GPU schedule
 
   LExprPtr in(size_t arg, const Index &idx) const { return input(arg, idx); }
   const BufferPtr &out(size_t i = 0) const { return outputs[i]; }
@@ -66,6 +67,10 @@ StmtPtr loop_nest(const Shape &shape, const std::function<StmtPtr(const Index &)
 
 /// Lowers every function of a fused, typed, ANF module. Arena offsets are
 /// not planned yet (see MemoryPlan.h).
-LoweredModule lower_module(const Module &module);
+struct LowerOptions {
+  bool gpu = false; // --target=cuda
+};
+
+LoweredModule lower_module(const Module &module, const LowerOptions &opts = {});
 
 } // namespace gradc

@@ -1,0 +1,131 @@
+//===- Gemm.cpp - register-tiled matrix products in the loop IR -----------===//
+//
+// See Gemm.h for the three schedules. Tiles that do not divide M or N are
+// emitted as separate, smaller tiles, so every loop has a constant extent.
+//
+//===----------------------------------------------------------------------===//
+#include "gradc/loops/Gemm.h"
+
+namespace gradc {
+namespace {
+
+LExprPtr add(LExprPtr a, LExprPtr b) { return binary(BinaryOp::Add, std::move(a), std::move(b)); }
+LExprPtr mul(LExprPtr a, LExprPtr b) { return binary(BinaryOp::Mul, std::move(a), std::move(b)); }
+LExprPtr imm(int64_t v) { return int_imm(v); }
+
+/// A `for` that disappears when its extent is 0 and is a plain statement when 1.
+StmtPtr loop(KernelCtx &k, const std::string &name, int64_t extent, ForKind kind,
+             const std::function<StmtPtr(const LExprPtr &)> &body) {
+  if (extent <= 0)
+    return seq({});
+  if (extent == 1)
+    return body(imm(0));
+  LVarPtr v = k.var(name);
+  return for_loop(v, extent, kind, body(var_ref(v)));
+}
+
+/// The lanes one vector register holds (64-byte vectors: AVX-512).
+int64_t vector_lanes(DType dt) { return std::max<int64_t>(1, 64 / int64_t(dtype_bytes(dt))); }
+
+constexpr int64_t kRows = 4; // MR: rows of a register tile
+
+/// Splits [0, extent) into full tiles of `tile` and one partial tile; calls
+/// emit(first index, tile size) inside a loop over the full tiles.
+StmtPtr tiled(KernelCtx &k, const std::string &name, int64_t extent, int64_t tile, ForKind kind,
+              const std::function<StmtPtr(const LExprPtr &, int64_t)> &emit) {
+  std::vector<StmtPtr> parts;
+  parts.push_back(loop(k, name, extent / tile, kind, [&](const LExprPtr &t) { return emit(mul(t, imm(tile)), tile); }));
+  if (extent % tile)
+    parts.push_back(emit(imm(extent / tile * tile), extent % tile));
+  return seq(std::move(parts));
+}
+
+/// B contiguous along n: acc[mi][j] += a(m0 + mi, k) b(k, n0 + j), k in order.
+StmtPtr axpy_tile(KernelCtx &k, const Gemm &g, const LExprPtr &m0, int64_t mr, const LExprPtr &n0, int64_t nv) {
+  BufferPtr acc = k.local("acc", g.dtype, mr * nv);
+  LExprPtr zero = constant_of(0, g.dtype);
+  auto slot = [&](const LExprPtr &mi, const LExprPtr &j) { return add(mul(mi, imm(nv)), j); };
+  StmtPtr init = loop(k, "j", mr * nv, ForKind::Vectorized, [&](const LExprPtr &j) { return store(acc, j, zero); });
+  StmtPtr body = loop(k, "k", g.K, ForKind::Serial, [&](const LExprPtr &kk) {
+    return loop(k, "mi", mr, ForKind::Unrolled, [&](const LExprPtr &mi) {
+      return loop(k, "j", nv, ForKind::Vectorized, [&](const LExprPtr &j) {
+        LExprPtr prod = mul(g.a(add(m0, mi), kk), g.b(kk, add(n0, j)));
+        return store(acc, slot(mi, j), add(load(acc, slot(mi, j)), prod));
+      });
+    });
+  });
+  StmtPtr out = loop(k, "mi", mr, ForKind::Serial, [&](const LExprPtr &mi) {
+    return loop(k, "j", nv, ForKind::Vectorized,
+                [&](const LExprPtr &j) { return g.store(add(m0, mi), add(n0, j), load(acc, slot(mi, j))); });
+  });
+  return alloc(acc, seq({init, body, out}));
+}
+
+/// A and B contiguous along k: mr × nr dot products, each with VL partial
+/// sums acc[mi][ni][l] over k = VL kb + l, reduced in l order, then the
+/// k tail in order.
+StmtPtr dot_tile(KernelCtx &k, const Gemm &g, const LExprPtr &m0, int64_t mr, const LExprPtr &n0, int64_t nr) {
+  const int64_t vl = vector_lanes(g.dtype), blocks = g.K / vl;
+  BufferPtr acc = k.local("acc", g.dtype, mr * nr * vl), sum = k.local("sum", g.dtype);
+  LExprPtr zero = constant_of(0, g.dtype), z = imm(0);
+  auto slot = [&](const LExprPtr &mi, const LExprPtr &ni, const LExprPtr &l) {
+    return add(mul(add(mul(mi, imm(nr)), ni), imm(vl)), l);
+  };
+  auto product = [&](const LExprPtr &mi, const LExprPtr &ni, const LExprPtr &kk) {
+    return mul(g.a(add(m0, mi), kk), g.b(kk, add(n0, ni)));
+  };
+  StmtPtr init = loop(k, "j", mr * nr * vl, ForKind::Vectorized, [&](const LExprPtr &j) { return store(acc, j, zero); });
+  StmtPtr body = loop(k, "kb", blocks, ForKind::Serial, [&](const LExprPtr &kb) {
+    return loop(k, "mi", mr, ForKind::Unrolled, [&](const LExprPtr &mi) {
+      return loop(k, "ni", nr, ForKind::Unrolled, [&](const LExprPtr &ni) {
+        return loop(k, "l", vl, ForKind::Vectorized, [&](const LExprPtr &l) {
+          LExprPtr s = slot(mi, ni, l);
+          return store(acc, s, add(load(acc, s), product(mi, ni, add(mul(kb, imm(vl)), l))));
+        });
+      });
+    });
+  });
+  StmtPtr out = loop(k, "mi", mr, ForKind::Unrolled, [&](const LExprPtr &mi) {
+    return loop(k, "ni", nr, ForKind::Unrolled, [&](const LExprPtr &ni) {
+      auto accumulate = [&](const LExprPtr &v) { return store(sum, z, add(load(sum, z), v)); };
+      return seq({store(sum, z, blocks ? load(acc, slot(mi, ni, z)) : zero),
+                  loop(k, "l", blocks ? vl - 1 : 0, ForKind::Serial,
+                       [&](const LExprPtr &l) { return accumulate(load(acc, slot(mi, ni, add(l, imm(1))))); }),
+                  loop(k, "kt", g.K - blocks * vl, ForKind::Serial,
+                       [&](const LExprPtr &kt) { return accumulate(product(mi, ni, add(kt, imm(blocks * vl)))); }),
+                  g.store(add(m0, mi), add(n0, ni), load(sum, z))});
+    });
+  });
+  return alloc(acc, alloc(sum, seq({init, body, out})));
+}
+
+/// One thread per output element, k in order.
+StmtPtr per_element(KernelCtx &k, const Gemm &g) {
+  return loop_nest({g.M, g.N}, [&](const Index &mn) {
+    BufferPtr acc = k.local("acc", g.dtype);
+    LExprPtr z = imm(0);
+    StmtPtr red = loop(k, "k", g.K, ForKind::Serial, [&](const LExprPtr &kk) {
+      return store(acc, z, add(load(acc, z), mul(g.a(mn[0], kk), g.b(kk, mn[1]))));
+    });
+    return alloc(acc, seq({store(acc, z, constant_of(0, g.dtype)), red, g.store(mn[0], mn[1], load(acc, z))}));
+  });
+}
+
+} // namespace
+
+StmtPtr lower_gemm(KernelCtx &k, const Gemm &g) {
+  if (k.gpu)
+    return per_element(k, g);
+  const int64_t vl = vector_lanes(g.dtype);
+  // Register budget: 16 accumulator vectors per tile.
+  const int64_t cols = g.b_contiguous_in_k ? 4 : 4 * vl;
+  auto tile = [&](const LExprPtr &m0, int64_t mr, const LExprPtr &n0, int64_t nc) {
+    return g.b_contiguous_in_k ? dot_tile(k, g, m0, mr, n0, nc) : axpy_tile(k, g, m0, mr, n0, nc);
+  };
+  return tiled(k, "mt", g.M, kRows, ForKind::Parallel, [&](const LExprPtr &m0, int64_t mr) {
+    return tiled(k, "nt", g.N, cols, ForKind::Serial,
+                 [&](const LExprPtr &n0, int64_t nc) { return tile(m0, mr, n0, nc); });
+  });
+}
+
+} // namespace gradc
