@@ -1,5 +1,6 @@
 """The same MLP training step as samples/mlp.relay in PyTorch CPU eager:
-forward, nll loss, backward for w1, b1, w2, b2. Prints median ms per step."""
+forward, nll loss, backward for w1, b1, w2, b2. Prints median ms per step.
+Usage: torch_mlp.py [ITERATIONS [THREADS]]"""
 import statistics
 import sys
 import time
@@ -7,6 +8,8 @@ import time
 import torch
 
 iters = int(sys.argv[1]) if len(sys.argv) > 1 else 20
+if len(sys.argv) > 2:
+    torch.set_num_threads(int(sys.argv[2]))
 torch.manual_seed(0)
 x = torch.rand(64, 784)
 y = torch.arange(64) % 10

@@ -40,15 +40,28 @@ StmtPtr tiled(KernelCtx &k, const std::string &name, int64_t extent, int64_t til
   return seq(std::move(parts));
 }
 
+/// Columns [0, nv) as whole vectors (an unrolled loop of vectorized loops of
+/// VL lanes) and a shorter vectorized loop for the rest, so every accumulator
+/// access has a constant offset once vectorized and stays in a register.
+StmtPtr columns(KernelCtx &k, int64_t nv, int64_t vl, const std::function<StmtPtr(const LExprPtr &)> &body) {
+  StmtPtr full = loop(k, "jv", nv / vl, ForKind::Unrolled, [&](const LExprPtr &jv) {
+    return loop(k, "j", vl, ForKind::Vectorized, [&](const LExprPtr &j) { return body(add(mul(jv, imm(vl)), j)); });
+  });
+  StmtPtr rest = loop(k, "j", nv % vl, ForKind::Vectorized,
+                      [&](const LExprPtr &j) { return body(add(j, imm(nv / vl * vl))); });
+  return seq({full, rest});
+}
+
 /// B contiguous along n: acc[mi][j] += a(m0 + mi, k) b(k, n0 + j), k in order.
 StmtPtr axpy_tile(KernelCtx &k, const Gemm &g, const LExprPtr &m0, int64_t mr, const LExprPtr &n0, int64_t nv) {
+  const int64_t vl = vector_lanes(g.dtype);
   BufferPtr acc = k.local("acc", g.dtype, mr * nv);
   LExprPtr zero = constant_of(0, g.dtype);
   auto slot = [&](const LExprPtr &mi, const LExprPtr &j) { return add(mul(mi, imm(nv)), j); };
   StmtPtr init = loop(k, "j", mr * nv, ForKind::Vectorized, [&](const LExprPtr &j) { return store(acc, j, zero); });
   StmtPtr body = loop(k, "k", g.K, ForKind::Serial, [&](const LExprPtr &kk) {
     return loop(k, "mi", mr, ForKind::Unrolled, [&](const LExprPtr &mi) {
-      return loop(k, "j", nv, ForKind::Vectorized, [&](const LExprPtr &j) {
+      return columns(k, nv, vl, [&](const LExprPtr &j) {
         LExprPtr prod = mul(g.a(add(m0, mi), kk), g.b(kk, add(n0, j)));
         return store(acc, slot(mi, j), add(load(acc, slot(mi, j)), prod));
       });
