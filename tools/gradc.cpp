@@ -30,9 +30,8 @@ int64_t parse_size(const std::string &text) {
   std::string unit = text.substr(end);
   double scale = 0;
   const std::pair<const char *, double> units[] = {
-      {"", 1},          {"B", 1},         {"KiB", 1024.0},      {"MiB", 1048576.0}, {"GiB", 1073741824.0},
-      {"KB", 1e3},      {"MB", 1e6},      {"GB", 1e9},          {"K", 1024.0},      {"M", 1048576.0},
-      {"G", 1073741824.0}};
+      {"", 1},     {"B", 1},    {"KiB", 1024.0}, {"MiB", 1048576.0}, {"GiB", 1073741824.0}, {"KB", 1e3},
+      {"MB", 1e6}, {"GB", 1e9}, {"K", 1024.0},   {"M", 1048576.0},   {"G", 1073741824.0}};
   for (const auto &[name, s] : units)
     if (unit == name)
       scale = s;
@@ -146,7 +145,7 @@ void install_signal_handlers() {
   ss.ss_sp = alt_stack;
   ss.ss_size = sizeof alt_stack;
   sigaltstack(&ss, nullptr);
-  struct sigaction sa{};
+  struct sigaction sa {};
   sa.sa_handler = on_fatal_signal;
   sa.sa_flags = SA_ONSTACK;
   for (int sig : {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT})
@@ -207,7 +206,8 @@ int real_main(int argc, char **argv) {
     for (const std::string &e : split_list(emit)) {
       const auto &kinds = emit_kinds();
       if (std::find(kinds.begin(), kinds.end(), e) == kinds.end()) {
-        std::cerr << "gradc: error: --emit: unknown item '" << e << "' (valid: obj, header, manifest, llvm, asm, ptx)\n";
+        std::cerr << "gradc: error: --emit: unknown item '" << e
+                  << "' (valid: obj, header, manifest, llvm, asm, ptx)\n";
         return 2;
       }
       compile.emit.push_back(e);

@@ -25,24 +25,31 @@ using namespace llvm;
 
 namespace gradc {
 
-CodegenOutput generate_code(const LoweredModule &module, const CodegenOptions &opts,
-                            const CodegenRequest &what) {
+CodegenOutput generate_code(const LoweredModule &module, const CodegenOptions &opts, const CodegenRequest &what) {
   GRADC_CHECK(opts.opt_level >= 0 && opts.opt_level <= 3, "codegen", "bad optimization level");
   switch (opts.target) {
-  case Target::CPU: return codegen::generate_cpu(module, opts, what);
-  case Target::CUDA: return codegen::generate_cuda(module, opts, what);
+  case Target::CPU:
+    return codegen::generate_cpu(module, opts, what);
+  case Target::CUDA:
+    return codegen::generate_cuda(module, opts, what);
   }
   internal_error("codegen", "unknown target");
 }
 
 const char *status_message(int32_t code) {
   switch (code) {
-  case 0: return "success";
-  case 1: return "a buffer argument is null";
-  case 2: return "a buffer argument is not 64-byte aligned";
-  case 3: return "the CUDA driver library libcuda.so.1 could not be loaded";
-  case 4: return "a CUDA driver call failed";
-  default: return "unknown status code";
+  case 0:
+    return "success";
+  case 1:
+    return "a buffer argument is null";
+  case 2:
+    return "a buffer argument is not 64-byte aligned";
+  case 3:
+    return "the CUDA driver library libcuda.so.1 could not be loaded";
+  case 4:
+    return "a CUDA driver call failed";
+  default:
+    return "unknown status code";
   }
 }
 
@@ -81,9 +88,7 @@ void check_diagnostics(LLVMContext &ctx) {
 
 } // namespace
 
-void quiet_diagnostics(LLVMContext &ctx) {
-  ctx.setDiagnosticHandler(std::make_unique<QuietDiagnostics>());
-}
+void quiet_diagnostics(LLVMContext &ctx) { ctx.setDiagnosticHandler(std::make_unique<QuietDiagnostics>()); }
 
 void option_error(const std::string &message) {
   std::cerr << "gradc: error: " << message << "\n";
@@ -97,22 +102,20 @@ TargetOptions target_options() {
 }
 
 CodeGenOptLevel codegen_opt_level(int opt_level) {
-  static const CodeGenOptLevel levels[] = {CodeGenOptLevel::None, CodeGenOptLevel::Less,
-                                           CodeGenOptLevel::Default, CodeGenOptLevel::Aggressive};
+  static const CodeGenOptLevel levels[] = {CodeGenOptLevel::None, CodeGenOptLevel::Less, CodeGenOptLevel::Default,
+                                           CodeGenOptLevel::Aggressive};
   return levels[opt_level];
 }
 
-std::unique_ptr<TargetMachine> create_target_machine(const std::string &triple,
-                                                     const std::string &cpu,
+std::unique_ptr<TargetMachine> create_target_machine(const std::string &triple, const std::string &cpu,
                                                      const std::string &features, int opt_level) {
   std::string error;
   const llvm::Target *target = TargetRegistry::lookupTarget(triple, error);
   GRADC_CHECK(target, "codegen", error);
   // PIC, so that the object links into the position-independent executables
   // that distributions' compilers produce by default.
-  std::unique_ptr<TargetMachine> tm(
-      target->createTargetMachine(triple, cpu, features, target_options(), Reloc::PIC_,
-                                  std::nullopt, codegen_opt_level(opt_level)));
+  std::unique_ptr<TargetMachine> tm(target->createTargetMachine(triple, cpu, features, target_options(), Reloc::PIC_,
+                                                                std::nullopt, codegen_opt_level(opt_level)));
   GRADC_CHECK(tm, "codegen", "no target machine for " + triple);
   return tm;
 }
@@ -135,8 +138,8 @@ void optimize(Module &m, TargetMachine &tm, int opt_level) {
   pb.registerFunctionAnalyses(fam);
   pb.registerLoopAnalyses(lam);
   pb.crossRegisterProxies(lam, fam, cgam, mam);
-  static const OptimizationLevel levels[] = {OptimizationLevel::O0, OptimizationLevel::O1,
-                                             OptimizationLevel::O2, OptimizationLevel::O3};
+  static const OptimizationLevel levels[] = {OptimizationLevel::O0, OptimizationLevel::O1, OptimizationLevel::O2,
+                                             OptimizationLevel::O3};
   ModulePassManager mpm = opt_level == 0 ? pb.buildO0DefaultPipeline(OptimizationLevel::O0)
                                          : pb.buildPerModuleDefaultPipeline(levels[opt_level]);
   mpm.run(m, mam);

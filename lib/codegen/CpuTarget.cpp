@@ -19,8 +19,7 @@ namespace gradc::codegen {
 HostTarget resolve_cpu_target(const CodegenOptions &opts) {
   initialize_llvm();
   HostTarget host;
-  host.triple =
-      opts.triple.empty() ? sys::getDefaultTargetTriple() : Triple::normalize(opts.triple);
+  host.triple = opts.triple.empty() ? sys::getDefaultTargetTriple() : Triple::normalize(opts.triple);
   std::string error;
   const llvm::Target *target = TargetRegistry::lookupTarget(host.triple, error);
   if (!target)
@@ -48,15 +47,9 @@ std::unique_ptr<TargetMachine> create_cpu_target_machine(const CodegenOptions &o
   return create_target_machine(host.triple, host.cpu, host.features, opts.opt_level);
 }
 
-std::unique_ptr<Module> build_cpu_module(const LoweredModule &module, const CodegenOptions &opts,
-                                         LLVMContext &ctx, const TargetMachine &tm) {
-  auto m = std::make_unique<Module>(opts.prefix, ctx);
-  m->setTargetTriple(tm.getTargetTriple().str());
-  m->setDataLayout(tm.createDataLayout());
-  // Entries are declared first so that no kernel can take an exported name.
-  std::vector<Function *> entries;
-  for (const LoweredFunction &fn : module.functions)
-    entries.push_back(create_entry(*m, opts.prefix + "_" + fn.name, false));
+std::unique_ptr<Module> build_cpu_module(const LoweredModule &module, const CodegenOptions &opts, LLVMContext &ctx,
+                                         const TargetMachine &tm) {
+  auto [m, entries] = create_host_module(module, opts.prefix, ctx, tm, false);
   for (size_t i = 0; i < module.functions.size(); ++i) {
     const LoweredFunction &fn = module.functions[i];
     IRBuilder<> b(BasicBlock::Create(ctx, "entry", entries[i]));
@@ -67,11 +60,10 @@ std::unique_ptr<Module> build_cpu_module(const LoweredModule &module, const Code
     }
     b.CreateRet(b.getInt32(0));
   }
-  return m;
+  return std::move(m);
 }
 
-CodegenOutput generate_cpu(const LoweredModule &module, const CodegenOptions &opts,
-                           const CodegenRequest &what) {
+CodegenOutput generate_cpu(const LoweredModule &module, const CodegenOptions &opts, const CodegenRequest &what) {
   std::unique_ptr<TargetMachine> tm = create_cpu_target_machine(opts);
   LLVMContext ctx;
   quiet_diagnostics(ctx);

@@ -43,9 +43,8 @@ std::unique_ptr<TargetMachine> create_gpu_target_machine(const CodegenOptions &o
   return create_target_machine(kNvptxTriple, opts.gpu_arch, "", opts.opt_level);
 }
 
-std::unique_ptr<Module> build_device_module(const LoweredModule &module, const CodegenOptions &opts,
-                                            LLVMContext &ctx, const TargetMachine &tm,
-                                            KernelSymbols &symbols) {
+std::unique_ptr<Module> build_device_module(const LoweredModule &module, const CodegenOptions &opts, LLVMContext &ctx,
+                                            const TargetMachine &tm, KernelSymbols &symbols) {
   auto m = std::make_unique<Module>(opts.prefix + "_kernels", ctx);
   m->setTargetTriple(kNvptxTriple);
   m->setDataLayout(tm.createDataLayout());
@@ -58,8 +57,7 @@ std::unique_ptr<Module> build_device_module(const LoweredModule &module, const C
   for (const LoweredFunction &fn : module.functions) {
     symbols.emplace_back();
     for (const Kernel &kernel : fn.kernels) {
-      GRADC_CHECK(kernel.grid >= 1 && kernel.grid < (int64_t(1) << 31) && kernel.block >= 1 &&
-                      kernel.block <= 1024,
+      GRADC_CHECK(kernel.grid >= 1 && kernel.grid < (int64_t(1) << 31) && kernel.block >= 1 && kernel.block <= 1024,
                   kPass, "kernel " + kernel.name + " has an impossible launch shape");
       std::string symbol = unique_symbol(*m, opts.prefix + "_" + fn.name + "_" + kernel.name);
       Function *f = emit_kernel(*m, kernel, symbol, Device::GPU);
@@ -89,16 +87,14 @@ std::string find_libdevice() {
 /// Links the libdevice functions that `m` calls (__nv_expf, ...), then makes
 /// everything but the kernels internal so the unused rest is deleted.
 void link_libdevice(Module &m) {
-  bool needed = any_of(m.functions(), [](const Function &f) {
-    return f.isDeclaration() && f.getName().starts_with("__nv_");
-  });
+  bool needed =
+      any_of(m.functions(), [](const Function &f) { return f.isDeclaration() && f.getName().starts_with("__nv_"); });
   if (needed) {
     std::string path = find_libdevice();
     ErrorOr<std::unique_ptr<MemoryBuffer>> file = MemoryBuffer::getFile(path);
     if (!file)
       option_error("cannot read libdevice " + path + ": " + file.getError().message());
-    Expected<std::unique_ptr<Module>> lib =
-        parseBitcodeFile((*file)->getMemBufferRef(), m.getContext());
+    Expected<std::unique_ptr<Module>> lib = parseBitcodeFile((*file)->getMemBufferRef(), m.getContext());
     if (!lib)
       internal_error(kPass, "cannot parse " + path + ": " + toString(lib.takeError()));
     (*lib)->setTargetTriple(m.getTargetTriple());
@@ -133,16 +129,9 @@ enum Driver {
   ModuleUnload,
   NumDriverFunctions
 };
-const char *const kDriverNames[NumDriverFunctions] = {"cuInit",
-                                                      "cuCtxGetCurrent",
-                                                      "cuPointerGetAttribute",
-                                                      "cuCtxPushCurrent_v2",
-                                                      "cuCtxPopCurrent_v2",
-                                                      "cuModuleLoadData",
-                                                      "cuModuleGetFunction",
-                                                      "cuLaunchKernel",
-                                                      "cuStreamSynchronize",
-                                                      "cuModuleUnload"};
+const char *const kDriverNames[NumDriverFunctions] = {
+    "cuInit",           "cuCtxGetCurrent",     "cuPointerGetAttribute", "cuCtxPushCurrent_v2", "cuCtxPopCurrent_v2",
+    "cuModuleLoadData", "cuModuleGetFunction", "cuLaunchKernel",        "cuStreamSynchronize", "cuModuleUnload"};
 const int kCuPointerAttributeContext = 1; // CU_POINTER_ATTRIBUTE_CONTEXT
 const int kRtldNow = 2;
 
@@ -151,12 +140,18 @@ FunctionType *driver_type(LLVMContext &ctx, Driver d) {
   Type *i32 = Type::getInt32Ty(ctx), *i64 = Type::getInt64Ty(ctx), *ptr = PointerType::get(ctx, 0);
   auto type = [&](std::vector<Type *> params) { return FunctionType::get(i32, params, false); };
   switch (d) {
-  case Init: return type({i32});
-  case PointerGetAttribute: return type({ptr, i32, i64});
-  case ModuleLoadData: return type({ptr, ptr});
-  case ModuleGetFunction: return type({ptr, ptr, ptr});
-  case LaunchKernel: return type({ptr, i32, i32, i32, i32, i32, i32, i32, ptr, ptr, ptr});
-  default: return type({ptr});
+  case Init:
+    return type({i32});
+  case PointerGetAttribute:
+    return type({ptr, i32, i64});
+  case ModuleLoadData:
+    return type({ptr, ptr});
+  case ModuleGetFunction:
+    return type({ptr, ptr, ptr});
+  case LaunchKernel:
+    return type({ptr, i32, i32, i32, i32, i32, i32, i32, ptr, ptr, ptr});
+  default:
+    return type({ptr});
   }
 }
 
@@ -170,8 +165,8 @@ Function *emit_driver_open(Module &m, const std::string &symbol) {
   Type *ptr = b.getPtrTy();
   FunctionCallee dlopen = m.getOrInsertFunction("dlopen", ptr, ptr, b.getInt32Ty());
   FunctionCallee dlsym = m.getOrInsertFunction("dlsym", ptr, ptr, ptr);
-  Function *fn = Function::Create(FunctionType::get(b.getInt32Ty(), {ptr}, false),
-                                  GlobalValue::InternalLinkage, symbol, m);
+  Function *fn =
+      Function::Create(FunctionType::get(b.getInt32Ty(), {ptr}, false), GlobalValue::InternalLinkage, symbol, m);
   b.SetInsertPoint(BasicBlock::Create(ctx, "entry", fn));
   BasicBlock *missing = BasicBlock::Create(ctx, "missing", fn);
   BasicBlock *found = BasicBlock::Create(ctx, "found", fn);
@@ -263,9 +258,9 @@ void emit_launches(IRBuilder<> &b, const LoweredFunction &fn, const BufferValues
       b.CreateStore(slot, b.CreateConstInBoundsGEP1_64(ptr, arg_pointers, i));
     }
     Value *one = b.getInt32(1);
-    check(call(LaunchKernel, {b.CreateLoad(ptr, function), b.getInt32(kernel.grid), one, one,
-                              b.getInt32(kernel.block), one, one, b.getInt32(0), entry->getArg(3),
-                              arg_pointers, ConstantPointerNull::get(b.getPtrTy())}),
+    check(call(LaunchKernel,
+               {b.CreateLoad(ptr, function), b.getInt32(kernel.grid), one, one, b.getInt32(kernel.block), one, one,
+                b.getInt32(0), entry->getArg(3), arg_pointers, ConstantPointerNull::get(b.getPtrTy())}),
           unload);
   }
   check(call(StreamSynchronize, {entry->getArg(3)}), unload);
@@ -287,30 +282,24 @@ void emit_launches(IRBuilder<> &b, const LoweredFunction &fn, const BufferValues
 }
 
 std::unique_ptr<Module> build_host_stub(const LoweredModule &module, const CodegenOptions &opts,
-                                        const KernelSymbols &symbols, const std::string &ptx,
-                                        LLVMContext &ctx, const TargetMachine &tm) {
-  auto m = std::make_unique<Module>(opts.prefix, ctx);
-  m->setTargetTriple(tm.getTargetTriple().str());
-  m->setDataLayout(tm.createDataLayout());
-  std::vector<Function *> entries;
-  for (const LoweredFunction &fn : module.functions)
-    entries.push_back(create_entry(*m, opts.prefix + "_" + fn.name, true));
-  auto *ptx_global = new GlobalVariable(
-      *m, ArrayType::get(Type::getInt8Ty(ctx), ptx.size() + 1), true, GlobalValue::PrivateLinkage,
-      ConstantDataArray::getString(ctx, ptx, true), unique_symbol(*m, opts.prefix + "_ptx"));
+                                        const KernelSymbols &symbols, const std::string &ptx, LLVMContext &ctx,
+                                        const TargetMachine &tm) {
+  auto [m, entries] = create_host_module(module, opts.prefix, ctx, tm, true);
+  auto *ptx_global =
+      new GlobalVariable(*m, ArrayType::get(Type::getInt8Ty(ctx), ptx.size() + 1), true, GlobalValue::PrivateLinkage,
+                         ConstantDataArray::getString(ctx, ptx, true), unique_symbol(*m, opts.prefix + "_ptx"));
   Function *driver_open = emit_driver_open(*m, unique_symbol(*m, opts.prefix + "_cuda_open"));
   for (size_t i = 0; i < module.functions.size(); ++i) {
     IRBuilder<> b(BasicBlock::Create(ctx, "entry", entries[i]));
     BufferValues buffers = emit_entry_prologue(b, module.functions[i]);
     emit_launches(b, module.functions[i], buffers, symbols[i], driver_open, ptx_global);
   }
-  return m;
+  return std::move(m);
 }
 
 } // namespace
 
-CodegenOutput generate_cuda(const LoweredModule &module, const CodegenOptions &opts,
-                            const CodegenRequest &what) {
+CodegenOutput generate_cuda(const LoweredModule &module, const CodegenOptions &opts, const CodegenRequest &what) {
   std::unique_ptr<TargetMachine> gpu_tm = create_gpu_target_machine(opts);
   LLVMContext ctx;
   quiet_diagnostics(ctx);

@@ -23,12 +23,18 @@ const char *const kPass = "codegen";
 /// Bool is an i8 in memory (numpy's layout) and an i1 in registers.
 Type *memory_type(LLVMContext &ctx, DType dt) {
   switch (dt) {
-  case DType::Float16: return Type::getHalfTy(ctx);
-  case DType::Float32: return Type::getFloatTy(ctx);
-  case DType::Float64: return Type::getDoubleTy(ctx);
-  case DType::Int32: return Type::getInt32Ty(ctx);
-  case DType::Int64: return Type::getInt64Ty(ctx);
-  case DType::Bool: return Type::getInt8Ty(ctx);
+  case DType::Float16:
+    return Type::getHalfTy(ctx);
+  case DType::Float32:
+    return Type::getFloatTy(ctx);
+  case DType::Float64:
+    return Type::getDoubleTy(ctx);
+  case DType::Int32:
+    return Type::getInt32Ty(ctx);
+  case DType::Int64:
+    return Type::getInt64Ty(ctx);
+  case DType::Bool:
+    return Type::getInt8Ty(ctx);
   }
   internal_error(kPass, "unknown dtype");
 }
@@ -54,7 +60,8 @@ public:
 private:
   void stmt(const Stmt &s) {
     switch (s.kind) {
-    case StmtKind::For: return emit_for(s);
+    case StmtKind::For:
+      return emit_for(s);
     case StmtKind::Store: {
       Value *v = expr(*s.value);
       if (s.buffer->dtype == DType::Bool)
@@ -66,8 +73,10 @@ private:
       for (const StmtPtr &c : s.seq)
         stmt(*c);
       return;
-    case StmtKind::If: return emit_if(s);
-    case StmtKind::Alloc: return emit_alloc(s);
+    case StmtKind::If:
+      return emit_if(s);
+    case StmtKind::Alloc:
+      return emit_alloc(s);
     }
   }
 
@@ -76,8 +85,8 @@ private:
     bool bound = s.for_kind == ForKind::BlockIdx || s.for_kind == ForKind::ThreadIdx;
     if (bound && device_ == Device::GPU) {
       // The launch shape is the loop: grid = blockIdx extent, block = threadIdx extent.
-      Intrinsic::ID id = s.for_kind == ForKind::BlockIdx ? Intrinsic::nvvm_read_ptx_sreg_ctaid_x
-                                                         : Intrinsic::nvvm_read_ptx_sreg_tid_x;
+      Intrinsic::ID id =
+          s.for_kind == ForKind::BlockIdx ? Intrinsic::nvvm_read_ptx_sreg_ctaid_x : Intrinsic::nvvm_read_ptx_sreg_tid_x;
       vars_[var] = b_.CreateZExt(b_.CreateIntrinsic(id, {}, {}), b_.getInt64Ty(), var->name);
       stmt(*s.body);
       vars_.erase(var);
@@ -112,11 +121,9 @@ private:
       // Vectorize, and keep the loop from being fully unrolled first: an
       // unrolled loop over a local accumulator is scalarized by SROA and
       // never reaches the loop vectorizer.
-      Metadata *enable[] = {MDString::get(ctx_, "llvm.loop.vectorize.enable"),
-                            ConstantAsMetadata::get(b_.getTrue())};
+      Metadata *enable[] = {MDString::get(ctx_, "llvm.loop.vectorize.enable"), ConstantAsMetadata::get(b_.getTrue())};
       Metadata *no_unroll[] = {MDString::get(ctx_, "llvm.loop.unroll.disable")};
-      MDNode *loop_id =
-          MDNode::getDistinct(ctx_, {nullptr, MDNode::get(ctx_, enable), MDNode::get(ctx_, no_unroll)});
+      MDNode *loop_id = MDNode::getDistinct(ctx_, {nullptr, MDNode::get(ctx_, enable), MDNode::get(ctx_, no_unroll)});
       loop_id->replaceOperandWith(0, loop_id);
       latch->setMetadata(LLVMContext::MD_loop, loop_id);
     }
@@ -145,16 +152,15 @@ private:
     const Buffer &local = *s.buffer;
     BasicBlock &entry = fn_->getEntryBlock();
     IRBuilder<> ab(&entry, entry.begin());
-    buffers_[&local] = ab.CreateAlloca(
-        ArrayType::get(memory_type(ctx_, local.dtype), local.numel()), nullptr, local.name);
+    buffers_[&local] =
+        ab.CreateAlloca(ArrayType::get(memory_type(ctx_, local.dtype), local.numel()), nullptr, local.name);
     stmt(*s.body);
     buffers_.erase(&local);
   }
 
   Value *element_ptr(const Buffer &buf, const LExpr &index) {
     auto it = buffers_.find(&buf);
-    GRADC_CHECK(it != buffers_.end(), kPass,
-                "buffer " + buf.name + " is neither a kernel buffer nor allocated");
+    GRADC_CHECK(it != buffers_.end(), kPass, "buffer " + buf.name + " is neither a kernel buffer nor allocated");
     return b_.CreateInBoundsGEP(memory_type(ctx_, buf.dtype), it->second, expr(index));
   }
 
@@ -165,7 +171,8 @@ private:
       if (e.dtype == DType::Bool)
         return b_.getInt1(e.ivalue != 0);
       return ConstantInt::get(register_type(ctx_, e.dtype), e.ivalue, true);
-    case LExprKind::FloatImm: return ConstantFP::get(register_type(ctx_, e.dtype), e.fvalue);
+    case LExprKind::FloatImm:
+      return ConstantFP::get(register_type(ctx_, e.dtype), e.fvalue);
     case LExprKind::Var: {
       auto it = vars_.find(e.var.get());
       GRADC_CHECK(it != vars_.end(), kPass, "loop variable " + e.var->name + " used out of scope");
@@ -175,14 +182,16 @@ private:
       Value *v = b_.CreateLoad(memory_type(ctx_, e.dtype), element_ptr(*e.buffer, *e.operands[0]));
       return e.dtype == DType::Bool ? b_.CreateICmpNE(v, b_.getInt8(0)) : v;
     }
-    case LExprKind::Unary: return unary(e.uop, e.dtype, expr(*e.operands[0]));
+    case LExprKind::Unary:
+      return unary(e.uop, e.dtype, expr(*e.operands[0]));
     case LExprKind::Binary:
       return binary(e.bop, e.dtype, expr(*e.operands[0]), expr(*e.operands[1]));
     case LExprKind::Compare:
       return compare(e.cop, e.operands[0]->dtype, expr(*e.operands[0]), expr(*e.operands[1]));
     case LExprKind::Select:
       return b_.CreateSelect(expr(*e.operands[0]), expr(*e.operands[1]), expr(*e.operands[2]));
-    case LExprKind::Cast: return cast(expr(*e.operands[0]), e.operands[0]->dtype, e.dtype);
+    case LExprKind::Cast:
+      return cast(expr(*e.operands[0]), e.operands[0]->dtype, e.dtype);
     }
     internal_error(kPass, "unknown expression kind");
   }
@@ -202,72 +211,101 @@ private:
     case UnaryOp::Not:
       GRADC_CHECK(!fp, kPass, "`not` of a float");
       return b_.CreateNot(a); // logical for bool (i1), bitwise for integers
-    default: break;
+    default:
+      break;
     }
     GRADC_CHECK(fp, kPass, "math function of a non-float dtype");
     switch (op) {
-    case UnaryOp::Exp: return math(MathFn::Exp, a);
-    case UnaryOp::Log: return math(MathFn::Log, a);
-    case UnaryOp::Sqrt: return math(MathFn::Sqrt, a);
-    case UnaryOp::Tanh: return math(MathFn::Tanh, a);
-    case UnaryOp::Erf: return math(MathFn::Erf, a);
-    case UnaryOp::Sin: return math(MathFn::Sin, a);
-    case UnaryOp::Cos: return math(MathFn::Cos, a);
-    default: internal_error(kPass, "unknown unary op");
+    case UnaryOp::Exp:
+      return math(MathFn::Exp, a);
+    case UnaryOp::Log:
+      return math(MathFn::Log, a);
+    case UnaryOp::Sqrt:
+      return math(MathFn::Sqrt, a);
+    case UnaryOp::Tanh:
+      return math(MathFn::Tanh, a);
+    case UnaryOp::Erf:
+      return math(MathFn::Erf, a);
+    case UnaryOp::Sin:
+      return math(MathFn::Sin, a);
+    case UnaryOp::Cos:
+      return math(MathFn::Cos, a);
+    default:
+      internal_error(kPass, "unknown unary op");
     }
   }
 
   Value *binary(BinaryOp op, DType dt, Value *a, Value *c) {
     if (is_float(dt)) {
       switch (op) {
-      case BinaryOp::Add: return b_.CreateFAdd(a, c);
-      case BinaryOp::Sub: return b_.CreateFSub(a, c);
-      case BinaryOp::Mul: return b_.CreateFMul(a, c);
-      case BinaryOp::Div: return b_.CreateFDiv(a, c);
+      case BinaryOp::Add:
+        return b_.CreateFAdd(a, c);
+      case BinaryOp::Sub:
+        return b_.CreateFSub(a, c);
+      case BinaryOp::Mul:
+        return b_.CreateFMul(a, c);
+      case BinaryOp::Div:
+        return b_.CreateFDiv(a, c);
       // numpy: minimum(a, b) = (a <= b || isnan(a)) ? a : b, so a NaN in either
       // operand propagates; of -0.0 and +0.0 the first operand is returned.
       case BinaryOp::Min:
         return b_.CreateSelect(b_.CreateOr(b_.CreateFCmpOLE(a, c), b_.CreateFCmpUNO(a, a)), a, c);
       case BinaryOp::Max:
         return b_.CreateSelect(b_.CreateOr(b_.CreateFCmpOGE(a, c), b_.CreateFCmpUNO(a, a)), a, c);
-      case BinaryOp::Pow: return math(MathFn::Pow, a, c);
-      case BinaryOp::FloorDiv: return math(MathFn::Floor, b_.CreateFDiv(a, c));
+      case BinaryOp::Pow:
+        return math(MathFn::Pow, a, c);
+      case BinaryOp::FloorDiv:
+        return math(MathFn::Floor, b_.CreateFDiv(a, c));
       // TVM's floormod: a - floor(a / b) * b.
       case BinaryOp::FloorMod:
         return b_.CreateFSub(a, b_.CreateFMul(math(MathFn::Floor, b_.CreateFDiv(a, c)), c));
       case BinaryOp::And:
-      case BinaryOp::Or: internal_error(kPass, "logical op on floats");
+      case BinaryOp::Or:
+        internal_error(kPass, "logical op on floats");
       }
     }
     if (dt == DType::Bool) {
       switch (op) {
       case BinaryOp::Add:
       case BinaryOp::Max:
-      case BinaryOp::Or: return b_.CreateOr(a, c);
+      case BinaryOp::Or:
+        return b_.CreateOr(a, c);
       case BinaryOp::Mul:
       case BinaryOp::Min:
-      case BinaryOp::And: return b_.CreateAnd(a, c);
-      default: internal_error(kPass, "arithmetic op on bools");
+      case BinaryOp::And:
+        return b_.CreateAnd(a, c);
+      default:
+        internal_error(kPass, "arithmetic op on bools");
       }
     }
     switch (op) {
     // Integer arithmetic wraps like numpy's: no nsw/nuw flags.
-    case BinaryOp::Add: return b_.CreateAdd(a, c);
-    case BinaryOp::Sub: return b_.CreateSub(a, c);
-    case BinaryOp::Mul: return b_.CreateMul(a, c);
-    case BinaryOp::Div: return int_divide(a, c, false).first;
-    case BinaryOp::FloorDiv: return int_divide(a, c, true).first;
-    case BinaryOp::FloorMod: return int_divide(a, c, true).second;
-    case BinaryOp::Min: return b_.CreateSelect(b_.CreateICmpSLE(a, c), a, c);
-    case BinaryOp::Max: return b_.CreateSelect(b_.CreateICmpSGE(a, c), a, c);
+    case BinaryOp::Add:
+      return b_.CreateAdd(a, c);
+    case BinaryOp::Sub:
+      return b_.CreateSub(a, c);
+    case BinaryOp::Mul:
+      return b_.CreateMul(a, c);
+    case BinaryOp::Div:
+      return int_divide(a, c, false).first;
+    case BinaryOp::FloorDiv:
+      return int_divide(a, c, true).first;
+    case BinaryOp::FloorMod:
+      return int_divide(a, c, true).second;
+    case BinaryOp::Min:
+      return b_.CreateSelect(b_.CreateICmpSLE(a, c), a, c);
+    case BinaryOp::Max:
+      return b_.CreateSelect(b_.CreateICmpSGE(a, c), a, c);
     // Through double: exact while the result fits in 53 bits.
     case BinaryOp::Pow: {
       Type *f64 = b_.getDoubleTy();
       Value *p = math(MathFn::Pow, b_.CreateSIToFP(a, f64), b_.CreateSIToFP(c, f64));
       return b_.CreateIntrinsic(Intrinsic::fptosi_sat, {a->getType(), f64}, {p});
     }
-    case BinaryOp::And: return b_.CreateAnd(a, c);
-    case BinaryOp::Or: return b_.CreateOr(a, c);
+    case BinaryOp::And:
+      return b_.CreateAnd(a, c);
+    case BinaryOp::Or:
+      return b_.CreateOr(a, c);
     }
     internal_error(kPass, "unknown binary op");
   }
@@ -284,8 +322,7 @@ private:
     Value *r = b_.CreateSRem(a, divisor);
     if (floor) {
       // A nonzero remainder whose sign differs from the divisor's rounds toward -inf.
-      Value *adjust =
-          b_.CreateAnd(b_.CreateICmpNE(r, zero), b_.CreateICmpSLT(b_.CreateXor(r, c), zero));
+      Value *adjust = b_.CreateAnd(b_.CreateICmpNE(r, zero), b_.CreateICmpSLT(b_.CreateXor(r, c), zero));
       q = b_.CreateSub(q, b_.CreateZExt(adjust, ty));
       r = b_.CreateSelect(adjust, b_.CreateAdd(r, c), r);
     }
@@ -296,12 +333,9 @@ private:
   /// Floats compare ordered (false on NaN) except `!=`, which is true on NaN.
   Value *compare(CompareOp op, DType operand_dt, Value *a, Value *c) {
     using P = CmpInst::Predicate;
-    static const P kFloat[] = {P::FCMP_OLT, P::FCMP_OLE, P::FCMP_OGT,
-                               P::FCMP_OGE, P::FCMP_OEQ, P::FCMP_UNE};
-    static const P kSigned[] = {P::ICMP_SLT, P::ICMP_SLE, P::ICMP_SGT,
-                                P::ICMP_SGE, P::ICMP_EQ,  P::ICMP_NE};
-    static const P kBool[] = {P::ICMP_ULT, P::ICMP_ULE, P::ICMP_UGT,
-                              P::ICMP_UGE, P::ICMP_EQ,  P::ICMP_NE};
+    static const P kFloat[] = {P::FCMP_OLT, P::FCMP_OLE, P::FCMP_OGT, P::FCMP_OGE, P::FCMP_OEQ, P::FCMP_UNE};
+    static const P kSigned[] = {P::ICMP_SLT, P::ICMP_SLE, P::ICMP_SGT, P::ICMP_SGE, P::ICMP_EQ, P::ICMP_NE};
+    static const P kBool[] = {P::ICMP_ULT, P::ICMP_ULE, P::ICMP_UGT, P::ICMP_UGE, P::ICMP_EQ, P::ICMP_NE};
     const P *table = is_float(operand_dt) ? kFloat : operand_dt == DType::Bool ? kBool : kSigned;
     return b_.CreateCmp(table[int(op)], a, c);
   }
@@ -337,25 +371,40 @@ private:
     Intrinsic::ID id = Intrinsic::not_intrinsic;
     const char *name = nullptr;
     switch (f) {
-    case MathFn::Exp: id = Intrinsic::exp, name = "exp"; break;
-    case MathFn::Log: id = Intrinsic::log, name = "log"; break;
-    case MathFn::Sin: id = Intrinsic::sin, name = "sin"; break;
-    case MathFn::Cos: id = Intrinsic::cos, name = "cos"; break;
-    case MathFn::Pow: id = Intrinsic::pow, name = "pow"; break;
-    case MathFn::Tanh: name = "tanh"; break;
-    case MathFn::Erf: name = "erf"; break;
+    case MathFn::Exp:
+      id = Intrinsic::exp, name = "exp";
+      break;
+    case MathFn::Log:
+      id = Intrinsic::log, name = "log";
+      break;
+    case MathFn::Sin:
+      id = Intrinsic::sin, name = "sin";
+      break;
+    case MathFn::Cos:
+      id = Intrinsic::cos, name = "cos";
+      break;
+    case MathFn::Pow:
+      id = Intrinsic::pow, name = "pow";
+      break;
+    case MathFn::Tanh:
+      name = "tanh";
+      break;
+    case MathFn::Erf:
+      name = "erf";
+      break;
     // Single instructions on both targets (sqrt is correctly rounded on both).
-    case MathFn::Sqrt: return b_.CreateUnaryIntrinsic(Intrinsic::sqrt, x);
-    case MathFn::Fabs: return b_.CreateUnaryIntrinsic(Intrinsic::fabs, x);
-    case MathFn::Floor: return b_.CreateUnaryIntrinsic(Intrinsic::floor, x);
+    case MathFn::Sqrt:
+      return b_.CreateUnaryIntrinsic(Intrinsic::sqrt, x);
+    case MathFn::Fabs:
+      return b_.CreateUnaryIntrinsic(Intrinsic::fabs, x);
+    case MathFn::Floor:
+      return b_.CreateUnaryIntrinsic(Intrinsic::floor, x);
     }
     if (device_ == Device::CPU && id != Intrinsic::not_intrinsic)
       return y ? b_.CreateBinaryIntrinsic(id, x, y) : b_.CreateUnaryIntrinsic(id, x);
-    std::string symbol =
-        std::string(device_ == Device::GPU ? "__nv_" : "") + name + (ty->isFloatTy() ? "f" : "");
+    std::string symbol = std::string(device_ == Device::GPU ? "__nv_" : "") + name + (ty->isFloatTy() ? "f" : "");
     SmallVector<Type *, 2> params(y ? 2 : 1, ty);
-    FunctionCallee callee =
-        fn_->getParent()->getOrInsertFunction(symbol, FunctionType::get(ty, params, false));
+    FunctionCallee callee = fn_->getParent()->getOrInsertFunction(symbol, FunctionType::get(ty, params, false));
     return y ? b_.CreateCall(callee, {x, y}) : b_.CreateCall(callee, {x});
   }
 
@@ -374,17 +423,15 @@ Function *emit_kernel(Module &m, const Kernel &kernel, const std::string &symbol
   // GPU buffers are in global memory (address space 1): ld.global/st.global.
   PointerType *ptr = PointerType::get(ctx, device == Device::GPU ? 1 : 0);
   SmallVector<Type *, 8> params(kernel.buffers.size(), ptr);
-  Function *fn = Function::Create(FunctionType::get(Type::getVoidTy(ctx), params, false),
-                                  device == Device::GPU ? GlobalValue::ExternalLinkage
-                                                        : GlobalValue::InternalLinkage,
-                                  symbol, m);
+  Function *fn =
+      Function::Create(FunctionType::get(Type::getVoidTy(ctx), params, false),
+                       device == Device::GPU ? GlobalValue::ExternalLinkage : GlobalValue::InternalLinkage, symbol, m);
   GRADC_CHECK(fn->getName() == symbol, kPass, "kernel symbol " + symbol + " is taken");
   fn->addFnAttr(Attribute::NoUnwind);
   BufferValues buffers;
   for (size_t i = 0; i < kernel.buffers.size(); ++i) {
     const Buffer &buf = *kernel.buffers[i];
-    GRADC_CHECK(buf.scope != BufferScope::Local, kPass,
-                "local buffer " + buf.name + " passed to kernel");
+    GRADC_CHECK(buf.scope != BufferScope::Local, kPass, "local buffer " + buf.name + " passed to kernel");
     Argument *arg = fn->getArg(i);
     arg->setName(buf.name);
     // Buffers never alias (LoopIR.h) and the entry point checked their alignment.
@@ -397,11 +444,21 @@ Function *emit_kernel(Module &m, const Kernel &kernel, const std::string &symbol
   return fn;
 }
 
+HostModule create_host_module(const LoweredModule &module, const std::string &prefix, LLVMContext &ctx,
+                              const TargetMachine &tm, bool with_stream) {
+  HostModule host{std::make_unique<Module>(prefix, ctx), {}};
+  host.module->setTargetTriple(tm.getTargetTriple().str());
+  host.module->setDataLayout(tm.createDataLayout());
+  for (const LoweredFunction &fn : module.functions)
+    host.entries.push_back(create_entry(*host.module, prefix + "_" + fn.name, with_stream));
+  return host;
+}
+
 Function *create_entry(Module &m, const std::string &symbol, bool with_stream) {
   LLVMContext &ctx = m.getContext();
   SmallVector<Type *, 4> params(with_stream ? 4 : 3, PointerType::get(ctx, 0));
-  Function *fn = Function::Create(FunctionType::get(Type::getInt32Ty(ctx), params, false),
-                                  GlobalValue::ExternalLinkage, symbol, m);
+  Function *fn = Function::Create(FunctionType::get(Type::getInt32Ty(ctx), params, false), GlobalValue::ExternalLinkage,
+                                  symbol, m);
   GRADC_CHECK(fn->getName() == symbol, kPass, "two functions export the symbol " + symbol);
   fn->addFnAttr(Attribute::NoUnwind);
   const char *names[] = {"inputs", "outputs", "workspace", "stream"};
@@ -440,8 +497,7 @@ BufferValues emit_entry_prologue(IRBuilder<> &b, const LoweredFunction &fn) {
   std::vector<Value *> checked;
   auto load_io = [&](const BufferPtr &buf, Value *array) {
     GRADC_CHECK(buf->io_index >= 0, kPass, "buffer " + buf->name + " has no io_index");
-    Value *p =
-        b.CreateLoad(ptr, b.CreateConstInBoundsGEP1_64(ptr, array, buf->io_index), buf->name);
+    Value *p = b.CreateLoad(ptr, b.CreateConstInBoundsGEP1_64(ptr, array, buf->io_index), buf->name);
     values[buf.get()] = p;
     checked.push_back(p);
   };
@@ -453,11 +509,9 @@ BufferValues emit_entry_prologue(IRBuilder<> &b, const LoweredFunction &fn) {
   if (fn.workspace_bytes > 0)
     checked.push_back(workspace);
   for (const BufferPtr &buf : fn.arena) {
-    GRADC_CHECK(buf->offset >= 0 && buf->offset % 64 == 0 &&
-                    buf->offset + buf->bytes() <= fn.workspace_bytes,
-                kPass, "arena buffer " + buf->name + " has a bad offset");
-    values[buf.get()] =
-        b.CreateConstInBoundsGEP1_64(b.getInt8Ty(), workspace, buf->offset, buf->name);
+    GRADC_CHECK(buf->offset >= 0 && buf->offset % 64 == 0 && buf->offset + buf->bytes() <= fn.workspace_bytes, kPass,
+                "arena buffer " + buf->name + " has a bad offset");
+    values[buf.get()] = b.CreateConstInBoundsGEP1_64(b.getInt8Ty(), workspace, buf->offset, buf->name);
   }
 
   Value *any_null = b.getFalse(), *any_misaligned = b.getFalse();

@@ -29,12 +29,21 @@ using BufferValues = std::unordered_map<const Buffer *, llvm::Value *>;
 
 /// Emits `kernel` as `void symbol(ptr buffer...)`, one noalias pointer per
 /// Kernel::buffers entry. `symbol` must be free in `m` (see unique_symbol).
-llvm::Function *emit_kernel(llvm::Module &m, const Kernel &kernel, const std::string &symbol,
-                            Device device);
+llvm::Function *emit_kernel(llvm::Module &m, const Kernel &kernel, const std::string &symbol, Device device);
 
 /// Declares the exported `int32_t symbol(void *const *inputs, void *const
 /// *outputs, void *workspace[, void *stream])` of the ABI (SPEC §8).
 llvm::Function *create_entry(llvm::Module &m, const std::string &symbol, bool with_stream);
+
+/// A host module for `module` (triple and data layout of `tm`) with the
+/// entry of every function declared first, so that no kernel or global can
+/// take an exported name. entries[i] belongs to module.functions[i].
+struct HostModule {
+  std::unique_ptr<llvm::Module> module;
+  std::vector<llvm::Function *> entries;
+};
+HostModule create_host_module(const LoweredModule &module, const std::string &prefix, llvm::LLVMContext &ctx,
+                              const llvm::TargetMachine &tm, bool with_stream);
 
 /// Emits the argument checks of an entry point at `b` (return 1 for a null
 /// pointer, 2 for one that is not 64-byte aligned) and returns where every
@@ -60,10 +69,8 @@ void quiet_diagnostics(llvm::LLVMContext &ctx);
 /// No FP contraction: results must not depend on where a computation is compiled.
 llvm::TargetOptions target_options();
 llvm::CodeGenOptLevel codegen_opt_level(int opt_level);
-std::unique_ptr<llvm::TargetMachine> create_target_machine(const std::string &triple,
-                                                           const std::string &cpu,
-                                                           const std::string &features,
-                                                           int opt_level);
+std::unique_ptr<llvm::TargetMachine> create_target_machine(const std::string &triple, const std::string &cpu,
+                                                           const std::string &features, int opt_level);
 /// Verifies `m`, then runs the new pass manager's default pipeline for `opt_level`.
 void optimize(llvm::Module &m, llvm::TargetMachine &tm, int opt_level);
 /// Object or assembly text of `m` (codegen runs on a copy, so it may be called twice).
@@ -79,14 +86,11 @@ struct HostTarget {
 HostTarget resolve_cpu_target(const CodegenOptions &opts);
 std::unique_ptr<llvm::TargetMachine> create_cpu_target_machine(const CodegenOptions &opts);
 /// The unoptimized CPU module: kernels and one entry point per function.
-std::unique_ptr<llvm::Module> build_cpu_module(const LoweredModule &module,
-                                               const CodegenOptions &opts, llvm::LLVMContext &ctx,
-                                               const llvm::TargetMachine &tm);
-CodegenOutput generate_cpu(const LoweredModule &module, const CodegenOptions &opts,
-                           const CodegenRequest &what);
+std::unique_ptr<llvm::Module> build_cpu_module(const LoweredModule &module, const CodegenOptions &opts,
+                                               llvm::LLVMContext &ctx, const llvm::TargetMachine &tm);
+CodegenOutput generate_cpu(const LoweredModule &module, const CodegenOptions &opts, const CodegenRequest &what);
 
 // CUDA (CudaTarget.cpp).
-CodegenOutput generate_cuda(const LoweredModule &module, const CodegenOptions &opts,
-                            const CodegenRequest &what);
+CodegenOutput generate_cuda(const LoweredModule &module, const CodegenOptions &opts, const CodegenRequest &what);
 
 } // namespace gradc::codegen

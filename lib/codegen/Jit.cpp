@@ -36,9 +36,7 @@ public:
   LlvmJitSession(std::unique_ptr<orc::LLJIT> jit, std::string prefix)
       : jit_(std::move(jit)), prefix_(std::move(prefix)) {}
 
-  Entry lookup(const std::string &name) override {
-    return check(jit_->lookup(prefix_ + "_" + name)).toPtr<Entry>();
-  }
+  Entry lookup(const std::string &name) override { return check(jit_->lookup(prefix_ + "_" + name)).toPtr<Entry>(); }
 
 private:
   std::unique_ptr<orc::LLJIT> jit_;
@@ -47,8 +45,7 @@ private:
 
 } // namespace
 
-std::unique_ptr<JitSession> JitSession::create(const LoweredModule &module,
-                                               const CodegenOptions &opts) {
+std::unique_ptr<JitSession> JitSession::create(const LoweredModule &module, const CodegenOptions &opts) {
   GRADC_CHECK(opts.target == Target::CPU, kPass, "only the CPU target can run in process");
   GRADC_CHECK(opts.opt_level >= 0 && opts.opt_level <= 3, kPass, "bad optimization level");
   codegen::HostTarget host = codegen::resolve_cpu_target(opts);
@@ -64,12 +61,10 @@ std::unique_ptr<JitSession> JitSession::create(const LoweredModule &module,
   std::unique_ptr<Module> m = codegen::build_cpu_module(module, opts, *ctx, *tm);
   codegen::optimize(*m, *tm, opts.opt_level);
 
-  std::unique_ptr<orc::LLJIT> jit =
-      check(orc::LLJITBuilder().setJITTargetMachineBuilder(std::move(jtmb)).create());
+  std::unique_ptr<orc::LLJIT> jit = check(orc::LLJITBuilder().setJITTargetMachineBuilder(std::move(jtmb)).create());
   // libm (tanhf, erff, expf, ...) resolves from the running process.
   jit->getMainJITDylib().addGenerator(
-      check(orc::DynamicLibrarySearchGenerator::GetForCurrentProcess(
-          jit->getDataLayout().getGlobalPrefix())));
+      check(orc::DynamicLibrarySearchGenerator::GetForCurrentProcess(jit->getDataLayout().getGlobalPrefix())));
   check(jit->addIRModule(orc::ThreadSafeModule(std::move(m), std::move(ctx))));
   return std::make_unique<LlvmJitSession>(std::move(jit), opts.prefix);
 }

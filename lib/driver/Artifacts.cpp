@@ -71,12 +71,18 @@ namespace {
 /// The C type that carries one element of `dt` across the ABI.
 const char *c_element_type(DType dt) {
   switch (dt) {
-  case DType::Float16: return "uint16_t"; // the IEEE half-precision bit pattern
-  case DType::Float32: return "float";
-  case DType::Float64: return "double";
-  case DType::Int32: return "int32_t";
-  case DType::Int64: return "int64_t";
-  case DType::Bool: return "uint8_t"; // 0 or 1
+  case DType::Float16:
+    return "uint16_t"; // the IEEE half-precision bit pattern
+  case DType::Float32:
+    return "float";
+  case DType::Float64:
+    return "double";
+  case DType::Int32:
+    return "int32_t";
+  case DType::Int64:
+    return "int64_t";
+  case DType::Bool:
+    return "uint8_t"; // 0 or 1
   }
   return "?";
 }
@@ -144,14 +150,12 @@ struct CFunction {
 class HeaderNames {
 public:
   explicit HeaderNames(const std::string &prefix) : prefix_(prefix) {
-    GRADC_CHECK(is_c_identifier(prefix), "emit_c_header",
-                "symbol prefix '" + prefix + "' is not a C identifier");
+    GRADC_CHECK(is_c_identifier(prefix), "emit_c_header", "symbol prefix '" + prefix + "' is not a C identifier");
     claim(upper(prefix) + "_ALIGNMENT");
     claim("GRADC_" + upper(prefix) + "_H");
   }
 
-  std::vector<CFunction> name(const LoweredModule &module,
-                              const std::vector<FunctionReport> &reports) {
+  std::vector<CFunction> name(const LoweredModule &module, const std::vector<FunctionReport> &reports) {
     std::vector<CFunction> fns;
     // Function-level names first, then every output (their fields are fixed
     // by the ABI), then parameters, which absorb any clash.
@@ -160,17 +164,16 @@ public:
       cf.symbol = prefix_ + "_" + fn.name;
       cf.macro = upper(cf.symbol);
       if (fn.name == "strerror")
-        throw FileError("cannot write the C header: function @strerror would clash with " +
-                        prefix_ + "_strerror; rename the function");
+        throw FileError("cannot write the C header: function @strerror would clash with " + prefix_ +
+                        "_strerror; rename the function");
       if (!claim(cf.macro + "_WORKSPACE_SIZE"))
-        throw FileError("cannot write the C header: function @" + fn.name + " needs the name " +
-                        cf.macro + "_WORKSPACE_SIZE, which another function has; rename one");
+        throw FileError("cannot write the C header: function @" + fn.name + " needs the name " + cf.macro +
+                        "_WORKSPACE_SIZE, which another function has; rename one");
       fns.push_back(cf);
     }
     for (size_t f = 0; f < fns.size(); ++f)
       for (size_t i = 0; i < module.functions[f].outputs.size(); ++i)
-        fns[f].outputs.push_back(tensor(fns[f], "output_" + std::to_string(i),
-                                        "output_" + std::to_string(i),
+        fns[f].outputs.push_back(tensor(fns[f], "output_" + std::to_string(i), "output_" + std::to_string(i),
                                         *module.functions[f].outputs[i]));
     for (size_t f = 0; f < fns.size(); ++f) {
       const LoweredFunction &fn = module.functions[f];
@@ -202,8 +205,7 @@ private:
   /// `base`, or `base_2`, `base_3`, ...: the first whose macros are free.
   /// Two fields of a function with one name would have the same macros, so
   /// this also keeps the fields of each struct distinct.
-  CTensor tensor(const CFunction &fn, const std::string &base, const std::string &origin,
-                 const Buffer &buf) {
+  CTensor tensor(const CFunction &fn, const std::string &base, const std::string &origin, const Buffer &buf) {
     for (int n = 1;; ++n) {
       std::string field = n == 1 ? base : base + "_" + std::to_string(n);
       std::string stem = fn.macro + "_" + upper(field);
@@ -239,8 +241,7 @@ void emit_tensor_macros(std::ostream &os, const CTensor &t) {
   os << "#define " << t.macro << "_BYTES " << b.bytes() << "\n";
 }
 
-void emit_struct(std::ostream &os, const std::string &tag, const std::vector<CTensor> &tensors,
-                 const char *qualifier) {
+void emit_struct(std::ostream &os, const std::string &tag, const std::vector<CTensor> &tensors, const char *qualifier) {
   os << "struct " << tag << " {\n";
   for (const CTensor &t : tensors) {
     os << "  " << qualifier << c_element_type(t.buffer->dtype) << " *" << t.field << "; /* ";
@@ -265,8 +266,7 @@ void check_io_order(const LoweredFunction &fn, size_t param_names) {
 }
 
 void check_reports(const LoweredModule &module, const std::vector<FunctionReport> &reports) {
-  GRADC_CHECK(reports.size() == module.functions.size(), "artifacts",
-              "one report per function expected");
+  GRADC_CHECK(reports.size() == module.functions.size(), "artifacts", "one report per function expected");
   for (size_t f = 0; f < reports.size(); ++f)
     check_io_order(module.functions[f], reports[f].param_names.size());
 }
@@ -289,8 +289,7 @@ std::string emit_c_header(const LoweredModule &module, const std::vector<Functio
   if (cuda)
     os << " *   1. Allocate the workspace with cudaMalloc (or cuMemAlloc), of\n"
        << " *      " << P << "_FN_WORKSPACE_SIZE bytes (0: pass NULL).\n"
-       << " *   2. Point the fields of a struct " << prefix
-       << "_FN_inputs at the parameters and those\n"
+       << " *   2. Point the fields of a struct " << prefix << "_FN_inputs at the parameters and those\n"
        << " *      of a struct " << prefix << "_FN_outputs at buffers for the results, all device\n"
        << " *      memory; " << P << "_FN_<TENSOR>_BYTES says how large each one is.\n"
        << " *   3. int32_t rc = " << prefix << "_FN(&inputs, &outputs, workspace, stream);\n"
@@ -302,11 +301,9 @@ std::string emit_c_header(const LoweredModule &module, const std::vector<Functio
        << " * libcuda.so.1 is opened at run time, so linking needs no CUDA library.\n"
        << " * If you include cuda.h, include it before this header.\n";
   else
-    os << " *   1. Allocate the workspace: aligned_alloc(" << P << "_ALIGNMENT, " << P
-       << "_FN_WORKSPACE_SIZE)\n"
+    os << " *   1. Allocate the workspace: aligned_alloc(" << P << "_ALIGNMENT, " << P << "_FN_WORKSPACE_SIZE)\n"
        << " *      (the size is a multiple of " << P << "_ALIGNMENT; when it is 0, pass NULL).\n"
-       << " *   2. Point the fields of a struct " << prefix
-       << "_FN_inputs at the parameters and those\n"
+       << " *   2. Point the fields of a struct " << prefix << "_FN_inputs at the parameters and those\n"
        << " *      of a struct " << prefix << "_FN_outputs at buffers for the results;\n"
        << " *      " << P << "_FN_<TENSOR>_BYTES says how large each one is.\n"
        << " *   3. int32_t rc = " << prefix << "_FN(&inputs, &outputs, workspace);\n"
@@ -342,13 +339,11 @@ std::string emit_c_header(const LoweredModule &module, const std::vector<Functio
   for (size_t f = 0; f < fns.size(); ++f) {
     const LoweredFunction &fn = module.functions[f];
     const CFunction &cf = fns[f];
-    os << "\n/* ===== @" << fn.name << (reports[f].is_adjoint ? " (a gradient)" : "")
-       << " ===== */\n\n";
+    os << "\n/* ===== @" << fn.name << (reports[f].is_adjoint ? " (a gradient)" : "") << " ===== */\n\n";
     emit_struct(os, cf.symbol + "_inputs", cf.inputs, "const ");
     os << "\n";
     emit_struct(os, cf.symbol + "_outputs", cf.outputs, "");
-    os << "\n/* The planned peak of intermediates (bytes, a multiple of " << P
-       << "_ALIGNMENT). */\n"
+    os << "\n/* The planned peak of intermediates (bytes, a multiple of " << P << "_ALIGNMENT). */\n"
        << "#define " << cf.macro << "_WORKSPACE_SIZE " << fn.workspace_bytes << "\n";
     for (const CTensor &t : cf.inputs)
       emit_tensor_macros(os, t);
@@ -356,8 +351,8 @@ std::string emit_c_header(const LoweredModule &module, const std::vector<Functio
       emit_tensor_macros(os, t);
     std::string indent(cf.symbol.size() + 9, ' ');
     os << "\nint32_t " << cf.symbol << "(const struct " << cf.symbol << "_inputs *inputs,\n"
-       << indent << "struct " << cf.symbol << "_outputs *outputs, void *workspace"
-       << (cuda ? ", CUstream stream" : "") << ");\n";
+       << indent << "struct " << cf.symbol << "_outputs *outputs, void *workspace" << (cuda ? ", CUstream stream" : "")
+       << ");\n";
   }
 
   os << "\n#ifdef __cplusplus\n} /* extern \"C\" */\n#endif\n\n#endif /* " << guard << " */\n";
@@ -367,22 +362,16 @@ std::string emit_c_header(const LoweredModule &module, const std::vector<Functio
 namespace {
 
 nlohmann::json tensor_json(const std::string &name, const char *role, const Buffer &buf) {
-  return {{"name", name},
-          {"role", role},
-          {"dtype", dtype_name(buf.dtype)},
-          {"shape", buf.shape},
-          {"bytes", buf.bytes()}};
+  return {
+      {"name", name}, {"role", role}, {"dtype", dtype_name(buf.dtype)}, {"shape", buf.shape}, {"bytes", buf.bytes()}};
 }
 
-nlohmann::json string_or_null(const std::string &s) {
-  return s.empty() ? nlohmann::json() : nlohmann::json(s);
-}
+nlohmann::json string_or_null(const std::string &s) { return s.empty() ? nlohmann::json() : nlohmann::json(s); }
 
 } // namespace
 
-nlohmann::json build_manifest(const LoweredModule &module,
-                              const std::vector<FunctionReport> &reports, const ManifestInfo &info,
-                              const std::string &prefix) {
+nlohmann::json build_manifest(const LoweredModule &module, const std::vector<FunctionReport> &reports,
+                              const ManifestInfo &info, const std::string &prefix) {
   check_reports(module, reports);
   const bool cuda = info.target == "cuda";
   nlohmann::json functions = nlohmann::json::array();
@@ -403,10 +392,8 @@ nlohmann::json build_manifest(const LoweredModule &module,
       nlohmann::json kernel = {{"name", k.name}, {"buffers", buffers}};
       // A kernel's launch arguments are its buffers, in order (CudaTarget.cpp).
       if (cuda)
-        kernel["launch"] = {{"grid", {k.grid, 1, 1}},
-                            {"block", {k.block, 1, 1}},
-                            {"shared_memory_bytes", 0},
-                            {"arguments", buffers}};
+        kernel["launch"] = {
+            {"grid", {k.grid, 1, 1}}, {"block", {k.block, 1, 1}}, {"shared_memory_bytes", 0}, {"arguments", buffers}};
       kernels.push_back(kernel);
     }
 
@@ -420,10 +407,8 @@ nlohmann::json build_manifest(const LoweredModule &module,
         {"parameters", params},
         {"results", results},
         {"workspace_bytes", fn.workspace_bytes},
-        {"planned_peak_bytes",
-         {{"before_remat", report.peak_before_remat}, {"after_remat", report.peak_after_remat}}},
-        {"remat",
-         {{"segments", report.remat_segments}, {"recomputed_bindings", report.remat_recomputed}}},
+        {"planned_peak_bytes", {{"before_remat", report.peak_before_remat}, {"after_remat", report.peak_after_remat}}},
+        {"remat", {{"segments", report.remat_segments}, {"recomputed_bindings", report.remat_recomputed}}},
         {"flops", report.flops},
         {"kernels", kernels},
         {"arena", arena},
@@ -444,8 +429,7 @@ nlohmann::json build_manifest(const LoweredModule &module,
       {"opt_level", info.opt_level},
       {"remat",
        {{"mode", info.remat},
-        {"memory_budget",
-         info.memory_budget < 0 ? nlohmann::json() : nlohmann::json(info.memory_budget)}}},
+        {"memory_budget", info.memory_budget < 0 ? nlohmann::json() : nlohmann::json(info.memory_budget)}}},
       {"functions", functions},
   };
 }

@@ -53,8 +53,7 @@ std::shared_ptr<const SourceFile> read_model(const std::string &path, std::ostre
 namespace {
 
 /// Parse, type-check, differentiate, lower; nullopt after printing errors.
-std::optional<CompiledModule> front_to_loops(const std::string &model, const PipelineOptions &opts,
-                                             std::ostream &err) {
+std::optional<CompiledModule> front_to_loops(const std::string &model, const PipelineOptions &opts, std::ostream &err) {
   auto source = read_model(model, err);
   if (!source)
     return std::nullopt;
@@ -128,7 +127,8 @@ int compile_command(const CompileCommand &cmd, std::ostream &out, std::ostream &
   } catch (CompileError &) {
     return 1;
   }
-  compiled->times.push_back({"codegen", std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count()});
+  compiled->times.push_back(
+      {"codegen", std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count()});
   Dumper dumper(opts, err);
   dumper.dump("llvm", code.llvm_ir);
   dumper.dump("asm", code.assembly);
@@ -140,9 +140,10 @@ int compile_command(const CompileCommand &cmd, std::ostream &out, std::ostream &
     if (wants("header"))
       write_file_atomic(base + ".h", emit_c_header(compiled->lowered, compiled->reports, cg.prefix, cg.target));
     if (wants("manifest"))
-      write_file_atomic(base + ".json",
-                        build_manifest(compiled->lowered, compiled->reports, manifest_info(opts, cmd.argv), cg.prefix)
-                                .dump(2) + "\n");
+      write_file_atomic(
+          base + ".json",
+          build_manifest(compiled->lowered, compiled->reports, manifest_info(opts, cmd.argv), cg.prefix).dump(2) +
+              "\n");
     if (wants("llvm"))
       write_file_atomic(base + ".ll", code.llvm_ir);
     if (wants("asm"))
@@ -170,12 +171,39 @@ std::string format_values(const NpyArray &a, size_t max_values) {
   for (size_t i = 0; i < n; ++i) {
     os << (i ? ", " : "");
     switch (a.dtype) {
-    case DType::Float32: { float v; memcpy(&v, p + 4 * i, 4); os << v; break; }
-    case DType::Float64: { double v; memcpy(&v, p + 8 * i, 8); os << v; break; }
-    case DType::Int32: { int32_t v; memcpy(&v, p + 4 * i, 4); os << v; break; }
-    case DType::Int64: { int64_t v; memcpy(&v, p + 8 * i, 8); os << v; break; }
-    case DType::Bool: os << (p[i] ? "True" : "False"); break;
-    case DType::Float16: { uint16_t v; memcpy(&v, p + 2 * i, 2); os << "0x" << std::hex << v << std::dec; break; }
+    case DType::Float32: {
+      float v;
+      memcpy(&v, p + 4 * i, 4);
+      os << v;
+      break;
+    }
+    case DType::Float64: {
+      double v;
+      memcpy(&v, p + 8 * i, 8);
+      os << v;
+      break;
+    }
+    case DType::Int32: {
+      int32_t v;
+      memcpy(&v, p + 4 * i, 4);
+      os << v;
+      break;
+    }
+    case DType::Int64: {
+      int64_t v;
+      memcpy(&v, p + 8 * i, 8);
+      os << v;
+      break;
+    }
+    case DType::Bool:
+      os << (p[i] ? "True" : "False");
+      break;
+    case DType::Float16: {
+      uint16_t v;
+      memcpy(&v, p + 2 * i, 2);
+      os << "0x" << std::hex << v << std::dec;
+      break;
+    }
     }
   }
   if (size_t(num_elements(a.shape)) > n)
@@ -255,17 +283,16 @@ int run_command(const RunCommand &cmd, std::ostream &out, std::ostream &err) {
     }
     const Buffer &b = *fn->inputs[i];
     if (arrays[i].dtype != b.dtype || arrays[i].shape != b.shape) {
-      err << "gradc: error: --input " << name << ": %" << name << " is "
-          << Type::tensor(b.shape, b.dtype).str() << " but '" << path << "' holds a "
-          << dtype_name(arrays[i].dtype) << " array of shape " << shape_str(arrays[i].shape) << "\n";
+      err << "gradc: error: --input " << name << ": %" << name << " is " << Type::tensor(b.shape, b.dtype).str()
+          << " but '" << path << "' holds a " << dtype_name(arrays[i].dtype) << " array of shape "
+          << shape_str(arrays[i].shape) << "\n";
       ok = false;
     }
   }
   for (size_t i = 0; i < given.size(); ++i)
     if (!given[i]) {
-      err << "gradc: error: missing --input " << report->param_names[i] << "=FILE.npy for %"
-          << report->param_names[i] << ": " << Type::tensor(fn->inputs[i]->shape, fn->inputs[i]->dtype).str()
-          << "\n";
+      err << "gradc: error: missing --input " << report->param_names[i] << "=FILE.npy for %" << report->param_names[i]
+          << ": " << Type::tensor(fn->inputs[i]->shape, fn->inputs[i]->dtype).str() << "\n";
       ok = false;
     }
   if (!ok)
@@ -295,8 +322,8 @@ int run_command(const RunCommand &cmd, std::ostream &out, std::ostream &err) {
   AlignedBuffer workspace = aligned_buffer(fn->workspace_bytes);
   int32_t status = call(in_ptrs.data(), out_ptrs.data(), workspace.get());
   if (status != 0)
-    internal_error("run", std::string("the entry point returned ") + std::to_string(status) + ": " +
-                              status_message(status));
+    internal_error("run",
+                   std::string("the entry point returned ") + std::to_string(status) + ": " + status_message(status));
 
   if (!cmd.output_dir.empty()) {
     std::error_code ec;
@@ -384,13 +411,20 @@ int ops_command(const std::string &name, bool json, std::ostream &out, std::ostr
   }
   if (name.empty()) {
     out << std::left << std::setw(26) << "operator" << std::setw(7) << "arity" << std::setw(7) << "level"
-        << std::setw(16) << "relation" << std::setw(10) << "gradient" << "lowering\n";
+        << std::setw(16) << "relation" << std::setw(10) << "gradient"
+        << "lowering\n";
     for (const OpDef *d : ops) {
-      std::string arity = d->min_inputs == d->max_inputs ? std::to_string(d->min_inputs)
-                                                         : std::to_string(d->min_inputs) + "-" + std::to_string(d->max_inputs);
+      std::string arity = d->min_inputs == d->max_inputs
+                              ? std::to_string(d->min_inputs)
+                              : std::to_string(d->min_inputs) + "-" + std::to_string(d->max_inputs);
       out << std::left << std::setw(26) << d->name << std::setw(7) << arity << std::setw(7) << d->support_level
           << std::setw(16) << d->relation_name << std::setw(10)
-          << (d->no_gradient ? "zero" : d->gradient ? "yes" : "no") << (d->element ? "injective" : d->kernel ? "kernel" : "no")
+          << (d->no_gradient ? "zero"
+              : d->gradient  ? "yes"
+                             : "no")
+          << (d->element  ? "injective"
+              : d->kernel ? "kernel"
+                          : "no")
           << "\n";
     }
     return 0;

@@ -29,12 +29,18 @@ const size_t kHeaderAlign = 64;
 /// The .npy dtype string of each gradc dtype (little-endian, like the data).
 const char *npy_descr(DType dt) {
   switch (dt) {
-  case DType::Float16: return "<f2";
-  case DType::Float32: return "<f4";
-  case DType::Float64: return "<f8";
-  case DType::Int32: return "<i4";
-  case DType::Int64: return "<i8";
-  case DType::Bool: return "|b1";
+  case DType::Float16:
+    return "<f2";
+  case DType::Float32:
+    return "<f4";
+  case DType::Float64:
+    return "<f8";
+  case DType::Int32:
+    return "<i4";
+  case DType::Int64:
+    return "<i8";
+  case DType::Bool:
+    return "|b1";
   }
   return "?";
 }
@@ -136,8 +142,7 @@ public:
 
 private:
   template <typename T>
-  void set(std::optional<T> &slot, const std::string &key, bool ok, const T &value,
-           const char *expected) {
+  void set(std::optional<T> &slot, const std::string &key, bool ok, const T &value, const char *expected) {
     if (slot)
       fail("duplicate key '" + key + "'");
     if (!ok)
@@ -227,16 +232,16 @@ private:
   }
 
   void skip_space() {
-    while (pos_ < text_.size() && (text_[pos_] == ' ' || text_[pos_] == '\t' ||
-                                   text_[pos_] == '\n' || text_[pos_] == '\r'))
+    while (pos_ < text_.size() &&
+           (text_[pos_] == ' ' || text_[pos_] == '\t' || text_[pos_] == '\n' || text_[pos_] == '\r'))
       ++pos_;
   }
 
   char peek() const { return pos_ < text_.size() ? text_[pos_] : '\0'; }
 
   [[noreturn]] void fail(const std::string &message) {
-    throw FileError("'" + path_ + "': malformed .npy header: " + message + " (at header byte " +
-                    std::to_string(pos_) + ")");
+    throw FileError("'" + path_ + "': malformed .npy header: " + message + " (at header byte " + std::to_string(pos_) +
+                    ")");
   }
 
   std::string_view text_;
@@ -246,20 +251,17 @@ private:
 
 /// The gradc dtype of a descr, or a FileError saying why there is none.
 DType dtype_of(const std::string &descr, const std::string &path) {
-  for (DType dt :
-       {DType::Float16, DType::Float32, DType::Float64, DType::Int32, DType::Int64, DType::Bool})
+  for (DType dt : {DType::Float16, DType::Float32, DType::Float64, DType::Int32, DType::Int64, DType::Bool})
     if (descr == npy_descr(dt))
       return dt;
   if (descr == "|u1") // uint8 arrays holding 0 and 1 are a common way to store masks
     return DType::Bool;
   if (!descr.empty() && descr[0] == '>')
-    throw FileError("'" + path + "': big-endian dtype '" + descr +
-                    "' is not supported (save with .astype('<" + descr.substr(1) + "'))");
+    throw FileError("'" + path + "': big-endian dtype '" + descr + "' is not supported (save with .astype('<" +
+                    descr.substr(1) + "'))");
   if (descr.find('O') != std::string::npos)
-    throw FileError("'" + path + "': unsupported dtype '" + descr +
-                    "' (object arrays are not supported)");
-  throw FileError("'" + path + "': unsupported dtype '" + descr +
-                  "' (gradc reads <f2, <f4, <f8, <i4, <i8 and |b1)");
+    throw FileError("'" + path + "': unsupported dtype '" + descr + "' (object arrays are not supported)");
+  throw FileError("'" + path + "': unsupported dtype '" + descr + "' (gradc reads <f2, <f4, <f8, <i4, <i8 and |b1)");
 }
 
 } // namespace
@@ -270,9 +272,7 @@ NpyArray read_npy(const std::string &path) {
     throw FileError("cannot read '" + path + "': " + std::strerror(errno));
   struct stat st;
   uint64_t size_hint = ::fstat(fd.get(), &st) == 0 && S_ISREG(st.st_mode) ? st.st_size : 0;
-  auto truncated = [&](const std::string &what) {
-    return FileError("'" + path + "' is truncated (" + what + ")");
-  };
+  auto truncated = [&](const std::string &what) { return FileError("'" + path + "' is truncated (" + what + ")"); };
 
   // Preamble: magic, major and minor version, header length (2 bytes in
   // version 1, 4 bytes in versions 2 and 3), all little-endian.
@@ -283,8 +283,8 @@ NpyArray read_npy(const std::string &path) {
     throw truncated("incomplete header");
   int major = (unsigned char)pre[6], minor = (unsigned char)pre[7];
   if (major < 1 || major > 3 || minor != 0)
-    throw FileError("'" + path + "': unsupported .npy format version " + std::to_string(major) +
-                    "." + std::to_string(minor));
+    throw FileError("'" + path + "': unsupported .npy format version " + std::to_string(major) + "." +
+                    std::to_string(minor));
   size_t len_bytes = major == 1 ? 2 : 4;
   std::string len_field = read_up_to(fd.get(), len_bytes, size_hint, path);
   if (len_field.size() < len_bytes)
@@ -320,8 +320,8 @@ NpyArray read_npy(const std::string &path) {
                     std::to_string(array.data.size()));
   uint64_t extra = read_up_to(fd.get(), 1, 1, path).size();
   if (extra)
-    throw FileError("'" + path + "': unexpected bytes after the " + std::to_string(need) +
-                    " bytes of data of shape " + what);
+    throw FileError("'" + path + "': unexpected bytes after the " + std::to_string(need) + " bytes of data of shape " +
+                    what);
 
   // Compiled code may assume a bool is 0 or 1, so other bytes are refused.
   if (array.dtype == DType::Bool)
@@ -333,8 +333,8 @@ NpyArray read_npy(const std::string &path) {
 }
 
 std::string encode_npy(const NpyArray &array) {
-  GRADC_CHECK(array.data.size() == uint64_t(num_elements(array.shape)) * dtype_bytes(array.dtype),
-              "encode_npy", "data size does not match shape " + shape_str(array.shape));
+  GRADC_CHECK(array.data.size() == uint64_t(num_elements(array.shape)) * dtype_bytes(array.dtype), "encode_npy",
+              "data size does not match shape " + shape_str(array.shape));
   std::string dict = std::string("{'descr': '") + npy_descr(array.dtype) +
                      "', 'fortran_order': False, 'shape': " + shape_str(array.shape) + ", }";
   // numpy.save leaves room to grow the first axis in place (21 digits); doing
@@ -343,9 +343,7 @@ std::string encode_npy(const NpyArray &array) {
     dict += std::string(21 - std::to_string(array.shape[0]).size(), ' ');
   // numpy pads with a full 64 bytes when already aligned; so do we.
   size_t text_len = dict.size() + 1; // with the final newline
-  auto padding = [&](size_t len_bytes) {
-    return kHeaderAlign - (kMagicLen + 2 + len_bytes + text_len) % kHeaderAlign;
-  };
+  auto padding = [&](size_t len_bytes) { return kHeaderAlign - (kMagicLen + 2 + len_bytes + text_len) % kHeaderAlign; };
   // Version 1.0 stores the header length in 2 bytes; a longer header needs
   // 2.0, which numpy.save picks the same way.
   size_t len_bytes = text_len + padding(2) <= 0xffff ? 2 : 4;

@@ -42,8 +42,11 @@ void Dumper::dump(const std::string &stage, const std::string &text) {
   }
   const auto &names = dump_stage_names();
   size_t n = std::find(names.begin(), names.end(), stage) - names.begin() + 1;
-  const char *ext = stage == "loops" ? "txt" : stage == "llvm" ? "ll" : stage == "asm" ? "s"
-                  : stage == "ptx"   ? "ptx" : "relay";
+  const char *ext = stage == "loops"  ? "txt"
+                    : stage == "llvm" ? "ll"
+                    : stage == "asm"  ? "s"
+                    : stage == "ptx"  ? "ptx"
+                                      : "relay";
   char file[64];
   snprintf(file, sizeof file, "%02zu-%s.%s", n, stage.c_str(), ext);
   std::filesystem::create_directories(opts_.dump_dir);
@@ -121,8 +124,8 @@ LoweredModule fuse_and_lower(Module &m, const PipelineOptions &opts, Dumper *dum
 
 } // namespace
 
-CompiledModule compile_to_loops(std::shared_ptr<const SourceFile> source, const PipelineOptions &opts,
-                                DiagEngine &diag, Dumper &dumper) {
+CompiledModule compile_to_loops(std::shared_ptr<const SourceFile> source, const PipelineOptions &opts, DiagEngine &diag,
+                                Dumper &dumper) {
   CompiledModule out;
   Timer timer(out.times);
 
@@ -209,12 +212,12 @@ CompiledModule compile_to_loops(std::shared_ptr<const SourceFile> source, const 
 void print_report(const CompiledModule &c, std::ostream &os) {
   os << "gradc report\n";
   os << std::left << std::setw(24) << "function" << std::right << std::setw(14) << "FLOPs" << std::setw(16)
-     << "peak (none)" << std::setw(16) << "peak (remat)" << std::setw(10) << "kernels" << std::setw(10)
-     << "remat" << "\n";
+     << "peak (none)" << std::setw(16) << "peak (remat)" << std::setw(10) << "kernels" << std::setw(10) << "remat"
+     << "\n";
   for (size_t i = 0; i < c.reports.size(); ++i) {
     const FunctionReport &r = c.reports[i];
-    os << std::left << std::setw(24) << ("@" + r.name) << std::right << std::setw(14) << r.flops
-       << std::setw(16) << r.peak_before_remat << std::setw(16) << r.peak_after_remat << std::setw(10)
+    os << std::left << std::setw(24) << ("@" + r.name) << std::right << std::setw(14) << r.flops << std::setw(16)
+       << r.peak_before_remat << std::setw(16) << r.peak_after_remat << std::setw(10)
        << c.lowered.functions[i].kernels.size() << std::setw(10) << r.remat_recomputed << "\n";
   }
   os << "stage times:";

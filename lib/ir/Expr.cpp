@@ -64,12 +64,18 @@ bool AttrValue::operator==(const AttrValue &o) const {
   if (kind != o.kind)
     return false;
   switch (kind) {
-  case None: return true;
-  case Int: return i == o.i;
-  case Float: return f == o.f;
-  case String: return s == o.s;
-  case Bool: return b == o.b;
-  case List: return list == o.list;
+  case None:
+    return true;
+  case Int:
+    return i == o.i;
+  case Float:
+    return f == o.f;
+  case String:
+    return s == o.s;
+  case Bool:
+    return b == o.b;
+  case List:
+    return list == o.list;
   }
   return false;
 }
@@ -84,16 +90,20 @@ std::string format_float(double v, DType dt) {
 
 std::string AttrValue::str() const {
   switch (kind) {
-  case None: return "None";
-  case Int: return std::to_string(i);
-  case Float: return format_float(f, DType::Float64) + "f";
+  case None:
+    return "None";
+  case Int:
+    return std::to_string(i);
+  case Float:
+    return format_float(f, DType::Float64) + "f";
   case String: {
     std::string out = "\"";
     for (char c : s)
       out += (c == '"' || c == '\\') ? std::string("\\") + c : std::string(1, c);
     return out + "\"";
   }
-  case Bool: return b ? "True" : "False";
+  case Bool:
+    return b ? "True" : "False";
   case List: {
     std::string out = "[";
     for (size_t k = 0; k < list.size(); ++k)
@@ -127,9 +137,7 @@ void Attrs::set(const std::string &name, AttrValue value) {
   items.emplace_back(name, std::move(value));
 }
 
-bool Expr::is_call(const char *op_name) const {
-  return kind == ExprKind::Call && op->name == op_name;
-}
+bool Expr::is_call(const char *op_name) const { return kind == ExprKind::Call && op->name == op_name; }
 
 FunctionPtr Module::find(const std::string &name) const {
   for (const FunctionPtr &f : functions)

@@ -19,12 +19,18 @@ std::string format_float(double v, DType dt); // Expr.cpp
 
 std::string format_constant(const Expr &c) {
   switch (c.dtype) {
-  case DType::Bool: return c.ivalue ? "True" : "False";
-  case DType::Int32: return std::to_string(c.ivalue);
-  case DType::Int64: return std::to_string(c.ivalue) + "i64";
-  case DType::Float16: return format_float(c.fvalue, c.dtype) + "f16";
-  case DType::Float32: return format_float(c.fvalue, c.dtype) + "f";
-  case DType::Float64: return format_float(c.fvalue, c.dtype) + "f64";
+  case DType::Bool:
+    return c.ivalue ? "True" : "False";
+  case DType::Int32:
+    return std::to_string(c.ivalue);
+  case DType::Int64:
+    return std::to_string(c.ivalue) + "i64";
+  case DType::Float16:
+    return format_float(c.fvalue, c.dtype) + "f16";
+  case DType::Float32:
+    return format_float(c.fvalue, c.dtype) + "f";
+  case DType::Float64:
+    return format_float(c.fvalue, c.dtype) + "f64";
   }
   return "?";
 }
@@ -97,8 +103,10 @@ private:
 
   std::string expr(const ExprPtr &e, int indent) {
     switch (e->kind) {
-    case ExprKind::Var: return "%" + name(e);
-    case ExprKind::Constant: return format_constant(*e);
+    case ExprKind::Var:
+      return "%" + name(e);
+    case ExprKind::Constant:
+      return format_constant(*e);
     case ExprKind::Call:
     case ExprKind::GlobalCall: {
       std::string s = e->kind == ExprKind::Call ? e->op->name : "@" + e->name;
@@ -122,7 +130,8 @@ private:
         s += ",";
       return s + ")";
     }
-    case ExprKind::TupleGet: return expr(e->args[0], indent) + "." + std::to_string(e->index);
+    case ExprKind::TupleGet:
+      return expr(e->args[0], indent) + "." + std::to_string(e->index);
     case ExprKind::Func: {
       Printer inner(opts_);
       inner.names_ = names_;

@@ -5,19 +5,24 @@ namespace gradc {
 
 const char *dtype_name(DType dt) {
   switch (dt) {
-  case DType::Float16: return "float16";
-  case DType::Float32: return "float32";
-  case DType::Float64: return "float64";
-  case DType::Int32: return "int32";
-  case DType::Int64: return "int64";
-  case DType::Bool: return "bool";
+  case DType::Float16:
+    return "float16";
+  case DType::Float32:
+    return "float32";
+  case DType::Float64:
+    return "float64";
+  case DType::Int32:
+    return "int32";
+  case DType::Int64:
+    return "int64";
+  case DType::Bool:
+    return "bool";
   }
   return "?";
 }
 
 std::optional<DType> parse_dtype(const std::string &name) {
-  for (DType dt : {DType::Float16, DType::Float32, DType::Float64, DType::Int32, DType::Int64,
-                   DType::Bool})
+  for (DType dt : {DType::Float16, DType::Float32, DType::Float64, DType::Int32, DType::Int64, DType::Bool})
     if (name == dtype_name(dt))
       return dt;
   return std::nullopt;
@@ -25,19 +30,23 @@ std::optional<DType> parse_dtype(const std::string &name) {
 
 unsigned dtype_bytes(DType dt) {
   switch (dt) {
-  case DType::Float16: return 2;
-  case DType::Float32: return 4;
-  case DType::Float64: return 8;
-  case DType::Int32: return 4;
-  case DType::Int64: return 8;
-  case DType::Bool: return 1;
+  case DType::Float16:
+    return 2;
+  case DType::Float32:
+    return 4;
+  case DType::Float64:
+    return 8;
+  case DType::Int32:
+    return 4;
+  case DType::Int64:
+    return 8;
+  case DType::Bool:
+    return 1;
   }
   return 0;
 }
 
-bool is_float(DType dt) {
-  return dt == DType::Float16 || dt == DType::Float32 || dt == DType::Float64;
-}
+bool is_float(DType dt) { return dt == DType::Float16 || dt == DType::Float32 || dt == DType::Float64; }
 bool is_int(DType dt) { return dt == DType::Int32 || dt == DType::Int64; }
 
 int64_t num_elements(const Shape &shape) {
@@ -94,8 +103,10 @@ bool Type::operator==(const Type &o) const {
 
 std::string Type::str() const {
   switch (kind) {
-  case Unknown: return "?";
-  case Tensor: return "Tensor[" + shape_str(shape) + ", " + dtype_name(dtype) + "]";
+  case Unknown:
+    return "?";
+  case Tensor:
+    return "Tensor[" + shape_str(shape) + ", " + dtype_name(dtype) + "]";
   case Tuple: {
     std::string s = "(";
     for (size_t i = 0; i < fields.size(); ++i)

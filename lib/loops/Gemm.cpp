@@ -47,8 +47,8 @@ StmtPtr columns(KernelCtx &k, int64_t nv, int64_t vl, const std::function<StmtPt
   StmtPtr full = loop(k, "jv", nv / vl, ForKind::Unrolled, [&](const LExprPtr &jv) {
     return loop(k, "j", vl, ForKind::Vectorized, [&](const LExprPtr &j) { return body(add(mul(jv, imm(vl)), j)); });
   });
-  StmtPtr rest = loop(k, "j", nv % vl, ForKind::Vectorized,
-                      [&](const LExprPtr &j) { return body(add(j, imm(nv / vl * vl))); });
+  StmtPtr rest =
+      loop(k, "j", nv % vl, ForKind::Vectorized, [&](const LExprPtr &j) { return body(add(j, imm(nv / vl * vl))); });
   return seq({full, rest});
 }
 
@@ -87,7 +87,8 @@ StmtPtr dot_tile(KernelCtx &k, const Gemm &g, const LExprPtr &m0, int64_t mr, co
   auto product = [&](const LExprPtr &mi, const LExprPtr &ni, const LExprPtr &kk) {
     return mul(g.a(add(m0, mi), kk), g.b(kk, add(n0, ni)));
   };
-  StmtPtr init = loop(k, "j", mr * nr * vl, ForKind::Vectorized, [&](const LExprPtr &j) { return store(acc, j, zero); });
+  StmtPtr init =
+      loop(k, "j", mr * nr * vl, ForKind::Vectorized, [&](const LExprPtr &j) { return store(acc, j, zero); });
   StmtPtr body = loop(k, "kb", blocks, ForKind::Serial, [&](const LExprPtr &kb) {
     return loop(k, "mi", mr, ForKind::Unrolled, [&](const LExprPtr &mi) {
       return loop(k, "ni", nr, ForKind::Unrolled, [&](const LExprPtr &ni) {

@@ -8,13 +8,20 @@ namespace gradc {
 
 const char *for_kind_name(ForKind kind) {
   switch (kind) {
-  case ForKind::Serial: return "serial";
-  case ForKind::Parallel: return "parallel";
-  case ForKind::Vectorized: return "vectorized";
-  case ForKind::Unrolled: return "unrolled";
-  case ForKind::ScanTime: return "scan_time";
-  case ForKind::BlockIdx: return "blockIdx.x";
-  case ForKind::ThreadIdx: return "threadIdx.x";
+  case ForKind::Serial:
+    return "serial";
+  case ForKind::Parallel:
+    return "parallel";
+  case ForKind::Vectorized:
+    return "vectorized";
+  case ForKind::Unrolled:
+    return "unrolled";
+  case ForKind::ScanTime:
+    return "scan_time";
+  case ForKind::BlockIdx:
+    return "blockIdx.x";
+  case ForKind::ThreadIdx:
+    return "threadIdx.x";
   }
   return "?";
 }
@@ -92,8 +99,8 @@ static LExprPtr fold_index(BinaryOp op, const LExprPtr &a, const LExprPtr &b) {
 
 LExprPtr binary(BinaryOp op, LExprPtr a, LExprPtr b) {
   GRADC_CHECK(a->dtype == b->dtype, "loop IR",
-              std::string("binary operands of different dtypes: ") + dtype_name(a->dtype) +
-                  " and " + dtype_name(b->dtype));
+              std::string("binary operands of different dtypes: ") + dtype_name(a->dtype) + " and " +
+                  dtype_name(b->dtype));
   if (LExprPtr folded = fold_index(op, a, b))
     return folded;
   auto e = node(LExprKind::Binary, a->dtype);
@@ -142,8 +149,8 @@ StmtPtr for_loop(LVarPtr var, int64_t extent, ForKind kind, StmtPtr body) {
 
 StmtPtr store(const BufferPtr &buf, LExprPtr index, LExprPtr value) {
   GRADC_CHECK(value->dtype == buf->dtype, "loop IR",
-              "store of " + std::string(dtype_name(value->dtype)) + " into " +
-                  dtype_name(buf->dtype) + " buffer " + buf->name);
+              "store of " + std::string(dtype_name(value->dtype)) + " into " + dtype_name(buf->dtype) + " buffer " +
+                  buf->name);
   auto s = snode(StmtKind::Store);
   s->buffer = buf;
   s->index = std::move(index);
@@ -184,61 +191,94 @@ namespace {
 
 const char *unary_name(UnaryOp op) {
   switch (op) {
-  case UnaryOp::Neg: return "neg";
-  case UnaryOp::Exp: return "exp";
-  case UnaryOp::Log: return "log";
-  case UnaryOp::Sqrt: return "sqrt";
-  case UnaryOp::Tanh: return "tanh";
-  case UnaryOp::Abs: return "abs";
-  case UnaryOp::Erf: return "erf";
-  case UnaryOp::Sin: return "sin";
-  case UnaryOp::Cos: return "cos";
-  case UnaryOp::Not: return "not";
+  case UnaryOp::Neg:
+    return "neg";
+  case UnaryOp::Exp:
+    return "exp";
+  case UnaryOp::Log:
+    return "log";
+  case UnaryOp::Sqrt:
+    return "sqrt";
+  case UnaryOp::Tanh:
+    return "tanh";
+  case UnaryOp::Abs:
+    return "abs";
+  case UnaryOp::Erf:
+    return "erf";
+  case UnaryOp::Sin:
+    return "sin";
+  case UnaryOp::Cos:
+    return "cos";
+  case UnaryOp::Not:
+    return "not";
   }
   return "?";
 }
 
 const char *binary_infix(BinaryOp op) {
   switch (op) {
-  case BinaryOp::Add: return " + ";
-  case BinaryOp::Sub: return " - ";
-  case BinaryOp::Mul: return "*";
-  case BinaryOp::Div: return " / ";
-  case BinaryOp::FloorDiv: return " // ";
-  case BinaryOp::FloorMod: return " % ";
-  case BinaryOp::And: return " && ";
-  case BinaryOp::Or: return " || ";
-  default: return nullptr;
+  case BinaryOp::Add:
+    return " + ";
+  case BinaryOp::Sub:
+    return " - ";
+  case BinaryOp::Mul:
+    return "*";
+  case BinaryOp::Div:
+    return " / ";
+  case BinaryOp::FloorDiv:
+    return " // ";
+  case BinaryOp::FloorMod:
+    return " % ";
+  case BinaryOp::And:
+    return " && ";
+  case BinaryOp::Or:
+    return " || ";
+  default:
+    return nullptr;
   }
 }
 
 const char *binary_call(BinaryOp op) {
   switch (op) {
-  case BinaryOp::Min: return "min";
-  case BinaryOp::Max: return "max";
-  case BinaryOp::Pow: return "pow";
-  default: return "?";
+  case BinaryOp::Min:
+    return "min";
+  case BinaryOp::Max:
+    return "max";
+  case BinaryOp::Pow:
+    return "pow";
+  default:
+    return "?";
   }
 }
 
 const char *compare_name(CompareOp op) {
   switch (op) {
-  case CompareOp::LT: return " < ";
-  case CompareOp::LE: return " <= ";
-  case CompareOp::GT: return " > ";
-  case CompareOp::GE: return " >= ";
-  case CompareOp::EQ: return " == ";
-  case CompareOp::NE: return " != ";
+  case CompareOp::LT:
+    return " < ";
+  case CompareOp::LE:
+    return " <= ";
+  case CompareOp::GT:
+    return " > ";
+  case CompareOp::GE:
+    return " >= ";
+  case CompareOp::EQ:
+    return " == ";
+  case CompareOp::NE:
+    return " != ";
   }
   return "?";
 }
 
 const char *scope_name(BufferScope s) {
   switch (s) {
-  case BufferScope::Input: return "input";
-  case BufferScope::Output: return "output";
-  case BufferScope::Arena: return "arena";
-  case BufferScope::Local: return "local";
+  case BufferScope::Input:
+    return "input";
+  case BufferScope::Output:
+    return "output";
+  case BufferScope::Arena:
+    return "arena";
+  case BufferScope::Local:
+    return "local";
   }
   return "?";
 }
@@ -259,19 +299,20 @@ public:
       s << e->fvalue << (e->dtype == DType::Float32 ? "f" : e->dtype == DType::Float16 ? "f16" : "f64");
       return s.str();
     }
-    case LExprKind::Var: return e->var->name;
-    case LExprKind::Load: return e->buffer->name + "[" + expr(e->operands[0]) + "]";
-    case LExprKind::Unary: return std::string(unary_name(e->uop)) + "(" + expr(e->operands[0]) + ")";
+    case LExprKind::Var:
+      return e->var->name;
+    case LExprKind::Load:
+      return e->buffer->name + "[" + expr(e->operands[0]) + "]";
+    case LExprKind::Unary:
+      return std::string(unary_name(e->uop)) + "(" + expr(e->operands[0]) + ")";
     case LExprKind::Binary:
       if (const char *infix = binary_infix(e->bop))
         return "(" + expr(e->operands[0]) + infix + expr(e->operands[1]) + ")";
-      return std::string(binary_call(e->bop)) + "(" + expr(e->operands[0]) + ", " +
-             expr(e->operands[1]) + ")";
+      return std::string(binary_call(e->bop)) + "(" + expr(e->operands[0]) + ", " + expr(e->operands[1]) + ")";
     case LExprKind::Compare:
       return "(" + expr(e->operands[0]) + compare_name(e->cop) + expr(e->operands[1]) + ")";
     case LExprKind::Select:
-      return "select(" + expr(e->operands[0]) + ", " + expr(e->operands[1]) + ", " +
-             expr(e->operands[2]) + ")";
+      return "select(" + expr(e->operands[0]) + ", " + expr(e->operands[1]) + ", " + expr(e->operands[2]) + ")";
     case LExprKind::Cast:
       return std::string(dtype_name(e->dtype)) + "(" + expr(e->operands[0]) + ")";
     }
@@ -282,8 +323,7 @@ public:
     std::string pad(depth * 2, ' ');
     switch (s->kind) {
     case StmtKind::For:
-      os << pad << "for (" << s->var->name << ", 0, " << s->extent << ") "
-         << for_kind_name(s->for_kind) << " {\n";
+      os << pad << "for (" << s->var->name << ", 0, " << s->extent << ") " << for_kind_name(s->for_kind) << " {\n";
       stmt(s->body, depth + 1);
       os << pad << "}\n";
       break;
@@ -304,16 +344,16 @@ public:
       os << pad << "}\n";
       break;
     case StmtKind::Alloc:
-      os << pad << "allocate " << s->buffer->name << ": " << dtype_name(s->buffer->dtype) << "["
-         << s->buffer->numel() << "], local\n";
+      os << pad << "allocate " << s->buffer->name << ": " << dtype_name(s->buffer->dtype) << "[" << s->buffer->numel()
+         << "], local\n";
       stmt(s->body, depth);
       break;
     }
   }
 
   void buffer(const BufferPtr &b) {
-    os << "  " << scope_name(b->scope) << " " << b->name << ": Buffer(" << dtype_name(b->dtype)
-       << ", " << shape_str(b->shape) << ", " << b->bytes() << " bytes";
+    os << "  " << scope_name(b->scope) << " " << b->name << ": Buffer(" << dtype_name(b->dtype) << ", "
+       << shape_str(b->shape) << ", " << b->bytes() << " bytes";
     if (b->scope == BufferScope::Arena)
       os << ", offset " << b->offset;
     os << ")\n";

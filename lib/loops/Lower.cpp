@@ -139,7 +139,7 @@ private:
   const LowerOptions &opts_;
   LoweredFunction out_;
   std::unordered_map<const Expr *, std::vector<BufferPtr>> leaves_; // var -> buffers (tuples: several)
-  std::vector<BufferPtr> produced_; // every buffer a kernel writes
+  std::vector<BufferPtr> produced_;                                 // every buffer a kernel writes
   std::unordered_set<std::string> names_;
 
   BufferPtr make_buffer(const std::string &hint, const Type &t, BufferScope scope) {
@@ -166,7 +166,8 @@ private:
       ElementCtx ctx{*e, idx, [this, e](size_t arg, const Index &i) { return element(e->args[arg], i); }};
       return e->op->element(ctx);
     }
-    default: internal_error("lowering", "unexpected expression inside a kernel");
+    default:
+      internal_error("lowering", "unexpected expression inside a kernel");
     }
   }
 
@@ -199,8 +200,10 @@ private:
       leaves_[b.var.get()] = std::vector<BufferPtr>(all.begin() + start, all.begin() + start + n);
       return;
     }
-    case ExprKind::Call: break;
-    default: internal_error("lowering", "unexpected binding kind");
+    case ExprKind::Call:
+      break;
+    default:
+      internal_error("lowering", "unexpected binding kind");
     }
     GRADC_CHECK(b.var->type.is_tensor(), "lowering", "operators with tuple results are not supported yet");
     BufferPtr buf = make_buffer(b.var->name, b.var->type, BufferScope::Arena);

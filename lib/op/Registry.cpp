@@ -13,16 +13,26 @@ namespace gradc {
 
 const char *attr_kind_name(AttrKind kind) {
   switch (kind) {
-  case AttrKind::Int: return "int";
-  case AttrKind::Float: return "float";
-  case AttrKind::Bool: return "bool";
-  case AttrKind::String: return "string";
-  case AttrKind::IntList: return "list of int";
-  case AttrKind::OptInt: return "int or None";
-  case AttrKind::OptIntList: return "None, int or list of int";
-  case AttrKind::OptFloat: return "float or None";
-  case AttrKind::DTypeName: return "dtype";
-  case AttrKind::Shape: return "shape";
+  case AttrKind::Int:
+    return "int";
+  case AttrKind::Float:
+    return "float";
+  case AttrKind::Bool:
+    return "bool";
+  case AttrKind::String:
+    return "string";
+  case AttrKind::IntList:
+    return "list of int";
+  case AttrKind::OptInt:
+    return "int or None";
+  case AttrKind::OptIntList:
+    return "None, int or list of int";
+  case AttrKind::OptFloat:
+    return "float or None";
+  case AttrKind::DTypeName:
+    return "dtype";
+  case AttrKind::Shape:
+    return "shape";
   }
   return "?";
 }
@@ -36,8 +46,8 @@ Type RelationCtx::fail(const std::string &message) {
 const Type *RelationCtx::tensor(size_t i) {
   if (i >= args.size() || !args[i].is_tensor()) {
     std::string which = i < op.args.size() ? op.args[std::min(i, op.args.size() - 1)].name : "";
-    fail("argument " + std::to_string(i + 1) + (which.empty() ? "" : " (" + which + ")") +
-         " must be a tensor, found " + (i < args.size() ? args[i].str() : "nothing"));
+    fail("argument " + std::to_string(i + 1) + (which.empty() ? "" : " (" + which + ")") + " must be a tensor, found " +
+         (i < args.size() ? args[i].str() : "nothing"));
     return nullptr;
   }
   return &args[i];
@@ -73,8 +83,7 @@ OpBuilder &OpBuilder::arity(int min, int max) {
   def_.max_inputs = max;
   return *this;
 }
-OpBuilder &OpBuilder::attr(std::string name, AttrKind kind, AttrValue default_value,
-                           std::string doc) {
+OpBuilder &OpBuilder::attr(std::string name, AttrKind kind, AttrValue default_value, std::string doc) {
   def_.attrs.push_back({std::move(name), kind, std::move(default_value), std::move(doc), false});
   return *this;
 }
@@ -107,8 +116,7 @@ OpBuilder &OpBuilder::kernel(KernelFn fn) {
   def_.kernel = fn;
   return *this;
 }
-OpBuilder &OpBuilder::example(std::string params, std::string body, bool positive,
-                              int64_t int_range) {
+OpBuilder &OpBuilder::example(std::string params, std::string body, bool positive, int64_t int_range) {
   def_.examples.push_back(GradExample{std::move(params), std::move(body), positive, int_range});
   return *this;
 }

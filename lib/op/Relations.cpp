@@ -43,8 +43,7 @@ static Type broadcast_common(RelationCtx &ctx, bool comparison) {
                     " differ (no implicit promotion; use cast)");
   auto shape = broadcast_shapes(a->shape, b->shape);
   if (!shape)
-    return ctx.fail("shapes " + shape_str(a->shape) + " and " + shape_str(b->shape) +
-                    " are not broadcast-compatible");
+    return ctx.fail("shapes " + shape_str(a->shape) + " and " + shape_str(b->shape) + " are not broadcast-compatible");
   return Type::tensor(*shape, comparison ? DType::Bool : a->dtype);
 }
 

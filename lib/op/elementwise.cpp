@@ -37,8 +37,8 @@ Type where_rel(RelationCtx &ctx) {
   auto xy = broadcast_shapes(x->shape, y->shape);
   auto all = xy ? broadcast_shapes(c->shape, *xy) : std::nullopt;
   if (!all)
-    return ctx.fail("shapes " + shape_str(c->shape) + ", " + shape_str(x->shape) + " and " +
-                    shape_str(y->shape) + " are not broadcast-compatible");
+    return ctx.fail("shapes " + shape_str(c->shape) + ", " + shape_str(x->shape) + " and " + shape_str(y->shape) +
+                    " are not broadcast-compatible");
   return Type::tensor(*all, x->dtype);
 }
 
@@ -83,8 +83,8 @@ Type clip_rel(RelationCtx &ctx) {
 
 LExprPtr math(UnaryOp op, const LExprPtr &x) { return unary(op, x); }
 
-void unary_op(OpRegistry &reg, const char *name, const char *summary, TypeRelation rel,
-              GradientFn grad, ElementFn elem, bool positive = false) {
+void unary_op(OpRegistry &reg, const char *name, const char *summary, TypeRelation rel, GradientFn grad, ElementFn elem,
+              bool positive = false) {
   reg.add(name)
       .describe(summary)
       .arg("data", "Tensor", "The input tensor.")
@@ -95,8 +95,8 @@ void unary_op(OpRegistry &reg, const char *name, const char *summary, TypeRelati
       .example(kUnaryTypes, std::string(name) + "(%x)", positive);
 }
 
-void binary_op(OpRegistry &reg, const char *name, const char *summary, GradientFn grad,
-               ElementFn elem, bool positive = false) {
+void binary_op(OpRegistry &reg, const char *name, const char *summary, GradientFn grad, ElementFn elem,
+               bool positive = false) {
   reg.add(name)
       .describe(summary)
       .arg("lhs", "Tensor", "The left operand.")
@@ -112,76 +112,88 @@ void binary_op(OpRegistry &reg, const char *name, const char *summary, GradientF
 
 void register_elementwise_ops(OpRegistry &reg) {
   //===--- unary ----------------------------------------------------------===//
-  unary_op(reg, "negative", "Elementwise -x.", identity_rel,
-           [](GradCtx &g) -> Grads { return {g.b.neg(g.grad)}; }, // d/dx -x = -1
-           [](ElementCtx &c) { return unary(UnaryOp::Neg, c.in(0)); });
-  unary_op(reg, "exp", "Elementwise e^x.", float_identity_rel,
-           [](GradCtx &g) -> Grads { return {g.b.mul(g.grad, g.out)}; }, // d/dx e^x = e^x
-           [](ElementCtx &c) { return math(UnaryOp::Exp, c.in(0)); });
-  unary_op(reg, "log", "Elementwise natural logarithm.", float_identity_rel,
-           [](GradCtx &g) -> Grads { return {g.b.div(g.grad, g.arg(0))}; }, // d/dx ln x = 1/x
-           [](ElementCtx &c) { return math(UnaryOp::Log, c.in(0)); }, true);
-  unary_op(reg, "sqrt", "Elementwise square root.", float_identity_rel,
-           [](GradCtx &g) -> Grads { // d/dx sqrt(x) = 1 / (2 sqrt(x))
-             return {g.b.div(g.grad, g.b.scale(g.out, 2.0))};
-           },
-           [](ElementCtx &c) { return math(UnaryOp::Sqrt, c.in(0)); }, true);
-  unary_op(reg, "rsqrt", "Elementwise 1/sqrt(x).", float_identity_rel,
-           [](GradCtx &g) -> Grads { // d/dx x^(-1/2) = -1/2 x^(-3/2) = -1/2 out^3
-             ExprPtr cube = g.b.mul(g.b.mul(g.out, g.out), g.out);
-             return {g.b.mul(g.grad, g.b.scale(cube, -0.5))};
-           },
-           [](ElementCtx &c) {
-             LExprPtr x = c.in(0);
-             return binary(BinaryOp::Div, constant_of(1, x->dtype), math(UnaryOp::Sqrt, x));
-           },
-           true);
-  unary_op(reg, "sigmoid", "Elementwise 1 / (1 + e^-x).", float_identity_rel,
-           [](GradCtx &g) -> Grads { // d/dx s(x) = s(x) (1 - s(x))
-             ExprPtr one_minus = g.b.sub(g.b.constant(1, g.out->type.dtype), g.out);
-             return {g.b.mul(g.grad, g.b.mul(g.out, one_minus))};
-           },
-           [](ElementCtx &c) {
-             LExprPtr x = c.in(0);
-             LExprPtr one = constant_of(1, x->dtype);
-             return binary(BinaryOp::Div, one,
-                           binary(BinaryOp::Add, one, math(UnaryOp::Exp, unary(UnaryOp::Neg, x))));
-           });
-  unary_op(reg, "tanh", "Elementwise hyperbolic tangent.", float_identity_rel,
-           [](GradCtx &g) -> Grads { // d/dx tanh x = 1 - tanh^2 x
-             ExprPtr sq = g.b.mul(g.out, g.out);
-             return {g.b.mul(g.grad, g.b.sub(g.b.constant(1, sq->type.dtype), sq))};
-           },
-           [](ElementCtx &c) { return math(UnaryOp::Tanh, c.in(0)); });
-  unary_op(reg, "sin", "Elementwise sine.", float_identity_rel,
-           [](GradCtx &g) -> Grads { return {g.b.mul(g.grad, g.b.call("cos", {g.arg(0)}))}; },
-           [](ElementCtx &c) { return math(UnaryOp::Sin, c.in(0)); });
-  unary_op(reg, "cos", "Elementwise cosine.", float_identity_rel,
-           [](GradCtx &g) -> Grads { // d/dx cos x = -sin x
-             return {g.b.neg(g.b.mul(g.grad, g.b.call("sin", {g.arg(0)})))};
-           },
-           [](ElementCtx &c) { return math(UnaryOp::Cos, c.in(0)); });
-  unary_op(reg, "erf", "Elementwise Gauss error function.", float_identity_rel,
-           [](GradCtx &g) -> Grads { // d/dx erf x = 2/sqrt(pi) e^(-x^2)
-             ExprPtr x = g.arg(0);
-             ExprPtr e = g.b.call("exp", {g.b.neg(g.b.mul(x, x))});
-             return {g.b.mul(g.grad, g.b.scale(e, 2.0 / std::sqrt(M_PI)))};
-           },
-           [](ElementCtx &c) { return math(UnaryOp::Erf, c.in(0)); });
-  unary_op(reg, "abs", "Elementwise |x|.", identity_rel,
-           [](GradCtx &g) -> Grads { // d/dx |x| = sign(x)
-             ExprPtr neg = g.b.call("less", {g.arg(0), zero_of(g)});
-             return {g.b.call("where", {neg, g.b.neg(g.grad), g.grad})};
-           },
-           [](ElementCtx &c) { return unary(UnaryOp::Abs, c.in(0)); });
-  unary_op(reg, "nn.relu", "Elementwise max(x, 0).", identity_rel,
-           [](GradCtx &g) -> Grads { return {mask(g, "greater", g.arg(0), zero_of(g))}; }, // 1 if x > 0
-           [](ElementCtx &c) {
-             LExprPtr x = c.in(0);
-             return binary(BinaryOp::Max, x, constant_of(0, x->dtype));
-           });
-  unary_op(reg, "copy", "Elementwise copy.", identity_rel,
-           [](GradCtx &g) -> Grads { return {g.grad}; }, [](ElementCtx &c) { return c.in(0); });
+  unary_op(
+      reg, "negative", "Elementwise -x.", identity_rel,
+      [](GradCtx &g) -> Grads { return {g.b.neg(g.grad)}; }, // d/dx -x = -1
+      [](ElementCtx &c) { return unary(UnaryOp::Neg, c.in(0)); });
+  unary_op(
+      reg, "exp", "Elementwise e^x.", float_identity_rel,
+      [](GradCtx &g) -> Grads { return {g.b.mul(g.grad, g.out)}; }, // d/dx e^x = e^x
+      [](ElementCtx &c) { return math(UnaryOp::Exp, c.in(0)); });
+  unary_op(
+      reg, "log", "Elementwise natural logarithm.", float_identity_rel,
+      [](GradCtx &g) -> Grads { return {g.b.div(g.grad, g.arg(0))}; }, // d/dx ln x = 1/x
+      [](ElementCtx &c) { return math(UnaryOp::Log, c.in(0)); }, true);
+  unary_op(
+      reg, "sqrt", "Elementwise square root.", float_identity_rel,
+      [](GradCtx &g) -> Grads { // d/dx sqrt(x) = 1 / (2 sqrt(x))
+        return {g.b.div(g.grad, g.b.scale(g.out, 2.0))};
+      },
+      [](ElementCtx &c) { return math(UnaryOp::Sqrt, c.in(0)); }, true);
+  unary_op(
+      reg, "rsqrt", "Elementwise 1/sqrt(x).", float_identity_rel,
+      [](GradCtx &g) -> Grads { // d/dx x^(-1/2) = -1/2 x^(-3/2) = -1/2 out^3
+        ExprPtr cube = g.b.mul(g.b.mul(g.out, g.out), g.out);
+        return {g.b.mul(g.grad, g.b.scale(cube, -0.5))};
+      },
+      [](ElementCtx &c) {
+        LExprPtr x = c.in(0);
+        return binary(BinaryOp::Div, constant_of(1, x->dtype), math(UnaryOp::Sqrt, x));
+      },
+      true);
+  unary_op(
+      reg, "sigmoid", "Elementwise 1 / (1 + e^-x).", float_identity_rel,
+      [](GradCtx &g) -> Grads { // d/dx s(x) = s(x) (1 - s(x))
+        ExprPtr one_minus = g.b.sub(g.b.constant(1, g.out->type.dtype), g.out);
+        return {g.b.mul(g.grad, g.b.mul(g.out, one_minus))};
+      },
+      [](ElementCtx &c) {
+        LExprPtr x = c.in(0);
+        LExprPtr one = constant_of(1, x->dtype);
+        return binary(BinaryOp::Div, one, binary(BinaryOp::Add, one, math(UnaryOp::Exp, unary(UnaryOp::Neg, x))));
+      });
+  unary_op(
+      reg, "tanh", "Elementwise hyperbolic tangent.", float_identity_rel,
+      [](GradCtx &g) -> Grads { // d/dx tanh x = 1 - tanh^2 x
+        ExprPtr sq = g.b.mul(g.out, g.out);
+        return {g.b.mul(g.grad, g.b.sub(g.b.constant(1, sq->type.dtype), sq))};
+      },
+      [](ElementCtx &c) { return math(UnaryOp::Tanh, c.in(0)); });
+  unary_op(
+      reg, "sin", "Elementwise sine.", float_identity_rel,
+      [](GradCtx &g) -> Grads { return {g.b.mul(g.grad, g.b.call("cos", {g.arg(0)}))}; },
+      [](ElementCtx &c) { return math(UnaryOp::Sin, c.in(0)); });
+  unary_op(
+      reg, "cos", "Elementwise cosine.", float_identity_rel,
+      [](GradCtx &g) -> Grads { // d/dx cos x = -sin x
+        return {g.b.neg(g.b.mul(g.grad, g.b.call("sin", {g.arg(0)})))};
+      },
+      [](ElementCtx &c) { return math(UnaryOp::Cos, c.in(0)); });
+  unary_op(
+      reg, "erf", "Elementwise Gauss error function.", float_identity_rel,
+      [](GradCtx &g) -> Grads { // d/dx erf x = 2/sqrt(pi) e^(-x^2)
+        ExprPtr x = g.arg(0);
+        ExprPtr e = g.b.call("exp", {g.b.neg(g.b.mul(x, x))});
+        return {g.b.mul(g.grad, g.b.scale(e, 2.0 / std::sqrt(M_PI)))};
+      },
+      [](ElementCtx &c) { return math(UnaryOp::Erf, c.in(0)); });
+  unary_op(
+      reg, "abs", "Elementwise |x|.", identity_rel,
+      [](GradCtx &g) -> Grads { // d/dx |x| = sign(x)
+        ExprPtr neg = g.b.call("less", {g.arg(0), zero_of(g)});
+        return {g.b.call("where", {neg, g.b.neg(g.grad), g.grad})};
+      },
+      [](ElementCtx &c) { return unary(UnaryOp::Abs, c.in(0)); });
+  unary_op(
+      reg, "nn.relu", "Elementwise max(x, 0).", identity_rel,
+      [](GradCtx &g) -> Grads { return {mask(g, "greater", g.arg(0), zero_of(g))}; }, // 1 if x > 0
+      [](ElementCtx &c) {
+        LExprPtr x = c.in(0);
+        return binary(BinaryOp::Max, x, constant_of(0, x->dtype));
+      });
+  unary_op(
+      reg, "copy", "Elementwise copy.", identity_rel, [](GradCtx &g) -> Grads { return {g.grad}; },
+      [](ElementCtx &c) { return c.in(0); });
 
   reg.add("clip")
       .describe("Elementwise clamp to [a_min, a_max].")
@@ -206,52 +218,63 @@ void register_elementwise_ops(OpRegistry &reg) {
       .example(kUnaryTypes, "clip(%x, a_min=-1.0f, a_max=1.2f)");
 
   //===--- binary ---------------------------------------------------------===//
-  binary_op(reg, "add", "Elementwise x + y.",
-            [](GradCtx &g) -> Grads { return {g.grad, g.grad}; }, // d(x+y) = dx + dy
-            [](ElementCtx &c) { return binary(BinaryOp::Add, c.in(0), c.in(1)); });
-  binary_op(reg, "subtract", "Elementwise x - y.",
-            [](GradCtx &g) -> Grads { return {g.grad, g.b.neg(g.grad)}; },
-            [](ElementCtx &c) { return binary(BinaryOp::Sub, c.in(0), c.in(1)); });
-  binary_op(reg, "multiply", "Elementwise x * y.",
-            [](GradCtx &g) -> Grads { // d(xy) = y dx + x dy
-              return {g.b.mul(g.grad, g.arg(1)), g.b.mul(g.grad, g.arg(0))};
-            },
-            [](ElementCtx &c) { return binary(BinaryOp::Mul, c.in(0), c.in(1)); });
-  binary_op(reg, "divide", "Elementwise x / y.",
-            [](GradCtx &g) -> Grads { // d(x/y) = dx / y - (x/y) dy / y
-              ExprPtr dx = g.b.div(g.grad, g.arg(1));
-              return {dx, g.b.neg(g.b.mul(dx, g.out))};
-            },
-            [](ElementCtx &c) { return binary(BinaryOp::Div, c.in(0), c.in(1)); });
-  binary_op(reg, "power", "Elementwise x ^ y.",
-            [](GradCtx &g) -> Grads { // d(x^y) = y x^(y-1) dx + x^y ln(x) dy
-              ExprPtr x = g.arg(0), y = g.arg(1);
-              ExprPtr ym1 = g.b.sub(y, g.b.constant(1, y->type.dtype));
-              ExprPtr dx = g.b.mul(g.grad, g.b.mul(y, g.b.call("power", {x, ym1})));
-              ExprPtr dy = g.b.mul(g.grad, g.b.mul(g.out, g.b.call("log", {x})));
-              return {dx, dy};
-            },
-            [](ElementCtx &c) { return binary(BinaryOp::Pow, c.in(0), c.in(1)); }, true);
-  binary_op(reg, "maximum", "Elementwise max(x, y).",
-            [](GradCtx &g) -> Grads { // the gradient goes to the larger operand (x on ties)
-              return {mask(g, "greater_equal", g.arg(0), g.arg(1)), mask(g, "less", g.arg(0), g.arg(1))};
-            },
-            [](ElementCtx &c) { return binary(BinaryOp::Max, c.in(0), c.in(1)); });
-  binary_op(reg, "minimum", "Elementwise min(x, y).",
-            [](GradCtx &g) -> Grads { // the gradient goes to the smaller operand (x on ties)
-              return {mask(g, "less_equal", g.arg(0), g.arg(1)), mask(g, "greater", g.arg(0), g.arg(1))};
-            },
-            [](ElementCtx &c) { return binary(BinaryOp::Min, c.in(0), c.in(1)); });
+  binary_op(
+      reg, "add", "Elementwise x + y.",
+      [](GradCtx &g) -> Grads {
+        return {g.grad, g.grad};
+      }, // d(x+y) = dx + dy
+      [](ElementCtx &c) { return binary(BinaryOp::Add, c.in(0), c.in(1)); });
+  binary_op(
+      reg, "subtract", "Elementwise x - y.",
+      [](GradCtx &g) -> Grads {
+        return {g.grad, g.b.neg(g.grad)};
+      },
+      [](ElementCtx &c) { return binary(BinaryOp::Sub, c.in(0), c.in(1)); });
+  binary_op(
+      reg, "multiply", "Elementwise x * y.",
+      [](GradCtx &g) -> Grads { // d(xy) = y dx + x dy
+        return {g.b.mul(g.grad, g.arg(1)), g.b.mul(g.grad, g.arg(0))};
+      },
+      [](ElementCtx &c) { return binary(BinaryOp::Mul, c.in(0), c.in(1)); });
+  binary_op(
+      reg, "divide", "Elementwise x / y.",
+      [](GradCtx &g) -> Grads { // d(x/y) = dx / y - (x/y) dy / y
+        ExprPtr dx = g.b.div(g.grad, g.arg(1));
+        return {dx, g.b.neg(g.b.mul(dx, g.out))};
+      },
+      [](ElementCtx &c) { return binary(BinaryOp::Div, c.in(0), c.in(1)); });
+  binary_op(
+      reg, "power", "Elementwise x ^ y.",
+      [](GradCtx &g) -> Grads { // d(x^y) = y x^(y-1) dx + x^y ln(x) dy
+        ExprPtr x = g.arg(0), y = g.arg(1);
+        ExprPtr ym1 = g.b.sub(y, g.b.constant(1, y->type.dtype));
+        ExprPtr dx = g.b.mul(g.grad, g.b.mul(y, g.b.call("power", {x, ym1})));
+        ExprPtr dy = g.b.mul(g.grad, g.b.mul(g.out, g.b.call("log", {x})));
+        return {dx, dy};
+      },
+      [](ElementCtx &c) { return binary(BinaryOp::Pow, c.in(0), c.in(1)); }, true);
+  binary_op(
+      reg, "maximum", "Elementwise max(x, y).",
+      [](GradCtx &g) -> Grads { // the gradient goes to the larger operand (x on ties)
+        return {mask(g, "greater_equal", g.arg(0), g.arg(1)), mask(g, "less", g.arg(0), g.arg(1))};
+      },
+      [](ElementCtx &c) { return binary(BinaryOp::Max, c.in(0), c.in(1)); });
+  binary_op(
+      reg, "minimum", "Elementwise min(x, y).",
+      [](GradCtx &g) -> Grads { // the gradient goes to the smaller operand (x on ties)
+        return {mask(g, "less_equal", g.arg(0), g.arg(1)), mask(g, "greater", g.arg(0), g.arg(1))};
+      },
+      [](ElementCtx &c) { return binary(BinaryOp::Min, c.in(0), c.in(1)); });
 
   //===--- comparisons and selection -------------------------------------===//
-#define GRADC_COMPARE(NAME, COP)                                                                   \
-  reg.add(NAME)                                                                                    \
-      .describe("Elementwise comparison with broadcasting; the result is bool.")                   \
-      .arg("lhs", "Tensor", "The left operand.")                                                   \
-      .arg("rhs", "Tensor", "The right operand.")                                                  \
-      .support_level(4)                                                                            \
-      .relation("BroadcastComp", broadcast_comp_rel)                                               \
-      .no_gradient()                                                                               \
+#define GRADC_COMPARE(NAME, COP)                                                                                       \
+  reg.add(NAME)                                                                                                        \
+      .describe("Elementwise comparison with broadcasting; the result is bool.")                                       \
+      .arg("lhs", "Tensor", "The left operand.")                                                                       \
+      .arg("rhs", "Tensor", "The right operand.")                                                                      \
+      .support_level(4)                                                                                                \
+      .relation("BroadcastComp", broadcast_comp_rel)                                                                   \
+      .no_gradient()                                                                                                   \
       .element([](ElementCtx &c) { return compare(COP, c.in(0), c.in(1)); })
   GRADC_COMPARE("equal", CompareOp::EQ);
   GRADC_COMPARE("not_equal", CompareOp::NE);
@@ -270,12 +293,10 @@ void register_elementwise_ops(OpRegistry &reg) {
       .relation("Where", where_rel)
       .gradient([](GradCtx &g) -> Grads { // the gradient flows to the selected operand
         ExprPtr zero = zero_of(g);
-        return {nullptr, g.b.call("where", {g.arg(0), g.grad, zero}),
-                g.b.call("where", {g.arg(0), zero, g.grad})};
+        return {nullptr, g.b.call("where", {g.arg(0), g.grad, zero}), g.b.call("where", {g.arg(0), zero, g.grad})};
       })
       .element([](ElementCtx &c) { return select(c.in(0), c.in(1), c.in(2)); })
-      .example("%c: Tensor[(2, 3), bool], %x: Tensor[(2, 3), float64], %y: Tensor[(3,), float64]",
-               "where(%c, %x, %y)");
+      .example("%c: Tensor[(2, 3), bool], %x: Tensor[(2, 3), float64], %y: Tensor[(3,), float64]", "where(%c, %x, %y)");
 
   //===--- creation ---------------------------------------------------------===//
   reg.add("zeros")

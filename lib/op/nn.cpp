@@ -53,8 +53,8 @@ Type dense_rel(RelationCtx &ctx) {
     return ctx.fail("inner dimensions differ (" + std::to_string(x->shape.back()) + " vs " +
                     std::to_string(w->shape[1]) + ")");
   if (!ctx.attrs.is_none("units") && ctx.attrs.get_int("units") != w->shape[0])
-    return ctx.fail("units=" + std::to_string(ctx.attrs.get_int("units")) +
-                    " but the weight has " + std::to_string(w->shape[0]) + " rows");
+    return ctx.fail("units=" + std::to_string(ctx.attrs.get_int("units")) + " but the weight has " +
+                    std::to_string(w->shape[0]) + " rows");
   const std::string &od = ctx.attrs.get_str("out_dtype");
   if (!od.empty() && od != dtype_name(x->dtype))
     return ctx.fail("out_dtype \"" + od + "\" differs from the input dtype " + dtype_name(x->dtype));
@@ -148,8 +148,8 @@ Type bias_add_rel(RelationCtx &ctx) {
   if (x->dtype != b->dtype)
     return ctx.fail(std::string("dtypes ") + dtype_name(x->dtype) + " and " + dtype_name(b->dtype) + " differ");
   if (b->rank() != 1 || b->shape[0] != x->shape[*axis])
-    return ctx.fail("bias of type " + b->str() + " does not match axis " + std::to_string(*axis) +
-                    " of size " + std::to_string(x->shape[*axis]));
+    return ctx.fail("bias of type " + b->str() + " does not match axis " + std::to_string(*axis) + " of size " +
+                    std::to_string(x->shape[*axis]));
   return *x;
 }
 
@@ -191,8 +191,8 @@ StmtPtr softmax_kernel(KernelCtx &k, bool log) {
     auto x = [&](const LVarPtr &j) { return k.in(0, at(var_ref(j))); };
     auto shifted = [&](const LVarPtr &j) { return binary(BinaryOp::Sub, x(j), load(mx, zero)); };
     StmtPtr find_max = for_loop(j0, n, ForKind::Serial, store(mx, zero, binary(BinaryOp::Max, load(mx, zero), x(j0))));
-    StmtPtr add_exp = for_loop(j1, n, ForKind::Serial,
-                               store(sum, zero, add(load(sum, zero), unary(UnaryOp::Exp, shifted(j1)))));
+    StmtPtr add_exp =
+        for_loop(j1, n, ForKind::Serial, store(sum, zero, add(load(sum, zero), unary(UnaryOp::Exp, shifted(j1)))));
     LExprPtr value = log ? binary(BinaryOp::Sub, shifted(j2), unary(UnaryOp::Log, load(sum, zero)))
                          : binary(BinaryOp::Div, unary(UnaryOp::Exp, shifted(j2)), load(sum, zero));
     StmtPtr write = for_loop(j2, n, ForKind::Serial, store(k.out(), flat_index(shape, at(var_ref(j2))), value));
@@ -238,8 +238,8 @@ Type nll_loss_rel(RelationCtx &ctx) {
   Shape expect = p->shape;
   expect.erase(expect.begin() + (p->rank() == 1 ? 0 : 1));
   if (t->shape != expect)
-    return ctx.fail("targets of shape " + shape_str(t->shape) + " do not match predictions " +
-                    shape_str(p->shape) + " (expected " + shape_str(expect) + ")");
+    return ctx.fail("targets of shape " + shape_str(t->shape) + " do not match predictions " + shape_str(p->shape) +
+                    " (expected " + shape_str(expect) + ")");
   if (ctx.args.size() == 3) {
     const Type *w = ctx.tensor(2);
     if (!w)
@@ -272,8 +272,7 @@ struct NllShape {
 };
 
 /// The target at `tidx` as an in-range int64 class, and whether it counts.
-std::pair<LExprPtr, LExprPtr> nll_target(const KernelCtx &k, size_t target_arg, const NllShape &s,
-                                         const Index &tidx) {
+std::pair<LExprPtr, LExprPtr> nll_target(const KernelCtx &k, size_t target_arg, const NllShape &s, const Index &tidx) {
   LExprPtr t = k.in(target_arg, tidx);
   LExprPtr counted = compare(CompareOp::NE, t, constant_of(double(k.attrs().get_int("ignore_index")), t->dtype));
   LExprPtr t64 = cast(DType::Int64, t);
@@ -311,8 +310,8 @@ StmtPtr nll_loss_kernel(KernelCtx &k) {
       },
       NestKind::Serial);
   LExprPtr result = reduction == "mean" ? binary(BinaryOp::Div, load(acc, zero), load(wsum, zero)) : load(acc, zero);
-  return alloc(acc, alloc(wsum, seq({store(acc, zero, zero_f), store(wsum, zero, zero_f), body,
-                                     store(k.out(), zero, result)})));
+  return alloc(
+      acc, alloc(wsum, seq({store(acc, zero, zero_f), store(wsum, zero, zero_f), body, store(k.out(), zero, result)})));
 }
 
 //===--- grad.nll_loss_backward -------------------------------------------===//
@@ -342,15 +341,14 @@ StmtPtr nll_loss_backward_kernel(KernelCtx &k) {
   BufferPtr wsum = k.local("weight", dt);
   std::vector<StmtPtr> stmts{store(wsum, zero, constant_of(1, dt))};
   if (reduction == "mean") {
-    stmts = {store(wsum, zero, zero_f),
-             loop_nest(
-                 s.target,
-                 [&](const Index &tidx) {
-                   auto [cls, counted] = nll_target(k, 2, s, tidx);
-                   LExprPtr w = select(counted, nll_weight(k, 3, cls, dt), zero_f);
-                   return store(wsum, zero, add(load(wsum, zero), w));
-                 },
-                 NestKind::Serial, "r")};
+    stmts = {store(wsum, zero, zero_f), loop_nest(
+                                            s.target,
+                                            [&](const Index &tidx) {
+                                              auto [cls, counted] = nll_target(k, 2, s, tidx);
+                                              LExprPtr w = select(counted, nll_weight(k, 3, cls, dt), zero_f);
+                                              return store(wsum, zero, add(load(wsum, zero), w));
+                                            },
+                                            NestKind::Serial, "r")};
   }
   stmts.push_back(loop_nest(s.pred, [&](const Index &pidx) {
     Index tidx = pidx;

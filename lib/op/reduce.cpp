@@ -143,9 +143,7 @@ void register_reduce_ops(OpRegistry &reg) {
         ExprPtr zero = g.b.constant(0, g.grad->type.dtype);
         return {g.b.call("where", {at_max, broadcast_back(g, g.grad), zero})};
       })
-      .kernel([](KernelCtx &k) {
-        return reduce_kernel(k, -std::numeric_limits<double>::infinity(), max_, same);
-      })
+      .kernel([](KernelCtx &k) { return reduce_kernel(k, -std::numeric_limits<double>::infinity(), max_, same); })
       .example(kTypes, "max(%x, axis=-1)");
 
   reduce_attrs(reg.add("min")
@@ -158,9 +156,7 @@ void register_reduce_ops(OpRegistry &reg) {
         ExprPtr zero = g.b.constant(0, g.grad->type.dtype);
         return {g.b.call("where", {at_min, broadcast_back(g, g.grad), zero})};
       })
-      .kernel([](KernelCtx &k) {
-        return reduce_kernel(k, std::numeric_limits<double>::infinity(), min_, same);
-      })
+      .kernel([](KernelCtx &k) { return reduce_kernel(k, std::numeric_limits<double>::infinity(), min_, same); })
       .example(kTypes, "min(%x, axis=0)");
 }
 

@@ -42,8 +42,7 @@ Type reshape_rel(RelationCtx &ctx) {
     int64_t d = spec[i];
     if (d == 0) {
       if (i >= x->shape.size())
-        return ctx.fail("newshape entry 0 at position " + std::to_string(i) +
-                        " has no input dimension to copy");
+        return ctx.fail("newshape entry 0 at position " + std::to_string(i) + " has no input dimension to copy");
       out.push_back(x->shape[i]);
     } else if (d == -1) {
       if (infer >= 0)
@@ -63,9 +62,8 @@ Type reshape_rel(RelationCtx &ctx) {
     out[infer] = total / known;
   }
   if (num_elements(out) != total)
-    return ctx.fail("cannot reshape " + shape_str(x->shape) + " (" + std::to_string(total) +
-                    " elements) to " + shape_str(out) + " (" + std::to_string(num_elements(out)) +
-                    " elements)");
+    return ctx.fail("cannot reshape " + shape_str(x->shape) + " (" + std::to_string(total) + " elements) to " +
+                    shape_str(out) + " (" + std::to_string(num_elements(out)) + " elements)");
   return Type::tensor(out, x->dtype);
 }
 

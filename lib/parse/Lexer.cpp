@@ -13,37 +13,68 @@ namespace gradc {
 
 const char *tok_name(Tok kind) {
   switch (kind) {
-  case Tok::End: return "end of file";
-  case Tok::Local: return "local variable";
-  case Tok::Global: return "global name";
-  case Tok::Ident: return "identifier";
-  case Tok::Int: return "integer";
-  case Tok::Float: return "float";
-  case Tok::String: return "string";
-  case Tok::LParen: return "'('";
-  case Tok::RParen: return "')'";
-  case Tok::LBracket: return "'['";
-  case Tok::RBracket: return "']'";
-  case Tok::LBrace: return "'{'";
-  case Tok::RBrace: return "'}'";
-  case Tok::Comma: return "','";
-  case Tok::Colon: return "':'";
-  case Tok::Semi: return "';'";
-  case Tok::Dot: return "'.'";
-  case Tok::Assign: return "'='";
-  case Tok::Arrow: return "'->'";
-  case Tok::Question: return "'?'";
-  case Tok::Plus: return "'+'";
-  case Tok::Minus: return "'-'";
-  case Tok::Star: return "'*'";
-  case Tok::Slash: return "'/'";
-  case Tok::Lt: return "'<'";
-  case Tok::Le: return "'<='";
-  case Tok::Gt: return "'>'";
-  case Tok::Ge: return "'>='";
-  case Tok::EqEq: return "'=='";
-  case Tok::Ne: return "'!='";
-  case Tok::HashBracket: return "'#['";
+  case Tok::End:
+    return "end of file";
+  case Tok::Local:
+    return "local variable";
+  case Tok::Global:
+    return "global name";
+  case Tok::Ident:
+    return "identifier";
+  case Tok::Int:
+    return "integer";
+  case Tok::Float:
+    return "float";
+  case Tok::String:
+    return "string";
+  case Tok::LParen:
+    return "'('";
+  case Tok::RParen:
+    return "')'";
+  case Tok::LBracket:
+    return "'['";
+  case Tok::RBracket:
+    return "']'";
+  case Tok::LBrace:
+    return "'{'";
+  case Tok::RBrace:
+    return "'}'";
+  case Tok::Comma:
+    return "','";
+  case Tok::Colon:
+    return "':'";
+  case Tok::Semi:
+    return "';'";
+  case Tok::Dot:
+    return "'.'";
+  case Tok::Assign:
+    return "'='";
+  case Tok::Arrow:
+    return "'->'";
+  case Tok::Question:
+    return "'?'";
+  case Tok::Plus:
+    return "'+'";
+  case Tok::Minus:
+    return "'-'";
+  case Tok::Star:
+    return "'*'";
+  case Tok::Slash:
+    return "'/'";
+  case Tok::Lt:
+    return "'<'";
+  case Tok::Le:
+    return "'<='";
+  case Tok::Gt:
+    return "'>'";
+  case Tok::Ge:
+    return "'>='";
+  case Tok::EqEq:
+    return "'=='";
+  case Tok::Ne:
+    return "'!='";
+  case Tok::HashBracket:
+    return "'#['";
   }
   return "?";
 }
@@ -83,9 +114,7 @@ private:
 
   char peek(size_t k = 0) const { return pos_ + k < src_.size() ? src_[pos_ + k] : '\0'; }
 
-  void error(size_t begin, size_t end, const std::string &msg) {
-    diag_.error({uint32_t(begin), uint32_t(end)}, msg);
-  }
+  void error(size_t begin, size_t end, const std::string &msg) { diag_.error({uint32_t(begin), uint32_t(end)}, msg); }
 
   bool skip_space_and_comments() {
     while (pos_ < src_.size()) {
@@ -155,24 +184,42 @@ private:
     if (c == '"')
       return string(t);
     switch (c) {
-    case '(': return single(Tok::LParen, 1);
-    case ')': return single(Tok::RParen, 1);
-    case '[': return single(Tok::LBracket, 1);
-    case ']': return single(Tok::RBracket, 1);
-    case '{': return single(Tok::LBrace, 1);
-    case '}': return single(Tok::RBrace, 1);
-    case ',': return single(Tok::Comma, 1);
-    case ':': return single(Tok::Colon, 1);
-    case ';': return single(Tok::Semi, 1);
-    case '.': return single(Tok::Dot, 1);
-    case '?': return single(Tok::Question, 1);
-    case '+': return single(Tok::Plus, 1);
-    case '*': return single(Tok::Star, 1);
-    case '/': return single(Tok::Slash, 1);
-    case '-': return peek(1) == '>' ? single(Tok::Arrow, 2) : single(Tok::Minus, 1);
-    case '=': return peek(1) == '=' ? single(Tok::EqEq, 2) : single(Tok::Assign, 1);
-    case '<': return peek(1) == '=' ? single(Tok::Le, 2) : single(Tok::Lt, 1);
-    case '>': return peek(1) == '=' ? single(Tok::Ge, 2) : single(Tok::Gt, 1);
+    case '(':
+      return single(Tok::LParen, 1);
+    case ')':
+      return single(Tok::RParen, 1);
+    case '[':
+      return single(Tok::LBracket, 1);
+    case ']':
+      return single(Tok::RBracket, 1);
+    case '{':
+      return single(Tok::LBrace, 1);
+    case '}':
+      return single(Tok::RBrace, 1);
+    case ',':
+      return single(Tok::Comma, 1);
+    case ':':
+      return single(Tok::Colon, 1);
+    case ';':
+      return single(Tok::Semi, 1);
+    case '.':
+      return single(Tok::Dot, 1);
+    case '?':
+      return single(Tok::Question, 1);
+    case '+':
+      return single(Tok::Plus, 1);
+    case '*':
+      return single(Tok::Star, 1);
+    case '/':
+      return single(Tok::Slash, 1);
+    case '-':
+      return peek(1) == '>' ? single(Tok::Arrow, 2) : single(Tok::Minus, 1);
+    case '=':
+      return peek(1) == '=' ? single(Tok::EqEq, 2) : single(Tok::Assign, 1);
+    case '<':
+      return peek(1) == '=' ? single(Tok::Le, 2) : single(Tok::Lt, 1);
+    case '>':
+      return peek(1) == '=' ? single(Tok::Ge, 2) : single(Tok::Gt, 1);
     case '!':
       if (peek(1) == '=')
         return single(Tok::Ne, 2);
@@ -206,8 +253,7 @@ private:
         ++pos_;
     }
     if ((peek() == 'e' || peek() == 'E') &&
-        (isdigit((unsigned char)peek(1)) ||
-         ((peek(1) == '-' || peek(1) == '+') && isdigit((unsigned char)peek(2))))) {
+        (isdigit((unsigned char)peek(1)) || ((peek(1) == '-' || peek(1) == '+') && isdigit((unsigned char)peek(2))))) {
       is_float = true;
       pos_ += 2;
       while (isdigit((unsigned char)peek()))

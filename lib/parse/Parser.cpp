@@ -21,8 +21,7 @@ constexpr int kMaxDepth = 256;
 
 class Parser {
 public:
-  Parser(std::shared_ptr<const SourceFile> file, DiagEngine &diag)
-      : file_(std::move(file)), diag_(diag) {}
+  Parser(std::shared_ptr<const SourceFile> file, DiagEngine &diag) : file_(std::move(file)), diag_(diag) {}
 
   std::optional<Module> run() {
     toks_ = lex(*file_, diag_);
@@ -67,13 +66,19 @@ private:
 
   std::string describe(const Token &t) const {
     switch (t.kind) {
-    case Tok::Ident: return "'" + t.text + "'";
-    case Tok::Local: return "'%" + t.text + "'";
-    case Tok::Global: return "'@" + t.text + "'";
+    case Tok::Ident:
+      return "'" + t.text + "'";
+    case Tok::Local:
+      return "'%" + t.text + "'";
+    case Tok::Global:
+      return "'@" + t.text + "'";
     case Tok::Int:
-    case Tok::Float: return "number '" + file_->text().substr(t.span.begin, t.span.end - t.span.begin) + "'";
-    case Tok::String: return "string \"" + t.text + "\"";
-    default: return tok_name(t.kind);
+    case Tok::Float:
+      return "number '" + file_->text().substr(t.span.begin, t.span.end - t.span.begin) + "'";
+    case Tok::String:
+      return "string \"" + t.text + "\"";
+    default:
+      return tok_name(t.kind);
     }
   }
 
@@ -85,8 +90,7 @@ private:
   /// The one helper for "expected X, found Y" errors.
   Token expect(Tok k, const char *context) {
     if (!at(k))
-      fail(cur().span, std::string("expected ") + tok_name(k) + " " + context + ", found " +
-                           describe(cur()));
+      fail(cur().span, std::string("expected ") + tok_name(k) + " " + context + ", found " + describe(cur()));
     return advance();
   }
 
@@ -260,8 +264,7 @@ private:
     Token d = expect(Tok::Ident, "as the dtype");
     auto dt = parse_dtype(d.text);
     if (!dt)
-      fail(d.span, "unknown dtype '" + d.text +
-                       "' (expected float32, float64, float16, int32, int64 or bool)");
+      fail(d.span, "unknown dtype '" + d.text + "' (expected float32, float64, float16, int32, int64 or bool)");
     expect(Tok::RBracket, "to close the tensor type");
     return Type::tensor(std::move(shape), *dt);
   }
@@ -354,9 +357,11 @@ private:
     reject_unsupported();
     const Token &t = cur();
     switch (t.kind) {
-    case Tok::Local: return lookup(advance());
+    case Tok::Local:
+      return lookup(advance());
     case Tok::Int:
-    case Tok::Float: return literal();
+    case Tok::Float:
+      return literal();
     case Tok::Global: {
       Token name = advance();
       auto [args, attrs] = call_args();
@@ -390,7 +395,8 @@ private:
       if (t.text == "fn")
         return function_expr();
       return op_call();
-    default: fail(t.span, "expected an expression, found " + describe(t));
+    default:
+      fail(t.span, "expected an expression, found " + describe(t));
     }
   }
 

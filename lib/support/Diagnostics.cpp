@@ -10,8 +10,7 @@
 
 namespace gradc {
 
-SourceFile::SourceFile(std::string path, std::string text)
-    : path_(std::move(path)), text_(std::move(text)) {
+SourceFile::SourceFile(std::string path, std::string text) : path_(std::move(path)), text_(std::move(text)) {
   line_starts_.push_back(0);
   for (uint32_t i = 0; i < text_.size(); ++i)
     if (text_[i] == '\n')
@@ -34,8 +33,7 @@ std::string_view SourceFile::line_text(uint32_t offset) const {
   return std::string_view(text_).substr(begin, end - begin);
 }
 
-DiagEngine::DiagEngine(std::shared_ptr<const SourceFile> file, std::ostream &out)
-    : file_(std::move(file)), out_(out) {}
+DiagEngine::DiagEngine(std::shared_ptr<const SourceFile> file, std::ostream &out) : file_(std::move(file)), out_(out) {}
 
 void DiagEngine::error(Span span, const std::string &message) {
   ++errors_;
@@ -83,8 +81,6 @@ void DiagEngine::check() const {
     throw CompileError();
 }
 
-void internal_error(const std::string &where, const std::string &what) {
-  throw InternalError(where, what);
-}
+void internal_error(const std::string &where, const std::string &what) { throw InternalError(where, what); }
 
 } // namespace gradc

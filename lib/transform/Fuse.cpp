@@ -22,7 +22,7 @@ void fuse_injective(Function &fn) {
 
   auto injective = [](const Expr &e) { return e.kind == ExprKind::Call && e.op->injective(); };
   std::unordered_map<const Expr *, ExprPtr> single_use; // injective values with one user
-  std::unordered_set<const Expr *> fused;                // their vars, once inlined
+  std::unordered_set<const Expr *> fused;               // their vars, once inlined
   std::vector<Binding> out;
   for (const Binding &b : fn.body.bindings) {
     ExprPtr value = b.value;

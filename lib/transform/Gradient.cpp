@@ -94,8 +94,8 @@ FunctionPtr build_adjoint(const Function &primal, const std::vector<std::string>
         if (p->name == name) {
           found = true;
           if (!p->type.is_tensor() || !is_float(p->type.dtype))
-            diag.error(p->span, "cannot differentiate with respect to %" + name + " of type " +
-                                    p->type.str() + ": only floating-point tensors have gradients");
+            diag.error(p->span, "cannot differentiate with respect to %" + name + " of type " + p->type.str() +
+                                    ": only floating-point tensors have gradients");
         }
       if (!found)
         diag.error(fn->span, "--wrt names %" + name + ", which is not a parameter of @" + primal.name);

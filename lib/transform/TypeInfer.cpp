@@ -23,9 +23,12 @@ using Report = std::function<void(Span, const std::string &)>;
 bool conform(AttrValue &v, AttrKind kind, std::string &why) {
   auto is_int = [&] { return v.kind == AttrValue::Int; };
   switch (kind) {
-  case AttrKind::Int: return is_int();
-  case AttrKind::Bool: return v.kind == AttrValue::Bool;
-  case AttrKind::String: return v.kind == AttrValue::String;
+  case AttrKind::Int:
+    return is_int();
+  case AttrKind::Bool:
+    return v.kind == AttrValue::Bool;
+  case AttrKind::String:
+    return v.kind == AttrValue::String;
   case AttrKind::Float:
     if (is_int()) {
       v = AttrValue::of(double(v.i));
@@ -36,7 +39,8 @@ bool conform(AttrValue &v, AttrKind kind, std::string &why) {
     if (is_int())
       v = AttrValue::of(double(v.i));
     return v.kind == AttrValue::Float || v.kind == AttrValue::None;
-  case AttrKind::OptInt: return is_int() || v.kind == AttrValue::None;
+  case AttrKind::OptInt:
+    return is_int() || v.kind == AttrValue::None;
   case AttrKind::IntList:
   case AttrKind::Shape:
     if (is_int())
@@ -50,7 +54,8 @@ bool conform(AttrValue &v, AttrKind kind, std::string &why) {
           return false;
         }
     return true;
-  case AttrKind::OptIntList: return v.kind == AttrValue::None || is_int() || v.is_int_list();
+  case AttrKind::OptIntList:
+    return v.kind == AttrValue::None || is_int() || v.is_int_list();
   case AttrKind::DTypeName:
     if (v.kind == AttrValue::String && parse_dtype(v.s))
       return true;
@@ -68,8 +73,8 @@ Type check_call(Expr &call, const Report &report) {
     std::string expected = def.min_inputs == def.max_inputs
                                ? std::to_string(def.min_inputs)
                                : std::to_string(def.min_inputs) + " to " + std::to_string(def.max_inputs);
-    report(call.span, def.name + ": expected " + expected + " argument" +
-                          (def.max_inputs == 1 ? "" : "s") + ", found " + std::to_string(n));
+    report(call.span, def.name + ": expected " + expected + " argument" + (def.max_inputs == 1 ? "" : "s") +
+                          ", found " + std::to_string(n));
     return Type::unknown();
   }
   bool attrs_ok = true;
@@ -88,9 +93,8 @@ Type check_call(Expr &call, const Report &report) {
     AttrValue v = value;
     std::string why;
     if (!conform(v, spec->kind, why)) {
-      report(value.span, def.name + ": attribute '" + key + "' expects " +
-                             attr_kind_name(spec->kind) + ", found " + value.str() +
-                             (why.empty() ? "" : " (" + why + ")"));
+      report(value.span, def.name + ": attribute '" + key + "' expects " + attr_kind_name(spec->kind) + ", found " +
+                             value.str() + (why.empty() ? "" : " (" + why + ")"));
       attrs_ok = false;
       continue;
     }
@@ -129,7 +133,8 @@ Type check_call(Expr &call, const Report &report) {
 Type check_structural(Expr &e, const Report &report) {
   switch (e.kind) {
   case ExprKind::Var:
-  case ExprKind::Constant: return e.type;
+  case ExprKind::Constant:
+    return e.type;
   case ExprKind::Tuple: {
     std::vector<Type> fields;
     for (const ExprPtr &f : e.args)
@@ -150,7 +155,8 @@ Type check_structural(Expr &e, const Report &report) {
     }
     return t.fields[e.index];
   }
-  default: internal_error("type inference", "not a structural expression");
+  default:
+    internal_error("type inference", "not a structural expression");
   }
 }
 
@@ -188,8 +194,8 @@ private:
     body(fn.body);
     const Type &result = fn.body.result->type;
     if (!fn.ret_type.is_unknown() && !result.has_unknown() && result != fn.ret_type)
-      diag_.error(fn.span, "@" + fn.name + ": declared return type " + fn.ret_type.str() +
-                               " but the body has type " + result.str());
+      diag_.error(fn.span, "@" + fn.name + ": declared return type " + fn.ret_type.str() + " but the body has type " +
+                               result.str());
     state_[&fn] = 2;
   }
 
@@ -198,8 +204,8 @@ private:
       expr(*bind.value);
       const Type &t = bind.value->type;
       if (!bind.var->annotation.is_unknown() && !t.has_unknown() && t != bind.var->annotation) {
-        diag_.error(bind.var->span, "%" + bind.var->name + " is annotated " +
-                                        bind.var->annotation.str() + " but its value has type " + t.str());
+        diag_.error(bind.var->span, "%" + bind.var->name + " is annotated " + bind.var->annotation.str() +
+                                        " but its value has type " + t.str());
         bind.var->type = bind.var->annotation;
       } else {
         bind.var->type = t;
@@ -211,7 +217,8 @@ private:
   void expr(Expr &e) {
     switch (e.kind) {
     case ExprKind::Var:
-    case ExprKind::Constant: return;
+    case ExprKind::Constant:
+      return;
     case ExprKind::Call:
       for (const ExprPtr &a : e.args)
         expr(*a);
@@ -223,7 +230,9 @@ private:
         expr(*a);
       e.type = check_structural(e, report_);
       return;
-    case ExprKind::GlobalCall: global_call(e); return;
+    case ExprKind::GlobalCall:
+      global_call(e);
+      return;
     case ExprKind::Func:
       body(e.func->body);
       // A fn's value is only used by scan; its type stands for its result.
@@ -241,16 +250,15 @@ private:
       return;
     function(*callee);
     if (callee->params.size() != e.args.size()) {
-      diag_.error(e.span, "@" + e.name + ": expected " + std::to_string(callee->params.size()) +
-                              " arguments, found " + std::to_string(e.args.size()));
+      diag_.error(e.span, "@" + e.name + ": expected " + std::to_string(callee->params.size()) + " arguments, found " +
+                              std::to_string(e.args.size()));
       return;
     }
     for (size_t i = 0; i < e.args.size(); ++i) {
       const Type &t = e.args[i]->type;
       if (!t.has_unknown() && t != callee->params[i]->type) {
-        diag_.error(e.args[i]->span, "@" + e.name + ": argument " + std::to_string(i + 1) +
-                                         " has type " + t.str() + " but %" +
-                                         callee->params[i]->name + " expects " +
+        diag_.error(e.args[i]->span, "@" + e.name + ": argument " + std::to_string(i + 1) + " has type " + t.str() +
+                                         " but %" + callee->params[i]->name + " expects " +
                                          callee->params[i]->type.str());
         return;
       }

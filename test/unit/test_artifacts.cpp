@@ -43,9 +43,7 @@ private:
   std::string path_;
 };
 
-void write_bytes(const std::string &path, const std::string &bytes) {
-  std::ofstream(path, std::ios::binary) << bytes;
-}
+void write_bytes(const std::string &path, const std::string &bytes) { std::ofstream(path, std::ios::binary) << bytes; }
 
 std::string read_bytes(const std::string &path) {
   std::ifstream in(path, std::ios::binary);
@@ -62,8 +60,8 @@ std::string npy_v1(const std::string &dict) {
 
 /// np.save(f, np.arange(6, dtype='<f4').reshape(2, 3)), byte for byte.
 const std::string kArange6 = std::string("\x93NUMPY\x01\x00v\x00", 10) +
-                             "{'descr': '<f4', 'fortran_order': False, 'shape': (2, 3), }" +
-                             std::string(58, ' ') + "\n" +
+                             "{'descr': '<f4', 'fortran_order': False, 'shape': (2, 3), }" + std::string(58, ' ') +
+                             "\n" +
                              std::string("\x00\x00\x00\x00\x00\x00\x80\x3f\x00\x00\x00\x40"
                                          "\x00\x00\x40\x40\x00\x00\x80\x40\x00\x00\xa0\x40",
                                          24);
@@ -132,8 +130,7 @@ std::pair<LoweredModule, std::vector<FunctionReport>> sample_module() {
   FunctionReport main_report;
   main_report.name = "main";
   for (size_t i = 0; i < params.size(); ++i) {
-    main.inputs.push_back(
-        buffer(params[i].name, params[i].dtype, params[i].shape, BufferScope::Input, int(i)));
+    main.inputs.push_back(buffer(params[i].name, params[i].dtype, params[i].shape, BufferScope::Input, int(i)));
     main_report.param_names.push_back(params[i].name);
   }
   main.outputs = {buffer("output_0", DType::Float32, {2}, BufferScope::Output, 0),
@@ -226,12 +223,12 @@ void check_header_compiles(const std::string &header, bool cuda) {
   std::string defines = cuda ? "-D'CALL_EXTRA_PARAM=CUstream stream' -D'CALL_EXTRA_ARG=,stream'"
                              : "-D'CALL_EXTRA_PARAM=int unused' -DCALL_EXTRA_ARG=";
   write_bytes(dir.file("use.c"), kHeaderUser);
-  std::string c = "cd " + dir.path() + " && cc -std=c99 -Wall -Wextra -Werror -pedantic " +
-                  defines + " -Wno-unused-parameter -c use.c -o use_c.o";
+  std::string c = "cd " + dir.path() + " && cc -std=c99 -Wall -Wextra -Werror -pedantic " + defines +
+                  " -Wno-unused-parameter -c use.c -o use_c.o";
   CHECK(run_shell(c) == 0);
   if (have_cxx()) {
-    std::string cxx = "cd " + dir.path() + " && c++ -x c++ -std=c++17 -Wall -Wextra -Werror " +
-                      defines + " -Wno-unused-parameter -c use.c -o use_cxx.o";
+    std::string cxx = "cd " + dir.path() + " && c++ -x c++ -std=c++17 -Wall -Wextra -Werror " + defines +
+                      " -Wno-unused-parameter -c use.c -o use_cxx.o";
     CHECK(run_shell(cxx) == 0);
   }
 }
@@ -245,11 +242,10 @@ TEST_CASE("npy: every dtype round-trips, scalars and empty arrays included", "[a
     DType dtype;
     Shape shape;
   };
-  std::vector<Case> cases = {{DType::Float16, {3}},       {DType::Float32, {2, 3}},
-                             {DType::Float64, {}},        {DType::Int32, {4, 1, 2}},
-                             {DType::Int64, {5}},         {DType::Bool, {2, 2}},
-                             {DType::Float32, {0, 3}},    {DType::Int64, {0}},
-                             {DType::Float64, {1, 1, 1}}, {DType::Bool, {}}};
+  std::vector<Case> cases = {{DType::Float16, {3}},     {DType::Float32, {2, 3}}, {DType::Float64, {}},
+                             {DType::Int32, {4, 1, 2}}, {DType::Int64, {5}},      {DType::Bool, {2, 2}},
+                             {DType::Float32, {0, 3}},  {DType::Int64, {0}},      {DType::Float64, {1, 1, 1}},
+                             {DType::Bool, {}}};
   TempDir dir;
   for (const Case &c : cases) {
     NpyArray a;
@@ -293,13 +289,11 @@ TEST_CASE("npy: files written by numpy.save are read, and ours are identical", "
   CHECK(encode_npy(s) == scalar);
 
   // np.save(f, np.zeros((0,), '<i8')) and np.save(f, np.array([True, False]))
-  std::string empty =
-      npy_v1("{'descr': '<i8', 'fortran_order': False, 'shape': (0,), }" + std::string(20, ' '));
+  std::string empty = npy_v1("{'descr': '<i8', 'fortran_order': False, 'shape': (0,), }" + std::string(20, ' '));
   CHECK(read_bytes_as_npy(empty).shape == Shape{0});
   CHECK(encode_npy(read_bytes_as_npy(empty)) == empty);
-  std::string bools =
-      npy_v1("{'descr': '|b1', 'fortran_order': False, 'shape': (2,), }" + std::string(20, ' ')) +
-      std::string("\x01\x00", 2);
+  std::string bools = npy_v1("{'descr': '|b1', 'fortran_order': False, 'shape': (2,), }" + std::string(20, ' ')) +
+                      std::string("\x01\x00", 2);
   NpyArray b = read_bytes_as_npy(bools);
   CHECK(b.dtype == DType::Bool);
   CHECK(b.data == std::string("\x01\x00", 2));
@@ -311,36 +305,31 @@ TEST_CASE("npy: format versions 2.0 and 3.0, Python 2 headers, uint8 as bool", "
   std::string data("\x07\x00\x00\x00", 4);
   std::string header = dict + std::string(128 - 12 - dict.size() - 1, ' ') + "\n";
   for (char major : {'\x02', '\x03'}) {
-    std::string file = std::string("\x93NUMPY", 6) + major + '\0' + char(header.size()) +
-                       std::string(3, '\0') + header + data;
+    std::string file =
+        std::string("\x93NUMPY", 6) + major + '\0' + char(header.size()) + std::string(3, '\0') + header + data;
     NpyArray a = read_bytes_as_npy(file);
     CHECK(a.dtype == DType::Int32);
     CHECK(a.data == data);
   }
   // Python 2's numpy wrote long integers with an L, and any quote goes.
-  NpyArray p2 = read_bytes_as_npy(
-      npy_v1("{\"descr\": \"<f4\", \"fortran_order\": False, \"shape\": (1L, 2L)}") +
-      std::string(8, '\0'));
+  NpyArray p2 = read_bytes_as_npy(npy_v1("{\"descr\": \"<f4\", \"fortran_order\": False, \"shape\": (1L, 2L)}") +
+                                  std::string(8, '\0'));
   CHECK(p2.shape == Shape{1, 2});
-  NpyArray u8 =
-      read_bytes_as_npy(npy_v1("{'descr': '|u1', 'fortran_order': False, 'shape': (3,), }") +
-                        std::string("\x01\x00\x01", 3));
+  NpyArray u8 = read_bytes_as_npy(npy_v1("{'descr': '|u1', 'fortran_order': False, 'shape': (3,), }") +
+                                  std::string("\x01\x00\x01", 3));
   CHECK(u8.dtype == DType::Bool);
 }
 
 TEST_CASE("npy: malformed and unsupported files are clear errors", "[artifacts]") {
   auto header = [](const std::string &descr, const std::string &fortran, const std::string &shape) {
-    return npy_v1("{'descr': '" + descr + "', 'fortran_order': " + fortran + ", 'shape': " + shape +
-                  ", }");
+    return npy_v1("{'descr': '" + descr + "', 'fortran_order': " + fortran + ", 'shape': " + shape + ", }");
   };
   std::string f4x2 = header("<f4", "False", "(2,)");
   CHECK(npy_error("") == "'x.npy' is not a .npy file (bad magic)");
   CHECK(npy_error("PK\x03\x04 a zip file") == "'x.npy' is not a .npy file (bad magic)");
   CHECK(npy_error("\x93NUMPY") == "'x.npy' is truncated (incomplete header)");
-  CHECK(npy_error(std::string("\x93NUMPY\x01\x00\xff\xff{", 11)) ==
-        "'x.npy' is truncated (incomplete header)");
-  CHECK(npy_error(std::string("\x93NUMPY\x04\x00", 8)) ==
-        "'x.npy': unsupported .npy format version 4.0");
+  CHECK(npy_error(std::string("\x93NUMPY\x01\x00\xff\xff{", 11)) == "'x.npy' is truncated (incomplete header)");
+  CHECK(npy_error(std::string("\x93NUMPY\x04\x00", 8)) == "'x.npy': unsupported .npy format version 4.0");
   CHECK(npy_error(f4x2 + std::string(7, '\0')) ==
         "'x.npy' is truncated (shape (2,) float32 needs 8 bytes of data, found 7)");
   CHECK(npy_error(f4x2 + std::string(9, '\0')) ==
@@ -433,8 +422,7 @@ TEST_CASE("write_file_atomic replaces the file and leaves no temporary behind", 
 
   // Failures: a missing directory, and a directory where the file should go.
   CHECK_THROWS_WITH(write_file_atomic(dir.file("no/such/dir.bin"), "x"),
-                    "cannot write '" + dir.file("no/such/dir.bin") +
-                        "': No such file or directory");
+                    "cannot write '" + dir.file("no/such/dir.bin") + "': No such file or directory");
   fs::create_directory(dir.file("sub"));
   CHECK_THROWS_AS(write_file_atomic(dir.file("sub"), "x"), FileError);
   CHECK(fs::is_directory(dir.file("sub")));
@@ -489,10 +477,8 @@ TEST_CASE("C header: structs, macros and entry points of every function", "[arti
   CHECK(h.find(std::string("case 2: return \"") + status_message(2) + "\";") != std::string::npos);
 
   std::string cuda = emit_c_header(m, reports, "mlp", Target::CUDA);
-  CHECK(cuda.find("#ifndef __cuda_cuda_h__\ntypedef struct CUstream_st *CUstream;\n#endif") !=
-        std::string::npos);
-  CHECK(cuda.find("struct mlp_main_outputs *outputs, void *workspace, CUstream stream);") !=
-        std::string::npos);
+  CHECK(cuda.find("#ifndef __cuda_cuda_h__\ntypedef struct CUstream_st *CUstream;\n#endif") != std::string::npos);
+  CHECK(cuda.find("struct mlp_main_outputs *outputs, void *workspace, CUstream stream);") != std::string::npos);
   CHECK(cuda.find("device pointer") != std::string::npos);
 }
 
@@ -554,10 +540,9 @@ TEST_CASE("C header: matches the ABI of the object file (link and run)", "[artif
   Kernel k;
   k.name = "mul";
   k.buffers = {fn.inputs[0], fn.inputs[1], fn.outputs[0]};
-  k.body = for_loop(
-      i, 5, ForKind::Serial,
-      store(fn.outputs[0], var_ref(i),
-            binary(BinaryOp::Mul, load(fn.inputs[0], var_ref(i)), load(fn.inputs[1], int_imm(0)))));
+  k.body = for_loop(i, 5, ForKind::Serial,
+                    store(fn.outputs[0], var_ref(i),
+                          binary(BinaryOp::Mul, load(fn.inputs[0], var_ref(i)), load(fn.inputs[1], int_imm(0)))));
   fn.kernels = {k};
   m.functions = {fn};
   FunctionReport r;
@@ -594,8 +579,7 @@ int main(void) {
   return lin_scale(&in, &out, NULL) == 2 ? 0 : 3;
 }
 )");
-  CHECK(run_shell("cd " + dir.path() +
-                  " && cc -std=c11 -Wall -Werror app.c lin.o -lm -o app && ./app") == 0);
+  CHECK(run_shell("cd " + dir.path() + " && cc -std=c11 -Wall -Werror app.c lin.o -lm -o app && ./app") == 0);
 }
 
 // ------------------------------------------------------------ manifest ----
@@ -629,19 +613,15 @@ TEST_CASE("manifest: the documented keys, for CPU and CUDA", "[artifacts]") {
   CHECK(main["name"] == "main");
   CHECK(main["symbol"] == "mlp_main");
   REQUIRE(main["parameters"].size() == 7);
-  CHECK(main["parameters"][0] == nlohmann::json({{"name", "x"},
-                                                 {"role", "input"},
-                                                 {"dtype", "float32"},
-                                                 {"shape", {2, 3}},
-                                                 {"bytes", 24}}));
+  CHECK(main["parameters"][0] ==
+        nlohmann::json({{"name", "x"}, {"role", "input"}, {"dtype", "float32"}, {"shape", {2, 3}}, {"bytes", 24}}));
   CHECK(main["parameters"][2]["shape"] == nlohmann::json::array());
   CHECK(main["results"][1] == nlohmann::json({{"name", "output_1"},
                                               {"role", "output"},
                                               {"dtype", "float64"},
                                               {"shape", nlohmann::json::array()},
                                               {"bytes", 8}}));
-  CHECK(main["kernels"][0] ==
-        nlohmann::json({{"name", "fused_add"}, {"buffers", {"x", "output_0"}}}));
+  CHECK(main["kernels"][0] == nlohmann::json({{"name", "fused_add"}, {"buffers", {"x", "output_0"}}}));
 
   const nlohmann::json &adj = j["functions"][1];
   CHECK(adj["workspace_bytes"] == 64);
@@ -658,11 +638,10 @@ TEST_CASE("manifest: the documented keys, for CPU and CUDA", "[artifacts]") {
   nlohmann::json c = build_manifest(m, reports, info, "mlp");
   CHECK(c["target"]["gpu_arch"] == "sm_80");
   CHECK(c["remat"]["memory_budget"] == 65536);
-  CHECK(c["functions"][0]["kernels"][0]["launch"] ==
-        nlohmann::json({{"grid", {4, 1, 1}},
-                        {"block", {128, 1, 1}},
-                        {"shared_memory_bytes", 0},
-                        {"arguments", {"x", "output_0"}}}));
+  CHECK(
+      c["functions"][0]["kernels"][0]["launch"] ==
+      nlohmann::json(
+          {{"grid", {4, 1, 1}}, {"block", {128, 1, 1}}, {"shared_memory_bytes", 0}, {"arguments", {"x", "output_0"}}}));
   // The manifest is plain JSON that any parser reads back.
   CHECK(nlohmann::json::parse(c.dump(2)) == c);
 }

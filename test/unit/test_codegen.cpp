@@ -43,15 +43,13 @@ BufferPtr output(const std::string &name, DType dt, int64_t n, int index) {
 }
 
 /// for i in [0, n) kind: body(i)
-StmtPtr loop(int64_t n, ForKind kind, const std::function<StmtPtr(LExprPtr)> &body,
-             const std::string &name = "i") {
+StmtPtr loop(int64_t n, ForKind kind, const std::function<StmtPtr(LExprPtr)> &body, const std::string &name = "i") {
   auto i = std::make_shared<LVar>(LVar{name});
   return for_loop(i, n, kind, body(var_ref(i)));
 }
 
 /// One function `main` whose single kernel touches all of its buffers.
-LoweredModule single_kernel(std::vector<BufferPtr> inputs, std::vector<BufferPtr> outputs,
-                            StmtPtr body) {
+LoweredModule single_kernel(std::vector<BufferPtr> inputs, std::vector<BufferPtr> outputs, StmtPtr body) {
   LoweredFunction fn;
   fn.name = "main";
   fn.inputs = inputs;
@@ -68,8 +66,7 @@ LoweredModule single_kernel(std::vector<BufferPtr> inputs, std::vector<BufferPtr
 template <typename T> class Aligned {
 public:
   explicit Aligned(std::vector<T> values)
-      : n_(values.size()),
-        p_(static_cast<T *>(std::aligned_alloc(64, (n_ * sizeof(T) / 64 + 1) * 64))) {
+      : n_(values.size()), p_(static_cast<T *>(std::aligned_alloc(64, (n_ * sizeof(T) / 64 + 1) * 64))) {
     std::copy(values.begin(), values.end(), p_);
   }
   explicit Aligned(size_t n) : Aligned(std::vector<T>(n)) {}
@@ -84,8 +81,7 @@ private:
   T *p_;
 };
 
-int32_t call(JitSession &jit, std::vector<void *> inputs, std::vector<void *> outputs,
-             void *workspace = nullptr) {
+int32_t call(JitSession &jit, std::vector<void *> inputs, std::vector<void *> outputs, void *workspace = nullptr) {
   return jit.lookup("main")(inputs.data(), outputs.data(), workspace);
 }
 
@@ -100,10 +96,9 @@ template <typename T> bool same_bits(T a, T b) { return std::memcmp(&a, &b, size
 
 template <typename T> LoweredModule exp_add_module(DType dt, int64_t n) {
   auto a = input("a", dt, n, 0), b = input("b", dt, n, 1), out = output("out", dt, n, 0);
-  return single_kernel(
-      {a, b}, {out}, loop(n, ForKind::Vectorized, [&](LExprPtr i) {
-        return store(out, i, binary(BinaryOp::Add, unary(UnaryOp::Exp, load(a, i)), load(b, i)));
-      }));
+  return single_kernel({a, b}, {out}, loop(n, ForKind::Vectorized, [&](LExprPtr i) {
+                         return store(out, i, binary(BinaryOp::Add, unary(UnaryOp::Exp, load(a, i)), load(b, i)));
+                       }));
 }
 
 template <typename T> void check_exp_add(DType dt) {
@@ -137,9 +132,7 @@ std::string temp_dir() {
   return pattern;
 }
 
-void write_file(const std::string &path, const std::string &bytes) {
-  std::ofstream(path, std::ios::binary) << bytes;
-}
+void write_file(const std::string &path, const std::string &bytes) { std::ofstream(path, std::ios::binary) << bytes; }
 
 bool have_cc() { return std::system("cc --version >/dev/null 2>&1") == 0; }
 
@@ -161,23 +154,22 @@ TEST_CASE("codegen: unary math functions and pow", "[codegen]") {
   auto x = input("x", DType::Float64, n, 0), y = input("y", DType::Float64, n, 1);
   const UnaryOp ops[] = {UnaryOp::Tanh, UnaryOp::Erf, UnaryOp::Log, UnaryOp::Sqrt,
                          UnaryOp::Sin,  UnaryOp::Cos, UnaryOp::Abs, UnaryOp::Neg};
-  double (*const ref[])(double) = {
-      [](double v) { return std::tanh(v); }, [](double v) { return std::erf(v); },
-      [](double v) { return std::log(v); },  [](double v) { return std::sqrt(v); },
-      [](double v) { return std::sin(v); },  [](double v) { return std::cos(v); },
-      [](double v) { return std::fabs(v); }, [](double v) { return -v; }};
+  double (*const ref[])(double) = {[](double v) { return std::tanh(v); }, [](double v) { return std::erf(v); },
+                                   [](double v) { return std::log(v); },  [](double v) { return std::sqrt(v); },
+                                   [](double v) { return std::sin(v); },  [](double v) { return std::cos(v); },
+                                   [](double v) { return std::fabs(v); }, [](double v) { return -v; }};
   const size_t num_ops = std::size(ops);
   std::vector<BufferPtr> outs;
   for (size_t k = 0; k <= num_ops; ++k)
     outs.push_back(output("o" + std::to_string(k), DType::Float64, n, int(k)));
-  LoweredModule m = single_kernel(
-      {x, y}, outs, loop(n, ForKind::Serial, [&](LExprPtr i) {
-        std::vector<StmtPtr> stores;
-        for (size_t k = 0; k < num_ops; ++k)
-          stores.push_back(store(outs[k], i, unary(ops[k], load(x, i))));
-        stores.push_back(store(outs[num_ops], i, binary(BinaryOp::Pow, load(x, i), load(y, i))));
-        return seq(stores);
-      }));
+  LoweredModule m =
+      single_kernel({x, y}, outs, loop(n, ForKind::Serial, [&](LExprPtr i) {
+                      std::vector<StmtPtr> stores;
+                      for (size_t k = 0; k < num_ops; ++k)
+                        stores.push_back(store(outs[k], i, unary(ops[k], load(x, i))));
+                      stores.push_back(store(outs[num_ops], i, binary(BinaryOp::Pow, load(x, i), load(y, i))));
+                      return seq(stores);
+                    }));
   auto session = jit(m);
   Aligned<double> xs({0.25, 1.5, 3.0, 0.001, 7.5, 2.0, 0.5, 10.0, 1e-300});
   Aligned<double> ys({2.0, -1.5, 0.5, 3.0, 0.1, 10.0, -2.0, 1.0 / 3, 2.0});
@@ -201,8 +193,7 @@ TEST_CASE("codegen: float16 math is done in float and rounded once", "[codegen]"
   auto out = output("out", DType::Float32, n, 0);
   LoweredModule m = single_kernel({x}, {out}, loop(n, ForKind::Vectorized, [&](LExprPtr i) {
                                     LExprPtr h = cast(DType::Float16, load(x, i));
-                                    LExprPtr e = binary(BinaryOp::Add, unary(UnaryOp::Tanh, h),
-                                                        unary(UnaryOp::Exp, h));
+                                    LExprPtr e = binary(BinaryOp::Add, unary(UnaryOp::Tanh, h), unary(UnaryOp::Exp, h));
                                     return store(out, i, cast(DType::Float32, e));
                                   }));
   auto session = jit(m);
@@ -232,8 +223,7 @@ TEST_CASE("codegen: row sums through a local accumulator", "[codegen]") {
               return store(acc, zero, binary(BinaryOp::Add, load(acc, zero), load(a, index)));
             },
             "j");
-        return alloc(acc, seq({store(acc, zero, float_imm(0, DType::Float32)), sum,
-                               store(out, i, load(acc, zero))}));
+        return alloc(acc, seq({store(acc, zero, float_imm(0, DType::Float32)), sum, store(out, i, load(acc, zero))}));
       }));
   auto session = jit(m);
   Aligned<float> as(rows * cols), result(rows);
@@ -264,8 +254,7 @@ TEST_CASE("codegen: two kernels through an arena buffer, and argument checks", "
                                 return store(tmp, i, binary(BinaryOp::Mul, load(x, i), load(x, i)));
                               })});
   fn.kernels.push_back(Kernel{"minus", {x, tmp, out}, loop(n, ForKind::ScanTime, [&](LExprPtr i) {
-                                return store(out, i,
-                                             binary(BinaryOp::Sub, load(tmp, i), load(x, i)));
+                                return store(out, i, binary(BinaryOp::Sub, load(tmp, i), load(x, i)));
                               })});
   LoweredModule m;
   m.functions.push_back(std::move(fn));
@@ -302,42 +291,34 @@ TEST_CASE("codegen: casts, compares and selects", "[codegen]") {
   auto to_bool = output("to_bool", DType::Bool, n, 3);
   auto relu = output("relu", DType::Float32, n, 4);
   auto back = output("back", DType::Float64, n, 5);
-  LoweredModule m =
-      single_kernel({f}, {to_int, less, not_equal, to_bool, relu, back},
-                    loop(n, ForKind::Vectorized, [&](LExprPtr i) {
-                      LExprPtr v = load(f, i), zero = float_imm(0, DType::Float32);
-                      LExprPtr lt = compare(CompareOp::LT, v, float_imm(0.5, DType::Float32));
-                      // back = float64(int64(less) + int64(int32(f)))
-                      LExprPtr sum = binary(BinaryOp::Add, cast(DType::Int64, lt),
-                                            cast(DType::Int64, cast(DType::Int32, v)));
-                      return seq({store(to_int, i, cast(DType::Int32, v)), store(less, i, lt),
-                                  store(not_equal, i, compare(CompareOp::NE, v, v)),
-                                  store(to_bool, i, cast(DType::Bool, v)),
-                                  store(relu, i, select(compare(CompareOp::GT, v, zero), v, zero)),
-                                  store(back, i, cast(DType::Float64, sum))});
-                    }));
+  LoweredModule m = single_kernel(
+      {f}, {to_int, less, not_equal, to_bool, relu, back}, loop(n, ForKind::Vectorized, [&](LExprPtr i) {
+        LExprPtr v = load(f, i), zero = float_imm(0, DType::Float32);
+        LExprPtr lt = compare(CompareOp::LT, v, float_imm(0.5, DType::Float32));
+        // back = float64(int64(less) + int64(int32(f)))
+        LExprPtr sum = binary(BinaryOp::Add, cast(DType::Int64, lt), cast(DType::Int64, cast(DType::Int32, v)));
+        return seq({store(to_int, i, cast(DType::Int32, v)), store(less, i, lt),
+                    store(not_equal, i, compare(CompareOp::NE, v, v)), store(to_bool, i, cast(DType::Bool, v)),
+                    store(relu, i, select(compare(CompareOp::GT, v, zero), v, zero)),
+                    store(back, i, cast(DType::Float64, sum))});
+      }));
   auto session = jit(m);
   Aligned<float> fs({-2.7f, -0.5f, 0.0f, 0.5f, 2.7f, float(kNaN), 3e9f});
   Aligned<int32_t> ints(n);
   Aligned<uint8_t> lt(n), ne(n), bools(n);
   Aligned<float> relus(n);
   Aligned<double> backs(n);
-  REQUIRE(call(*session, {fs.data()},
-               {ints.data(), lt.data(), ne.data(), bools.data(), relus.data(), backs.data()}) == 0);
+  REQUIRE(call(*session, {fs.data()}, {ints.data(), lt.data(), ne.data(), bools.data(), relus.data(), backs.data()}) ==
+          0);
   // float -> int truncates toward zero and saturates; NaN gives 0.
   CHECK(std::vector<int32_t>(ints.data(), ints.data() + n) ==
         std::vector<int32_t>{-2, 0, 0, 0, 2, 0, std::numeric_limits<int32_t>::max()});
-  CHECK(std::vector<uint8_t>(lt.data(), lt.data() + n) ==
-        std::vector<uint8_t>{1, 1, 1, 0, 0, 0, 0});
-  CHECK(std::vector<uint8_t>(ne.data(), ne.data() + n) ==
-        std::vector<uint8_t>{0, 0, 0, 0, 0, 1, 0});
-  CHECK(std::vector<uint8_t>(bools.data(), bools.data() + n) ==
-        std::vector<uint8_t>{1, 1, 0, 1, 1, 1, 1});
-  CHECK(std::vector<float>(relus.data(), relus.data() + 5) ==
-        std::vector<float>{0, 0, 0, 0.5f, 2.7f});
+  CHECK(std::vector<uint8_t>(lt.data(), lt.data() + n) == std::vector<uint8_t>{1, 1, 1, 0, 0, 0, 0});
+  CHECK(std::vector<uint8_t>(ne.data(), ne.data() + n) == std::vector<uint8_t>{0, 0, 0, 0, 0, 1, 0});
+  CHECK(std::vector<uint8_t>(bools.data(), bools.data() + n) == std::vector<uint8_t>{1, 1, 0, 1, 1, 1, 1});
+  CHECK(std::vector<float>(relus.data(), relus.data() + 5) == std::vector<float>{0, 0, 0, 0.5f, 2.7f});
   CHECK(relus[5] == 0.0f); // NaN > 0 is false
-  CHECK(std::vector<double>(backs.data(), backs.data() + 6) ==
-        std::vector<double>{-1, 1, 1, 0, 2, 0});
+  CHECK(std::vector<double>(backs.data(), backs.data() + 6) == std::vector<double>{-1, 1, 1, 0, 2, 0});
 }
 
 TEST_CASE("codegen: integer division follows Python, by zero gives 0", "[codegen]") {
@@ -348,14 +329,12 @@ TEST_CASE("codegen: integer division follows Python, by zero gives 0", "[codegen
   auto a = input("a", DType::Int32, n, 0), b = input("b", DType::Int32, n, 1);
   auto fdiv = output("fdiv", DType::Int32, n, 0), fmod = output("fmod", DType::Int32, n, 1);
   auto tdiv = output("tdiv", DType::Int32, n, 2), mx = output("mx", DType::Int32, n, 3);
-  LoweredModule m =
-      single_kernel({a, b}, {fdiv, fmod, tdiv, mx}, loop(n, ForKind::Vectorized, [&](LExprPtr i) {
-                      LExprPtr x = load(a, i), y = load(b, i);
-                      return seq({store(fdiv, i, binary(BinaryOp::FloorDiv, x, y)),
-                                  store(fmod, i, binary(BinaryOp::FloorMod, x, y)),
-                                  store(tdiv, i, binary(BinaryOp::Div, x, y)),
-                                  store(mx, i, binary(BinaryOp::Max, x, y))});
-                    }));
+  LoweredModule m = single_kernel(
+      {a, b}, {fdiv, fmod, tdiv, mx}, loop(n, ForKind::Vectorized, [&](LExprPtr i) {
+        LExprPtr x = load(a, i), y = load(b, i);
+        return seq({store(fdiv, i, binary(BinaryOp::FloorDiv, x, y)), store(fmod, i, binary(BinaryOp::FloorMod, x, y)),
+                    store(tdiv, i, binary(BinaryOp::Div, x, y)), store(mx, i, binary(BinaryOp::Max, x, y))});
+      }));
   auto session = jit(m);
   Aligned<int32_t> xa(as), xb(bs), q(n), r(n), t(n), big(n);
   REQUIRE(call(*session, {xa.data(), xb.data()}, {q.data(), r.data(), t.data(), big.data()}) == 0);
@@ -372,11 +351,10 @@ TEST_CASE("codegen: float minimum and maximum propagate NaN like numpy", "[codeg
   const int64_t n = 4;
   auto a = input("a", DType::Float64, n, 0), b = input("b", DType::Float64, n, 1);
   auto lo = output("lo", DType::Float64, n, 0), hi = output("hi", DType::Float64, n, 1);
-  LoweredModule m =
-      single_kernel({a, b}, {lo, hi}, loop(n, ForKind::Serial, [&](LExprPtr i) {
-                      return seq({store(lo, i, binary(BinaryOp::Min, load(a, i), load(b, i))),
-                                  store(hi, i, binary(BinaryOp::Max, load(a, i), load(b, i)))});
-                    }));
+  LoweredModule m = single_kernel({a, b}, {lo, hi}, loop(n, ForKind::Serial, [&](LExprPtr i) {
+                                    return seq({store(lo, i, binary(BinaryOp::Min, load(a, i), load(b, i))),
+                                                store(hi, i, binary(BinaryOp::Max, load(a, i), load(b, i)))});
+                                  }));
   auto session = jit(m);
   Aligned<double> xa({1.0, kNaN, 2.0, -1.0}), xb({2.0, 1.0, kNaN, -3.0}), rlo(n), rhi(n);
   REQUIRE(call(*session, {xa.data(), xb.data()}, {rlo.data(), rhi.data()}) == 0);
@@ -423,8 +401,7 @@ int main(void) {
   fs::remove_all(dir);
 }
 
-TEST_CASE("codegen: --triple and --cpu pick the target; unknown ones are user errors",
-          "[codegen]") {
+TEST_CASE("codegen: --triple and --cpu pick the target; unknown ones are user errors", "[codegen]") {
   LoweredModule m = exp_add_module<float>(DType::Float32, 4);
   CodegenRequest what;
   what.object = true;
@@ -462,18 +439,14 @@ TEST_CASE("codegen: CUDA kernels become PTX that ptxas accepts", "[codegen][cuda
     fn.inputs.insert(fn.inputs.end(), {x, y});
     fn.outputs.push_back(out);
     auto bx = std::make_shared<LVar>(LVar{"bx"}), tx = std::make_shared<LVar>(LVar{"tx"});
-    LExprPtr i =
-        binary(BinaryOp::Add, binary(BinaryOp::Mul, var_ref(bx), int_imm(block)), var_ref(tx));
+    LExprPtr i = binary(BinaryOp::Add, binary(BinaryOp::Mul, var_ref(bx), int_imm(block)), var_ref(tx));
     LExprPtr xi = load(x, i), yi = load(y, i);
-    LExprPtr value = binary(
-        BinaryOp::Add, binary(BinaryOp::Add, unary(UnaryOp::Tanh, xi), unary(UnaryOp::Erf, xi)),
-        binary(BinaryOp::Add, binary(BinaryOp::Pow, xi, yi),
-               binary(BinaryOp::Max, unary(UnaryOp::Exp, xi), unary(UnaryOp::Log, yi))));
+    LExprPtr value = binary(BinaryOp::Add, binary(BinaryOp::Add, unary(UnaryOp::Tanh, xi), unary(UnaryOp::Erf, xi)),
+                            binary(BinaryOp::Add, binary(BinaryOp::Pow, xi, yi),
+                                   binary(BinaryOp::Max, unary(UnaryOp::Exp, xi), unary(UnaryOp::Log, yi))));
     StmtPtr guarded = if_then(compare(CompareOp::LT, i, int_imm(n)), store(out, i, value));
-    StmtPtr body =
-        for_loop(bx, grid, ForKind::BlockIdx, for_loop(tx, block, ForKind::ThreadIdx, guarded));
-    fn.kernels.push_back(
-        Kernel{std::string("k_") + dtype_name(dt), {x, y, out}, body, grid, block});
+    StmtPtr body = for_loop(bx, grid, ForKind::BlockIdx, for_loop(tx, block, ForKind::ThreadIdx, guarded));
+    fn.kernels.push_back(Kernel{std::string("k_") + dtype_name(dt), {x, y, out}, body, grid, block});
   }
   LoweredModule m;
   m.functions.push_back(std::move(fn));

@@ -83,68 +83,68 @@ TEST_CASE("every differentiable operator passes a finite-difference check", "[gr
       continue;
     REQUIRE(!op->examples.empty()); // every gradient rule must be testable
     for (size_t e = 0; e < op->examples.size(); ++e)
-    DYNAMIC_SECTION(op->name << " example " << e) {
-      INFO("operator " << op->name);
-      const GradExample &ex = op->examples[e];
-      std::string text = "#[version = \"0.0.5\"]\ndef @main(" + ex.params + ") {\n  " + ex.body + "\n}\n";
-      INFO(text);
-      Compiled c = compile_text(text);
-      const LoweredFunction &fwd = c.module.lowered.functions[0];
+      DYNAMIC_SECTION(op->name << " example " << e) {
+        INFO("operator " << op->name);
+        const GradExample &ex = op->examples[e];
+        std::string text = "#[version = \"0.0.5\"]\ndef @main(" + ex.params + ") {\n  " + ex.body + "\n}\n";
+        INFO(text);
+        Compiled c = compile_text(text);
+        const LoweredFunction &fwd = c.module.lowered.functions[0];
 
-      std::vector<std::string> inputs;
-      std::vector<size_t> float_params;
-      for (size_t i = 0; i < fwd.inputs.size(); ++i) {
-        const Buffer &b = *fwd.inputs[i];
-        std::string bytes(size_t(b.bytes()), '\0');
-        for (int64_t k = 0; k < b.numel(); ++k) {
-          if (b.dtype == DType::Float64) {
-            double mag = std::uniform_real_distribution<double>(0.5, 1.5)(rng);
-            double v = ex.positive || rng() % 2 ? mag : -mag;
-            memcpy(&bytes[k * 8], &v, 8);
-          } else if (b.dtype == DType::Int64) {
-            int64_t v = int64_t(rng() % uint64_t(ex.int_range));
-            memcpy(&bytes[k * 8], &v, 8);
-          } else if (b.dtype == DType::Int32) {
-            int32_t v = int32_t(rng() % uint64_t(ex.int_range));
-            memcpy(&bytes[k * 4], &v, 4);
-          } else if (b.dtype == DType::Bool) {
-            bytes[k] = char(rng() % 2);
-          } else {
-            FAIL("examples use float64, int32, int64 and bool only");
+        std::vector<std::string> inputs;
+        std::vector<size_t> float_params;
+        for (size_t i = 0; i < fwd.inputs.size(); ++i) {
+          const Buffer &b = *fwd.inputs[i];
+          std::string bytes(size_t(b.bytes()), '\0');
+          for (int64_t k = 0; k < b.numel(); ++k) {
+            if (b.dtype == DType::Float64) {
+              double mag = std::uniform_real_distribution<double>(0.5, 1.5)(rng);
+              double v = ex.positive || rng() % 2 ? mag : -mag;
+              memcpy(&bytes[k * 8], &v, 8);
+            } else if (b.dtype == DType::Int64) {
+              int64_t v = int64_t(rng() % uint64_t(ex.int_range));
+              memcpy(&bytes[k * 8], &v, 8);
+            } else if (b.dtype == DType::Int32) {
+              int32_t v = int32_t(rng() % uint64_t(ex.int_range));
+              memcpy(&bytes[k * 4], &v, 4);
+            } else if (b.dtype == DType::Bool) {
+              bytes[k] = char(rng() % 2);
+            } else {
+              FAIL("examples use float64, int32, int64 and bool only");
+            }
+          }
+          if (b.dtype == DType::Float64)
+            float_params.push_back(i);
+          inputs.push_back(bytes);
+        }
+
+        auto objective = [&](std::vector<std::string> &in) {
+          double s = 0;
+          auto outputs = call(c, "main", in);
+          for (double v : outputs[0])
+            s += v;
+          return s;
+        };
+        auto adjoint = call(c, "main_adjoint", inputs);
+        REQUIRE(adjoint.size() == 1 + float_params.size());
+        const double h = 1e-6;
+        for (size_t g = 0; g < float_params.size(); ++g) {
+          size_t p = float_params[g];
+          for (size_t k = 0; k < inputs[p].size() / 8; ++k) {
+            double orig;
+            memcpy(&orig, &inputs[p][k * 8], 8);
+            double plus = orig + h, minus = orig - h;
+            memcpy(&inputs[p][k * 8], &plus, 8);
+            double fp = objective(inputs);
+            memcpy(&inputs[p][k * 8], &minus, 8);
+            double fm = objective(inputs);
+            memcpy(&inputs[p][k * 8], &orig, 8);
+            double numeric = (fp - fm) / (2 * h);
+            double analytic = adjoint[1 + g][k];
+            INFO("parameter " << fwd.inputs[p]->name << " element " << k);
+            CHECK(analytic == Approx(numeric).epsilon(1e-5).margin(1e-6));
           }
         }
-        if (b.dtype == DType::Float64)
-          float_params.push_back(i);
-        inputs.push_back(bytes);
       }
-
-      auto objective = [&](std::vector<std::string> &in) {
-        double s = 0;
-        auto outputs = call(c, "main", in);
-        for (double v : outputs[0])
-          s += v;
-        return s;
-      };
-      auto adjoint = call(c, "main_adjoint", inputs);
-      REQUIRE(adjoint.size() == 1 + float_params.size());
-      const double h = 1e-6;
-      for (size_t g = 0; g < float_params.size(); ++g) {
-        size_t p = float_params[g];
-        for (size_t k = 0; k < inputs[p].size() / 8; ++k) {
-          double orig;
-          memcpy(&orig, &inputs[p][k * 8], 8);
-          double plus = orig + h, minus = orig - h;
-          memcpy(&inputs[p][k * 8], &plus, 8);
-          double fp = objective(inputs);
-          memcpy(&inputs[p][k * 8], &minus, 8);
-          double fm = objective(inputs);
-          memcpy(&inputs[p][k * 8], &orig, 8);
-          double numeric = (fp - fm) / (2 * h);
-          double analytic = adjoint[1 + g][k];
-          INFO("parameter " << fwd.inputs[p]->name << " element " << k);
-          CHECK(analytic == Approx(numeric).epsilon(1e-5).margin(1e-6));
-        }
-      }
-    }
   }
 }

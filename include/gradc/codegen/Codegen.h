@@ -35,10 +35,10 @@ struct CodegenOptions {
 
 /// What the code generators produced; a field is filled only when asked for.
 struct CodegenOutput {
-  std::string object;  // ELF relocatable object (CPU code, or the CUDA host stub)
-  std::string llvm_ir; // textual LLVM IR (of the kernels, for CUDA: NVPTX module)
-  std::string assembly;// target assembly (CPU)
-  std::string ptx;     // CUDA only
+  std::string object;   // ELF relocatable object (CPU code, or the CUDA host stub)
+  std::string llvm_ir;  // textual LLVM IR (of the kernels, for CUDA: NVPTX module)
+  std::string assembly; // target assembly (CPU)
+  std::string ptx;      // CUDA only
 };
 
 struct CodegenRequest {
@@ -48,8 +48,7 @@ struct CodegenRequest {
 /// Compiles `module`. Throws InternalError on an LLVM failure (a gradc bug)
 /// and CompileError after printing a diagnostic for unusable options (an
 /// unknown --cpu or --triple).
-CodegenOutput generate_code(const LoweredModule &module, const CodegenOptions &opts,
-                            const CodegenRequest &what);
+CodegenOutput generate_code(const LoweredModule &module, const CodegenOptions &opts, const CodegenRequest &what);
 
 /// The LLVM version gradc was built with ("19.1.7").
 std::string llvm_version();
@@ -61,8 +60,7 @@ const char *status_message(int32_t code);
 class JitSession {
 public:
   using Entry = int32_t (*)(void *const *, void *const *, void *);
-  static std::unique_ptr<JitSession> create(const LoweredModule &module,
-                                            const CodegenOptions &opts);
+  static std::unique_ptr<JitSession> create(const LoweredModule &module, const CodegenOptions &opts);
   virtual ~JitSession() = default;
   /// The entry point of function `name` (internal error if absent).
   virtual Entry lookup(const std::string &name) = 0;

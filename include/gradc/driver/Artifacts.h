@@ -60,7 +60,7 @@ struct ManifestInfo {
   std::string target;            // "cpu" or "cuda"
   std::string triple, cpu, gpu_arch;
   int opt_level = 2;
-  std::string remat;             // none / manual / auto
+  std::string remat; // none / manual / auto
   int64_t memory_budget = -1;
 };
 

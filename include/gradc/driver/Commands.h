@@ -26,7 +26,7 @@ struct CompileCommand {
 struct RunCommand {
   std::string model;
   PipelineOptions pipeline;
-  std::string entry; // empty: main, or FN_adjoint with --grad
+  std::string entry;                                       // empty: main, or FN_adjoint with --grad
   std::vector<std::pair<std::string, std::string>> inputs; // name -> .npy path
   std::string output_dir;
 };

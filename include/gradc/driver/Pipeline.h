@@ -49,16 +49,16 @@ struct StageTime {
 };
 
 struct CompiledModule {
-  Module module;             // after the last tensor-level pass (fused)
-  LoweredModule lowered;     // loop IR with planned workspaces
+  Module module;         // after the last tensor-level pass (fused)
+  LoweredModule lowered; // loop IR with planned workspaces
   std::vector<FunctionReport> reports;
   std::vector<StageTime> times;
 };
 
 /// Parse to loop IR: everything target-independent, plus GPU binding for
 /// --target=cuda. Throws CompileError after reporting user errors.
-CompiledModule compile_to_loops(std::shared_ptr<const SourceFile> source, const PipelineOptions &opts,
-                                DiagEngine &diag, Dumper &dumper);
+CompiledModule compile_to_loops(std::shared_ptr<const SourceFile> source, const PipelineOptions &opts, DiagEngine &diag,
+                                Dumper &dumper);
 
 /// The `--report` table.
 void print_report(const CompiledModule &compiled, std::ostream &out);

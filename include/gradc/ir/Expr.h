@@ -106,16 +106,16 @@ struct Expr {
   Span span;
   Type type; // checked type; Unknown until type inference
 
-  std::string name;          // Var (without '%'); GlobalCall callee (without '@')
-  Type annotation;           // Var: declared type, Unknown if none
-  double fvalue = 0;         // Constant (float and bool)
-  int64_t ivalue = 0;        // Constant (int and bool)
+  std::string name;             // Var (without '%'); GlobalCall callee (without '@')
+  Type annotation;              // Var: declared type, Unknown if none
+  double fvalue = 0;            // Constant (float and bool)
+  int64_t ivalue = 0;           // Constant (int and bool)
   DType dtype = DType::Float32; // Constant
-  const OpDef *op = nullptr; // Call
-  Attrs attrs;               // Call
-  std::vector<ExprPtr> args; // Call, GlobalCall, Tuple fields, TupleGet [tuple]
-  int index = 0;             // TupleGet
-  FunctionPtr func;          // Func
+  const OpDef *op = nullptr;    // Call
+  Attrs attrs;                  // Call
+  std::vector<ExprPtr> args;    // Call, GlobalCall, Tuple fields, TupleGet [tuple]
+  int index = 0;                // TupleGet
+  FunctionPtr func;             // Func
 
   bool is_atom() const { return kind == ExprKind::Var || kind == ExprKind::Constant; }
   bool is_call(const char *op_name) const;

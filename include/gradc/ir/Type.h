@@ -29,9 +29,9 @@ std::string shape_str(const Shape &shape); // "(2, 3)"
 struct Type {
   enum Kind { Unknown, Tensor, Tuple };
   Kind kind = Unknown;
-  Shape shape;              // Tensor
+  Shape shape;                  // Tensor
   DType dtype = DType::Float32; // Tensor
-  std::vector<Type> fields; // Tuple
+  std::vector<Type> fields;     // Tuple
 
   static Type tensor(Shape shape, DType dtype);
   static Type tuple(std::vector<Type> fields);

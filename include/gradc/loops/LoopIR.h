@@ -99,14 +99,14 @@ using StmtPtr = std::shared_ptr<const Stmt>;
 
 struct Stmt {
   StmtKind kind;
-  LVarPtr var;            // For
-  int64_t extent = 0;     // For
+  LVarPtr var;        // For
+  int64_t extent = 0; // For
   ForKind for_kind = ForKind::Serial;
-  StmtPtr body;           // For, If (then), Alloc
-  StmtPtr else_body;      // If
-  BufferPtr buffer;       // Store, Alloc
-  LExprPtr index;         // Store
-  LExprPtr value;         // Store; If condition
+  StmtPtr body;             // For, If (then), Alloc
+  StmtPtr else_body;        // If
+  BufferPtr buffer;         // Store, Alloc
+  LExprPtr index;           // Store
+  LExprPtr value;           // Store; If condition
   std::vector<StmtPtr> seq; // Seq
 };
 

@@ -19,9 +19,7 @@ struct ScanLoop {
   std::function<LExprPtr(const LExprPtr &t, const Index &s)> out_index;
   std::function<LExprPtr(const Index &s)> init;
   /// Step t >= 1; `prev(s')` reads element s' of step t-1.
-  std::function<LExprPtr(const LExprPtr &t, const Index &s,
-                         const std::function<LExprPtr(const Index &)> &prev)>
-      update;
+  std::function<LExprPtr(const LExprPtr &t, const Index &s, const std::function<LExprPtr(const Index &)> &prev)> update;
 };
 
 StmtPtr lower_scan(const BufferPtr &out, const ScanLoop &scan);

@@ -34,16 +34,16 @@ struct ElementCtx;
 struct KernelCtx;
 
 enum class AttrKind {
-  Int,         // 3
-  Float,       // 0.5f or 1
-  Bool,        // True
-  String,      // "mean"
-  IntList,     // [1, 2] (a single int is accepted and widened)
-  OptInt,      // None or 3
-  OptIntList,  // None, 3 or [1, 2]
-  OptFloat,    // None or 0.5
-  DTypeName,   // "float32"
-  Shape,       // [2, 3], every entry >= 0
+  Int,        // 3
+  Float,      // 0.5f or 1
+  Bool,       // True
+  String,     // "mean"
+  IntList,    // [1, 2] (a single int is accepted and widened)
+  OptInt,     // None or 3
+  OptIntList, // None, 3 or [1, 2]
+  OptFloat,   // None or 0.5
+  DTypeName,  // "float32"
+  Shape,      // [2, 3], every entry >= 0
 };
 const char *attr_kind_name(AttrKind kind);
 
@@ -98,8 +98,8 @@ using KernelFn = StmtPtr (*)(KernelCtx &);
 /// A finite-difference test case: parameters and a body calling the operator,
 /// compiled in float64 by the registry-driven gradient test.
 struct GradExample {
-  std::string params;  // "%x: Tensor[(2, 3), float64], %y: Tensor[(3,), float64]"
-  std::string body;    // "add(%x, %y)"
+  std::string params;    // "%x: Tensor[(2, 3), float64], %y: Tensor[(3,), float64]"
+  std::string body;      // "add(%x, %y)"
   bool positive = false; // floating inputs drawn from [0.5, 1.5] instead of ±[0.5, 1.5]
   int64_t int_range = 2; // integer inputs drawn from [0, int_range)
 };
@@ -143,8 +143,7 @@ public:
   OpBuilder &element(ElementFn fn);
   OpBuilder &kernel(KernelFn fn);
   /// Adds a finite-difference case; an operator may register several.
-  OpBuilder &example(std::string params, std::string body, bool positive = false,
-                     int64_t int_range = 2);
+  OpBuilder &example(std::string params, std::string body, bool positive = false, int64_t int_range = 2);
   OpBuilder &alias(std::string name);
 
 private:

@@ -10,11 +10,11 @@
 
 namespace gradc {
 
-Type identity_rel(RelationCtx &ctx);      // one tensor -> same type
+Type identity_rel(RelationCtx &ctx);       // one tensor -> same type
 Type float_identity_rel(RelationCtx &ctx); // one floating tensor -> same type
-Type broadcast_rel(RelationCtx &ctx);     // two tensors, same dtype -> broadcast shape
+Type broadcast_rel(RelationCtx &ctx);      // two tensors, same dtype -> broadcast shape
 Type broadcast_comp_rel(RelationCtx &ctx); // like broadcast_rel, result bool
-Type reduce_rel(RelationCtx &ctx);        // axis / keepdims / exclude
+Type reduce_rel(RelationCtx &ctx);         // axis / keepdims / exclude
 
 /// numpy broadcasting of two shapes; nullopt if incompatible.
 std::optional<Shape> broadcast_shapes(const Shape &a, const Shape &b);

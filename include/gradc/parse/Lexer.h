@@ -10,16 +10,35 @@ namespace gradc {
 
 enum class Tok {
   End,
-  Local,   // %x, %0 (text without '%')
-  Global,  // @main (text without '@')
-  Ident,   // add, nn, Tensor, float32, def, let, fn, True, ...
-  Int,     // 3, 3i64 (suffix in `suffix`)
-  Float,   // 1f, 0.5f, 1e-3f, 2f64, 1.5
-  String,  // "mean" (text unescaped)
-  LParen, RParen, LBracket, RBracket, LBrace, RBrace,
-  Comma, Colon, Semi, Dot, Assign, Arrow, Question,
-  Plus, Minus, Star, Slash,
-  Lt, Le, Gt, Ge, EqEq, Ne,
+  Local,  // %x, %0 (text without '%')
+  Global, // @main (text without '@')
+  Ident,  // add, nn, Tensor, float32, def, let, fn, True, ...
+  Int,    // 3, 3i64 (suffix in `suffix`)
+  Float,  // 1f, 0.5f, 1e-3f, 2f64, 1.5
+  String, // "mean" (text unescaped)
+  LParen,
+  RParen,
+  LBracket,
+  RBracket,
+  LBrace,
+  RBrace,
+  Comma,
+  Colon,
+  Semi,
+  Dot,
+  Assign,
+  Arrow,
+  Question,
+  Plus,
+  Minus,
+  Star,
+  Slash,
+  Lt,
+  Le,
+  Gt,
+  Ge,
+  EqEq,
+  Ne,
   HashBracket, // #[
 };
 const char *tok_name(Tok kind);

@@ -75,10 +75,10 @@ struct InternalError : std::runtime_error {
 
 [[noreturn]] void internal_error(const std::string &where, const std::string &what);
 
-#define GRADC_CHECK(cond, where, msg)                                          \
-  do {                                                                         \
-    if (!(cond))                                                               \
-      ::gradc::internal_error(where, msg);                                     \
+#define GRADC_CHECK(cond, where, msg)                                                                                  \
+  do {                                                                                                                 \
+    if (!(cond))                                                                                                       \
+      ::gradc::internal_error(where, msg);                                                                             \
   } while (0)
 
 } // namespace gradc

@@ -6,8 +6,8 @@
 namespace gradc {
 
 struct RematStats {
-  int segments = 0;     // checkpoint segments found
-  int recomputed = 0;   // bindings duplicated into the backward pass
+  int segments = 0;   // checkpoint segments found
+  int recomputed = 0; // bindings duplicated into the backward pass
 };
 
 /// Manual rematerialization (Relax semantics). A checkpoint segment is every
