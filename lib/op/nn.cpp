@@ -84,56 +84,110 @@ StmtPtr dense_kernel(KernelCtx &k) {
 
 //===--- matmul -----------------------------------------------------------===//
 
+/// numpy's rules: a 1-D left operand is a row (1, K) and a 1-D right
+/// operand a column (K, 1), and the added axis is dropped from the result.
+struct MatmulShapes {
+  Shape a, b, batch, out; // a and b promoted to rank >= 2; out is the promoted result
+  bool a_vec = false, b_vec = false;
+  std::string error;
+
+  MatmulShapes(const Shape &as, const Shape &bs) : a(as), b(bs), a_vec(as.size() == 1), b_vec(bs.size() == 1) {
+    if (as.empty() || bs.empty()) {
+      error = "operands must have rank >= 1";
+      return;
+    }
+    if (a_vec)
+      a.insert(a.begin(), 1);
+    if (b_vec)
+      b.push_back(1);
+    int64_t K = a.back(), Kb = b[b.size() - 2];
+    if (K != Kb) {
+      error = "inner dimensions differ (" + std::to_string(K) + " vs " + std::to_string(Kb) + ")";
+      return;
+    }
+    Shape ab(a.begin(), a.end() - 2), bb(b.begin(), b.end() - 2);
+    auto bc = broadcast_shapes(ab, bb);
+    if (!bc) {
+      error = "batch shapes " + shape_str(ab) + " and " + shape_str(bb) + " are not broadcast-compatible";
+      return;
+    }
+    batch = *bc;
+    out = batch;
+    out.push_back(a[a.size() - 2]);
+    out.push_back(b.back());
+  }
+  Shape result() const {
+    Shape r = batch;
+    if (!a_vec)
+      r.push_back(out[out.size() - 2]);
+    if (!b_vec)
+      r.push_back(out.back());
+    return r;
+  }
+};
+
 Type matmul_rel(RelationCtx &ctx) {
   const Type *a = ctx.tensor(0), *b = a ? ctx.tensor(1) : nullptr;
   if (!b)
     return Type::unknown();
-  if (a->rank() < 2 || b->rank() < 2)
-    return ctx.fail("operands of rank 1 are not supported yet (found " + a->str() + " and " + b->str() + ")");
   if (a->dtype != b->dtype)
     return ctx.fail(std::string("dtypes ") + dtype_name(a->dtype) + " and " + dtype_name(b->dtype) + " differ");
-  int64_t K = a->shape.back(), Kb = b->shape[b->rank() - 2];
-  if (K != Kb)
-    return ctx.fail("inner dimensions differ (" + std::to_string(K) + " vs " + std::to_string(Kb) + ")");
-  Shape ab(a->shape.begin(), a->shape.end() - 2), bb(b->shape.begin(), b->shape.end() - 2);
-  auto batch = broadcast_shapes(ab, bb);
-  if (!batch)
-    return ctx.fail("batch shapes " + shape_str(ab) + " and " + shape_str(bb) + " are not broadcast-compatible");
-  Shape out = *batch;
-  out.push_back(a->shape[a->rank() - 2]);
-  out.push_back(b->shape.back());
-  return Type::tensor(out, a->dtype);
+  MatmulShapes s(a->shape, b->shape);
+  if (!s.error.empty())
+    return ctx.fail(s.error + " (found " + a->str() + " and " + b->str() + ")");
+  return Type::tensor(s.result(), a->dtype);
 }
 
 /// out[.., i, j] = sum_k a[.., i, k] b[.., k, j], one matrix product per
 /// batch index (batch axes broadcast), each accumulated in k order.
 StmtPtr matmul_kernel(KernelCtx &k) {
   const Shape &os = k.out()->shape;
-  const Shape &as = k.arg_type(0).shape, &bs = k.arg_type(1).shape;
-  Shape batch_shape(os.begin(), os.end() - 2);
-  Shape a_batch(as.begin(), as.end() - 2), b_batch(bs.begin(), bs.end() - 2);
+  MatmulShapes s(k.arg_type(0).shape, k.arg_type(1).shape);
+  Shape a_batch(s.a.begin(), s.a.end() - 2), b_batch(s.b.begin(), s.b.end() - 2);
   return loop_nest(
-      batch_shape,
+      s.batch,
       [&](const Index &batch) {
         Gemm g;
-        g.M = os[os.size() - 2];
-        g.N = os.back();
-        g.K = as.back();
+        g.M = s.out[s.out.size() - 2];
+        g.N = s.out.back();
+        g.K = s.a.back();
         g.dtype = k.out()->dtype;
-        auto with = [](Index idx, const LExprPtr &r, const LExprPtr &c) {
-          idx.push_back(r);
-          idx.push_back(c);
+        auto with = [](Index idx, std::initializer_list<LExprPtr> tail) {
+          idx.insert(idx.end(), tail);
           return idx;
         };
-        Index ab = broadcast_index(a_batch, batch_shape, batch), bb = broadcast_index(b_batch, batch_shape, batch);
-        g.a = [&](const LExprPtr &m, const LExprPtr &kk) { return k.in(0, with(ab, m, kk)); };
-        g.b = [&](const LExprPtr &kk, const LExprPtr &n) { return k.in(1, with(bb, kk, n)); };
+        Index ab = broadcast_index(a_batch, s.batch, batch), bb = broadcast_index(b_batch, s.batch, batch);
+        g.a = [&](const LExprPtr &m, const LExprPtr &kk) { return k.in(0, s.a_vec ? Index{kk} : with(ab, {m, kk})); };
+        g.b = [&](const LExprPtr &kk, const LExprPtr &n) { return k.in(1, s.b_vec ? Index{kk} : with(bb, {kk, n})); };
         g.store = [&](const LExprPtr &m, const LExprPtr &n, const LExprPtr &v) {
-          return store(k.out(), flat_index(os, with(batch, m, n)), v);
+          Index idx = batch;
+          if (!s.a_vec)
+            idx.push_back(m);
+          if (!s.b_vec)
+            idx.push_back(n);
+          return store(k.out(), flat_index(os, idx), v);
         };
         return lower_gemm(k, g);
       },
       NestKind::Outer);
+}
+
+/// da = g bᵀ, db = aᵀ g on the promoted operands; the pass sums the
+/// adjoints over broadcast batch axes.
+Grads matmul_grad(GradCtx &g) {
+  ExprPtr a = g.arg(0), b = g.arg(1);
+  MatmulShapes s(a->type.shape, b->type.shape);
+  ExprPtr A = reshape(g.b, a, s.a), B = reshape(g.b, b, s.b), G = reshape(g.b, g.grad, s.out);
+  ExprPtr da = g.b.call("matmul", {G, transpose_last2(g.b, B)});
+  ExprPtr db = g.b.call("matmul", {transpose_last2(g.b, A), G});
+  auto drop = [&](ExprPtr d, bool vec, size_t axis_from_end) {
+    if (!vec)
+      return d;
+    Shape sh = d->type.shape;
+    sh.erase(sh.end() - axis_from_end);
+    return reshape(g.b, d, sh);
+  };
+  return {drop(da, s.a_vec, 2), drop(db, s.b_vec, 1)};
 }
 
 //===--- nn.bias_add --------------------------------------------------------===//
@@ -446,18 +500,19 @@ void register_nn_ops(OpRegistry &reg) {
       .example("%x: Tensor[(5, 11), float64], %w: Tensor[(6, 11), float64]", "nn.dense(%x, %w)"); // full tiles
 
   reg.add("matmul")
-      .describe("numpy matmul: batched over leading axes with broadcasting.")
-      .arg("a", "Tensor[(..., M, K)]", "The left operand.")
-      .arg("b", "Tensor[(..., K, N)]", "The right operand.")
+      .describe("numpy matmul: batched over leading axes with broadcasting; a 1-D operand is a row (left) or a column "
+                "(right).")
+      .arg("a", "Tensor[(..., M, K)] or Tensor[(K,)]", "The left operand.")
+      .arg("b", "Tensor[(..., K, N)] or Tensor[(K,)]", "The right operand.")
       .support_level(1)
       .relation("Matmul", matmul_rel)
-      .gradient([](GradCtx &g) -> Grads { // da = g bᵀ, db = aᵀ g (summed over broadcast batch axes)
-        return {g.b.call("matmul", {g.grad, transpose_last2(g.b, g.arg(1))}),
-                g.b.call("matmul", {transpose_last2(g.b, g.arg(0)), g.grad})};
-      })
+      .gradient(matmul_grad)
       .kernel(matmul_kernel)
       .example("%a: Tensor[(2, 2, 3), float64], %b: Tensor[(3, 4), float64]", "matmul(%a, %b)")
-      .example("%a: Tensor[(5, 3), float64], %b: Tensor[(3, 35), float64]", "matmul(%a, %b)"); // full tiles
+      .example("%a: Tensor[(5, 3), float64], %b: Tensor[(3, 35), float64]", "matmul(%a, %b)") // full tiles
+      .example("%a: Tensor[(3,), float64], %b: Tensor[(2, 3, 4), float64]", "matmul(%a, %b)")
+      .example("%a: Tensor[(2, 4, 3), float64], %b: Tensor[(3,), float64]", "matmul(%a, %b)")
+      .example("%a: Tensor[(3,), float64], %b: Tensor[(3,), float64]", "matmul(%a, %b)");
 
   reg.add("nn.bias_add")
       .describe("Add a 1-D bias along `axis`.")

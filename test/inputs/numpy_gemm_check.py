@@ -19,19 +19,22 @@ cases = [  # (op, a shape, b shape)
     ("matmul", (7, 19), (19, 70)),
     ("matmul", (3, 5, 17), (17, 33)),
     ("matmul", (2, 1, 6, 9), (3, 9, 4)),
+    ("matmul", (19,), (19, 70)),
+    ("matmul", (3, 5, 17), (17,)),
+    ("matmul", (33,), (33,)),
+    ("matmul", (6,), (2, 6, 5)),
 ]
 tolerance = {"float32": 2e-5, "float64": 1e-12}
 for dtype, rtol in tolerance.items():
     for i, (op, sa, sb) in enumerate(cases):
         a = rng.standard_normal(sa).astype(dtype)
         b = rng.standard_normal(sb).astype(dtype)
-        expect = a @ (b.T if op == "nn.dense" else b)
+        expect = np.asarray(a @ (b.T if op == "nn.dense" else b))
         name = f"{dtype}_{i}"
         np.save(os.path.join(work, name + "_a.npy"), a)
         np.save(os.path.join(work, name + "_b.npy"), b)
         model = os.path.join(work, name + ".relay")
-        ta = f"Tensor[{tuple(sa)}, {dtype}]".replace(",)", ")")
-        tb = f"Tensor[{tuple(sb)}, {dtype}]".replace(",)", ")")
+        ta, tb = f"Tensor[{tuple(sa)}, {dtype}]", f"Tensor[{tuple(sb)}, {dtype}]"
         with open(model, "w") as f:
             f.write(f'#[version = "0.0.5"]\ndef @main(%a: {ta}, %b: {tb}) {{\n  {op}(%a, %b)\n}}\n')
         out = os.path.join(work, name)
