@@ -474,6 +474,16 @@ OpBuilder &nll_attrs(OpBuilder &b) {
       .attr("ignore_index", AttrKind::Int, AttrValue::of(-100), "A target value that contributes nothing.");
 }
 
+/// The arguments and attributes the backward operators of nn.nll_loss share:
+/// the loss's adjoint followed by the loss's own arguments.
+OpBuilder &nll_backward(OpBuilder &b) {
+  return nll_attrs(b.arg("output_grad", "Tensor", "The adjoint of the loss.")
+                       .arg("predictions", "Tensor[(N, C, d...)]", "As for nn.nll_loss.")
+                       .arg("targets", "Tensor[(N, d...), int]", "As for nn.nll_loss.")
+                       .arg("weights", "Tensor[(C,)]", "As for nn.nll_loss.")
+                       .support_level(10));
+}
+
 } // namespace
 
 void register_nn_ops(OpRegistry &reg) {
@@ -583,25 +593,15 @@ void register_nn_ops(OpRegistry &reg) {
       .example(kNllWeighted, "nn.nll_loss(%p, %t, %w, reduction=\"sum\", ignore_index=1)", true, 3)
       .example(kNllWeighted, "nn.nll_loss(%p, %t, %w, reduction=\"none\", ignore_index=0)", true, 3);
 
-  nll_attrs(reg.add("grad.nll_loss_backward")
-                .describe("The gradient of nn.nll_loss with respect to its predictions.")
-                .arg("output_grad", "Tensor", "The adjoint of the loss.")
-                .arg("predictions", "Tensor[(N, C, d...)]", "As for nn.nll_loss.")
-                .arg("targets", "Tensor[(N, d...), int]", "As for nn.nll_loss.")
-                .arg("weights", "Tensor[(C,)]", "As for nn.nll_loss.")
-                .arity(3, 4)
-                .support_level(10)
-                .relation("NLLLossBackward", nll_loss_backward_rel))
+  nll_backward(
+      reg.add("grad.nll_loss_backward").describe("The gradient of nn.nll_loss with respect to its predictions."))
+      .arity(3, 4)
+      .relation("NLLLossBackward", nll_loss_backward_rel)
       .kernel(nll_loss_backward_kernel);
 
-  nll_attrs(reg.add("grad.nll_loss_weights_backward")
-                .describe("The gradient of nn.nll_loss with respect to its class weights.")
-                .arg("output_grad", "Tensor", "The adjoint of the loss.")
-                .arg("predictions", "Tensor[(N, C, d...)]", "As for nn.nll_loss.")
-                .arg("targets", "Tensor[(N, d...), int]", "As for nn.nll_loss.")
-                .arg("weights", "Tensor[(C,)]", "As for nn.nll_loss.")
-                .support_level(10)
-                .relation("NLLLossWeightsBackward", nll_loss_weights_backward_rel))
+  nll_backward(reg.add("grad.nll_loss_weights_backward")
+                   .describe("The gradient of nn.nll_loss with respect to its class weights."))
+      .relation("NLLLossWeightsBackward", nll_loss_weights_backward_rel)
       .kernel(nll_loss_weights_backward_kernel);
 }
 
