@@ -1,7 +1,7 @@
 //===- Gemm.h - register-tiled matrix products in the loop IR -------------===//
 //
 // nn.dense and matmul both lower through lower_gemm, which picks a schedule
-// for the target, as TOPI picks a strategy per target:
+// for the target (a schedule per target, chosen at lowering):
 //
 //  * CPU, B contiguous along n (matmul): tiles of MR rows × NV columns held
 //    in a local accumulator, k innermost-but-one and the column loop
