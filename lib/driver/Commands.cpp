@@ -162,6 +162,13 @@ int compile_command(const CompileCommand &cmd, std::ostream &out, std::ostream &
 
 namespace {
 
+/// Element `i` of a packed array of T (no alignment assumed).
+template <typename T> T element(const char *p, size_t i) {
+  T v;
+  memcpy(&v, p + sizeof(T) * i, sizeof(T));
+  return v;
+}
+
 std::string format_values(const NpyArray &a, size_t max_values) {
   std::ostringstream os;
   os << std::setprecision(6);
@@ -171,39 +178,24 @@ std::string format_values(const NpyArray &a, size_t max_values) {
   for (size_t i = 0; i < n; ++i) {
     os << (i ? ", " : "");
     switch (a.dtype) {
-    case DType::Float32: {
-      float v;
-      memcpy(&v, p + 4 * i, 4);
-      os << v;
+    case DType::Float32:
+      os << element<float>(p, i);
       break;
-    }
-    case DType::Float64: {
-      double v;
-      memcpy(&v, p + 8 * i, 8);
-      os << v;
+    case DType::Float64:
+      os << element<double>(p, i);
       break;
-    }
-    case DType::Int32: {
-      int32_t v;
-      memcpy(&v, p + 4 * i, 4);
-      os << v;
+    case DType::Int32:
+      os << element<int32_t>(p, i);
       break;
-    }
-    case DType::Int64: {
-      int64_t v;
-      memcpy(&v, p + 8 * i, 8);
-      os << v;
+    case DType::Int64:
+      os << element<int64_t>(p, i);
       break;
-    }
     case DType::Bool:
       os << (p[i] ? "True" : "False");
       break;
-    case DType::Float16: {
-      uint16_t v;
-      memcpy(&v, p + 2 * i, 2);
-      os << "0x" << std::hex << v << std::dec;
+    case DType::Float16:
+      os << "0x" << std::hex << element<uint16_t>(p, i) << std::dec;
       break;
-    }
     }
   }
   if (size_t(num_elements(a.shape)) > n)
