@@ -384,6 +384,10 @@ int ops_command(const std::string &name, bool json, std::ostream &out, std::ostr
                          {"default", a.required ? "(required)" : a.default_value.str()},
                          {"required", a.required},
                          {"doc", a.doc}});
+      nlohmann::json examples = nlohmann::json::array();
+      for (const GradExample &e : d->examples)
+        examples.push_back(
+            {{"params", e.params}, {"body", e.body}, {"positive", e.positive}, {"int_range", e.int_range}});
       arr.push_back({{"name", d->name},
                      {"summary", d->summary},
                      {"num_inputs", d->max_inputs},
@@ -396,7 +400,8 @@ int ops_command(const std::string &name, bool json, std::ostream &out, std::ostr
                      {"gradient_is_zero", d->no_gradient},
                      {"has_lowering", d->has_lowering()},
                      {"injective", d->injective()},
-                     {"aliases", d->aliases}});
+                     {"aliases", d->aliases},
+                     {"examples", examples}});
     }
     out << arr.dump(2) << "\n";
     return 0;
