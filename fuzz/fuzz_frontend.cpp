@@ -4,8 +4,8 @@
 // crash, a hang, an assertion or an internal error.
 //
 //===----------------------------------------------------------------------===//
-#include "gradc/ir/Printer.h"
-#include "gradc/parse/Parser.h"
+#include "gradc/text/Printer.h"
+#include "gradc/text/Parser.h"
 #include "gradc/transform/TypeInfer.h"
 
 #include <cstdlib>

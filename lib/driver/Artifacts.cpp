@@ -6,7 +6,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "gradc/driver/Artifacts.h"
-#include "gradc/loops/Passes.h"
+#include "gradc/lower/Passes.h"
 #include "gradc/support/Diagnostics.h"
 
 #include <cctype>

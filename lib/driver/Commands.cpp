@@ -5,9 +5,9 @@
 //
 //===----------------------------------------------------------------------===//
 #include "gradc/driver/Commands.h"
-#include "gradc/ir/Printer.h"
+#include "gradc/text/Printer.h"
 #include "gradc/op/Registry.h"
-#include "gradc/parse/Parser.h"
+#include "gradc/text/Parser.h"
 #include "gradc/transform/TypeInfer.h"
 
 #include <nlohmann/json.hpp>

@@ -7,12 +7,13 @@
 // the driver, because `compile` and `run` want different outputs from it.
 //
 //===----------------------------------------------------------------------===//
+#include "gradc/op/Ops.h"
 #include "gradc/driver/Pipeline.h"
-#include "gradc/ir/Printer.h"
-#include "gradc/loops/Lower.h"
-#include "gradc/loops/Passes.h"
+#include "gradc/text/Printer.h"
+#include "gradc/lower/Lower.h"
+#include "gradc/lower/Passes.h"
 #include "gradc/op/Registry.h"
-#include "gradc/parse/Parser.h"
+#include "gradc/text/Parser.h"
 #include "gradc/transform/Fuse.h"
 #include "gradc/transform/Gradient.h"
 #include "gradc/transform/Passes.h"
@@ -77,22 +78,12 @@ Module clone_module(const Module &m) {
   return out;
 }
 
-/// A rough operation count: two per multiply-add of dense/matmul, one per
-/// output element otherwise (one per input element for reductions).
+/// The operation count of every call, as each operator's record states it.
 int64_t estimate_flops(const Function &fn) {
   int64_t flops = 0;
-  for (const Binding &b : fn.body.bindings) {
-    const Expr &v = *b.value;
-    if (v.kind != ExprKind::Call || !v.type.is_tensor())
-      continue;
-    int64_t out = num_elements(v.type.shape);
-    if (v.is_call("nn.dense") || v.is_call("matmul"))
-      flops += 2 * out * v.args[0]->type.shape.back();
-    else if (!v.op->injective() && !v.args.empty() && v.args[0]->type.is_tensor())
-      flops += std::max(out, num_elements(v.args[0]->type.shape));
-    else
-      flops += out;
-  }
+  for (const Binding &b : fn.body.bindings)
+    if (b.value->kind == ExprKind::Call)
+      flops += b.value->op->flops(*b.value);
   return flops;
 }
 

@@ -1,6 +1,5 @@
 //===- Expr.cpp - tensor IR constructors, attributes, cloning -------------===//
 #include "gradc/ir/Expr.h"
-#include "gradc/op/Registry.h"
 
 #include <cmath>
 #include <cstdio>
@@ -136,8 +135,6 @@ void Attrs::set(const std::string &name, AttrValue value) {
     }
   items.emplace_back(name, std::move(value));
 }
-
-bool Expr::is_call(const char *op_name) const { return kind == ExprKind::Call && op->name == op_name; }
 
 FunctionPtr Module::find(const std::string &name) const {
   for (const FunctionPtr &f : functions)

@@ -1,12 +1,13 @@
 //===- Builder.cpp - emit typed bindings ----------------------------------===//
+#include "gradc/op/Ops.h"
 #include "gradc/op/Builder.h"
 #include "gradc/op/Registry.h"
-#include "gradc/transform/TypeInfer.h"
+#include "gradc/op/Check.h"
 
 namespace gradc {
 
-ExprPtr Builder::call(const std::string &name, std::vector<ExprPtr> args, Attrs attrs) {
-  ExprPtr c = make_call(op(name), std::move(args), std::move(attrs), span_);
+ExprPtr Builder::call(const OpDef *def, std::vector<ExprPtr> args, Attrs attrs) {
+  ExprPtr c = make_call(def, std::move(args), std::move(attrs), span_);
   std::string error;
   c->type = infer_call(*c, &error);
   if (!error.empty())
@@ -47,7 +48,7 @@ ExprPtr Builder::zeros(const Type &type) {
   Attrs attrs;
   attrs.set("shape", AttrValue::ints(type.shape));
   attrs.set("dtype", AttrValue::of(dtype_name(type.dtype)));
-  return call("zeros", {}, attrs);
+  return call(ops::zeros, {}, attrs);
 }
 
 ExprPtr Builder::sum_to(ExprPtr a, const Shape &shape) {
@@ -55,7 +56,7 @@ ExprPtr Builder::sum_to(ExprPtr a, const Shape &shape) {
     return a;
   Attrs attrs;
   attrs.set("shape", AttrValue::ints(shape));
-  return call("collapse_sum_to", {a}, attrs);
+  return call(ops::collapse_sum_to, {a}, attrs);
 }
 
 } // namespace gradc

@@ -6,6 +6,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "gradc/op/Registry.h"
+#include "gradc/op/Ops.h"
 
 #include <algorithm>
 
@@ -121,6 +122,27 @@ OpBuilder &OpBuilder::example(std::string params, std::string body, bool positiv
   return *this;
 }
 
+OpBuilder &OpBuilder::checkpoint_marker(CheckpointMarker marker) {
+  def_.checkpoint = marker;
+  return *this;
+}
+
+OpBuilder &OpBuilder::flops(FlopsFn fn) {
+  def_.flops_fn = fn;
+  return *this;
+}
+
+int64_t OpDef::flops(const Expr &call) const {
+  if (flops_fn)
+    return flops_fn(call);
+  if (!call.type.is_tensor())
+    return 0;
+  int64_t out = num_elements(call.type.shape);
+  if (!injective() && !call.args.empty() && call.args[0]->type.is_tensor())
+    return std::max(out, num_elements(call.args[0]->type.shape));
+  return out;
+}
+
 OpBuilder &OpBuilder::alias(std::string name) {
   GRADC_CHECK(!reg_.by_name_.count(name), "registry", "alias '" + name + "' registered twice");
   reg_.by_name_[name] = &def_;
@@ -164,10 +186,22 @@ OpBuilder OpRegistry::add(const std::string &name) {
   return OpBuilder(*this, d);
 }
 
-const OpDef *op(const std::string &name) {
-  const OpDef *d = OpRegistry::global().find(name);
-  GRADC_CHECK(d, "registry", "no operator named '" + name + "'");
+const OpDef *OpRef::get() const {
+  const OpDef *d = def_.load(std::memory_order_acquire);
+  if (!d) {
+    d = OpRegistry::global().find(name_);
+    GRADC_CHECK(d, "registry", std::string("the handle ops::") + name_ + " names no registered operator");
+    def_.store(d, std::memory_order_release);
+  }
   return d;
+}
+
+std::vector<const OpRef *> all_op_refs() {
+  return {
+#define GRADC_OP(handle, name) &ops::handle,
+#include "gradc/op/Ops.def"
+#undef GRADC_OP
+  };
 }
 
 } // namespace gradc

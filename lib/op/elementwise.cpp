@@ -6,7 +6,8 @@
 // adjoints back to each input's shape, so rules here ignore broadcasting.
 //
 //===----------------------------------------------------------------------===//
-#include "gradc/loops/Lower.h"
+#include "gradc/op/Ops.h"
+#include "gradc/op/Kernel.h"
 #include "gradc/op/Builder.h"
 #include "gradc/op/Relations.h"
 
@@ -21,9 +22,9 @@ const char *kBinaryTypes = "%x: Tensor[(2, 3), float64], %y: Tensor[(3,), float6
 ExprPtr zero_of(GradCtx &g) { return g.b.constant(0, g.grad->type.dtype); }
 
 /// g where `cond` holds, else 0.
-ExprPtr mask(GradCtx &g, const char *cmp, ExprPtr a, ExprPtr b) {
+ExprPtr mask(GradCtx &g, const OpDef *cmp, ExprPtr a, ExprPtr b) {
   ExprPtr cond = g.b.call(cmp, {a, b});
-  return g.b.call("where", {cond, g.grad, zero_of(g)});
+  return g.b.call(ops::where, {cond, g.grad, zero_of(g)});
 }
 
 Type where_rel(RelationCtx &ctx) {
@@ -161,32 +162,32 @@ void register_elementwise_ops(OpRegistry &reg) {
       [](ElementCtx &c) { return math(UnaryOp::Tanh, c.in(0)); });
   unary_op(
       reg, "sin", "Elementwise sine.", float_identity_rel,
-      [](GradCtx &g) -> Grads { return {g.b.mul(g.grad, g.b.call("cos", {g.arg(0)}))}; },
+      [](GradCtx &g) -> Grads { return {g.b.mul(g.grad, g.b.call(ops::cos, {g.arg(0)}))}; },
       [](ElementCtx &c) { return math(UnaryOp::Sin, c.in(0)); });
   unary_op(
       reg, "cos", "Elementwise cosine.", float_identity_rel,
       [](GradCtx &g) -> Grads { // d/dx cos x = -sin x
-        return {g.b.neg(g.b.mul(g.grad, g.b.call("sin", {g.arg(0)})))};
+        return {g.b.neg(g.b.mul(g.grad, g.b.call(ops::sin, {g.arg(0)})))};
       },
       [](ElementCtx &c) { return math(UnaryOp::Cos, c.in(0)); });
   unary_op(
       reg, "erf", "Elementwise Gauss error function.", float_identity_rel,
       [](GradCtx &g) -> Grads { // d/dx erf x = 2/sqrt(pi) e^(-x^2)
         ExprPtr x = g.arg(0);
-        ExprPtr e = g.b.call("exp", {g.b.neg(g.b.mul(x, x))});
+        ExprPtr e = g.b.call(ops::exp, {g.b.neg(g.b.mul(x, x))});
         return {g.b.mul(g.grad, g.b.scale(e, 2.0 / std::sqrt(M_PI)))};
       },
       [](ElementCtx &c) { return math(UnaryOp::Erf, c.in(0)); });
   unary_op(
       reg, "abs", "Elementwise |x|.", identity_rel,
       [](GradCtx &g) -> Grads { // d/dx |x| = sign(x)
-        ExprPtr neg = g.b.call("less", {g.arg(0), zero_of(g)});
-        return {g.b.call("where", {neg, g.b.neg(g.grad), g.grad})};
+        ExprPtr neg = g.b.call(ops::less, {g.arg(0), zero_of(g)});
+        return {g.b.call(ops::where, {neg, g.b.neg(g.grad), g.grad})};
       },
       [](ElementCtx &c) { return unary(UnaryOp::Abs, c.in(0)); });
   unary_op(
       reg, "nn.relu", "Elementwise max(x, 0).", identity_rel,
-      [](GradCtx &g) -> Grads { return {mask(g, "greater", g.arg(0), zero_of(g))}; }, // 1 if x > 0
+      [](GradCtx &g) -> Grads { return {mask(g, ops::greater, g.arg(0), zero_of(g))}; }, // 1 if x > 0
       [](ElementCtx &c) {
         LExprPtr x = c.in(0);
         return binary(BinaryOp::Max, x, constant_of(0, x->dtype));
@@ -204,10 +205,10 @@ void register_elementwise_ops(OpRegistry &reg) {
       .relation("Clip", clip_rel)
       .gradient([](GradCtx &g) -> Grads { // 1 inside [a_min, a_max], else 0
         DType dt = g.grad->type.dtype;
-        ExprPtr lo = g.b.call("greater_equal", {g.arg(0), g.b.constant(g.attrs().get_float("a_min"), dt)});
-        ExprPtr hi = g.b.call("less_equal", {g.arg(0), g.b.constant(g.attrs().get_float("a_max"), dt)});
-        ExprPtr inner = g.b.call("where", {lo, g.grad, zero_of(g)});
-        return {g.b.call("where", {hi, inner, zero_of(g)})};
+        ExprPtr lo = g.b.call(ops::greater_equal, {g.arg(0), g.b.constant(g.attrs().get_float("a_min"), dt)});
+        ExprPtr hi = g.b.call(ops::less_equal, {g.arg(0), g.b.constant(g.attrs().get_float("a_max"), dt)});
+        ExprPtr inner = g.b.call(ops::where, {lo, g.grad, zero_of(g)});
+        return {g.b.call(ops::where, {hi, inner, zero_of(g)})};
       })
       .element([](ElementCtx &c) {
         LExprPtr x = c.in(0);
@@ -248,21 +249,21 @@ void register_elementwise_ops(OpRegistry &reg) {
       [](GradCtx &g) -> Grads { // d(x^y) = y x^(y-1) dx + x^y ln(x) dy
         ExprPtr x = g.arg(0), y = g.arg(1);
         ExprPtr ym1 = g.b.sub(y, g.b.constant(1, y->type.dtype));
-        ExprPtr dx = g.b.mul(g.grad, g.b.mul(y, g.b.call("power", {x, ym1})));
-        ExprPtr dy = g.b.mul(g.grad, g.b.mul(g.out, g.b.call("log", {x})));
+        ExprPtr dx = g.b.mul(g.grad, g.b.mul(y, g.b.call(ops::power, {x, ym1})));
+        ExprPtr dy = g.b.mul(g.grad, g.b.mul(g.out, g.b.call(ops::log, {x})));
         return {dx, dy};
       },
       [](ElementCtx &c) { return binary(BinaryOp::Pow, c.in(0), c.in(1)); }, true);
   binary_op(
       reg, "maximum", "Elementwise max(x, y).",
       [](GradCtx &g) -> Grads { // the gradient goes to the larger operand (x on ties)
-        return {mask(g, "greater_equal", g.arg(0), g.arg(1)), mask(g, "less", g.arg(0), g.arg(1))};
+        return {mask(g, ops::greater_equal, g.arg(0), g.arg(1)), mask(g, ops::less, g.arg(0), g.arg(1))};
       },
       [](ElementCtx &c) { return binary(BinaryOp::Max, c.in(0), c.in(1)); });
   binary_op(
       reg, "minimum", "Elementwise min(x, y).",
       [](GradCtx &g) -> Grads { // the gradient goes to the smaller operand (x on ties)
-        return {mask(g, "less_equal", g.arg(0), g.arg(1)), mask(g, "greater", g.arg(0), g.arg(1))};
+        return {mask(g, ops::less_equal, g.arg(0), g.arg(1)), mask(g, ops::greater, g.arg(0), g.arg(1))};
       },
       [](ElementCtx &c) { return binary(BinaryOp::Min, c.in(0), c.in(1)); });
 
@@ -293,7 +294,7 @@ void register_elementwise_ops(OpRegistry &reg) {
       .relation("Where", where_rel)
       .gradient([](GradCtx &g) -> Grads { // the gradient flows to the selected operand
         ExprPtr zero = zero_of(g);
-        return {nullptr, g.b.call("where", {g.arg(0), g.grad, zero}), g.b.call("where", {g.arg(0), zero, g.grad})};
+        return {nullptr, g.b.call(ops::where, {g.arg(0), g.grad, zero}), g.b.call(ops::where, {g.arg(0), zero, g.grad})};
       })
       .element([](ElementCtx &c) { return select(c.in(0), c.in(1), c.in(2)); })
       .example("%c: Tensor[(2, 3), bool], %x: Tensor[(2, 3), float64], %y: Tensor[(3,), float64]", "where(%c, %x, %y)");
@@ -360,7 +361,7 @@ void register_elementwise_ops(OpRegistry &reg) {
           return {nullptr};
         Attrs a;
         a.set("dtype", AttrValue::of(dtype_name(in)));
-        return {g.b.call("cast", {g.grad}, a)};
+        return {g.b.call(ops::cast, {g.grad}, a)};
       })
       .element([](ElementCtx &c) { return cast(c.type().dtype, c.in(0)); })
       .example(kUnaryTypes, "cast(%x, dtype=\"float64\")");

@@ -6,7 +6,7 @@
 // nll_loss in nn.cpp.
 //
 //===----------------------------------------------------------------------===//
-#include "gradc/loops/Lower.h"
+#include "gradc/op/Kernel.h"
 #include "gradc/op/Builder.h"
 #include "gradc/op/Relations.h"
 
@@ -26,6 +26,7 @@ void register_grad_ops(OpRegistry &reg) {
       .arg("input", "Tensor", "The input.")
       .support_level(10)
       .relation("Identity", identity_rel)
+      .checkpoint_marker(CheckpointMarker::Start)
       .gradient([](GradCtx &g) -> Grads { return {g.grad}; })
       .element([](ElementCtx &c) { return c.in(0); })
       .example("%x: Tensor[(2, 3), float64]", "grad.start_checkpoint(%x)");
@@ -35,6 +36,7 @@ void register_grad_ops(OpRegistry &reg) {
       .arg("input", "Tensor", "The input.")
       .support_level(10)
       .relation("Identity", identity_rel)
+      .checkpoint_marker(CheckpointMarker::End)
       .gradient([](GradCtx &g) -> Grads { return {g.grad}; })
       .element([](ElementCtx &c) { return c.in(0); })
       .example("%x: Tensor[(2, 3), float64]", "grad.end_checkpoint(%x)");

@@ -5,8 +5,9 @@
 // is bitwise identical to the original.
 //
 //===----------------------------------------------------------------------===//
-#include "gradc/loops/Gemm.h"
-#include "gradc/loops/Lower.h"
+#include "gradc/op/Ops.h"
+#include "gradc/op/Gemm.h"
+#include "gradc/op/Kernel.h"
 #include "gradc/op/Builder.h"
 #include "gradc/op/Relations.h"
 
@@ -28,7 +29,7 @@ ExprPtr transpose_last2(Builder &b, ExprPtr x) {
   std::swap(axes[r - 1], axes[r - 2]);
   Attrs a;
   a.set("axes", AttrValue::ints(axes));
-  return b.call("transpose", {x}, a);
+  return b.call(ops::transpose, {x}, a);
 }
 
 ExprPtr reshape(Builder &b, ExprPtr x, const Shape &shape) {
@@ -36,7 +37,7 @@ ExprPtr reshape(Builder &b, ExprPtr x, const Shape &shape) {
     return x;
   Attrs a;
   a.set("newshape", AttrValue::ints(shape));
-  return b.call("reshape", {x}, a);
+  return b.call(ops::reshape, {x}, a);
 }
 
 //===--- nn.dense ---------------------------------------------------------===//
@@ -178,8 +179,8 @@ Grads matmul_grad(GradCtx &g) {
   ExprPtr a = g.arg(0), b = g.arg(1);
   MatmulShapes s(a->type.shape, b->type.shape);
   ExprPtr A = reshape(g.b, a, s.a), B = reshape(g.b, b, s.b), G = reshape(g.b, g.grad, s.out);
-  ExprPtr da = g.b.call("matmul", {G, transpose_last2(g.b, B)});
-  ExprPtr db = g.b.call("matmul", {transpose_last2(g.b, A), G});
+  ExprPtr da = g.b.call(ops::matmul, {G, transpose_last2(g.b, B)});
+  ExprPtr db = g.b.call(ops::matmul, {transpose_last2(g.b, A), G});
   auto drop = [&](ExprPtr d, bool vec, size_t axis_from_end) {
     if (!vec)
       return d;
@@ -270,7 +271,7 @@ ExprPtr sum_keep(Builder &b, ExprPtr x, int64_t axis) {
   Attrs a;
   a.set("axis", AttrValue::ints({axis}));
   a.set("keepdims", AttrValue::of(true));
-  return b.call("sum", {x}, a);
+  return b.call(ops::sum, {x}, a);
 }
 
 //===--- nn.nll_loss ------------------------------------------------------===//
@@ -484,6 +485,12 @@ OpBuilder &nll_backward(OpBuilder &b) {
                        .support_level(10));
 }
 
+/// Two per multiply-add: 2 · (output elements) · K.
+int64_t matrix_product_flops(const Expr &call) {
+  const Shape &a = call.args[0]->type.shape;
+  return 2 * num_elements(call.type.shape) * (a.empty() ? 1 : a.back());
+}
+
 } // namespace
 
 void register_nn_ops(OpRegistry &reg) {
@@ -501,11 +508,12 @@ void register_nn_ops(OpRegistry &reg) {
         int64_t K = x->type.shape.back(), N = w->type.shape[0];
         int64_t M = num_elements(x->type.shape) / std::max<int64_t>(K, 1);
         ExprPtr g2 = reshape(g.b, g.grad, {M, N});
-        ExprPtr dx = g.b.call("matmul", {g2, w});
-        ExprPtr dw = g.b.call("matmul", {transpose_last2(g.b, g2), reshape(g.b, x, {M, K})});
+        ExprPtr dx = g.b.call(ops::matmul, {g2, w});
+        ExprPtr dw = g.b.call(ops::matmul, {transpose_last2(g.b, g2), reshape(g.b, x, {M, K})});
         return {reshape(g.b, dx, x->type.shape), dw};
       })
       .kernel(dense_kernel)
+      .flops(matrix_product_flops)
       .example("%x: Tensor[(2, 3), float64], %w: Tensor[(4, 3), float64]", "nn.dense(%x, %w, units=4)")
       .example("%x: Tensor[(5, 11), float64], %w: Tensor[(6, 11), float64]", "nn.dense(%x, %w)"); // full tiles
 
@@ -518,6 +526,7 @@ void register_nn_ops(OpRegistry &reg) {
       .relation("Matmul", matmul_rel)
       .gradient(matmul_grad)
       .kernel(matmul_kernel)
+      .flops(matrix_product_flops)
       .example("%a: Tensor[(2, 2, 3), float64], %b: Tensor[(3, 4), float64]", "matmul(%a, %b)")
       .example("%a: Tensor[(5, 3), float64], %b: Tensor[(3, 35), float64]", "matmul(%a, %b)") // full tiles
       .example("%a: Tensor[(3,), float64], %b: Tensor[(2, 3, 4), float64]", "matmul(%a, %b)")
@@ -535,7 +544,7 @@ void register_nn_ops(OpRegistry &reg) {
         Attrs a;
         a.set("axis", AttrValue::ints({norm_axis(g.attrs(), g.arg(0)->type.rank())}));
         a.set("exclude", AttrValue::of(true));
-        return {g.grad, g.b.call("sum", {g.grad}, a)};
+        return {g.grad, g.b.call(ops::sum, {g.grad}, a)};
       })
       .element([](ElementCtx &c) {
         int64_t axis = norm_axis(c.attrs(), c.arg_type(0).rank());
@@ -565,7 +574,7 @@ void register_nn_ops(OpRegistry &reg) {
       .relation("Softmax", softmax_rel)
       .gradient([](GradCtx &g) -> Grads { // dx = g - exp(y) sum(g)
         int64_t axis = norm_axis(g.attrs(), g.arg(0)->type.rank());
-        ExprPtr soft = g.b.call("exp", {g.out});
+        ExprPtr soft = g.b.call(ops::exp, {g.out});
         return {g.b.sub(g.grad, g.b.mul(soft, sum_keep(g.b, g.grad, axis)))};
       })
       .kernel([](KernelCtx &k) { return softmax_kernel(k, true); })
@@ -582,9 +591,9 @@ void register_nn_ops(OpRegistry &reg) {
       .gradient([](GradCtx &g) -> Grads { // see grad.nll_loss_backward; targets are not differentiable
         std::vector<ExprPtr> args{g.grad};
         args.insert(args.end(), g.call.args.begin(), g.call.args.end());
-        Grads out{g.b.call("grad.nll_loss_backward", args, g.attrs()), nullptr};
+        Grads out{g.b.call(ops::nll_loss_backward, args, g.attrs()), nullptr};
         if (args.size() == 4)
-          out.push_back(g.b.call("grad.nll_loss_weights_backward", args, g.attrs()));
+          out.push_back(g.b.call(ops::nll_loss_weights_backward, args, g.attrs()));
         return out;
       })
       .kernel(nll_loss_kernel)

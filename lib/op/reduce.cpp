@@ -6,7 +6,8 @@
 // fixed order (so results do not depend on where the kernel runs).
 //
 //===----------------------------------------------------------------------===//
-#include "gradc/loops/Lower.h"
+#include "gradc/op/Ops.h"
+#include "gradc/op/Kernel.h"
 #include "gradc/op/Builder.h"
 #include "gradc/op/Relations.h"
 
@@ -96,10 +97,10 @@ ExprPtr broadcast_back(GradCtx &g, ExprPtr grad) {
   ReduceShape r = reduce_shape(g.call);
   Attrs rs;
   rs.set("newshape", AttrValue::ints(reduced_shape(r.in, r.axes, true)));
-  ExprPtr kept = g.b.call("reshape", {grad}, rs);
+  ExprPtr kept = g.b.call(ops::reshape, {grad}, rs);
   Attrs bs;
   bs.set("shape", AttrValue::ints(r.in));
-  return g.b.call("broadcast_to", {kept}, bs);
+  return g.b.call(ops::broadcast_to, {kept}, bs);
 }
 
 Type float_reduce_rel(RelationCtx &ctx) {
@@ -139,9 +140,9 @@ void register_reduce_ops(OpRegistry &reg) {
                    .support_level(4)
                    .relation("Reduce", reduce_rel))
       .gradient([](GradCtx &g) -> Grads { // flows to every element equal to the maximum
-        ExprPtr at_max = g.b.call("equal", {g.arg(0), broadcast_back(g, g.out)});
+        ExprPtr at_max = g.b.call(ops::equal, {g.arg(0), broadcast_back(g, g.out)});
         ExprPtr zero = g.b.constant(0, g.grad->type.dtype);
-        return {g.b.call("where", {at_max, broadcast_back(g, g.grad), zero})};
+        return {g.b.call(ops::where, {at_max, broadcast_back(g, g.grad), zero})};
       })
       .kernel([](KernelCtx &k) { return reduce_kernel(k, -std::numeric_limits<double>::infinity(), max_, same); })
       .example(kTypes, "max(%x, axis=-1)");
@@ -152,9 +153,9 @@ void register_reduce_ops(OpRegistry &reg) {
                    .support_level(4)
                    .relation("Reduce", reduce_rel))
       .gradient([](GradCtx &g) -> Grads { // flows to every element equal to the minimum
-        ExprPtr at_min = g.b.call("equal", {g.arg(0), broadcast_back(g, g.out)});
+        ExprPtr at_min = g.b.call(ops::equal, {g.arg(0), broadcast_back(g, g.out)});
         ExprPtr zero = g.b.constant(0, g.grad->type.dtype);
-        return {g.b.call("where", {at_min, broadcast_back(g, g.grad), zero})};
+        return {g.b.call(ops::where, {at_min, broadcast_back(g, g.grad), zero})};
       })
       .kernel([](KernelCtx &k) { return reduce_kernel(k, std::numeric_limits<double>::infinity(), min_, same); })
       .example(kTypes, "min(%x, axis=0)");

@@ -4,7 +4,8 @@
 // axis is the time loop, the other axes are the state.
 //
 //===----------------------------------------------------------------------===//
-#include "gradc/loops/Scan.h"
+#include "gradc/op/Ops.h"
+#include "gradc/op/Scan.h"
 #include "gradc/op/Builder.h"
 #include "gradc/op/Relations.h"
 
@@ -71,11 +72,11 @@ void register_scan_ops(OpRegistry &reg) {
         Attrs cs;
         cs.set("axis", AttrValue::of(axis));
         cs.set("exclusive", g.attrs().get("exclusive"));
-        ExprPtr r = g.b.call("reverse", {g.grad}, rev);
-        ExprPtr c = g.b.call("reverse", {g.b.call("cumsum", {r}, cs)}, rev);
+        ExprPtr r = g.b.call(ops::reverse, {g.grad}, rev);
+        ExprPtr c = g.b.call(ops::reverse, {g.b.call(ops::cumsum, {r}, cs)}, rev);
         Attrs shape;
         shape.set("newshape", AttrValue::ints(g.arg(0)->type.shape));
-        return {g.attrs().is_none("axis") ? g.b.call("reshape", {c}, shape) : c};
+        return {g.attrs().is_none("axis") ? g.b.call(ops::reshape, {c}, shape) : c};
       })
       .kernel(cumsum_kernel)
       .example("%x: Tensor[(3, 4), float64]", "cumsum(%x, axis=1, exclusive=True)");

@@ -6,7 +6,8 @@
 // gradient pass uses collapse_sum_to to sum adjoints back to input shapes.
 //
 //===----------------------------------------------------------------------===//
-#include "gradc/loops/Lower.h"
+#include "gradc/op/Ops.h"
+#include "gradc/op/Kernel.h"
 #include "gradc/op/Builder.h"
 #include "gradc/op/Relations.h"
 
@@ -28,7 +29,7 @@ LExprPtr reshape_element(ElementCtx &c) {
 Grads reshape_grad(GradCtx &g) {
   Attrs a;
   a.set("newshape", AttrValue::ints(g.arg(0)->type.shape));
-  return {g.b.call("reshape", {g.grad}, a)};
+  return {g.b.call(ops::reshape, {g.grad}, a)};
 }
 
 Type reshape_rel(RelationCtx &ctx) {
@@ -214,7 +215,7 @@ StmtPtr collapse_sum_kernel(KernelCtx &k) {
 Grads broadcast_grad(GradCtx &g) { // d collapse_sum(x) = broadcast_to(g, x.shape)
   Attrs a;
   a.set("shape", AttrValue::ints(g.arg(0)->type.shape));
-  Grads out{g.b.call("broadcast_to", {g.grad}, a)};
+  Grads out{g.b.call(ops::broadcast_to, {g.grad}, a)};
   out.resize(g.call.args.size());
   return out;
 }
@@ -252,7 +253,7 @@ void register_shape_ops(OpRegistry &reg) {
           inverse[axes[i]] = int64_t(i);
         Attrs a;
         a.set("axes", AttrValue::ints(inverse));
-        return {g.b.call("transpose", {g.grad}, a)};
+        return {g.b.call(ops::transpose, {g.grad}, a)};
       })
       .element([](ElementCtx &c) {
         auto axes = transpose_axes(c.attrs(), c.arg_type(0).rank());
@@ -330,7 +331,7 @@ void register_shape_ops(OpRegistry &reg) {
       .required_attr("axis", AttrKind::Int, "The axis to reverse.")
       .support_level(3)
       .relation("Reverse", reverse_rel)
-      .gradient([](GradCtx &g) -> Grads { return {g.b.call("reverse", {g.grad}, g.attrs())}; })
+      .gradient([](GradCtx &g) -> Grads { return {g.b.call(ops::reverse, {g.grad}, g.attrs())}; })
       .element([](ElementCtx &c) {
         int64_t rank = c.arg_type(0).rank(), axis = c.attrs().get_int("axis");
         axis = axis < 0 ? axis + rank : axis;

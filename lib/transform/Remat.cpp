@@ -5,6 +5,7 @@
 // same way as one built in memory.
 //
 //===----------------------------------------------------------------------===//
+#include "gradc/op/Registry.h"
 #include "gradc/transform/Remat.h"
 
 #include <functional>
@@ -13,6 +14,13 @@
 #include <unordered_set>
 
 namespace gradc {
+namespace {
+
+CheckpointMarker marker(const Expr &e) {
+  return e.kind == ExprKind::Call ? e.op->checkpoint : CheckpointMarker::None;
+}
+
+} // namespace
 
 RematStats rematerialize_checkpoints(Function &fn) {
   RematStats stats;
@@ -25,14 +33,14 @@ RematStats rematerialize_checkpoints(Function &fn) {
   std::vector<bool> from_start(body.size(), false);
   for (size_t i = 0; i < body.size(); ++i) {
     const Expr &v = *body[i].value;
-    if (v.is_call("grad.start_checkpoint")) {
+    if (marker(v) == CheckpointMarker::Start) {
       from_start[i] = true;
       ++stats.segments;
       continue;
     }
     for (const ExprPtr &a : v.args) {
       auto it = def.find(a.get());
-      if (it != def.end() && from_start[it->second] && !body[it->second].value->is_call("grad.end_checkpoint"))
+      if (it != def.end() && from_start[it->second] && marker(*body[it->second].value) != CheckpointMarker::End)
         from_start[i] = true;
     }
   }
@@ -40,17 +48,17 @@ RematStats rematerialize_checkpoints(Function &fn) {
   std::vector<bool> to_end(body.size(), false);
   for (size_t i = body.size(); i-- > 0;) {
     const Expr &v = *body[i].value;
-    if (!(v.is_call("grad.end_checkpoint") || to_end[i]))
+    if (!(marker(v) == CheckpointMarker::End || to_end[i]))
       continue;
     for (const ExprPtr &a : v.args) {
       auto it = def.find(a.get());
-      if (it != def.end() && !body[it->second].value->is_call("grad.start_checkpoint"))
+      if (it != def.end() && marker(*body[it->second].value) != CheckpointMarker::Start)
         to_end[it->second] = true;
     }
   }
   std::vector<bool> inside(body.size());
   for (size_t i = 0; i < body.size(); ++i)
-    inside[i] = from_start[i] && to_end[i] && !body[i].value->is_call("grad.start_checkpoint");
+    inside[i] = from_start[i] && to_end[i] && marker(*body[i].value) != CheckpointMarker::Start;
 
   // Rewrite uses outside the segments to recomputed copies.
   std::unordered_map<const Expr *, ExprPtr> copy_of;
@@ -74,7 +82,7 @@ RematStats rematerialize_checkpoints(Function &fn) {
   };
   for (size_t i = 0; i < body.size(); ++i) {
     Binding b = body[i];
-    bool user_inside = inside[i] || b.value->is_call("grad.end_checkpoint");
+    bool user_inside = inside[i] || marker(*b.value) == CheckpointMarker::End;
     if (!user_inside) {
       auto value = std::make_shared<Expr>(*b.value);
       for (ExprPtr &a : value->args)

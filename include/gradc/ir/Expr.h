@@ -118,7 +118,7 @@ struct Expr {
   FunctionPtr func;             // Func
 
   bool is_atom() const { return kind == ExprKind::Var || kind == ExprKind::Constant; }
-  bool is_call(const char *op_name) const;
+  bool is_call(const OpDef *def) const { return kind == ExprKind::Call && op == def; }
 };
 
 struct Function {

@@ -8,6 +8,7 @@
 //===----------------------------------------------------------------------===//
 #pragma once
 
+#include "gradc/op/Ops.h"
 #include "gradc/ir/Expr.h"
 
 #include <string>
@@ -20,22 +21,22 @@ public:
   Builder(std::vector<Binding> &out, Span span = {}) : out_(out), span_(span) {}
 
   /// Emits `%v = name(args, attrs)` and returns %v with its inferred type.
-  ExprPtr call(const std::string &name, std::vector<ExprPtr> args, Attrs attrs = {});
+  ExprPtr call(const OpDef *op, std::vector<ExprPtr> args, Attrs attrs = {});
   /// Binds an already typed value (a Tuple or TupleGet, say) to a fresh Var.
   ExprPtr bind(ExprPtr value, const std::string &hint = "t");
   ExprPtr constant(double value, DType dtype);
   ExprPtr tuple(std::vector<ExprPtr> fields);
   ExprPtr get(ExprPtr tuple, int index);
 
-  ExprPtr add(ExprPtr a, ExprPtr b) { return call("add", {a, b}); }
-  ExprPtr sub(ExprPtr a, ExprPtr b) { return call("subtract", {a, b}); }
-  ExprPtr mul(ExprPtr a, ExprPtr b) { return call("multiply", {a, b}); }
-  ExprPtr div(ExprPtr a, ExprPtr b) { return call("divide", {a, b}); }
-  ExprPtr neg(ExprPtr a) { return call("negative", {a}); }
+  ExprPtr add(ExprPtr a, ExprPtr b) { return call(ops::add, {a, b}); }
+  ExprPtr sub(ExprPtr a, ExprPtr b) { return call(ops::subtract, {a, b}); }
+  ExprPtr mul(ExprPtr a, ExprPtr b) { return call(ops::multiply, {a, b}); }
+  ExprPtr div(ExprPtr a, ExprPtr b) { return call(ops::divide, {a, b}); }
+  ExprPtr neg(ExprPtr a) { return call(ops::negative, {a}); }
   /// a * c for a scalar constant c of a's dtype.
   ExprPtr scale(ExprPtr a, double c);
-  ExprPtr ones_like(ExprPtr a) { return call("ones_like", {a}); }
-  ExprPtr zeros_like(ExprPtr a) { return call("zeros_like", {a}); }
+  ExprPtr ones_like(ExprPtr a) { return call(ops::ones_like, {a}); }
+  ExprPtr zeros_like(ExprPtr a) { return call(ops::zeros_like, {a}); }
   /// Zeros of any type (a tuple of zeros for a tuple type).
   ExprPtr zeros(const Type &type);
   /// `a` summed over broadcast axes down to `shape` (no-op when equal).

@@ -104,6 +104,12 @@ struct GradExample {
   int64_t int_range = 2; // integer inputs drawn from [0, int_range)
 };
 
+/// What a gradient-checkpoint marker operator means to rematerialization.
+enum class CheckpointMarker { None, Start, End };
+
+/// The arithmetic operations one call performs (for --report).
+using FlopsFn = int64_t (*)(const Expr &call);
+
 struct OpDef {
   std::string name;
   std::string summary;
@@ -119,11 +125,14 @@ struct OpDef {
   KernelFn kernel = nullptr;
   std::vector<GradExample> examples; // finite-difference cases, at least one per gradient
   std::vector<std::string> aliases;
+  CheckpointMarker checkpoint = CheckpointMarker::None;
+  FlopsFn flops_fn = nullptr; // default: one per output element (per input element if larger)
 
   bool has_gradient() const { return gradient != nullptr || no_gradient; }
   bool has_lowering() const { return element != nullptr || kernel != nullptr; }
   bool injective() const { return element != nullptr; }
   const AttrSpec *find_attr(const std::string &name) const;
+  int64_t flops(const Expr &call) const;
 };
 
 /// Fluent registration, in the spirit of RELAY_REGISTER_OP.
@@ -145,6 +154,9 @@ public:
   /// Adds a finite-difference case; an operator may register several.
   OpBuilder &example(std::string params, std::string body, bool positive = false, int64_t int_range = 2);
   OpBuilder &alias(std::string name);
+  /// Marks grad.start_checkpoint / grad.end_checkpoint (see transform/Remat.h).
+  OpBuilder &checkpoint_marker(CheckpointMarker marker);
+  OpBuilder &flops(FlopsFn fn);
 
 private:
   OpRegistry &reg_;
@@ -166,8 +178,6 @@ private:
   friend class OpBuilder;
 };
 
-/// Shorthand for the global registry's lookup; internal error if absent.
-const OpDef *op(const std::string &name);
 
 // The operator families (lib/op/*.cpp). Registry.cpp calls each once.
 void register_elementwise_ops(OpRegistry &reg);

@@ -14,11 +14,4 @@ namespace gradc {
 /// function's result matches its declared return type.
 void infer_types(Module &module, DiagEngine &diag);
 
-/// Types one call whose arguments are already typed (used by passes that
-/// build new calls). Returns Unknown and sets `*error` on failure.
-Type infer_call(Expr &call, std::string *error);
-
-/// Types a Tuple, TupleGet, Var or Constant whose operands are typed.
-Type infer_structural(Expr &e, std::string *error);
-
 } // namespace gradc

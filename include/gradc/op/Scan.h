@@ -8,7 +8,7 @@
 //===----------------------------------------------------------------------===//
 #pragma once
 
-#include "gradc/loops/Lower.h"
+#include "gradc/op/Kernel.h"
 
 namespace gradc {
 

@@ -5,7 +5,7 @@
 // prefix form with all attributes, literals with their dtype suffix.
 //
 //===----------------------------------------------------------------------===//
-#include "gradc/ir/Printer.h"
+#include "gradc/text/Printer.h"
 #include "gradc/op/Registry.h"
 
 #include <cstdio>

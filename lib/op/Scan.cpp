@@ -1,5 +1,5 @@
 //===- Scan.cpp - lower a scan to a serial time loop ----------------------===//
-#include "gradc/loops/Scan.h"
+#include "gradc/op/Scan.h"
 
 namespace gradc {
 

@@ -6,7 +6,7 @@
 // simple, deterministic, and the result is exactly what the code uses.
 //
 //===----------------------------------------------------------------------===//
-#include "gradc/loops/Passes.h"
+#include "gradc/lower/Passes.h"
 
 #include <algorithm>
 #include <unordered_map>

@@ -6,9 +6,10 @@
 // Nesting depth is bounded so adversarial input cannot exhaust the stack.
 //
 //===----------------------------------------------------------------------===//
-#include "gradc/parse/Parser.h"
+#include "gradc/op/Ops.h"
+#include "gradc/text/Parser.h"
 #include "gradc/op/Registry.h"
-#include "gradc/parse/Lexer.h"
+#include "gradc/text/Lexer.h"
 
 #include <unordered_map>
 
@@ -286,15 +287,15 @@ private:
 
   struct InfixOp {
     Tok tok;
-    const char *op;
+    const OpRef &op;
   };
 
   ExprPtr binary_level(int level) {
     static const std::vector<std::vector<InfixOp>> levels = {
-        {{Tok::EqEq, "equal"}, {Tok::Ne, "not_equal"}},
-        {{Tok::Lt, "less"}, {Tok::Le, "less_equal"}, {Tok::Gt, "greater"}, {Tok::Ge, "greater_equal"}},
-        {{Tok::Plus, "add"}, {Tok::Minus, "subtract"}},
-        {{Tok::Star, "multiply"}, {Tok::Slash, "divide"}},
+        {{Tok::EqEq, ops::equal}, {Tok::Ne, ops::not_equal}},
+        {{Tok::Lt, ops::less}, {Tok::Le, ops::less_equal}, {Tok::Gt, ops::greater}, {Tok::Ge, ops::greater_equal}},
+        {{Tok::Plus, ops::add}, {Tok::Minus, ops::subtract}},
+        {{Tok::Star, ops::multiply}, {Tok::Slash, ops::divide}},
     };
     if (level == (int)levels.size())
       return unary();
@@ -308,7 +309,7 @@ private:
         return lhs;
       Token optok = advance();
       ExprPtr rhs = binary_level(level + 1);
-      lhs = make_call(op(match->op), {lhs, rhs}, {}, optok.span);
+      lhs = make_call(match->op, {lhs, rhs}, {}, optok.span);
     }
   }
 
@@ -331,7 +332,7 @@ private:
         return lit;
       }
       ExprPtr operand = unary();
-      return make_call(op("negative"), {operand}, {}, minus.span);
+      return make_call(ops::negative, {operand}, {}, minus.span);
     }
     return postfix();
   }

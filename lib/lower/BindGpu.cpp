@@ -5,8 +5,8 @@
 // inside them (reductions, the serial loops of a kernel) runs per thread.
 //
 //===----------------------------------------------------------------------===//
-#include "gradc/loops/Lower.h"
-#include "gradc/loops/Passes.h"
+#include "gradc/op/Kernel.h"
+#include "gradc/lower/Passes.h"
 
 #include <unordered_map>
 

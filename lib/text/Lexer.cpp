@@ -4,7 +4,7 @@
 // recursion), so nested comments or a 1 GB line cannot overflow the stack.
 //
 //===----------------------------------------------------------------------===//
-#include "gradc/parse/Lexer.h"
+#include "gradc/text/Lexer.h"
 
 #include <cerrno>
 #include <cstdlib>

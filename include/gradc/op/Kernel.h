@@ -1,9 +1,10 @@
-//===- Lower.h - from fused tensor IR to the loop IR ----------------------===//
+//===- Kernel.h - what an operator's lowering sees and builds with --------===//
 //
-// Each top-level binding of a fused function is one kernel. An injective
-// operator contributes an element expression (ElementCtx); any other operator
-// emits a loop nest (KernelCtx). Arguments of a kernel that are themselves
-// injective calls (fused producers) are computed inline, element by element.
+// Part of the op layer: an injective operator contributes an element
+// expression (ElementCtx); any other operator emits a loop nest (KernelCtx).
+// Arguments of a kernel that are themselves injective calls (fused producers)
+// are computed inline, element by element, through `in(...)`. The helpers
+// below build index arithmetic and loop nests for both.
 //
 //===----------------------------------------------------------------------===//
 #pragma once
@@ -64,13 +65,5 @@ enum class NestKind {
 /// `for` loops over every element of `shape`; `body` receives the indices.
 StmtPtr loop_nest(const Shape &shape, const std::function<StmtPtr(const Index &)> &body,
                   NestKind kind = NestKind::Elementwise, const std::string &prefix = "i");
-
-/// Lowers every function of a fused, typed, ANF module. Arena offsets are
-/// not planned yet (see MemoryPlan.h).
-struct LowerOptions {
-  bool gpu = false; // --target=cuda
-};
-
-LoweredModule lower_module(const Module &module, const LowerOptions &opts = {});
 
 } // namespace gradc

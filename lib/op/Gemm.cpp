@@ -4,7 +4,7 @@
 // emitted as separate, smaller tiles, so every loop has a constant extent.
 //
 //===----------------------------------------------------------------------===//
-#include "gradc/loops/Gemm.h"
+#include "gradc/op/Gemm.h"
 
 namespace gradc {
 namespace {
