@@ -21,18 +21,18 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     std::optional<Module> m = parse_module(file, diag);
     if (!m)
       return 0;
-    infer_types(*m, diag);
+    Module typed = infer_types(*m, diag);
     if (diag.error_count())
       return 0;
     // A well-typed module must round-trip through the printer.
-    std::string text = print_module(*m, {true});
+    std::string text = print_module(typed, {true});
     auto again = std::make_shared<SourceFile>("again.relay", text);
     DiagEngine diag2(again, sink);
     std::optional<Module> m2 = parse_module(again, diag2);
     if (!m2)
       abort();
-    infer_types(*m2, diag2);
-    if (diag2.error_count() || print_module(*m2, {true}) != text)
+    Module typed2 = infer_types(*m2, diag2);
+    if (diag2.error_count() || print_module(typed2, {true}) != text)
       abort();
   } catch (const InternalError &) {
     abort();

@@ -97,10 +97,7 @@ ManifestInfo manifest_info(const PipelineOptions &opts, const std::vector<std::s
 } // namespace
 
 int compile_command(const CompileCommand &cmd, std::ostream &out, std::ostream &err) {
-  std::optional<CompiledModule> compiled = front_to_loops(cmd.model, cmd.pipeline, err);
-  if (!compiled)
-    return 1;
-  const PipelineOptions &opts = cmd.pipeline;
+  PipelineOptions opts = cmd.pipeline;
   bool cuda = opts.codegen.target == Target::CUDA;
   std::vector<std::string> emit = cmd.emit;
   if (emit.empty())
@@ -111,6 +108,10 @@ int compile_command(const CompileCommand &cmd, std::ostream &out, std::ostream &
     err << "gradc: error: --emit=ptx needs --target=cuda\n";
     return 2;
   }
+  opts.want_unrematerialized_peak = opts.report || wants("manifest");
+  std::optional<CompiledModule> compiled = front_to_loops(cmd.model, opts, err);
+  if (!compiled)
+    return 1;
   std::string base = cmd.output_base.empty() ? stem_of(cmd.model) : cmd.output_base;
   CodegenOptions cg = opts.codegen;
   cg.prefix = symbol_prefix(base);
@@ -222,6 +223,7 @@ AlignedBuffer aligned_buffer(int64_t bytes) {
 
 int run_command(const RunCommand &cmd, std::ostream &out, std::ostream &err) {
   PipelineOptions opts = cmd.pipeline;
+  opts.want_unrematerialized_peak = opts.report;
   if (opts.codegen.target != Target::CPU) {
     err << "gradc: error: run executes on the host CPU; --target=cuda is not supported here\n";
     return 2;
@@ -355,10 +357,10 @@ int check_command(const std::string &model, std::ostream &out, std::ostream &err
   std::optional<Module> m = parse_module(source, diag);
   if (!m)
     return 1;
-  infer_types(*m, diag);
+  Module typed = infer_types(*m, diag);
   if (diag.error_count())
     return 1;
-  out << print_module(*m, {true});
+  out << print_module(typed, {true});
   return 0;
 }
 

@@ -56,6 +56,114 @@ void Dumper::dump(const std::string &stage, const std::string &text) {
 
 namespace {
 
+/// The operation count of every call, as each operator's record states it.
+int64_t estimate_flops(const Function &fn) {
+  int64_t flops = 0;
+  for (const Binding &b : fn.body.bindings)
+    if (b.value->kind == ExprKind::Call)
+      flops += b.value->op->flops(*b.value);
+  return flops;
+}
+
+/// What every pass of the pipeline sees: the options, the diagnostics, and
+/// the per-function results that reports are built from afterwards.
+struct PassContext {
+  const PipelineOptions &opts;
+  DiagEngine &diag;
+  std::vector<RematStats> remat; // one per function after the remat stage
+};
+
+/// One pass shape for the tensor IR: a module in, a new module out.
+using ModulePass = Module (*)(const Module &, PassContext &);
+/// And one for the loop IR.
+using LoopPass = void (*)(LoweredFunction &, PassContext &);
+
+/// Applies a function-level transformation to every function.
+template <typename F> Module each_function(const Module &m, F &&f) {
+  Module out{m.source, {}};
+  for (const FunctionPtr &fn : m.functions)
+    out.functions.push_back(f(*fn));
+  return out;
+}
+
+// The passes, in pipeline order. Each comment says what it needs.
+
+/// Every relation runs; all independent errors are reported.
+Module type_check(const Module &m, PassContext &ctx) {
+  Module typed = infer_types(m, ctx.diag);
+  ctx.diag.check();
+  return typed;
+}
+
+/// The gradient pass wants straight-line ANF bodies with no `@f(...)` calls.
+Module normalize_all(const Module &m, PassContext &) {
+  return each_function(m, [](const Function &fn) { return normalize(fn); });
+}
+Module inline_all(const Module &m, PassContext &) {
+  return each_function(m, [&](const Function &fn) { return inline_calls(fn, m); });
+}
+
+/// Appends @FN_adjoint (forward bindings first, then backward).
+Module differentiate(const Module &m, PassContext &ctx) {
+  if (!ctx.opts.grad_fn)
+    return m;
+  const std::string &name = *ctx.opts.grad_fn;
+  FunctionPtr primal = m.find(name);
+  if (!primal) {
+    ctx.diag.error("--grad names @" + name + ", which is not defined in " + m.source->path());
+    ctx.diag.check();
+  }
+  if (m.find(name + "_adjoint")) {
+    ctx.diag.error(primal->span, "@" + name + "_adjoint is already defined");
+    ctx.diag.check();
+  }
+  Module out = m;
+  out.functions.push_back(build_adjoint(*primal, ctx.opts.wrt, ctx.diag));
+  return out;
+}
+
+/// Recomputes checkpoint segments in the backward pass (--remat=manual).
+Module rematerialize(const Module &m, PassContext &ctx) {
+  ctx.remat.assign(m.functions.size(), {});
+  if (ctx.opts.remat == RematMode::Auto) {
+    ctx.diag.error("--remat=auto is not implemented yet; use --remat=manual (checkpoint markers) or none");
+    ctx.diag.check();
+  }
+  if (ctx.opts.remat != RematMode::Manual)
+    return m;
+  size_t i = 0;
+  return each_function(m, [&](const Function &fn) { return rematerialize_checkpoints(fn, ctx.remat[i++]); });
+}
+
+/// Fusion needs typed ANF without dead bindings; each binding becomes a kernel.
+Module eliminate_dead_code_all(const Module &m, PassContext &) {
+  return each_function(m, [](const Function &fn) { return eliminate_dead_code(fn); });
+}
+Module fuse_all(const Module &m, PassContext &) {
+  return each_function(m, [](const Function &fn) { return fuse_injective(fn); });
+}
+
+void plan_memory_pass(LoweredFunction &fn, PassContext &) { plan_memory(fn); }
+void bind_gpu_pass(LoweredFunction &fn, PassContext &ctx) {
+  if (ctx.opts.codegen.target == Target::CUDA)
+    bind_gpu_threads(fn);
+}
+
+/// A stage is what `--dump-ir` and `--report` name: one or more passes, then
+/// one dump and one timing under the stage's name.
+struct Stage {
+  const char *name;
+  std::vector<ModulePass> passes;
+};
+
+const Stage kTensorStages[] = {
+    {"typed", {type_check}},
+    {"grad", {normalize_all, inline_all, differentiate}},
+    {"remat", {rematerialize}},
+    {"fused", {eliminate_dead_code_all, fuse_all}},
+};
+const LoopPass kLoopPasses[] = {plan_memory_pass, bind_gpu_pass};
+
 class Timer {
 public:
   explicit Timer(std::vector<StageTime> &times) : times_(times) {}
@@ -70,47 +178,56 @@ private:
   std::chrono::steady_clock::time_point last_ = std::chrono::steady_clock::now();
 };
 
-Module clone_module(const Module &m) {
-  Module out;
-  out.source = m.source;
-  for (const FunctionPtr &f : m.functions)
-    out.functions.push_back(clone_function(*f));
-  return out;
-}
-
-/// The operation count of every call, as each operator's record states it.
-int64_t estimate_flops(const Function &fn) {
-  int64_t flops = 0;
-  for (const Binding &b : fn.body.bindings)
-    if (b.value->kind == ExprKind::Call)
-      flops += b.value->op->flops(*b.value);
-  return flops;
-}
-
-/// The tensor-level passes after differentiation and the lowering, shared by
-/// the real compilation and the --remat=none measurement.
-LoweredModule fuse_and_lower(Module &m, const PipelineOptions &opts, Dumper *dumper, Timer *timer) {
-  // fuse: needs typed ANF without dead bindings; makes each binding a kernel.
-  for (const FunctionPtr &fn : m.functions) {
-    eliminate_dead_code(*fn);
-    fuse_injective(*fn);
+/// The tensor stages from `first` on, then lowering and the loop passes.
+LoweredModule run_from(Module &m, size_t first, PassContext &ctx, Dumper *dumper, Timer *timer) {
+  for (size_t s = first; s < std::size(kTensorStages); ++s) {
+    for (ModulePass pass : kTensorStages[s].passes)
+      m = pass(m, ctx);
+    if (dumper && dumper->wants(kTensorStages[s].name))
+      dumper->dump(kTensorStages[s].name, print_module(m, {true}));
+    if (timer)
+      timer->lap(kTensorStages[s].name);
   }
-  if (dumper)
-    dumper->dump("fused", print_module(m, {true}));
-  if (timer)
-    timer->lap("fuse");
-  // lower: one kernel per binding; then plan the arena, then bind GPU threads.
-  LoweredModule lowered = lower_module(m, LowerOptions{opts.codegen.target == Target::CUDA});
-  for (LoweredFunction &fn : lowered.functions) {
-    plan_memory(fn);
-    if (opts.codegen.target == Target::CUDA)
-      bind_gpu_threads(fn);
-  }
-  if (dumper)
+  LoweredModule lowered = lower_module(m, LowerOptions{ctx.opts.codegen.target == Target::CUDA});
+  for (LoweredFunction &fn : lowered.functions)
+    for (LoopPass pass : kLoopPasses)
+      pass(fn, ctx);
+  if (dumper && dumper->wants("loops"))
     dumper->dump("loops", print_loops(lowered));
   if (timer)
-    timer->lap("lower");
+    timer->lap("loops");
   return lowered;
+}
+
+size_t stage_index(const char *name) {
+  for (size_t s = 0; s < std::size(kTensorStages); ++s)
+    if (std::string(kTensorStages[s].name) == name)
+      return s;
+  internal_error("pipeline", std::string("no stage ") + name);
+}
+
+/// The planned peak of every function with --remat=none: the same module
+/// lowered again from the remat stage on, without recomputation. Without
+/// checkpoint segments nothing would change, so nothing is lowered again.
+std::vector<int64_t> unrematerialized_peaks(const Module &before_remat, const CompiledModule &compiled,
+                                            const PassContext &ctx) {
+  std::vector<int64_t> peaks;
+  bool any_segment = false;
+  for (const RematStats &r : ctx.remat)
+    any_segment |= r.segments > 0;
+  if (!any_segment) {
+    for (const LoweredFunction &fn : compiled.lowered.functions)
+      peaks.push_back(fn.workspace_bytes);
+    return peaks;
+  }
+  PipelineOptions none = ctx.opts;
+  none.remat = RematMode::None;
+  PassContext none_ctx{none, ctx.diag, {}};
+  Module m = before_remat;
+  LoweredModule lowered = run_from(m, stage_index("remat"), none_ctx, nullptr, nullptr);
+  for (const LoweredFunction &fn : lowered.functions)
+    peaks.push_back(fn.workspace_bytes);
+  return peaks;
 }
 
 } // namespace
@@ -119,58 +236,34 @@ CompiledModule compile_to_loops(std::shared_ptr<const SourceFile> source, const 
                                 Dumper &dumper) {
   CompiledModule out;
   Timer timer(out.times);
+  PassContext ctx{opts, diag, {}};
 
   // parse: text -> untyped module; stops at the first syntax error.
   std::optional<Module> parsed = parse_module(source, diag);
   diag.check();
   Module m = std::move(*parsed);
-  dumper.dump("parse", print_module(m));
+  if (dumper.wants("parse"))
+    dumper.dump("parse", print_module(m));
   timer.lap("parse");
 
-  // typed: every relation runs; all independent errors are reported.
-  infer_types(m, diag);
-  diag.check();
-  dumper.dump("typed", print_module(m, {true}));
-  timer.lap("typecheck");
-
-  // normalize + inline: the gradient pass wants straight-line ANF bodies.
-  for (const FunctionPtr &fn : m.functions)
-    normalize(*fn);
-  for (const FunctionPtr &fn : m.functions)
-    inline_calls(*fn, m);
-
-  // grad: append @FN_adjoint (forward bindings first, then backward).
-  if (opts.grad_fn) {
-    FunctionPtr primal = m.find(*opts.grad_fn);
-    if (!primal) {
-      diag.error("--grad names @" + *opts.grad_fn + ", which is not defined in " + source->path());
-      diag.check();
-    }
-    if (m.find(*opts.grad_fn + "_adjoint")) {
-      diag.error(primal->span, "@" + *opts.grad_fn + "_adjoint is already defined");
-      diag.check();
-    }
-    m.functions.push_back(build_adjoint(*primal, opts.wrt, diag));
+  // Every tensor stage up to remat, kept for the --remat=none measurement.
+  size_t remat = stage_index("remat");
+  for (size_t s = 0; s < remat; ++s) {
+    for (ModulePass pass : kTensorStages[s].passes)
+      m = pass(m, ctx);
+    if (dumper.wants(kTensorStages[s].name))
+      dumper.dump(kTensorStages[s].name, print_module(m, {true}));
+    timer.lap(kTensorStages[s].name);
   }
-  dumper.dump("grad", print_module(m, {true}));
-  timer.lap("grad");
+  Module before_remat = m;
+  out.lowered = run_from(m, remat, ctx, &dumper, &timer);
 
-  // The planned peak without rematerialization, for the report and manifest.
-  Module unrematerialized = clone_module(m);
-  LoweredModule baseline = fuse_and_lower(unrematerialized, opts, nullptr, nullptr);
-
-  // remat: recompute checkpoint segments in the backward pass.
-  std::vector<RematStats> remat(m.functions.size());
-  if (opts.remat == RematMode::Auto) {
-    diag.error("--remat=auto is not implemented yet; use --remat=manual (checkpoint markers) or none");
-    diag.check();
+  // Reports are built from the results, outside the pass list.
+  std::vector<int64_t> peaks_before;
+  if (opts.want_unrematerialized_peak) {
+    peaks_before = unrematerialized_peaks(before_remat, out, ctx);
+    timer.lap("peak");
   }
-  if (opts.remat == RematMode::Manual)
-    for (size_t i = 0; i < m.functions.size(); ++i)
-      remat[i] = rematerialize_checkpoints(*m.functions[i]);
-  dumper.dump("remat", print_module(m, {true}));
-  timer.lap("remat");
-
   for (size_t i = 0; i < m.functions.size(); ++i) {
     FunctionReport r;
     const Function &fn = *m.functions[i];
@@ -178,16 +271,13 @@ CompiledModule compile_to_loops(std::shared_ptr<const SourceFile> source, const 
     for (const ExprPtr &p : fn.params)
       r.param_names.push_back(p->name);
     r.flops = estimate_flops(fn);
-    r.peak_before_remat = baseline.functions[i].workspace_bytes;
-    r.remat_segments = remat[i].segments;
-    r.remat_recomputed = remat[i].recomputed;
+    r.peak_after_remat = out.lowered.functions[i].workspace_bytes;
+    r.peak_before_remat = peaks_before.empty() ? -1 : peaks_before[i];
+    r.remat_segments = ctx.remat[i].segments;
+    r.remat_recomputed = ctx.remat[i].recomputed;
     r.is_adjoint = opts.grad_fn && fn.name == *opts.grad_fn + "_adjoint";
     out.reports.push_back(r);
   }
-
-  out.lowered = fuse_and_lower(m, opts, &dumper, &timer);
-  for (size_t i = 0; i < m.functions.size(); ++i)
-    out.reports[i].peak_after_remat = out.lowered.functions[i].workspace_bytes;
   if (opts.memory_budget >= 0)
     for (size_t i = 0; i < out.reports.size(); ++i)
       if (out.reports[i].peak_after_remat > opts.memory_budget)

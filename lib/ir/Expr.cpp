@@ -1,5 +1,6 @@
 //===- Expr.cpp - tensor IR constructors, attributes, cloning -------------===//
 #include "gradc/ir/Expr.h"
+#include "gradc/ir/Functor.h"
 
 #include <cmath>
 #include <cstdio>
@@ -143,22 +144,22 @@ FunctionPtr Module::find(const std::string &name) const {
   return nullptr;
 }
 
-static ExprPtr node(ExprKind kind, Span span) {
+static std::shared_ptr<Expr> node(ExprKind kind, Span span) {
   auto e = std::make_shared<Expr>();
   e->kind = kind;
   e->span = span;
   return e;
 }
 
-ExprPtr make_var(std::string name, Type annotation, Span span) {
+ExprPtr make_var(std::string name, Type annotation, Span span, Type type) {
   auto e = node(ExprKind::Var, span);
   e->name = std::move(name);
-  e->annotation = annotation;
-  e->type = annotation;
+  e->type = type.is_unknown() ? annotation : std::move(type);
+  e->annotation = std::move(annotation);
   return e;
 }
 
-ExprPtr make_constant(double value, DType dtype, Span span) {
+static std::shared_ptr<Expr> constant_node(double value, DType dtype, Span span) {
   auto e = node(ExprKind::Constant, span);
   e->fvalue = value;
   e->ivalue = int64_t(value);
@@ -167,35 +168,49 @@ ExprPtr make_constant(double value, DType dtype, Span span) {
   return e;
 }
 
+ExprPtr make_constant(double value, DType dtype, Span span) { return constant_node(value, dtype, span); }
+
 ExprPtr make_int_constant(int64_t value, DType dtype, Span span) {
-  auto e = make_constant(double(value), dtype, span);
+  auto e = constant_node(double(value), dtype, span);
   e->ivalue = value;
   return e;
 }
 
-ExprPtr make_call(const OpDef *op, std::vector<ExprPtr> args, Attrs attrs, Span span) {
+ExprPtr make_call(const OpDef *op, std::vector<ExprPtr> args, Attrs attrs, Span span, Type type) {
+  GRADC_CHECK(op, "tensor IR", "a call without an operator");
   auto e = node(ExprKind::Call, span);
   e->op = op;
   e->args = std::move(args);
   e->attrs = std::move(attrs);
+  e->type = std::move(type);
   return e;
 }
 
-ExprPtr make_global_call(std::string callee, std::vector<ExprPtr> args, Span span) {
+ExprPtr make_global_call(std::string callee, std::vector<ExprPtr> args, Span span, Type type) {
   auto e = node(ExprKind::GlobalCall, span);
   e->name = std::move(callee);
   e->args = std::move(args);
+  e->type = std::move(type);
   return e;
 }
 
 ExprPtr make_tuple(std::vector<ExprPtr> fields, Span span) {
   auto e = node(ExprKind::Tuple, span);
+  std::vector<Type> types;
+  for (const ExprPtr &f : fields)
+    types.push_back(f->type);
   e->args = std::move(fields);
+  e->type = Type::tuple(std::move(types));
+  if (e->type.has_unknown())
+    e->type = Type::unknown();
   return e;
 }
 
 ExprPtr make_tuple_get(ExprPtr tuple, int index, Span span) {
   auto e = node(ExprKind::TupleGet, span);
+  const Type &t = tuple->type;
+  if (t.is_tuple() && index >= 0 && index < int(t.fields.size()))
+    e->type = t.fields[index];
   e->args = {std::move(tuple)};
   e->index = index;
   return e;
@@ -203,57 +218,44 @@ ExprPtr make_tuple_get(ExprPtr tuple, int index, Span span) {
 
 ExprPtr make_func(FunctionPtr func, Span span) {
   auto e = node(ExprKind::Func, span);
+  std::vector<Type> params;
+  for (const ExprPtr &p : func->params)
+    params.push_back(p->type);
+  if (func->body.result)
+    e->type = Type::function(std::move(params), func->body.result->type);
   e->func = std::move(func);
   return e;
 }
 
+ExprPtr with_args(const Expr &e, std::vector<ExprPtr> args) {
+  GRADC_CHECK(e.kind != ExprKind::Var && e.kind != ExprKind::Func, "tensor IR", "with_args of a Var or fn");
+  auto copy = std::make_shared<Expr>(e);
+  copy->args = std::move(args);
+  return copy;
+}
+
 namespace {
 
-/// Copies expressions, mapping every Var defined inside to a fresh Var.
-class Cloner {
-public:
-  std::unordered_map<const Expr *, ExprPtr> vars;
+/// Every Var defined in the function (parameters, bound Vars, and those of
+/// nested `fn` bodies) becomes a fresh Var of the same name and type.
+class Cloner : public ExprMutator {
+protected:
+  ExprPtr mutate_param(const ExprPtr &p) override { return fresh(p); }
+  void mutate_binding(const Binding &b, std::vector<Binding> &out) override {
+    ExprPtr value = mutate(b.value);
+    out.push_back({fresh(b.var), value, b.is_let});
+  }
 
+private:
   ExprPtr fresh(const ExprPtr &v) {
-    auto nv = make_var(v->name, v->annotation, v->span);
-    nv->type = v->type;
-    vars[v.get()] = nv;
+    ExprPtr nv = make_var(v->name, v->annotation, v->span, v->type);
+    remap(v, nv);
     return nv;
-  }
-
-  ExprPtr expr(const ExprPtr &e) {
-    if (e->kind == ExprKind::Var) {
-      auto it = vars.find(e.get());
-      return it == vars.end() ? e : it->second;
-    }
-    if (e->kind == ExprKind::Constant)
-      return e;
-    auto c = std::make_shared<Expr>(*e);
-    for (ExprPtr &a : c->args)
-      a = expr(a);
-    if (e->kind == ExprKind::Func)
-      c->func = function(*e->func);
-    return c;
-  }
-
-  FunctionPtr function(const Function &fn) {
-    auto out = std::make_shared<Function>();
-    out->name = fn.name;
-    out->ret_type = fn.ret_type;
-    out->span = fn.span;
-    for (const ExprPtr &p : fn.params)
-      out->params.push_back(fresh(p));
-    for (const Binding &b : fn.body.bindings) {
-      ExprPtr value = expr(b.value);
-      out->body.bindings.push_back({fresh(b.var), value, b.is_let});
-    }
-    out->body.result = expr(fn.body.result);
-    return out;
   }
 };
 
 } // namespace
 
-FunctionPtr clone_function(const Function &fn) { return Cloner().function(fn); }
+FunctionPtr clone_function(const Function &fn) { return Cloner().mutate_function(fn); }
 
 } // namespace gradc

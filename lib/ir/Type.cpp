@@ -3,52 +3,6 @@
 
 namespace gradc {
 
-const char *dtype_name(DType dt) {
-  switch (dt) {
-  case DType::Float16:
-    return "float16";
-  case DType::Float32:
-    return "float32";
-  case DType::Float64:
-    return "float64";
-  case DType::Int32:
-    return "int32";
-  case DType::Int64:
-    return "int64";
-  case DType::Bool:
-    return "bool";
-  }
-  return "?";
-}
-
-std::optional<DType> parse_dtype(const std::string &name) {
-  for (DType dt : {DType::Float16, DType::Float32, DType::Float64, DType::Int32, DType::Int64, DType::Bool})
-    if (name == dtype_name(dt))
-      return dt;
-  return std::nullopt;
-}
-
-unsigned dtype_bytes(DType dt) {
-  switch (dt) {
-  case DType::Float16:
-    return 2;
-  case DType::Float32:
-    return 4;
-  case DType::Float64:
-    return 8;
-  case DType::Int32:
-    return 4;
-  case DType::Int64:
-    return 8;
-  case DType::Bool:
-    return 1;
-  }
-  return 0;
-}
-
-bool is_float(DType dt) { return dt == DType::Float16 || dt == DType::Float32 || dt == DType::Float64; }
-bool is_int(DType dt) { return dt == DType::Int32 || dt == DType::Int64; }
-
 int64_t num_elements(const Shape &shape) {
   int64_t n = 1;
   for (int64_t d : shape)
@@ -80,11 +34,22 @@ Type Type::tuple(std::vector<Type> fields) {
   return t;
 }
 
+Type Type::function(std::vector<Type> params, Type result) {
+  Type t;
+  t.kind = Func;
+  t.fields = std::move(params);
+  t.result = {std::move(result)};
+  return t;
+}
+
 bool Type::has_unknown() const {
   if (kind == Unknown)
     return true;
   for (const Type &f : fields)
     if (f.has_unknown())
+      return true;
+  for (const Type &r : result)
+    if (r.has_unknown())
       return true;
   return false;
 }
@@ -98,6 +63,8 @@ bool Type::operator==(const Type &o) const {
     return shape == o.shape && dtype == o.dtype;
   if (kind == Tuple)
     return fields == o.fields;
+  if (kind == Func)
+    return fields == o.fields && result == o.result;
   return true;
 }
 
@@ -114,6 +81,12 @@ std::string Type::str() const {
     if (fields.size() == 1)
       s += ",";
     return s + ")";
+  }
+  case Func: {
+    std::string s = "fn (";
+    for (size_t i = 0; i < fields.size(); ++i)
+      s += (i ? ", " : "") + fields[i].str();
+    return s + ") -> " + result[0].str();
   }
   }
   return "?";

@@ -6,26 +6,24 @@
 
 namespace gradc {
 
-ExprPtr Builder::call(const OpDef *def, std::vector<ExprPtr> args, Attrs attrs) {
-  ExprPtr c = make_call(def, std::move(args), std::move(attrs), span_);
-  std::string error;
-  c->type = infer_call(*c, &error);
-  if (!error.empty())
-    internal_error("builder", "a pass built an ill-typed call: " + error);
-  return bind(c, "t");
+namespace {
+
+/// A pass that builds an ill-typed value is a compiler bug.
+void builder_bug(Span, const std::string &message) {
+  internal_error("builder", "a pass built an ill-typed value: " + message);
+}
+
+} // namespace
+
+ExprPtr Builder::call(const OpDef *op, std::vector<ExprPtr> args, Attrs attrs) {
+  return bind(check_call(op, std::move(args), attrs, span_, builder_bug), "t");
 }
 
 ExprPtr Builder::bind(ExprPtr value, const std::string &hint) {
   if (value->is_atom())
     return value;
-  if (value->type.is_unknown()) {
-    std::string error;
-    value->type = infer_structural(*value, &error);
-    if (!error.empty())
-      internal_error("builder", "a pass built an ill-typed value: " + error);
-  }
-  ExprPtr v = make_var(hint, {}, span_);
-  v->type = value->type;
+  GRADC_CHECK(!value->type.has_unknown(), "builder", "a pass bound a value of unknown type");
+  ExprPtr v = make_var(hint, {}, span_, value->type);
   out_.push_back({v, value, false});
   return v;
 }
@@ -34,7 +32,9 @@ ExprPtr Builder::constant(double value, DType dtype) { return make_constant(valu
 
 ExprPtr Builder::tuple(std::vector<ExprPtr> fields) { return bind(make_tuple(std::move(fields), span_)); }
 
-ExprPtr Builder::get(ExprPtr tuple, int index) { return bind(make_tuple_get(std::move(tuple), index, span_)); }
+ExprPtr Builder::get(ExprPtr tuple, int index) {
+  return bind(check_tuple_get(std::move(tuple), index, span_, builder_bug));
+}
 
 ExprPtr Builder::scale(ExprPtr a, double c) { return mul(a, constant(c, a->type.dtype)); }
 

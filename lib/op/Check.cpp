@@ -60,20 +60,21 @@ bool conform(AttrValue &v, AttrKind kind, std::string &why) {
 
 } // namespace
 
-Type check_call(Expr &call, const Report &report) {
-  const OpDef &def = *call.op;
-  int n = int(call.args.size());
+ExprPtr check_call(const OpDef *op, std::vector<ExprPtr> args, const Attrs &attrs, Span span, const Report &report) {
+  const OpDef &def = *op;
+  auto untyped = [&] { return make_call(op, std::move(args), attrs, span); };
+  int n = int(args.size());
   if (n < def.min_inputs || n > def.max_inputs) {
     std::string expected = def.min_inputs == def.max_inputs
                                ? std::to_string(def.min_inputs)
                                : std::to_string(def.min_inputs) + " to " + std::to_string(def.max_inputs);
-    report(call.span, def.name + ": expected " + expected + " argument" + (def.max_inputs == 1 ? "" : "s") +
-                          ", found " + std::to_string(n));
-    return Type::unknown();
+    report(span, def.name + ": expected " + expected + " argument" + (def.max_inputs == 1 ? "" : "s") + ", found " +
+                     std::to_string(n));
+    return untyped();
   }
   bool attrs_ok = true;
-  Attrs filled;
-  for (auto &[key, value] : call.attrs.items) {
+  Attrs given = attrs, filled;
+  for (auto &[key, value] : given.items) {
     const AttrSpec *spec = def.find_attr(key);
     if (!spec) {
       std::string valid;
@@ -96,76 +97,44 @@ Type check_call(Expr &call, const Report &report) {
     value = v;
   }
   for (const AttrSpec &spec : def.attrs) {
-    if (const AttrValue *given = call.attrs.find(spec.name)) {
-      filled.items.emplace_back(spec.name, *given);
+    if (const AttrValue *value = given.find(spec.name)) {
+      filled.items.emplace_back(spec.name, *value);
     } else if (spec.required) {
-      report(call.span, def.name + ": missing required attribute '" + spec.name + "'");
+      report(span, def.name + ": missing required attribute '" + spec.name + "'");
       attrs_ok = false;
     } else {
       filled.items.emplace_back(spec.name, spec.default_value);
     }
   }
   if (!attrs_ok)
-    return Type::unknown();
-  call.attrs = std::move(filled);
+    return untyped();
   std::vector<Type> arg_types;
-  for (const ExprPtr &a : call.args) {
+  for (const ExprPtr &a : args) {
     if (a->type.has_unknown())
-      return Type::unknown();
+      return make_call(op, std::move(args), filled, span);
+    if (a->type.is_function()) {
+      report(a->span, def.name + ": a `fn` value is not supported as an operator argument yet");
+      return make_call(op, std::move(args), filled, span);
+    }
     arg_types.push_back(a->type);
   }
-  RelationCtx ctx{def, arg_types, call.attrs, ""};
+  RelationCtx ctx{def, arg_types, filled, ""};
   Type t = def.relation(ctx);
   if (!ctx.error.empty()) {
-    report(call.span, ctx.error);
-    return Type::unknown();
+    report(span, ctx.error);
+    return make_call(op, std::move(args), filled, span);
   }
   GRADC_CHECK(!t.is_unknown(), "type inference", def.name + " relation returned Unknown without an error");
-  return t;
+  return make_call(op, std::move(args), std::move(filled), span, std::move(t));
 }
 
-Type check_structural(Expr &e, const Report &report) {
-  switch (e.kind) {
-  case ExprKind::Var:
-  case ExprKind::Constant:
-    return e.type;
-  case ExprKind::Tuple: {
-    std::vector<Type> fields;
-    for (const ExprPtr &f : e.args)
-      fields.push_back(f->type);
-    return Type::tuple(std::move(fields));
-  }
-  case ExprKind::TupleGet: {
-    const Type &t = e.args[0]->type;
-    if (t.is_unknown())
-      return t;
-    if (!t.is_tuple()) {
-      report(e.span, "projection ." + std::to_string(e.index) + " of a non-tuple value of type " + t.str());
-      return Type::unknown();
-    }
-    if (e.index >= (int)t.fields.size()) {
-      report(e.span, "tuple index " + std::to_string(e.index) + " is out of range for " + t.str());
-      return Type::unknown();
-    }
-    return t.fields[e.index];
-  }
-  default:
-    internal_error("type inference", "not a structural expression");
-  }
-}
-
-Type infer_call(Expr &call, std::string *error) {
-  return check_call(call, [&](Span, const std::string &msg) {
-    if (error && error->empty())
-      *error = msg;
-  });
-}
-
-Type infer_structural(Expr &e, std::string *error) {
-  return check_structural(e, [&](Span, const std::string &msg) {
-    if (error && error->empty())
-      *error = msg;
-  });
+ExprPtr check_tuple_get(ExprPtr tuple, int index, Span span, const Report &report) {
+  const Type &t = tuple->type;
+  if (!t.is_unknown() && !t.is_tuple())
+    report(span, "projection ." + std::to_string(index) + " of a non-tuple value of type " + t.str());
+  else if (t.is_tuple() && index >= int(t.fields.size()))
+    report(span, "tuple index " + std::to_string(index) + " is out of range for " + t.str());
+  return make_tuple_get(std::move(tuple), index, span);
 }
 
 } // namespace gradc

@@ -51,14 +51,16 @@ Type broadcast_rel(RelationCtx &ctx) { return broadcast_common(ctx, false); }
 Type broadcast_comp_rel(RelationCtx &ctx) { return broadcast_common(ctx, true); }
 
 std::vector<int64_t> reduced_axes(const Attrs &attrs, int64_t rank) {
+  // As TVM: no axis (None or []) reduces every axis, whatever `exclude` says.
+  std::vector<int64_t> given = attrs.is_none("axis") ? std::vector<int64_t>{} : attrs.get_ints("axis");
   std::set<int64_t> axes;
-  if (attrs.is_none("axis")) {
+  if (given.empty()) {
     for (int64_t i = 0; i < rank; ++i)
       axes.insert(i);
-  } else {
-    for (int64_t a : attrs.get_ints("axis"))
-      axes.insert(a < 0 ? a + rank : a);
+    return {axes.begin(), axes.end()};
   }
+  for (int64_t a : given)
+    axes.insert(a < 0 ? a + rank : a);
   if (attrs.find("exclude") && attrs.get_bool("exclude")) {
     std::set<int64_t> kept;
     for (int64_t i = 0; i < rank; ++i)

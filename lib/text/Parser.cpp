@@ -325,11 +325,11 @@ private:
       Token minus = advance();
       DepthGuard guard(*this);
       if (at(Tok::Int) || at(Tok::Float)) {
-        ExprPtr lit = literal();
-        lit->fvalue = -lit->fvalue;
-        lit->ivalue = -lit->ivalue;
-        lit->span = from(minus.span);
-        return lit;
+        auto negated = std::make_shared<Expr>(*literal()); // a fresh node, edited before it is shared
+        negated->fvalue = -negated->fvalue;
+        negated->ivalue = -negated->ivalue;
+        negated->span = from(minus.span);
+        return negated;
       }
       ExprPtr operand = unary();
       return make_call(ops::negative, {operand}, {}, minus.span);

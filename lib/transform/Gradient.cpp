@@ -7,6 +7,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "gradc/transform/Gradient.h"
+#include "gradc/ir/Functor.h"
 #include "gradc/op/Builder.h"
 #include "gradc/op/Registry.h"
 #include "gradc/transform/Passes.h"
@@ -74,10 +75,29 @@ private:
   std::unordered_map<const Expr *, std::vector<ExprPtr>> tuple_;
 };
 
+/// Rebinds the listed Vars under new names (nodes are immutable).
+class Renamer : public ExprMutator {
+public:
+  explicit Renamer(const std::unordered_map<const Expr *, std::string> &names) : names_(names) {}
+
+protected:
+  void mutate_binding(const Binding &b, std::vector<Binding> &out) override {
+    auto it = names_.find(b.var.get());
+    if (it == names_.end())
+      return ExprMutator::mutate_binding(b, out);
+    ExprPtr var = make_var(it->second, b.var->annotation, b.var->span, b.var->type);
+    remap(b.var, var);
+    out.push_back({var, mutate(b.value), b.is_let});
+  }
+
+private:
+  const std::unordered_map<const Expr *, std::string> &names_;
+};
+
 } // namespace
 
 FunctionPtr build_adjoint(const Function &primal, const std::vector<std::string> &wrt, DiagEngine &diag) {
-  FunctionPtr fn = clone_function(primal);
+  auto fn = std::make_shared<Function>(*clone_function(primal)); // a fresh copy, built up below
   fn->name = primal.name + "_adjoint";
   fn->ret_type = Type::unknown();
 
@@ -194,8 +214,19 @@ FunctionPtr build_adjoint(const Function &primal, const std::vector<std::string>
   }
   ExprPtr grad_tuple = b.tuple(grads);
   fn->body.result = b.tuple({result, grad_tuple});
-  eliminate_dead_code(*fn);
-  return fn;
+
+  // Name each adjoint after its primal value (`%d_w1`), parameters first,
+  // so that the grad dump reads like the math.
+  std::unordered_map<const Expr *, std::string> names;
+  auto name_adjoint = [&](const ExprPtr &x) {
+    if (ExprPtr g = adj.get(x); g && g->kind == ExprKind::Var)
+      names.emplace(g.get(), "d_" + x->name);
+  };
+  for (const ExprPtr &p : fn->params)
+    name_adjoint(p);
+  for (size_t i = 0; i < num_forward; ++i)
+    name_adjoint(body[i].var);
+  return eliminate_dead_code(*Renamer(names).mutate_function(*fn));
 }
 
 } // namespace gradc

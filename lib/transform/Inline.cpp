@@ -4,48 +4,38 @@
 // sees one straight-line body. Each call site gets its own copy of the callee.
 //
 //===----------------------------------------------------------------------===//
+#include "gradc/ir/Functor.h"
 #include "gradc/transform/Passes.h"
 
-#include <unordered_map>
-
 namespace gradc {
+namespace {
 
-void inline_calls(Function &fn, const Module &module) {
-  std::vector<Binding> out;
-  std::unordered_map<const Expr *, ExprPtr> subst;
-  auto rename = [&](const ExprPtr &e) {
-    auto it = subst.find(e.get());
-    return it == subst.end() ? e : it->second;
-  };
-  for (Binding b : fn.body.bindings) {
-    for (ExprPtr &a : b.value->args)
-      a = rename(a);
-    if (b.value->kind != ExprKind::GlobalCall) {
-      out.push_back(b);
-      continue;
-    }
-    FunctionPtr callee = module.find(b.value->name);
+class Inliner : public ExprMutator {
+public:
+  explicit Inliner(const Module &module) : module_(module) {}
+
+protected:
+  void mutate_binding(const Binding &b, std::vector<Binding> &out) override {
+    if (b.value->kind != ExprKind::GlobalCall)
+      return ExprMutator::mutate_binding(b, out);
+    FunctionPtr callee = module_.find(b.value->name);
     GRADC_CHECK(callee, "inline", "call of unknown function @" + b.value->name);
-    FunctionPtr copy = clone_function(*callee);
-    normalize(*copy);
-    inline_calls(*copy, module);
-    // Parameters become the call's arguments; the call's value becomes the result.
-    std::unordered_map<const Expr *, ExprPtr> params;
+    // A fresh, normalized, inlined copy; its parameters read the arguments.
+    FunctionPtr copy = Inliner(module_).mutate_function(*normalize(*clone_function(*callee)));
+    Inliner args_in(module_);
     for (size_t i = 0; i < copy->params.size(); ++i)
-      params[copy->params[i].get()] = b.value->args[i];
-    auto bind_param = [&](const ExprPtr &e) {
-      auto it = params.find(e.get());
-      return it == params.end() ? e : it->second;
-    };
-    for (Binding inner : copy->body.bindings) {
-      for (ExprPtr &a : inner.value->args)
-        a = bind_param(a);
-      out.push_back(inner);
-    }
-    subst[b.var.get()] = bind_param(copy->body.result);
+      args_in.remap(copy->params[i], mutate(b.value->args[i]));
+    for (const Binding &inner : copy->body.bindings)
+      args_in.mutate_binding(inner, out);
+    remap(b.var, args_in.mutate(copy->body.result));
   }
-  fn.body.bindings = std::move(out);
-  fn.body.result = rename(fn.body.result);
-}
+
+private:
+  const Module &module_;
+};
+
+} // namespace
+
+FunctionPtr inline_calls(const Function &fn, const Module &module) { return Inliner(module).mutate_function(fn); }
 
 } // namespace gradc

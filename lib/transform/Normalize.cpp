@@ -4,51 +4,64 @@
 // want one operator per binding and atoms as arguments.
 //
 //===----------------------------------------------------------------------===//
+#include "gradc/ir/Functor.h"
 #include "gradc/transform/Passes.h"
-
-#include <unordered_map>
 
 namespace gradc {
 namespace {
 
-class Normalizer {
+class Normalizer : public ExprMutator {
 public:
-  std::vector<Binding> out;
-  std::unordered_map<const Expr *, ExprPtr> subst; // aliases and inlined constants
-
-  ExprPtr atom(const ExprPtr &e, const ExprPtr &bind_to = nullptr) {
-    if (e->kind == ExprKind::Var) {
-      auto it = subst.find(e.get());
-      return it == subst.end() ? e : it->second;
+  FunctionPtr mutate_function(const Function &fn) override {
+    auto out = std::make_shared<Function>(*ExprMutator::mutate_function(fn));
+    if (!out->body.result->is_atom()) {
+      ExprPtr var = make_var("t", {}, out->body.result->span, out->body.result->type);
+      out->body.bindings.push_back({var, out->body.result, false});
+      out->body.result = var;
     }
-    if (e->kind == ExprKind::Constant)
-      return e;
-    auto copy = std::make_shared<Expr>(*e);
-    for (ExprPtr &a : copy->args)
-      a = atom(a);
-    if (copy->kind == ExprKind::Func)
-      normalize(*(copy->func = std::make_shared<Function>(*e->func)));
-    ExprPtr var = bind_to ? bind_to : make_var("t", {}, e->span);
-    var->type = e->type;
-    out.push_back({var, copy, false});
+    return out;
+  }
+
+protected:
+  /// A binding of an atom disappears: its uses read the atom.
+  void mutate_binding(const Binding &b, std::vector<Binding> &out) override {
+    if (b.value->is_atom()) {
+      remap(b.var, mutate(b.value));
+      return;
+    }
+    ExprMutator::mutate_binding(b, out);
+  }
+
+  // Every operand becomes an atom, bound first if it is not one.
+  ExprPtr on_call(const ExprPtr &e) override { return with_atoms(e); }
+  ExprPtr on_global_call(const ExprPtr &e) override { return with_atoms(e); }
+  ExprPtr on_tuple(const ExprPtr &e) override { return with_atoms(e); }
+  ExprPtr on_tuple_get(const ExprPtr &e) override { return with_atoms(e); }
+
+private:
+  ExprPtr with_atoms(const ExprPtr &e) {
+    std::vector<ExprPtr> args;
+    bool changed = false;
+    for (const ExprPtr &a : e->args) {
+      args.push_back(atom(a));
+      changed |= args.back() != a;
+    }
+    return changed ? with_args(*e, std::move(args)) : e;
+  }
+
+  ExprPtr atom(const ExprPtr &e) {
+    ExprPtr v = mutate(e);
+    if (v->is_atom())
+      return v;
+    ExprPtr var = make_var("t", {}, e->span, v->type);
+    current_bindings().push_back({var, v, false});
+    remap(e, var); // a shared operand is bound once
     return var;
   }
 };
 
 } // namespace
 
-void normalize(Function &fn) {
-  Normalizer n;
-  for (const Binding &b : fn.body.bindings) {
-    if (b.value->is_atom()) {
-      n.subst[b.var.get()] = n.atom(b.value);
-      continue;
-    }
-    n.atom(b.value, b.var);
-    n.out.back().is_let = b.is_let;
-  }
-  fn.body.result = n.atom(fn.body.result);
-  fn.body.bindings = std::move(n.out);
-}
+FunctionPtr normalize(const Function &fn) { return Normalizer().mutate_function(fn); }
 
 } // namespace gradc

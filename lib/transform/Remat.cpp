@@ -22,9 +22,8 @@ CheckpointMarker marker(const Expr &e) {
 
 } // namespace
 
-RematStats rematerialize_checkpoints(Function &fn) {
-  RematStats stats;
-  std::vector<Binding> &body = fn.body.bindings;
+FunctionPtr rematerialize_checkpoints(const Function &fn, RematStats &stats) {
+  const std::vector<Binding> &body = fn.body.bindings;
   std::unordered_map<const Expr *, size_t> def; // var -> binding index
   for (size_t i = 0; i < body.size(); ++i)
     def[body[i].var.get()] = i;
@@ -71,12 +70,11 @@ RematStats rematerialize_checkpoints(Function &fn) {
     if (done != copy_of.end())
       return done->second;
     const Binding &orig = body[it->second];
-    auto value = std::make_shared<Expr>(*orig.value);
-    for (ExprPtr &a : value->args)
-      a = recompute(a);
-    ExprPtr v = make_var(orig.var->name + "_remat", {}, orig.var->span);
-    v->type = orig.var->type;
-    out.push_back({v, value, false});
+    std::vector<ExprPtr> args;
+    for (const ExprPtr &a : orig.value->args)
+      args.push_back(recompute(a));
+    ExprPtr v = make_var(orig.var->name + "_remat", {}, orig.var->span, orig.var->type);
+    out.push_back({v, with_args(*orig.value, std::move(args)), false});
     ++stats.recomputed;
     return copy_of[var.get()] = v;
   };
@@ -84,16 +82,17 @@ RematStats rematerialize_checkpoints(Function &fn) {
     Binding b = body[i];
     bool user_inside = inside[i] || marker(*b.value) == CheckpointMarker::End;
     if (!user_inside) {
-      auto value = std::make_shared<Expr>(*b.value);
-      for (ExprPtr &a : value->args)
-        a = recompute(a);
-      b.value = value;
+      std::vector<ExprPtr> args;
+      for (const ExprPtr &a : b.value->args)
+        args.push_back(recompute(a));
+      b.value = with_args(*b.value, std::move(args));
     }
     out.push_back(b);
   }
-  fn.body.result = recompute(fn.body.result);
-  body = std::move(out);
-  return stats;
+  auto result = std::make_shared<Function>(fn);
+  result->body.result = recompute(fn.body.result);
+  result->body.bindings = std::move(out);
+  return result;
 }
 
 } // namespace gradc

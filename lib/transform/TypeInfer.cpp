@@ -1,132 +1,133 @@
 //===- TypeInfer.cpp - type inference through operator relations ----------===//
 //
-// The first pass after parsing. Calls are checked in three steps: arity,
-// attributes against the operator's schema (unknown or ill-typed attributes
-// are errors; defaults are filled in), then the type relation. An expression
+// The first pass after parsing. It rebuilds every node with its type: each
+// call is checked by op/Check.h (arity, attributes, relation). An expression
 // with an Unknown input is Unknown itself and reports nothing, so every
 // independent error is reported exactly once.
 //
 //===----------------------------------------------------------------------===//
 #include "gradc/transform/TypeInfer.h"
+#include "gradc/ir/Functor.h"
 #include "gradc/op/Check.h"
 #include "gradc/op/Registry.h"
 
-#include <functional>
 #include <set>
 #include <unordered_map>
 
 namespace gradc {
 namespace {
 
-class TypeInferencer {
+class TypeInferencer : public ExprMutator {
 public:
-  TypeInferencer(Module &m, DiagEngine &diag) : module_(m), diag_(diag) {
+  TypeInferencer(const Module &m, DiagEngine &diag, std::unordered_map<const Function *, FunctionPtr> &typed,
+                 std::set<const Function *> &in_progress)
+      : module_(m), diag_(diag), typed_(typed), in_progress_(in_progress) {
     report_ = [this](Span s, const std::string &msg) { diag_.error(s, msg); };
   }
 
-  void run() {
-    std::set<std::string> seen;
-    for (const FunctionPtr &fn : module_.functions) {
-      if (!seen.insert(fn->name).second)
-        diag_.error(fn->span, "function '@" + fn->name + "' is defined more than once");
-    }
-    for (const FunctionPtr &fn : module_.functions)
-      function(*fn);
-  }
-
-private:
-  Module &module_;
-  DiagEngine &diag_;
-  Report report_;
-  std::unordered_map<const Function *, int> state_; // 1 = in progress, 2 = done
-
-  void function(Function &fn) {
-    int &st = state_[&fn];
-    if (st == 2)
-      return;
-    if (st == 1) {
-      diag_.error(fn.span, "recursive call of '@" + fn.name + "' is not supported");
-      return;
-    }
-    st = 1;
-    body(fn.body);
-    const Type &result = fn.body.result->type;
+  /// The typed version of `fn` (memoized by name: a callee is typed first).
+  FunctionPtr function(const Function &fn) {
+    if (auto it = typed_.find(&fn); it != typed_.end())
+      return it->second;
+    in_progress_.insert(&fn);
+    FunctionPtr out = TypeInferencer(module_, diag_, typed_, in_progress_).mutate_function(fn);
+    const Type &result = out->body.result->type;
     if (!fn.ret_type.is_unknown() && !result.has_unknown() && result != fn.ret_type)
       diag_.error(fn.span, "@" + fn.name + ": declared return type " + fn.ret_type.str() + " but the body has type " +
                                result.str());
-    state_[&fn] = 2;
+    in_progress_.erase(&fn);
+    return typed_[&fn] = out;
   }
 
-  void body(Body &b) {
-    for (Binding &bind : b.bindings) {
-      expr(*bind.value);
-      const Type &t = bind.value->type;
-      if (!bind.var->annotation.is_unknown() && !t.has_unknown() && t != bind.var->annotation) {
-        diag_.error(bind.var->span, "%" + bind.var->name + " is annotated " + bind.var->annotation.str() +
-                                        " but its value has type " + t.str());
-        bind.var->type = bind.var->annotation;
-      } else {
-        bind.var->type = t;
-      }
+protected:
+  void mutate_binding(const Binding &b, std::vector<Binding> &out) override {
+    ExprPtr value = mutate(b.value);
+    Type t = value->type;
+    if (!b.var->annotation.is_unknown() && !t.has_unknown() && t != b.var->annotation) {
+      diag_.error(b.var->span, "%" + b.var->name + " is annotated " + b.var->annotation.str() +
+                                   " but its value has type " + t.str());
+      t = b.var->annotation;
     }
-    expr(*b.result);
+    ExprPtr var = make_var(b.var->name, b.var->annotation, b.var->span, t);
+    remap(b.var, var);
+    out.push_back({var, value, b.is_let});
   }
 
-  void expr(Expr &e) {
-    switch (e.kind) {
-    case ExprKind::Var:
-    case ExprKind::Constant:
-      return;
-    case ExprKind::Call:
-      for (const ExprPtr &a : e.args)
-        expr(*a);
-      e.type = check_call(e, report_);
-      return;
-    case ExprKind::Tuple:
-    case ExprKind::TupleGet:
-      for (const ExprPtr &a : e.args)
-        expr(*a);
-      e.type = check_structural(e, report_);
-      return;
-    case ExprKind::GlobalCall:
-      global_call(e);
-      return;
-    case ExprKind::Func:
-      body(e.func->body);
-      // A fn's value is only used by scan; its type stands for its result.
-      e.type = e.func->body.result->type;
-      return;
-    }
+  ExprPtr on_call(const ExprPtr &e) override {
+    return check_call(e->op, mutated_args(*e), e->attrs, e->span, report_);
   }
 
-  void global_call(Expr &e) {
-    for (const ExprPtr &a : e.args)
-      expr(*a);
-    FunctionPtr callee = module_.find(e.name);
-    e.type = Type::unknown();
+  ExprPtr on_tuple(const ExprPtr &e) override { return make_tuple(mutated_args(*e), e->span); }
+
+  ExprPtr on_tuple_get(const ExprPtr &e) override {
+    return check_tuple_get(mutate(e->args[0]), e->index, e->span, report_);
+  }
+
+  /// A `fn` is a value of function type. Until `scan` consumes one, it is
+  /// reported wherever it appears (its body is still checked).
+  ExprPtr on_func(const ExprPtr &e) override {
+    ExprPtr typed = ExprMutator::on_func(e);
+    diag_.error(e->span, "a `fn` value is not supported yet (it will be the body of scan)");
+    return typed;
+  }
+
+  ExprPtr on_global_call(const ExprPtr &e) override {
+    std::vector<ExprPtr> args = mutated_args(*e);
+    auto untyped = [&] { return make_global_call(e->name, args, e->span); };
+    FunctionPtr callee = module_.find(e->name);
     if (!callee)
-      return;
-    function(*callee);
-    if (callee->params.size() != e.args.size()) {
-      diag_.error(e.span, "@" + e.name + ": expected " + std::to_string(callee->params.size()) + " arguments, found " +
-                              std::to_string(e.args.size()));
-      return;
+      return untyped();
+    if (in_progress_.count(callee.get())) {
+      diag_.error(e->span, "recursive call of '@" + e->name + "' is not supported");
+      return untyped();
     }
-    for (size_t i = 0; i < e.args.size(); ++i) {
-      const Type &t = e.args[i]->type;
-      if (!t.has_unknown() && t != callee->params[i]->type) {
-        diag_.error(e.args[i]->span, "@" + e.name + ": argument " + std::to_string(i + 1) + " has type " + t.str() +
-                                         " but %" + callee->params[i]->name + " expects " +
-                                         callee->params[i]->type.str());
-        return;
+    FunctionPtr typed = function(*callee);
+    if (typed->params.size() != args.size()) {
+      diag_.error(e->span, "@" + e->name + ": expected " + std::to_string(typed->params.size()) +
+                               " arguments, found " + std::to_string(args.size()));
+      return untyped();
+    }
+    for (size_t i = 0; i < args.size(); ++i) {
+      const Type &t = args[i]->type;
+      if (!t.has_unknown() && t != typed->params[i]->type) {
+        diag_.error(args[i]->span, "@" + e->name + ": argument " + std::to_string(i + 1) + " has type " + t.str() +
+                                       " but %" + typed->params[i]->name + " expects " +
+                                       typed->params[i]->type.str());
+        return untyped();
       }
     }
-    e.type = callee->body.result->type;
+    return make_global_call(e->name, args, e->span, typed->body.result->type);
+  }
+
+private:
+  const Module &module_;
+  DiagEngine &diag_;
+  std::unordered_map<const Function *, FunctionPtr> &typed_;
+  std::set<const Function *> &in_progress_;
+  Report report_;
+
+  std::vector<ExprPtr> mutated_args(const Expr &e) {
+    std::vector<ExprPtr> args;
+    for (const ExprPtr &a : e.args)
+      args.push_back(mutate(a));
+    return args;
   }
 };
 
 } // namespace
 
-void infer_types(Module &module, DiagEngine &diag) { TypeInferencer(module, diag).run(); }
+Module infer_types(const Module &module, DiagEngine &diag) {
+  std::set<std::string> seen;
+  std::set<const Function *> in_progress;
+  for (const FunctionPtr &fn : module.functions)
+    if (!seen.insert(fn->name).second)
+      diag.error(fn->span, "function '@" + fn->name + "' is defined more than once");
+  std::unordered_map<const Function *, FunctionPtr> typed;
+  Module out{module.source, {}};
+  TypeInferencer inferencer(module, diag, typed, in_progress);
+  for (const FunctionPtr &fn : module.functions)
+    out.functions.push_back(inferencer.function(*fn));
+  return out;
+}
 
 } // namespace gradc

@@ -29,6 +29,8 @@ struct PipelineOptions {
   std::set<std::string> dumps; // stages to dump
   std::string dump_dir;        // empty: stderr
   bool report = false;
+  /// Also plan every function as if --remat=none (for --report and the manifest).
+  bool want_unrematerialized_peak = false;
 };
 
 /// Writes dumps to stderr or to numbered files `NN-stage.ext` in a directory.

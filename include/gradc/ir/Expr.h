@@ -33,8 +33,9 @@ namespace gradc {
 struct OpDef;
 struct Expr;
 struct Function;
-using ExprPtr = std::shared_ptr<Expr>;
-using FunctionPtr = std::shared_ptr<Function>;
+// Nodes are immutable once built: passes rebuild (see ir/Functor.h).
+using ExprPtr = std::shared_ptr<const Expr>;
+using FunctionPtr = std::shared_ptr<const Function>;
 
 /// An attribute value as written in the text format.
 struct AttrValue {
@@ -87,7 +88,7 @@ enum class ExprKind {
   GlobalCall, // a call of another definition `@f(...)`, inlined before grad
   Tuple,      // `(a, b)`
   TupleGet,   // `t.0`, args[0] is the tuple
-  Func,       // `fn (%s: T, ...) { body }`, only as the body of scan
+  Func,       // `fn (%s: T, ...) { body }`, a value of function type
 };
 
 struct Binding {
@@ -135,16 +136,24 @@ struct Module {
   FunctionPtr find(const std::string &name) const;
 };
 
-ExprPtr make_var(std::string name, Type annotation = {}, Span span = {});
+// Constructors. A node's type is given when it is known (passes build typed
+// nodes, the parser untyped ones); Tuple and TupleGet derive theirs from typed
+// operands. A typed Call is checked against its operator record where it is
+// built (op/Builder.h), and every pass's output by the verifier.
+
+/// A Var of type `type` (default: its annotation).
+ExprPtr make_var(std::string name, Type annotation = {}, Span span = {}, Type type = {});
 ExprPtr make_constant(double value, DType dtype, Span span = {});
 ExprPtr make_int_constant(int64_t value, DType dtype, Span span = {});
-ExprPtr make_call(const OpDef *op, std::vector<ExprPtr> args, Attrs attrs, Span span = {});
-ExprPtr make_global_call(std::string callee, std::vector<ExprPtr> args, Span span = {});
+ExprPtr make_call(const OpDef *op, std::vector<ExprPtr> args, Attrs attrs, Span span = {}, Type type = {});
+ExprPtr make_global_call(std::string callee, std::vector<ExprPtr> args, Span span = {}, Type type = {});
 ExprPtr make_tuple(std::vector<ExprPtr> fields, Span span = {});
 ExprPtr make_tuple_get(ExprPtr tuple, int index, Span span = {});
 ExprPtr make_func(FunctionPtr func, Span span = {});
+/// A copy of `e` (any kind but Var) with other operands, keeping its type.
+ExprPtr with_args(const Expr &e, std::vector<ExprPtr> args);
 
-/// A deep copy of a function: fresh Vars everywhere (types kept).
+/// A copy of a function with fresh Vars everywhere (types kept).
 FunctionPtr clone_function(const Function &fn);
 
 } // namespace gradc

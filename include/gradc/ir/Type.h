@@ -1,11 +1,13 @@
 //===- Type.h - tensor and tuple types of the tensor IR --------------------===//
 //
-// A value of the tensor IR is a tensor with a static shape and a dtype, or a
-// tuple of values. `Unknown` marks a value whose type could not be inferred
+// A value of the tensor IR is a tensor with a static shape and a dtype, a
+// tuple of values, or a function (the type of a `fn` value). `Unknown` marks a value whose type could not be inferred
 // because of an earlier error; relations treat it as "do not report again".
 //
 //===----------------------------------------------------------------------===//
 #pragma once
+
+#include "gradc/ir/DType.h"
 
 #include <cstdint>
 #include <optional>
@@ -14,32 +16,27 @@
 
 namespace gradc {
 
-enum class DType { Float16, Float32, Float64, Int32, Int64, Bool };
-
-const char *dtype_name(DType dt);
-std::optional<DType> parse_dtype(const std::string &name);
-unsigned dtype_bytes(DType dt);
-bool is_float(DType dt);
-bool is_int(DType dt);
-
 using Shape = std::vector<int64_t>;
 int64_t num_elements(const Shape &shape);
 std::string shape_str(const Shape &shape); // "(2, 3)"
 
 struct Type {
-  enum Kind { Unknown, Tensor, Tuple };
+  enum Kind { Unknown, Tensor, Tuple, Func };
   Kind kind = Unknown;
   Shape shape;                  // Tensor
   DType dtype = DType::Float32; // Tensor
-  std::vector<Type> fields;     // Tuple
+  std::vector<Type> fields;     // Tuple: the fields; Func: the parameters
+  std::vector<Type> result;     // Func: exactly one, the result
 
   static Type tensor(Shape shape, DType dtype);
   static Type tuple(std::vector<Type> fields);
+  static Type function(std::vector<Type> params, Type result);
   static Type unknown() { return {}; }
 
   bool is_tensor() const { return kind == Tensor; }
   bool is_tuple() const { return kind == Tuple; }
   bool is_unknown() const { return kind == Unknown; }
+  bool is_function() const { return kind == Func; }
   /// True if this or any field is Unknown.
   bool has_unknown() const;
   int64_t rank() const { return (int64_t)shape.size(); }

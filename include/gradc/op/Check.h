@@ -10,18 +10,15 @@ namespace gradc {
 /// Receives each error found, with the span it belongs to.
 using Report = std::function<void(Span, const std::string &)>;
 
-/// Checks a call whose arguments are typed: arity, attributes against the
-/// operator's schema (defaults are filled into `call.attrs`), then the type
-/// relation. Reports every problem and returns the call's type (Unknown
-/// after an error, or when an argument's type is Unknown).
-Type check_call(Expr &call, const Report &report);
+/// Builds a call of `op` on typed `args`, checked against the operator's
+/// record: arity, attributes against its schema (unknown or ill-typed ones
+/// are errors; defaults are filled in), then its type relation. Reports every
+/// problem; the call's type is Unknown after an error, or when an argument's
+/// type is Unknown (an error already reported elsewhere).
+ExprPtr check_call(const OpDef *op, std::vector<ExprPtr> args, const Attrs &attrs, Span span, const Report &report);
 
-/// Types a Tuple, TupleGet, Var or Constant whose operands are typed.
-Type check_structural(Expr &e, const Report &report);
-
-/// check_call for passes that build calls: the first error goes to `*error`.
-Type infer_call(Expr &call, std::string *error);
-/// check_structural for passes: the first error goes to `*error`.
-Type infer_structural(Expr &e, std::string *error);
+/// Builds `tuple.index`, reporting a projection of a non-tuple or an index
+/// out of range.
+ExprPtr check_tuple_get(ExprPtr tuple, int index, Span span, const Report &report);
 
 } // namespace gradc

@@ -10,6 +10,6 @@ namespace gradc {
 /// call becomes a nested argument. Afterwards every top-level binding is one
 /// kernel (what `--dump-ir=fused` shows).
 /// Pre: typed ANF. Post: typed; bindings may hold nested injective calls.
-void fuse_injective(Function &fn);
+FunctionPtr fuse_injective(const Function &fn);
 
 } // namespace gradc

@@ -13,14 +13,14 @@ namespace gradc {
 /// A-normal form. Pre: typed. Post: every Call, GlobalCall, Tuple and TupleGet
 /// is the whole value of its own binding, arguments and the result are atoms,
 /// and bindings whose value is an atom are substituted away.
-void normalize(Function &fn);
+FunctionPtr normalize(const Function &fn);
 
 /// Replaces every `@f(...)` call by a fresh copy of @f's body.
 /// Pre: typed, ANF, no recursion. Post: no GlobalCall remains in `fn`.
-void inline_calls(Function &fn, const Module &module);
+FunctionPtr inline_calls(const Function &fn, const Module &module);
 
-/// Removes bindings whose value the result does not depend on.
-/// Pre and post: ANF.
-void eliminate_dead_code(Function &fn);
+/// Removes bindings whose value the result does not depend on (a use inside
+/// the body of a `fn` value counts). Pre and post: ANF.
+FunctionPtr eliminate_dead_code(const Function &fn);
 
 } // namespace gradc

@@ -18,6 +18,6 @@ struct RematStats {
 /// use. The forward copies then die at the segment's end.
 ///
 /// Pre: typed ANF. Post: typed ANF computing bitwise the same results.
-RematStats rematerialize_checkpoints(Function &fn);
+FunctionPtr rematerialize_checkpoints(const Function &fn, RematStats &stats);
 
 } // namespace gradc

@@ -12,6 +12,6 @@ namespace gradc {
 /// whose inputs are already wrong gets type Unknown and reports nothing more.
 /// Postcondition (no error reported): every Expr has a known type and every
 /// function's result matches its declared return type.
-void infer_types(Module &module, DiagEngine &diag);
+Module infer_types(const Module &module, DiagEngine &diag);
 
 } // namespace gradc

@@ -1,0 +1,1153 @@
+#!/usr/bin/env python3
+"""Forward-value oracle: every operator of `gradc ops --json`, computed by gradc and by numpy.
+
+    oracle.py GRADC_BINARY [--only OP] [--verbose] [-- EXTRA GRADC RUN OPTIONS, e.g. -O0]
+
+For each operator and each of its registry examples (`.example(params, body, positive, int_range)`,
+the cases of the finite-difference gradient test) plus the oracle's own EXTRA_EXAMPLES below, this
+script writes `def @main(PARAMS) { BODY }`, draws the inputs with a fixed seed (floats from
+±[0.5, 1.5], or [0.5, 1.5] when `positive`; integers from [0, int_range); bools at random), runs
+`gradc run` and compares every output leaf (depth-first, tuples in field order) with the value of
+BODY computed by a small evaluator over the call syntax (calls with keyword attributes, %vars,
+literals such as `1f` / `2f64` / `3i64`, tuples, `.N` projections, infix `+ - * /` and comparisons,
+`%0 = ...;` / `let` bindings) whose operators come from the REFERENCE table: independent numpy
+implementations with Relay/TVM semantics (SPEC §4). Attributes missing from a call take the
+registry's defaults. Floats are compared with a tolerance for their dtype, integers and bools
+exactly, and dtypes and shapes must match.
+
+Output: `PASS op#k` or `FAIL op#k: reason` per example (k numbers the registry's examples; `op#xK`
+are the oracle's extra examples), `no example: op` for an operator with none, and last
+`N passed, M failed`; the exit status is 1 if anything failed.
+
+Adding an operator: give it a `.example(...)` in its registration and add one entry
+`"name": lambda a, at: ...` to REFERENCE (a = the evaluated arguments as numpy arrays or tuples,
+at = the attributes with defaults filled in), written from the operator's documentation (SPEC §4,
+`gradc ops NAME`), never from gradc's kernel. An operator with examples and no REFERENCE entry
+fails. Cases the registry example does not reach (other dtypes, attribute values, operators with
+no gradient and so no example) go to EXTRA_EXAMPLES.
+"""
+import concurrent.futures
+import json
+import math
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import zlib
+
+import numpy as np
+
+# ----------------------------------------------------------------------------------------------
+# helpers for the reference implementations
+# ----------------------------------------------------------------------------------------------
+
+
+def _axes(axis, rank, exclude=False):
+    """Relay's reduction axes (TVM's GetReduceAxes): None or [] = every axis, whatever `exclude`
+    says; otherwise an int or a list, negative allowed, and `exclude` takes the complement."""
+    if axis is None or axis == []:
+        return tuple(range(rank))
+    elif isinstance(axis, (list, tuple)):
+        ax = [a + rank if a < 0 else a for a in axis]
+    else:
+        ax = [axis + rank if axis < 0 else axis]
+    if exclude:
+        ax = [i for i in range(rank) if i not in ax]
+    return tuple(sorted(ax))
+
+
+def _reduce(fn):
+    def run(a, at):
+        x = a[0]
+        ax = _axes(at["axis"], x.ndim, at.get("exclude", False))
+        return np.asarray(fn(x, axis=ax, keepdims=at["keepdims"])).astype(x.dtype)
+    return run
+
+
+def _norm(axis, rank):
+    return axis + rank if axis < 0 else axis
+
+
+def _erf(x):
+    return np.vectorize(math.erf, otypes=[np.float64])(x).astype(x.dtype)
+
+
+def _sigmoid(x):
+    one = x.dtype.type(1)
+    return one / (one + np.exp(-x))
+
+
+def _int_div(x, y):
+    if np.issubdtype(x.dtype, np.integer):  # TVM: truncating division for integers
+        q = np.abs(x) // np.abs(y)
+        return (np.sign(x) * np.sign(y) * q).astype(np.result_type(x, y))
+    return x / y
+
+
+def _softmax(x, axis):
+    m = np.max(x, axis=axis, keepdims=True)
+    e = np.exp(x - m)
+    return e / np.sum(e, axis=axis, keepdims=True)
+
+
+def _log_softmax(x, axis):
+    m = np.max(x, axis=axis, keepdims=True)
+    return x - m - np.log(np.sum(np.exp(x - m), axis=axis, keepdims=True))
+
+
+def _reshape(x, newshape):
+    """Relay reshape: 0 copies the input dimension at that position, -1 is inferred."""
+    out = [x.shape[i] if d == 0 else d for i, d in enumerate(newshape)]
+    return x.reshape(out)
+
+
+def _expand_dims(x, axis, num):
+    axis = axis + x.ndim + 1 if axis < 0 else axis
+    return x.reshape(x.shape[:axis] + (1,) * num + x.shape[axis:])
+
+
+def _squeeze(x, axis):
+    if axis is None:
+        return np.squeeze(x)
+    ax = [axis] if isinstance(axis, int) else axis
+    return np.squeeze(x, axis=tuple(_norm(a, x.ndim) for a in ax))
+
+
+def _collapse_sum(x, shape):
+    """The sum over every axis that broadcasting `shape` to x.shape expanded."""
+    shape = tuple(shape)
+    lead = x.ndim - len(shape)
+    y = np.sum(x, axis=tuple(range(lead))) if lead else x
+    ax = tuple(i for i, d in enumerate(shape) if d == 1 and y.shape[i] != 1)
+    return np.sum(y, axis=ax, keepdims=True).reshape(shape).astype(x.dtype)
+
+
+def _strided_slice(x, at):
+    begin, end = list(at["begin"]), list(at["end"])
+    strides = at.get("strides") or [1]
+    axes = at.get("axes")
+    if axes is None:
+        axes = list(range(len(begin)))
+    if len(strides) == 1 and len(axes) > 1:
+        strides = strides * len(axes)
+    mode = at.get("slice_mode", "end")
+    idx = [slice(None)] * x.ndim
+    for i, ax in enumerate(axes):
+        ax = _norm(ax, x.ndim)
+        b, s = begin[i], strides[i] if i < len(strides) else 1
+        e = end[i] if i < len(end) else None
+        if mode == "size":
+            s = 1
+            e = None if e is None or e < 0 else (b + x.shape[ax] if b < 0 else b) + e
+        idx[ax] = slice(b, e, s)  # python's slice canonicalisation = TVM's for in-range strides
+    return x[tuple(idx)]
+
+
+def _take(x, ind, axis, mode):
+    if axis is None:
+        x, axis = x.reshape(-1), 0
+    axis = _norm(axis, x.ndim)
+    n = x.shape[axis]
+    if mode == "clip":
+        ind = np.clip(ind, 0, n - 1)
+    elif mode == "wrap":
+        ind = np.mod(ind, n)
+    return np.take(x, ind, axis=axis)
+
+
+def _one_hot(ind, on, off, depth, axis, dtype):
+    axis = ind.ndim if axis == -1 else _norm(axis, ind.ndim + 1)
+    shape = [1] * (ind.ndim + 1)
+    shape[axis] = depth
+    hit = np.expand_dims(ind, axis) == np.arange(depth).reshape(shape)
+    return np.where(hit, on, off).astype(dtype)
+
+
+def _cumulative(x, at, prod):
+    axis = at.get("axis")
+    if axis is None:
+        x, axis = x.reshape(-1), 0
+    dt = at.get("dtype") or x.dtype
+    if not isinstance(dt, str):
+        dt = x.dtype
+    x = x.astype(dt)
+    fn = lambda v, axis: (np.cumprod if prod else np.cumsum)(v, axis=axis, dtype=v.dtype)
+    if not at.get("exclusive", False):
+        return fn(x, axis=axis)
+    shape = list(x.shape)
+    shape[axis] = 1
+    first = np.full(shape, 1 if prod else 0, dtype=x.dtype)
+    head = np.take(x, np.arange(x.shape[axis] - 1), axis=axis)
+    return fn(np.concatenate([first, head], axis=axis), axis=axis)
+
+
+def _nll_parts(p, t, w, ignore_index):
+    """Per-target (loss, weight, class) with PyTorch semantics; classes on axis 1 (axis 0 for 1-D)."""
+    cax = 0 if p.ndim == 1 else 1
+    C = p.shape[cax]
+    counted = t != ignore_index
+    cls = np.clip(t, 0, C - 1).astype(np.int64)  # read any class for ignored targets; masked below
+    picked = np.squeeze(np.take_along_axis(p, np.expand_dims(cls, cax), axis=cax), axis=cax)
+    wt = w[cls] if w is not None else np.ones_like(picked)
+    wt = np.where(counted, wt, 0).astype(p.dtype)
+    return -wt * picked, wt, cls, counted, cax, C
+
+
+def _nll_loss(a, at):
+    p, t = a[0], a[1]
+    loss, wt, *_ = _nll_parts(p, t, a[2] if len(a) > 2 else None, at["ignore_index"])
+    r = at["reduction"]
+    if r == "none":
+        return loss.astype(p.dtype)
+    if r == "sum":
+        return np.asarray(np.sum(loss), dtype=p.dtype)
+    return np.asarray(np.sum(loss) / np.sum(wt), dtype=p.dtype)
+
+
+def _nll_backward(a, at):
+    """d loss / d pred, times the loss's adjoint g (a[0])."""
+    g, p, t = a[0], a[1], a[2]
+    w = a[3] if len(a) > 3 else None
+    loss, wt, cls, counted, cax, C = _nll_parts(p, t, w, at["ignore_index"])
+    r = at["reduction"]
+    scale = g if r == "none" else np.broadcast_to(g, t.shape)
+    coef = -wt * scale  # d(-w p)/dp = -w at the target class
+    if r == "mean":
+        coef = coef / np.sum(wt)
+    onehot = _one_hot(cls, 1.0, 0.0, C, cax if p.ndim > 1 else -1, p.dtype)
+    return (onehot * np.expand_dims(coef, cax)).astype(p.dtype)
+
+
+def _nll_weights_backward(a, at):
+    """d loss / d weights by the quotient rule, times g: L = S / W with S = Σ -w_t p_t, W = Σ w_t."""
+    g, p, t, w = a
+    loss, wt, cls, counted, cax, C = _nll_parts(p, t, w, at["ignore_index"])
+    # dS/dw_c = Σ_{counted i, t_i = c} -p_i ; dW/dw_c = #{counted i, t_i = c}
+    picked = np.squeeze(np.take_along_axis(p, np.expand_dims(cls, cax), axis=cax), axis=cax)
+    neg_p = np.where(counted, -picked, 0)
+    r = at["reduction"]
+    dS = np.zeros(C, dtype=np.float64)
+    dW = np.zeros(C, dtype=np.float64)
+    gi = g if r == "none" else np.broadcast_to(g, t.shape)
+    for i in np.ndindex(t.shape):
+        if counted[i]:
+            dS[cls[i]] += (neg_p[i] * (gi[i] if r != "mean" else 1.0))
+            dW[cls[i]] += 1.0
+    if r != "mean":
+        return dS.astype(p.dtype)
+    S, W = float(np.sum(loss)), float(np.sum(wt))
+    return (g * (dS / W - S / W ** 2 * dW)).astype(p.dtype)
+
+
+def _batch_matmul(a, b, ta, tb):
+    if ta:
+        a = np.swapaxes(a, -1, -2)
+    if tb:
+        b = np.swapaxes(b, -1, -2)
+    return np.matmul(a, b)
+
+
+def _layer_norm(a, at):
+    x, gamma, beta = a
+    axis = _norm(at["axis"], x.ndim)
+    mu = np.mean(x, axis=axis, keepdims=True)
+    var = np.mean((x - mu) ** 2, axis=axis, keepdims=True)
+    y = (x - mu) / np.sqrt(var + x.dtype.type(at["epsilon"]))
+    shape = [1] * x.ndim
+    shape[axis] = x.shape[axis]
+    if at.get("scale", True):
+        y = y * gamma.reshape(shape)
+    if at.get("center", True):
+        y = y + beta.reshape(shape)
+    return y.astype(x.dtype)
+
+
+def _pad4(padding):
+    p = list(padding)
+    if len(p) == 1:
+        p = p * 4
+    elif len(p) == 2:
+        p = [p[0], p[1], p[0], p[1]]
+    return p  # top, left, bottom, right
+
+
+def _pool_geometry(n, k, s, d, lo, hi, ceil):
+    # The pooling and conv2d references were checked against PyTorch only (gradc has no such
+    # operator yet); ceil_mode here drops a last window that would start in the padding, as
+    # PyTorch does: check TVM's rule when the operator lands.
+    span = (k - 1) * d + 1
+    num = n + lo + hi - span
+    out = (num + s - 1) // s + 1 if ceil else num // s + 1
+    if ceil and (out - 1) * s >= n + lo:  # the last window must start inside the input or left padding
+        out -= 1
+    return out
+
+
+def _pool2d(x, at, kind):
+    kh, kw = at["pool_size"] if len(at["pool_size"]) == 2 else at["pool_size"] * 2
+    sh, sw = (at.get("strides") or [1, 1]) * (2 // len(at.get("strides") or [1, 1]))
+    dh, dw = (at.get("dilation") or [1, 1]) * (2 // len(at.get("dilation") or [1, 1]))
+    top, left, bottom, right = _pad4(at.get("padding") or [0])
+    ceil = at.get("ceil_mode", False)
+    N, C, H, W = x.shape
+    OH = _pool_geometry(H, kh, sh, dh, top, bottom, ceil)
+    OW = _pool_geometry(W, kw, sw, dw, left, right, ceil)
+    out = np.zeros((N, C, OH, OW), dtype=x.dtype)
+    for oh in range(OH):
+        for ow in range(OW):
+            vals, count_pad = [], 0
+            for i in range(kh):
+                for j in range(kw):
+                    h, w = oh * sh + i * dh - top, ow * sw + j * dw - left
+                    if 0 <= h < H and 0 <= w < W:
+                        vals.append(x[:, :, h, w])
+                    if -top <= h < H + bottom and -left <= w < W + right:
+                        count_pad += 1
+            v = np.stack(vals, axis=-1)
+            if kind == "max":
+                out[:, :, oh, ow] = np.max(v, axis=-1)
+            else:
+                den = count_pad if at.get("count_include_pad", False) else len(vals)
+                out[:, :, oh, ow] = np.sum(v, axis=-1) / den
+    return out
+
+
+def _conv2d(a, at):
+    x, w = a
+    sh, sw = (at.get("strides") or [1, 1]) * (2 // len(at.get("strides") or [1, 1]))
+    dh, dw = (at.get("dilation") or [1, 1]) * (2 // len(at.get("dilation") or [1, 1]))
+    top, left, bottom, right = _pad4(at.get("padding") or [0])
+    groups = at.get("groups", 1)
+    N, C, H, W = x.shape
+    O, Cg, KH, KW = w.shape
+    xp = np.pad(x, ((0, 0), (0, 0), (top, bottom), (left, right)))
+    OH = (H + top + bottom - (KH - 1) * dh - 1) // sh + 1
+    OW = (W + left + right - (KW - 1) * dw - 1) // sw + 1
+    out = np.zeros((N, O, OH, OW), dtype=x.dtype)
+    og = O // groups
+    for o in range(O):
+        g = o // og
+        xs = xp[:, g * Cg:(g + 1) * Cg]
+        for i in range(KH):
+            for j in range(KW):
+                patch = xs[:, :, i * dh: i * dh + (OH - 1) * sh + 1: sh, j * dw: j * dw + (OW - 1) * sw + 1: sw]
+                out[:, o] += np.einsum("nchw,c->nhw", patch, w[o, :, i, j])
+    return out
+
+
+def _scalar(v, dtype):
+    return np.asarray(v).astype(dtype).reshape(())
+
+
+# ----------------------------------------------------------------------------------------------
+# REFERENCE: operator name -> lambda (args, attrs) -> numpy value (array or tuple)
+# ----------------------------------------------------------------------------------------------
+
+REFERENCE = {
+    # unary
+    "negative": lambda a, at: -a[0],
+    "abs": lambda a, at: np.abs(a[0]),
+    "exp": lambda a, at: np.exp(a[0]),
+    "log": lambda a, at: np.log(a[0]),
+    "sqrt": lambda a, at: np.sqrt(a[0]),
+    "rsqrt": lambda a, at: a[0].dtype.type(1) / np.sqrt(a[0]),
+    "sigmoid": lambda a, at: _sigmoid(a[0]),
+    "tanh": lambda a, at: np.tanh(a[0]),
+    "sin": lambda a, at: np.sin(a[0]),
+    "cos": lambda a, at: np.cos(a[0]),
+    "erf": lambda a, at: _erf(a[0]),
+    "nn.relu": lambda a, at: np.maximum(a[0], a[0].dtype.type(0)),
+    "clip": lambda a, at: np.minimum(np.maximum(a[0], _scalar(at["a_min"], a[0].dtype)),
+                                     _scalar(at["a_max"], a[0].dtype)),
+    "copy": lambda a, at: a[0].copy(),
+    "nn.gelu": lambda a, at: (a[0] * a[0].dtype.type(0.5) *
+                              (1 + _erf(a[0] / a[0].dtype.type(math.sqrt(2))))).astype(a[0].dtype),
+    "nn.silu": lambda a, at: a[0] * _sigmoid(a[0]),
+    # binary (numpy broadcasting, equal dtypes)
+    "add": lambda a, at: a[0] + a[1],
+    "subtract": lambda a, at: a[0] - a[1],
+    "multiply": lambda a, at: a[0] * a[1],
+    "divide": lambda a, at: _int_div(a[0], a[1]),
+    "power": lambda a, at: np.power(a[0], a[1]),
+    "maximum": lambda a, at: np.maximum(a[0], a[1]),
+    "minimum": lambda a, at: np.minimum(a[0], a[1]),
+    # comparison and selection
+    "equal": lambda a, at: np.equal(a[0], a[1]),
+    "not_equal": lambda a, at: np.not_equal(a[0], a[1]),
+    "less": lambda a, at: np.less(a[0], a[1]),
+    "less_equal": lambda a, at: np.less_equal(a[0], a[1]),
+    "greater": lambda a, at: np.greater(a[0], a[1]),
+    "greater_equal": lambda a, at: np.greater_equal(a[0], a[1]),
+    "where": lambda a, at: np.where(a[0], a[1], a[2]),
+    # creation
+    "zeros": lambda a, at: np.zeros(at["shape"], dtype=at["dtype"]),
+    "ones": lambda a, at: np.ones(at["shape"], dtype=at["dtype"]),
+    "full": lambda a, at: np.full(at["shape"], a[0], dtype=at["dtype"] or a[0].dtype),
+    "zeros_like": lambda a, at: np.zeros_like(a[0]),
+    "ones_like": lambda a, at: np.ones_like(a[0]),
+    "full_like": lambda a, at: np.full(a[0].shape, a[1], dtype=a[0].dtype),
+    "cast": lambda a, at: a[0].astype(at["dtype"]),
+    # reductions
+    "sum": _reduce(np.sum),
+    "mean": _reduce(np.mean),
+    "max": _reduce(np.max),
+    "min": _reduce(np.min),
+    "prod": _reduce(np.prod),
+    "variance": lambda a, at: np.asarray(np.var(
+        a[0], axis=_axes(at["axis"], a[0].ndim, at.get("exclude", False)), keepdims=at["keepdims"],
+        ddof=1 if at.get("unbiased", False) else 0)).astype(a[0].dtype),
+    # shape
+    "reshape": lambda a, at: _reshape(a[0], at["newshape"]),
+    "transpose": lambda a, at: np.transpose(a[0], None if at["axes"] is None else
+                                            [_norm(i, a[0].ndim) for i in at["axes"]]),
+    "expand_dims": lambda a, at: _expand_dims(a[0], at["axis"], at["num_newaxis"]),
+    "squeeze": lambda a, at: _squeeze(a[0], at["axis"]),
+    "nn.batch_flatten": lambda a, at: a[0].reshape(a[0].shape[0], -1),
+    "broadcast_to": lambda a, at: np.broadcast_to(a[0], at["shape"]).copy(),
+    "collapse_sum_to": lambda a, at: _collapse_sum(a[0], at["shape"]),
+    "collapse_sum_like": lambda a, at: _collapse_sum(a[0], a[1].shape),
+    "reverse": lambda a, at: np.flip(a[0], axis=at["axis"]),
+    "concatenate": lambda a, at: np.concatenate(a[0], axis=at["axis"]),
+    "stack": lambda a, at: np.stack(a[0], axis=at["axis"]),
+    "split": lambda a, at: tuple(np.split(a[0], at["indices_or_sections"], axis=at["axis"])),
+    "strided_slice": lambda a, at: _strided_slice(a[0], at),
+    # index
+    "take": lambda a, at: _take(a[0], a[1], at["axis"], at.get("mode", "clip")),
+    "one_hot": lambda a, at: _one_hot(a[0], a[1], a[2], at["depth"], at["axis"], at["dtype"]),
+    # linear algebra
+    "nn.dense": lambda a, at: np.matmul(a[0], a[1].T),
+    "matmul": lambda a, at: np.asarray(np.matmul(a[0], a[1])),
+    "nn.batch_matmul": lambda a, at: _batch_matmul(a[0], a[1], at["transpose_a"], at["transpose_b"]),
+    "nn.bias_add": lambda a, at: a[0] + a[1].reshape(
+        [-1 if i == _norm(at["axis"], a[0].ndim) else 1 for i in range(a[0].ndim)]),
+    # nn
+    "nn.softmax": lambda a, at: _softmax(a[0], at["axis"]),
+    "nn.log_softmax": lambda a, at: _log_softmax(a[0], at["axis"]),
+    "nn.nll_loss": _nll_loss,
+    "nn.cross_entropy_with_logits": lambda a, at: np.asarray(
+        -np.sum(a[0] * a[1]) / a[0].dtype.type(a[0].shape[0]), dtype=a[0].dtype),
+    "nn.layer_norm": _layer_norm,
+    "nn.conv2d": _conv2d,
+    "nn.max_pool2d": lambda a, at: _pool2d(a[0], at, "max"),
+    "nn.avg_pool2d": lambda a, at: _pool2d(a[0], at, "avg"),
+    "nn.global_avg_pool2d": lambda a, at: np.mean(a[0], axis=(2, 3), keepdims=True),
+    # recurrences
+    "cumsum": lambda a, at: _cumulative(a[0], at, False),
+    "cumprod": lambda a, at: _cumulative(a[0], at, True),
+    # gradient helpers
+    "grad.no_grad": lambda a, at: a[0].copy(),
+    "grad.start_checkpoint": lambda a, at: a[0].copy(),
+    "grad.end_checkpoint": lambda a, at: a[0].copy(),
+    "grad.nll_loss_backward": _nll_backward,
+    "grad.nll_loss_weights_backward": _nll_weights_backward,
+}
+
+# ----------------------------------------------------------------------------------------------
+# EXTRA_EXAMPLES: forward cases the registry's gradient examples do not reach. Each is
+# (params, body, positive, int_range); an entry whose operators are not all registered is skipped.
+# ----------------------------------------------------------------------------------------------
+
+F23 = "%x: Tensor[(2, 3), float64], %y: Tensor[(3,), float64]"
+F234 = "%x: Tensor[(2, 3, 4), float64]"
+S234 = "%x: Tensor[(2, 3, 4), float32]"
+I23 = "%x: Tensor[(2, 3), int32], %y: Tensor[(2, 3), int32]"
+NLL3 = ("%g: float64, %p: Tensor[(3, 4), float64], %t: Tensor[(3,), int64]", 4)
+NLLW = ("%g: float64, %p: Tensor[(2, 3, 2), float64], %t: Tensor[(2, 2), int64], "
+        "%w: Tensor[(3,), float64]", 3)
+NLLWN = ("%g: Tensor[(2, 2), float64], %p: Tensor[(2, 3, 2), float64], %t: Tensor[(2, 2), int64], "
+         "%w: Tensor[(3,), float64]", 3)
+
+# Cases that expose a gradc bug filed as an open issue: reported as XFAIL while they fail, and as a
+# failure (XPASS) once they pass, so the entry is removed with the fix.
+KNOWN_BUGS = {
+    "add#x1": "an unsuffixed integer literal beyond int32 is read as int32 (hardening issue, literals)",
+}
+
+EXTRA_EXAMPLES = {
+    "add": [("%x: Tensor[(2, 3), float64]", "add(%x, 1e-3f64) - 2.5f64 * %x / -4f64", False, 2),
+            # SPEC §3: an unsuffixed integer literal beyond int32 is int64 (gradc: int32, wrapped)
+            ("%x: Tensor[(2, 3), int64]", "add(%x, 5000000000)", False, 9),
+            ("%x: Tensor[(0, 3), float64], %y: Tensor[(3,), float64]", "add(%x, %y)", False, 2),
+            ("%x: Tensor[(2, 3), float32], %y: Tensor[(2, 1), float32]", "add(%x, %y)", False, 2),
+            ("%x: Tensor[(2, 3), float16], %y: Tensor[(3,), float16]", "add(%x, %y)", False, 2),
+            (I23, "add(%x, %y)", False, 50),
+            (F23, "(%x * %y + %x, exp(%y) - 1f64).0", False, 2),
+            (F23, "(%x / %y, (negative(%y), %x - %y))", False, 2),
+            ("%x: Tensor[(2, 3), float32]", "%0 = multiply(%x, 2f); let %v = add(%0, 1.5f); %v * %v",
+             False, 2)],
+    "subtract": [(I23, "subtract(%x, %y)", False, 50)],
+    "multiply": [("%x: Tensor[(4, 1, 3), float32], %y: Tensor[(5, 1), float32]", "multiply(%x, %y)",
+                  False, 2), (I23, "multiply(%x, %y)", False, 50)],
+    "divide": [("%x: Tensor[(2, 3), float16], %y: Tensor[(3,), float16]", "divide(%x, %y)", False, 2),
+               (I23.replace("int32", "int64"), "divide(subtract(%x, 6i64), add(%y, 1i64))", False, 12),
+               ("%x: Tensor[(2, 3), int32]", "divide(subtract(%x, 6), -4)", False, 12),
+               ("%x: Tensor[(2, 3), float32], %y: Tensor[(3,), float32]", "divide(%x, %y)", False, 2)],
+    "maximum": [(I23, "maximum(%x, %y)", False, 7)],
+    "minimum": [(I23, "minimum(%x, %y)", False, 7)],
+    "power": [("%x: Tensor[(2, 3), int32], %y: Tensor[(2, 3), int32]", "power(%x, %y)", False, 5),
+              ("%x: Tensor[(2, 3), float64], %k: Tensor[(3,), int32]", "power(%x, cast(%k, dtype=\"float64\"))",
+               False, 4),
+              ("%x: Tensor[(2, 3), float16], %y: Tensor[(3,), float16]", "power(%x, %y)", True, 2),
+              ("%x: Tensor[(2, 3), float32], %y: Tensor[(3,), float32]", "power(%x, %y)", True, 2)],
+    "negative": [("%x: Tensor[(2, 3), int64]", "negative(%x)", False, 9)],
+    "abs": [("%x: Tensor[(2, 3), int32]", "abs(subtract(%x, 4))", False, 9),
+            ("%x: Tensor[(2, 3), float16]", "abs(%x)", False, 2),
+            ("%x: Tensor[(2, 3), float32]", "abs(%x)", False, 2)],
+    "exp": [("%x: Tensor[(3, 5), float16]", "exp(%x)", False, 2),
+           ("%x: float64", "exp(%x)", False, 2),
+            ("%x: Tensor[(4, 5), float32]", "exp(%x)", False, 2),
+            ("%x: Tensor[(4, 5), float16]", "exp(%x)", False, 2)],
+    "log": [("%x: Tensor[(3, 5), float16]", "log(%x)", True, 2),
+           ("%x: Tensor[(4, 5), float32]", "log(%x)", True, 2)],
+    "sqrt": [("%x: Tensor[(3, 5), float16]", "sqrt(%x)", True, 2),
+           ("%x: Tensor[(4, 5), float32]", "sqrt(%x)", True, 2)],
+    "rsqrt": [("%x: Tensor[(3, 5), float16]", "rsqrt(%x)", True, 2),
+           ("%x: Tensor[(4, 5), float32]", "rsqrt(%x)", True, 2)],
+    "sigmoid": [("%x: Tensor[(3, 5), float16]", "sigmoid(%x)", False, 2),
+           ("%x: Tensor[(4, 5), float32]", "sigmoid(%x)", False, 2)],
+    "tanh": [("%x: Tensor[(3, 5), float16]", "tanh(%x)", False, 2),
+           ("%x: Tensor[(4, 5), float32]", "tanh(%x)", False, 2)],
+    "sin": [("%x: Tensor[(3, 5), float16]", "sin(%x)", False, 2),
+           ("%x: Tensor[(4, 5), float32]", "sin(%x)", False, 2)],
+    "cos": [("%x: Tensor[(3, 5), float16]", "cos(%x)", False, 2),
+           ("%x: Tensor[(4, 5), float32]", "cos(%x)", False, 2)],
+    "erf": [("%x: Tensor[(3, 5), float16]", "erf(%x)", False, 2),
+           ("%x: Tensor[(4, 5), float32]", "erf(%x)", False, 2),
+            ("%x: Tensor[(2, 3), float64]", "erf(multiply(%x, 3f64))", False, 2)],
+    "nn.relu": [("%x: Tensor[(2, 3), float16]", "nn.relu(%x)", False, 2),
+                ("%x: Tensor[(4, 5), float32]", "nn.relu(%x)", False, 2),
+                ("%x: Tensor[(2, 3), int32]", "nn.relu(subtract(%x, 3))", False, 7)],
+    "clip": [("%x: Tensor[(4, 5), float32]", "clip(%x, a_min=-0.75f, a_max=1)", False, 2),
+             ("%x: Tensor[(2, 3), int32]", "clip(%x, a_min=2, a_max=5)", False, 8)],
+    "copy": [("%x: Tensor[(2, 3), int64]", "copy(%x)", False, 100)],
+    "equal": [("%x: Tensor[(2, 3), bool], %y: Tensor[(3,), bool]", "equal(%x, %y)", False, 2),
+              ("%x: Tensor[(2, 3), float16], %y: Tensor[(3,), float16]", "less(%x, %y)", False, 2),
+              (I23, "equal(%x, %y)", False, 3), (F23, "equal(%x, %x)", False, 2)],
+    "not_equal": [(I23, "not_equal(%x, %y)", False, 3)],
+    "less": [("%x: Tensor[(2, 3), int64]", "less(add(%x, 4999999998i64), 5000000000i64)", False, 4),
+             (F23, "less(%x, %y)", False, 2), (I23, "%x < %y", False, 3)],
+    "less_equal": [(I23, "less_equal(%x, %y)", False, 3)],
+    "greater": [(F23, "greater(%x, %y)", False, 2)],
+    "greater_equal": [(I23, "greater_equal(%x, %y)", False, 3), (F23, "%x >= %y", False, 2)],
+    "where": [("%x: Tensor[(2, 3), float64], %y: float64", "(where(True, %x, %y), where(False, %x, %y))", False, 2),
+              ("%c: Tensor[(2, 1), bool], %x: float64, %y: Tensor[(3,), float64]", "where(%c, %x, %y)",
+               False, 2),
+              ("%c: Tensor[(3,), bool], %x: Tensor[(2, 1), int32], %y: int32", "where(%c, %x, %y)",
+               False, 10),
+              (F23, "where(greater(%x, %y), %x, %y)", False, 2)],
+    "zeros": [("%x: Tensor[(2,), float64]", "(zeros(shape=[], dtype=\"int64\"), ones(shape=[2, 1], dtype=\"bool\"), %x)",
+               False, 2),
+              ("%x: Tensor[(2,), float64]", "(zeros(shape=[2, 3], dtype=\"float32\"), %x)", False, 2),
+              ("%x: Tensor[(2,), float64]", "add(zeros(shape=[2], dtype=\"float64\"), %x)", False, 2)],
+    "ones": [("%x: Tensor[(3,), int64]", "add(ones(shape=[2, 3], dtype=\"int64\"), %x)", False, 5)],
+    "full": [("%v: float32", "full(%v, shape=[2, 3])", False, 2),
+             ("%v: float64", "full(%v, shape=[3], dtype=\"int32\")", False, 2),
+             ("%x: Tensor[(2,), float32]", "add(full(2.5f, shape=[2]), %x)", False, 2)],
+    "zeros_like": [("%x: Tensor[(2, 3), float32]", "zeros_like(%x)", False, 2)],
+    "ones_like": [("%x: Tensor[(2, 3), int32]", "ones_like(%x)", False, 5)],
+    "full_like": [("%x: Tensor[(2, 3), float64], %v: float64", "full_like(%x, %v)", False, 2),
+                  ("%x: Tensor[(2, 3), int64], %v: int64", "full_like(%x, %v)", False, 9)],
+    "cast": [("%c: Tensor[(2, 3), bool], %x: Tensor[(2, 3), float64]",
+              "cast(where(%c, %x, zeros_like(%x)), dtype=\"bool\")", False, 2),
+             ("%x: Tensor[(2, 3), int64]", "cast(subtract(%x, 5000000000i64), dtype=\"float64\")", False, 9),
+             ("%x: Tensor[(2, 3), float32]", "cast(multiply(%x, -7.5f), dtype=\"int64\")", False, 2),
+             ("%x: Tensor[(2, 3), float64]", "cast(%x, dtype=\"float32\")", False, 2),
+             ("%x: Tensor[(2, 3), float64]", "cast(multiply(%x, 5f64), dtype=\"int32\")", False, 2),
+             ("%x: Tensor[(2, 3), int32]", "cast(%x, dtype=\"float64\")", False, 100),
+             ("%x: Tensor[(2, 3), int64]", "cast(%x, dtype=\"bool\")", False, 3),
+             ("%x: Tensor[(2, 3), bool]", "cast(%x, dtype=\"float32\")", False, 2),
+             ("%x: Tensor[(2, 3), float32]", "cast(%x, dtype=\"float16\")", False, 2)],
+    "sum": [("%x: Tensor[(2, 0, 3), float64]", "sum(%x, axis=1)", False, 2),
+            ("%a: Tensor[(3, 0), float64], %b: Tensor[(0, 2), float64]", "(matmul(%a, %b), nn.dense(%a, %a))", False, 2),
+            (F234, "sum(%x)", False, 2), (F234, "sum(%x, axis=1, exclude=True)", False, 2),
+            (F234, "sum(%x, axis=[-1, 0], keepdims=True)", False, 2),
+            ("%x: Tensor[(2, 3, 4), int32]", "sum(%x, axis=1)", False, 10),
+            (S234, "sum(%x, axis=[0, 1])", False, 2),
+            ("%x: Tensor[(2, 3, 4), float16]", "sum(%x, axis=-1)", True, 2),
+            ("%x: float64", "sum(%x)", False, 2),
+            ("%x: Tensor[(2, 3, 4), int64]", "sum(subtract(%x, 50i64), axis=[0, 2], keepdims=True)", False, 100),
+            # TVM's GetReduceAxes: axis None (or []) reduces every axis, `exclude` notwithstanding
+            (F234, "sum(%x, exclude=True)", False, 2),
+            (F234, "sum(%x, axis=[])", False, 2)],
+    "mean": [("%x: Tensor[(2, 3, 4), float16]", "mean(%x, axis=[0, 2], keepdims=True)", False, 2),
+             (F234, "mean(%x)", False, 2), (F234, "mean(%x, axis=[0, 2], exclude=True, keepdims=True)",
+                                             False, 2), (S234, "mean(%x, axis=-1)", False, 2)],
+    "max": [(F234, "max(%x)", False, 2), (F234, "max(%x, axis=[0, 1], keepdims=True)", False, 2),
+            ("%x: Tensor[(2, 3, 4), int64]", "max(%x, axis=2)", False, 100),
+            ("%x: Tensor[(2, 3, 4), int32]", "max(subtract(%x, 200), axis=[1, 2])", False, 100),
+            ("%x: Tensor[(2, 3, 4), float32]", "max(%x, axis=0, exclude=True)", False, 2),
+            ("%x: Tensor[(2, 3, 4), float64]", "max(%x, exclude=True)", False, 2)],  # see sum
+    "min": [(F234, "min(%x, axis=1, exclude=True)", False, 2),
+            ("%x: Tensor[(2, 3, 4), int32]", "min(%x)", False, 100),
+            ("%x: Tensor[(2, 3, 4), int64]", "min(add(%x, 5000000000i64), axis=1)", False, 100)],
+    "variance": [(F234, "variance(%x)", False, 2), (F234, "variance(%x, axis=1, unbiased=True)", False, 2),
+                 (F234, "variance(%x, axis=[0, 2], keepdims=True)", False, 2)],
+    "reshape": [("%x: Tensor[(1,), float64]", "reshape(%x, newshape=[])", False, 2),
+                ("%x: float64", "reshape(%x, newshape=[1, 1])", False, 2),
+                (F234, "reshape(%x, newshape=[-1])", False, 2),
+                (F234, "reshape(%x, newshape=[4, 0, 2])", False, 2),
+                ("%x: Tensor[(2, 3, 4), int32]", "reshape(%x, newshape=[2, -1, 3])", False, 50)],
+    "transpose": [("%x: Tensor[(2, 3, 4), float64], %y: Tensor[(4, 1), float64]",
+                   "exp(add(transpose(reshape(%x, newshape=[4, 6]), axes=[1, 0]), transpose(%y)))", False, 2),
+                  ("%x: Tensor[(2, 3, 4), float64]",
+                   "sum(multiply(transpose(%x, axes=[2, 0, 1]), expand_dims(reverse(transpose(%x, axes=[2, 0, 1]), axis=-1), "
+                   "axis=0)), axis=1)",
+                   False, 2),
+                  (F234, "transpose(%x)", False, 2), (F234, "transpose(%x, axes=[-1, 0, 1])", False, 2),
+                  (F234, "permute_dims(%x, axes=[0, 2, 1])", False, 2)],
+    "expand_dims": [(F234, "expand_dims(%x, axis=3)", False, 2),
+                    ("%x: float64", "expand_dims(%x, axis=0, num_newaxis=3)", False, 2),
+                    (F234, "expand_dims(%x, axis=-1)", False, 2), (F234, "expand_dims(%x, axis=0)", False, 2),
+                    (F234, "expand_dims(%x, axis=-2, num_newaxis=2)", False, 2)],
+    "squeeze": [("%x: Tensor[(1, 1), int32]", "squeeze(%x)", False, 9),
+                ("%x: Tensor[(2, 3), float64]", "squeeze(%x)", False, 2),
+                ("%x: Tensor[(1, 3, 1), float64]", "squeeze(%x)", False, 2),
+                ("%x: Tensor[(1, 3, 1), float64]", "squeeze(%x, axis=[-1])", False, 2)],
+    "nn.batch_flatten": [("%x: Tensor[(3, 2, 2, 2), int32]", "nn.batch_flatten(%x)", False, 50)],
+    "broadcast_to": [("%x: Tensor[(4,), int32]", "broadcast_to(%x, shape=[3, 4])", False, 50),
+                     ("%x: float64", "broadcast_to(%x, shape=[2, 2])", False, 2)],
+    "collapse_sum_to": [(F234, "collapse_sum_to(%x, shape=[1, 3, 1])", False, 2),
+                        (F234, "collapse_sum_to(%x, shape=[2, 3, 4])", False, 2),
+                        (F234, "collapse_sum_to(%x, shape=[4])", False, 2),
+                        (F234, "collapse_sum_to(%x, shape=[2, 1, 1])", False, 2),
+                        (F234, "collapse_sum_to(%x, shape=[])", False, 2)],
+    "collapse_sum_like": [("%x: Tensor[(2, 3, 4), float64], %y: Tensor[(2, 3, 4), float64]",
+                           "collapse_sum_like(%x, %y)", False, 2)],
+    "reverse": [(F234, "reverse(cumsum(reverse(%x, axis=1), axis=1), axis=1)", False, 2),
+                (F234, "reverse(%x, axis=0)", False, 2), (F234, "reverse(%x, axis=1)", False, 2)],
+    "cumsum": [(S234, "cumsum(%x, exclusive=True)", False, 2),
+               ("%x: Tensor[(2, 3, 4), float16]", "cumsum(%x, axis=0)", False, 2),
+               (F234, "cumsum(%x)", False, 2), (F234, "cumsum(%x, axis=-1)", False, 2),
+               (F234, "cumsum(%x, exclusive=True)", False, 2),
+               ("%x: Tensor[(2, 5), int32]", "cumsum(%x, axis=1)", False, 10)],
+    "cumprod": [(F234, "cumprod(%x)", False, 2), (F234, "cumprod(%x, axis=1, exclusive=True)", False, 2)],
+    "nn.dense": [("%x: Tensor[(3, 5), float16], %w: Tensor[(4, 5), float16]", "nn.dense(%x, %w)", False, 2),
+                 ("%x: Tensor[(37, 70), float64], %w: Tensor[(29, 70), float64]", "nn.dense(%x, %w)", False, 2),
+                 ("%x: Tensor[(7,), float64], %w: Tensor[(3, 7), float64]", "nn.dense(%x, %w)", False, 2),
+                 ("%x: Tensor[(2, 3, 5), float64], %w: Tensor[(4, 5), float64]", "nn.dense(%x, %w)", False, 2),
+                 ("%x: Tensor[(7, 19), float32], %w: Tensor[(9, 19), float32]", "nn.dense(%x, %w)", False, 2)],
+    "matmul": [("%a: Tensor[(3, 5), float16], %b: Tensor[(5, 4), float16]", "matmul(%a, %b)", False, 2),
+               ("%a: Tensor[(33, 65), float64], %b: Tensor[(65, 47), float64]", "matmul(%a, %b)", False, 2),
+               ("%a: Tensor[(3, 1, 9, 13), float64], %b: Tensor[(1, 2, 13, 10), float64]", "matmul(%a, %b)",
+                False, 2),
+               ("%a: Tensor[(17,), float32], %b: Tensor[(17, 21), float32]", "matmul(%a, %b)", False, 2),
+               ("%a: Tensor[(4, 5), int32], %b: Tensor[(5, 3), int32]", "matmul(%a, %b)", False, 9),
+               ("%a: Tensor[(2, 1, 3, 5), float64], %b: Tensor[(4, 5, 2), float64]", "matmul(%a, %b)", False, 2),
+               ("%a: Tensor[(9, 17), float32], %b: Tensor[(17, 33), float32]", "matmul(%a, %b)", False, 2)],
+    "nn.bias_add": [("%x: Tensor[(2, 3), int32], %b: Tensor[(3,), int32]", "nn.bias_add(%x, %b)", False, 9),
+                    ("%x: Tensor[(2, 3, 4), float64], %b: Tensor[(4,), float64]", "nn.bias_add(%x, %b, axis=-1)",
+                     False, 2),
+                    ("%x: Tensor[(2, 3), float64], %b: Tensor[(2,), float64]", "nn.bias_add(%x, %b, axis=0)",
+                     False, 2)],
+    "nn.softmax": [("%x: Tensor[(3, 1), float64]", "nn.softmax(%x)", False, 2),
+                   (F234, "nn.softmax(multiply(%x, 1000f64))", False, 2),
+                   ("%x: Tensor[(3, 7), float16]", "nn.softmax(%x)", False, 2),
+                   (F234, "nn.softmax(%x, axis=1)", False, 2), (S234, "nn.softmax(%x, axis=0)", False, 2)],
+    "nn.log_softmax": [(F234, "nn.log_softmax(multiply(%x, 1000f64), axis=0)", False, 2),
+                       (F234, "nn.log_softmax(%x)", False, 2), (S234, "nn.log_softmax(%x, axis=-3)", False, 2)],
+    "nn.nll_loss": [("%p: Tensor[(3, 4), float64], %t: Tensor[(3,), int32]",
+                     "nn.nll_loss(%p, %t, reduction=\"sum\")", False, 4),
+                    ("%p: Tensor[(4,), float64], %t: int64", "nn.nll_loss(%p, %t)", False, 4),
+                    ("%p: Tensor[(5, 3), float64], %t: Tensor[(5,), int64], %w: Tensor[(3,), float64]",
+                     "nn.nll_loss(%p, %t, %w, ignore_index=2)", True, 3),
+                    ("%p: Tensor[(4, 3), float32], %t: Tensor[(4,), int64]",
+                     "nn.nll_loss(nn.log_softmax(%p), %t, reduction=\"none\")", False, 3),
+                    # targets in [-1, 3): -1 is out of range but ignored
+                    ("%p: Tensor[(6, 3), float64], %t: Tensor[(6,), int64]",
+                     "nn.nll_loss(%p, subtract(%t, 1i64), ignore_index=-1)", False, 4),
+                    ("%p: Tensor[(2, 3, 2, 2), float64], %t: Tensor[(2, 2, 2), int32], %w: Tensor[(3,), float64]",
+                     "nn.nll_loss(%p, %t, %w)", True, 3),
+                    # every target ignored: "mean" is 0/0 = nan, as in PyTorch
+                    ("%p: Tensor[(3, 4), float64], %t: Tensor[(3,), int64]",
+                     "nn.nll_loss(%p, %t, ignore_index=0)", False, 1)],
+    "grad.nll_loss_backward": [(NLL3[0], "grad.nll_loss_backward(%g, %p, %t)", False, NLL3[1]),
+                               (NLLW[0], "grad.nll_loss_backward(%g, %p, %t, %w)", True, NLLW[1]),
+                               (NLLW[0], "grad.nll_loss_backward(%g, %p, %t, %w, reduction=\"sum\", "
+                                         "ignore_index=1)", True, NLLW[1]),
+                               (NLLWN[0], "grad.nll_loss_backward(%g, %p, %t, %w, reduction=\"none\", "
+                                          "ignore_index=0)", True, NLLWN[1])],
+    "grad.nll_loss_weights_backward": [
+        (NLLW[0], "grad.nll_loss_weights_backward(%g, %p, %t, %w)", True, NLLW[1]),
+        ("%g: float64, %p: Tensor[(6, 3), float64], %t: Tensor[(6,), int64], %w: Tensor[(3,), float64]",
+         "grad.nll_loss_weights_backward(%g, %p, %t, %w, ignore_index=2)", True, 3),
+        (NLLW[0], "grad.nll_loss_weights_backward(%g, %p, %t, %w, reduction=\"sum\", ignore_index=1)",
+         True, NLLW[1]),
+        (NLLWN[0], "grad.nll_loss_weights_backward(%g, %p, %t, %w, reduction=\"none\", ignore_index=0)",
+         True, NLLWN[1])],
+    "grad.no_grad": [("%x: Tensor[(2, 3), float64]", "grad.no_grad(%x)", False, 2),
+                     ("%x: Tensor[(2, 3), int32]", "grad.no_grad(%x)", False, 9)],
+    "grad.start_checkpoint": [("%x: Tensor[(2, 3), float64]",
+                               "grad.end_checkpoint(exp(grad.start_checkpoint(%x)))", False, 2)],
+}
+
+# ----------------------------------------------------------------------------------------------
+# the body parser and evaluator
+# ----------------------------------------------------------------------------------------------
+
+LITERAL_DTYPES = {"f": "float32", "f16": "float16", "f32": "float32", "f64": "float64",
+                  "i32": "int32", "i64": "int64", "i8": "int8", "u8": "uint8", "b": "bool"}
+INFIX = {"*": ("multiply", 5), "/": ("divide", 5), "+": ("add", 4), "-": ("subtract", 4),
+         "<": ("less", 3), "<=": ("less_equal", 3), ">": ("greater", 3), ">=": ("greater_equal", 3),
+         "==": ("equal", 2), "!=": ("not_equal", 2)}
+
+TOKEN = re.compile(r"""\s*(?:
+    (?P<var>%[A-Za-z0-9_]+)
+  | (?P<num>\d+(?:\.\d*)?(?:[eE][+-]?\d+)?(?:f16|f32|f64|f|i32|i64|i8|u8)?)
+  | (?P<str>"(?:[^"\\]|\\.)*")
+  | (?P<id>[A-Za-z_][A-Za-z0-9_.]*)
+  | (?P<op><=|>=|==|!=|[-+*/<>(),=\[\];:.])
+)""", re.X)
+
+
+class ParseError(Exception):
+    pass
+
+
+def tokenize(text):
+    toks, pos = [], 0
+    text = text.rstrip()
+    while pos < len(text):
+        if toks and toks[-1] == ("op", "."):  # a projection index: digits only (`%t.0.1`)
+            m = re.compile(r"\s*(\d+)").match(text, pos)
+            if not m:
+                raise ParseError(f"expected a field index at {pos}")
+            toks.append(("int", m.group(1)))
+            pos = m.end()
+            continue
+        m = TOKEN.match(text, pos)
+        if not m or m.end() == pos:
+            raise ParseError(f"cannot tokenize {text[pos:pos + 20]!r}")
+        pos = m.end()
+        toks.append((m.lastgroup, m.group(m.lastgroup)))
+    return toks
+
+
+def literal(tok, negate=False):
+    m = re.fullmatch(r"(\d+(?:\.\d*)?(?:[eE][+-]?\d+)?)(f16|f32|f64|f|i32|i64|i8|u8)?", tok)
+    num, suffix = m.group(1), m.group(2)
+    is_float = "." in num or "e" in num.lower()
+    if suffix:
+        dtype = LITERAL_DTYPES[suffix]
+    elif is_float:
+        dtype = "float32"  # `1.5` is float32, as in TVM
+    else:
+        dtype = "int32" if int(num) < 2 ** 31 else "int64"
+    value = float(num) if is_float or dtype.startswith("float") else int(num)
+    return np.asarray(-value if negate else value, dtype=dtype)
+
+
+class Parser:
+    """body := (`%v =` expr `;` | `let %v [: type] =` expr `;`)* expr"""
+
+    def __init__(self, text):
+        self.toks = tokenize(text)
+        self.i = 0
+
+    def peek(self, k=0):
+        return self.toks[self.i + k] if self.i + k < len(self.toks) else (None, None)
+
+    def take(self, value=None):
+        tok = self.peek()
+        if tok[0] is None or (value is not None and tok[1] != value):
+            raise ParseError(f"expected {value!r}, found {tok[1]!r}")
+        self.i += 1
+        return tok
+
+    def body(self):
+        binds = []
+        while True:
+            if self.peek()[1] == "let":
+                self.take()
+                name = self.take()[1]
+                if self.peek()[1] == ":":  # skip the type annotation up to `=`
+                    depth = 0
+                    while not (depth == 0 and self.peek()[1] == "="):
+                        t = self.take()[1]
+                        depth += t in "([" and 1 or 0
+                        depth -= t in ")]" and 1 or 0
+                self.take("=")
+            elif self.peek()[0] == "var" and self.peek(1)[1] == "=":
+                name = self.take()[1]
+                self.take("=")
+            else:
+                break
+            binds.append((name, self.expr()))
+            self.take(";")
+        result = self.expr()
+        if self.peek()[0] is not None:
+            raise ParseError(f"trailing {self.peek()[1]!r}")
+        return ("let", binds, result)
+
+    def expr(self, min_prec=0):
+        lhs = self.unary()
+        while True:
+            tok = self.peek()
+            if tok[0] != "op" or tok[1] not in INFIX or INFIX[tok[1]][1] < min_prec:
+                return lhs
+            self.take()
+            op, prec = INFIX[tok[1]]
+            rhs = self.expr(prec + 1)
+            lhs = ("call", op, [lhs, rhs], {})
+
+    def unary(self):
+        if self.peek()[1] == "-":
+            self.take()
+            if self.peek()[0] == "num":
+                return self.postfix(("const", literal(self.take()[1], negate=True)))
+            return ("call", "negative", [self.unary()], {})
+        return self.postfix(self.atom())
+
+    def postfix(self, e):
+        while self.peek()[1] == ".":
+            self.take()
+            e = ("proj", e, int(self.take()[1]))
+        return e
+
+    def atom(self):
+        kind, val = self.peek()
+        if kind == "var":
+            self.take()
+            return ("var", val)
+        if kind == "num":
+            self.take()
+            return ("const", literal(val))
+        if kind == "id" and val in ("True", "False"):
+            self.take()
+            return ("const", np.asarray(val == "True"))
+        if kind == "id":
+            self.take()
+            self.take("(")
+            args, attrs = [], {}
+            while self.peek()[1] != ")":
+                if self.peek()[0] == "id" and self.peek(1)[1] == "=":
+                    key = self.take()[1]
+                    self.take("=")
+                    attrs[key] = self.attr_value()
+                else:
+                    if attrs:
+                        raise ParseError("a positional argument after keyword attributes")
+                    args.append(self.expr())
+                if self.peek()[1] != ")":
+                    self.take(",")
+            self.take(")")
+            return ("call", val, args, attrs)
+        if val == "(":
+            self.take()
+            fields, trailing = [], False
+            while self.peek()[1] != ")":
+                fields.append(self.expr())
+                trailing = False
+                if self.peek()[1] != ")":
+                    self.take(",")
+                    trailing = True
+            self.take(")")
+            if len(fields) == 1 and not trailing:
+                return fields[0]
+            return ("tuple", fields)
+        raise ParseError(f"unexpected {val!r}")
+
+    def attr_value(self):
+        kind, val = self.peek()
+        if val == "[":
+            self.take()
+            items = []
+            while self.peek()[1] != "]":
+                items.append(self.attr_value())
+                if self.peek()[1] != "]":
+                    self.take(",")
+            self.take("]")
+            return items
+        if val == "(":  # a shape written as a tuple
+            self.take()
+            items = []
+            while self.peek()[1] != ")":
+                items.append(self.attr_value())
+                if self.peek()[1] != ")":
+                    self.take(",")
+            self.take(")")
+            return items
+        negate = False
+        if val == "-":
+            self.take()
+            negate = True
+            kind, val = self.peek()
+        self.take()
+        if kind == "num":
+            v = literal(val, negate)
+            return float(v) if v.dtype.kind == "f" else int(v)
+        if kind == "str":
+            return json.loads(val)
+        if kind == "id" and val in ("True", "False", "None"):
+            return {"True": True, "False": False, "None": None}[val]
+        raise ParseError(f"bad attribute value {val!r}")
+
+
+def parse_attr_default(text):
+    if text == "(required)":
+        return None, False
+    try:
+        p = Parser("f(x=" + text + ")")
+        return p.atom()[3]["x"], True
+    except (ParseError, TypeError, IndexError):
+        return None, False
+
+
+def calls_in(tree):
+    if tree[0] == "call":
+        yield tree[1]
+        for a in tree[2]:
+            yield from calls_in(a)
+    elif tree[0] == "tuple":
+        for f in tree[1]:
+            yield from calls_in(f)
+    elif tree[0] == "proj":
+        yield from calls_in(tree[1])
+    elif tree[0] == "let":
+        for _, e in tree[1]:
+            yield from calls_in(e)
+        yield from calls_in(tree[2])
+
+
+class MissingReference(Exception):
+    pass
+
+
+def evaluate(tree, env, registry):
+    kind = tree[0]
+    if kind == "var":
+        return env[tree[1]]
+    if kind == "const":
+        return tree[1]
+    if kind == "tuple":
+        return tuple(evaluate(f, env, registry) for f in tree[1])
+    if kind == "proj":
+        return evaluate(tree[1], env, registry)[tree[2]]
+    if kind == "let":
+        env = dict(env)
+        for name, e in tree[1]:
+            env[name] = evaluate(e, env, registry)
+        return evaluate(tree[2], env, registry)
+    _, name, args, attrs = tree
+    op = registry["alias"].get(name, name)
+    if op not in REFERENCE:
+        raise MissingReference(f"no REFERENCE entry for operator '{op}'")
+    full = dict(registry["defaults"].get(op, {}))
+    full.update(attrs)
+    vals = [evaluate(a, env, registry) for a in args]
+    out = REFERENCE[op](vals, full)
+    if isinstance(out, tuple):
+        return tuple(np.asarray(o) for o in out)
+    return np.asarray(out)
+
+
+def leaves(value):
+    if isinstance(value, tuple):
+        for v in value:
+            yield from leaves(v)
+    else:
+        yield value
+
+# ----------------------------------------------------------------------------------------------
+# running one example
+# ----------------------------------------------------------------------------------------------
+
+
+def split_top(text, sep=","):
+    parts, depth, cur = [], 0, ""
+    for ch in text:
+        depth += ch in "([" and 1 or 0
+        depth -= ch in ")]" and 1 or 0
+        if ch == sep and depth == 0:
+            parts.append(cur)
+            cur = ""
+        else:
+            cur += ch
+    if cur.strip():
+        parts.append(cur)
+    return [p.strip() for p in parts]
+
+
+def parse_params(text):
+    params = []
+    for p in split_top(text):
+        m = re.fullmatch(r"%(\w+)\s*:\s*(.*)", p)
+        if not m:
+            raise ParseError(f"bad parameter {p!r}")
+        name, ty = m.group(1), m.group(2).strip()
+        t = re.fullmatch(r"Tensor\[\s*\(([^)]*)\)\s*,\s*(\w+)\s*\]", ty)
+        if t:
+            shape = tuple(int(d) for d in t.group(1).replace(" ", "").split(",") if d)
+            params.append((name, shape, t.group(2)))
+        elif re.fullmatch(r"\w+", ty):
+            params.append((name, (), ty))
+        else:
+            raise ParseError(f"unsupported parameter type {ty!r}")
+    return params
+
+
+def draw(rng, shape, dtype, positive, int_range):
+    if dtype == "bool":
+        return rng.integers(0, 2, size=shape).astype(bool)
+    if dtype.startswith("int") or dtype.startswith("uint"):
+        return rng.integers(0, max(int(int_range), 1), size=shape).astype(dtype)
+    mag = rng.uniform(0.5, 1.5, size=shape)
+    if not positive:
+        mag = mag * rng.choice([-1.0, 1.0], size=shape)
+    return np.asarray(mag).astype(dtype)
+
+
+TOLERANCE = {"float64": (1e-10, 1e-12), "float32": (1e-5, 1e-6), "float16": (4e-3, 2e-3)}
+
+
+def compare(got, want):
+    """None if equal enough, else a reason."""
+    if got.shape != want.shape:
+        return f"shape {got.shape} != reference {want.shape}"
+    if got.dtype != want.dtype:
+        return f"dtype {got.dtype} != reference {want.dtype}"
+    if got.size == 0:
+        return None
+    if got.dtype.kind == "f":
+        rtol, atol = TOLERANCE[got.dtype.name]
+        g, w = got.astype(np.float64), want.astype(np.float64)
+        bad = ~np.isclose(g, w, rtol=rtol, atol=atol, equal_nan=True)
+        if not bad.any():
+            return None
+        err = np.where(np.isnan(g) != np.isnan(w), np.inf, np.abs(g - w))
+        err = np.where(bad, err, -1)
+        where = np.unravel_index(int(np.nanargmax(err)), got.shape)
+        return (f"max abs err {err[where]:.3g} at {tuple(int(i) for i in where)}: "
+                f"gradc {g[where]!r} vs numpy {w[where]!r} (rtol {rtol:g}, atol {atol:g})")
+    bad = got != want
+    if not bad.any():
+        return None
+    where = tuple(int(i) for i in np.argwhere(bad)[0])
+    return f"{int(bad.sum())} of {got.size} elements differ, first at {where}: gradc {got[where]!r} vs numpy {want[where]!r}"
+
+
+def run_example(gradc, registry, label, op, params_text, body, positive, int_range, workdir, verbose, extra):
+    tag = f"{op}#{label}"
+    try:
+        params = parse_params(params_text)
+        tree = Parser(body).body()
+    except ParseError as e:
+        return tag, f"cannot parse the example: {e}"
+    d = os.path.join(workdir, re.sub(r"[^A-Za-z0-9_#.-]", "_", tag))
+    os.makedirs(d)
+    rng = np.random.default_rng(zlib.crc32(tag.encode()))
+    env, cmd = {}, [gradc, "run", os.path.join(d, "model.relay")]
+    for name, shape, dtype in params:
+        x = draw(rng, shape, dtype, positive, int_range)
+        env["%" + name] = x
+        np.save(os.path.join(d, name + ".npy"), x)
+        cmd += ["--input", f"{name}={os.path.join(d, name + '.npy')}"]
+    out_dir = os.path.join(d, "out")
+    cmd += ["--output-dir=" + out_dir] + extra
+    with open(os.path.join(d, "model.relay"), "w") as f:
+        f.write(f'#[version = "0.0.5"]\ndef @main({params_text}) {{ {body} }}\n')
+    try:
+        with np.errstate(all="ignore"):
+            want = list(leaves(evaluate(tree, env, registry)))
+    except MissingReference as e:
+        return tag, str(e)
+    except Exception as e:  # a reference that cannot evaluate this example is the oracle's bug
+        return tag, f"the numpy reference raised {type(e).__name__}: {e}"
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    except subprocess.TimeoutExpired:
+        return tag, "gradc run timed out"
+    if proc.returncode != 0:
+        msg = (proc.stderr.strip() or proc.stdout.strip()).splitlines()
+        return tag, f"gradc run exited {proc.returncode}: {' | '.join(msg[:4])}"
+    got = []
+    while os.path.exists(os.path.join(out_dir, f"output_{len(got)}.npy")):
+        got.append(np.load(os.path.join(out_dir, f"output_{len(got)}.npy")))
+    if len(got) != len(want):
+        return tag, f"{len(got)} outputs, reference has {len(want)}"
+    for i, (g, w) in enumerate(zip(got, want)):
+        why = compare(g, np.asarray(w))
+        if why:
+            return tag, (f"output {i}: {why}" if len(want) > 1 else why)
+    if verbose:
+        print(f"  {tag}: {' '.join(cmd)}", file=sys.stderr)
+    return tag, None
+
+
+def main(argv):
+    extra = []
+    if "--" in argv:
+        argv, extra = argv[:argv.index("--")], argv[argv.index("--") + 1:]
+    args = [a for a in argv[1:] if not a.startswith("--")]
+    opts = [a for a in argv[1:] if a.startswith("--")]
+    only = None
+    if "--only" in argv:
+        only = argv[argv.index("--only") + 1]
+        args.remove(only)
+    if len(args) != 1:
+        print(__doc__.splitlines()[2].strip(), file=sys.stderr)
+        return 2
+    gradc = args[0]
+    ops = json.loads(subprocess.run([gradc, "ops", "--json"], check=True, capture_output=True, text=True).stdout)
+    registry = {"alias": {}, "defaults": {}}
+    for o in ops:
+        for a in o.get("aliases", []):
+            registry["alias"][a] = o["name"]
+        defaults = {}
+        for at in o.get("attributes", []):
+            value, ok = parse_attr_default(at["default"])
+            if ok:
+                defaults[at["name"]] = value
+        registry["defaults"][o["name"]] = defaults
+    known = {o["name"] for o in ops} | set(registry["alias"])
+    if only and only not in known:
+        print(f"oracle.py: no operator named '{only}' in `{gradc} ops`", file=sys.stderr)
+        return 2
+    only = registry["alias"].get(only, only)
+
+    jobs, no_example = [], []
+    for o in ops:
+        name = o["name"]
+        if only and name != only:
+            continue
+        cases = [(str(k), e["params"], e["body"], e["positive"], e["int_range"])
+                 for k, e in enumerate(o["examples"])]
+        for k, (params, body, positive, int_range) in enumerate(EXTRA_EXAMPLES.get(name, [])):
+            try:
+                if not set(calls_in(Parser(body).body())) <= known:
+                    continue  # an operator of this extra case is not (yet) registered
+            except ParseError:
+                pass
+            cases.append((f"x{k}", params, body, positive, int_range))
+        if not o["examples"]:
+            no_example.append((name, len(cases)))
+        jobs += [(name,) + c for c in cases]
+
+    verbose = "--verbose" in opts
+    passed = failed = 0
+    with tempfile.TemporaryDirectory(prefix="gradc-oracle-") as work, \
+            concurrent.futures.ThreadPoolExecutor(max_workers=2) as pool:
+        futures = [pool.submit(run_example, gradc, registry, label, op, params, body, pos, ir, work, verbose, extra)
+                   for op, label, params, body, pos, ir in jobs]
+        for fut in futures:
+            tag, why = fut.result()
+            if tag in KNOWN_BUGS:
+                if why is None:
+                    failed += 1
+                    print(f"XPASS {tag}: fixed; remove it from KNOWN_BUGS")
+                else:
+                    print(f"XFAIL {tag}: {KNOWN_BUGS[tag]}")
+            elif why is None:
+                passed += 1
+                print(f"PASS {tag}")
+            else:
+                failed += 1
+                print(f"FAIL {tag}: {why}")
+    for name, extra_cases in no_example:
+        print(f"no example: {name}" + (f" in the registry ({extra_cases} oracle extra cases)" if extra_cases else ""))
+    print(f"{passed} passed, {failed} failed")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
