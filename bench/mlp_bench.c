@@ -1,6 +1,7 @@
 /* mlp_bench.c - time the compiled MLP training step (forward + gradient).
  * Built by bench/run.sh against the object of samples/mlp.relay; prints the
- * median milliseconds per call over several repetitions. */
+ * median milliseconds per call over several repetitions.
+ * Usage: mlp_bench [ITERATIONS [THREADS]]   (THREADS: the object's thread pool size) */
 #define _POSIX_C_SOURCE 199309L
 #include "mlp.h"
 
@@ -30,6 +31,8 @@ static int cmp(const void *a, const void *b) {
 
 int main(int argc, char **argv) {
   int iters = argc > 1 ? atoi(argv[1]) : 20;
+  if (argc > 2)
+    mlp_set_num_threads(atoi(argv[2]));
   int64_t *y = buffer(MLP_MAIN_ADJOINT_Y_SIZE * sizeof(int64_t), 0);
   for (int i = 0; i < MLP_MAIN_ADJOINT_Y_SIZE; ++i)
     y[i] = i % 10;

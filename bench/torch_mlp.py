@@ -1,6 +1,6 @@
 """The same MLP training step as samples/mlp.relay in PyTorch CPU eager:
 forward, nll loss, backward for w1, b1, w2, b2. Prints median ms per step.
-Usage: torch_mlp.py [ITERATIONS [THREADS]]"""
+Usage: torch_mlp.py [ITERATIONS [THREADS [BATCH]]]"""
 import statistics
 import sys
 import time
@@ -10,9 +10,10 @@ import torch
 iters = int(sys.argv[1]) if len(sys.argv) > 1 else 20
 if len(sys.argv) > 2:
     torch.set_num_threads(int(sys.argv[2]))
+batch = int(sys.argv[3]) if len(sys.argv) > 3 else 64
 torch.manual_seed(0)
-x = torch.rand(64, 784)
-y = torch.arange(64) % 10
+x = torch.rand(batch, 784)
+y = torch.arange(batch) % 10
 w1 = (torch.rand(256, 784) * 0.05).requires_grad_()
 b1 = (torch.rand(256) * 0.01).requires_grad_()
 w2 = (torch.rand(10, 256) * 0.05).requires_grad_()

@@ -7,6 +7,8 @@
 //===----------------------------------------------------------------------===//
 #include "Emitter.h"
 
+#include "gradc/support/Diagnostics.h"
+
 #include <llvm/MC/MCSubtargetInfo.h>
 #include <llvm/MC/TargetRegistry.h>
 #include <llvm/TargetParser/Host.h>
@@ -47,19 +49,43 @@ std::unique_ptr<TargetMachine> create_cpu_target_machine(const CodegenOptions &o
   return create_target_machine(host.triple, host.cpu, host.features, opts.opt_level);
 }
 
+/// `void P_set_num_threads(int32_t)` and `int32_t P_get_num_threads(void)`
+/// (see the header): the pool's size, or 1 where the runtime is not linked.
+void emit_thread_count_functions(Module &m, const std::string &prefix, bool threads) {
+  LLVMContext &ctx = m.getContext();
+  Type *i32 = Type::getInt32Ty(ctx);
+  Function *set = Function::Create(FunctionType::get(Type::getVoidTy(ctx), {i32}, false), GlobalValue::ExternalLinkage,
+                                   prefix + "_set_num_threads", m);
+  Function *get =
+      Function::Create(FunctionType::get(i32, {}, false), GlobalValue::ExternalLinkage, prefix + "_get_num_threads", m);
+  GRADC_CHECK(set->getName() == prefix + "_set_num_threads" && get->getName() == prefix + "_get_num_threads",
+              "codegen", "the thread-count symbols of " + prefix + " are taken");
+  IRBuilder<> sb(BasicBlock::Create(ctx, "entry", set));
+  if (threads)
+    sb.CreateCall(runtime_function(m, RuntimeFn::SetNumThreads), {set->getArg(0)});
+  sb.CreateRetVoid();
+  IRBuilder<> gb(BasicBlock::Create(ctx, "entry", get));
+  gb.CreateRet(threads ? static_cast<Value *>(gb.CreateCall(runtime_function(m, RuntimeFn::GetNumThreads)))
+                       : gb.getInt32(1));
+}
+
 std::unique_ptr<Module> build_cpu_module(const LoweredModule &module, const CodegenOptions &opts, LLVMContext &ctx,
-                                         const TargetMachine &tm) {
+                                         const TargetMachine &tm, RuntimeSource runtime) {
   auto [m, entries] = create_host_module(module, opts.prefix, ctx, tm, false);
+  bool threads = runtime_supports(tm.getTargetTriple());
   for (size_t i = 0; i < module.functions.size(); ++i) {
     const LoweredFunction &fn = module.functions[i];
     IRBuilder<> b(BasicBlock::Create(ctx, "entry", entries[i]));
     BufferValues buffers = emit_entry_prologue(b, fn);
     for (const Kernel &kernel : fn.kernels) {
       std::string symbol = unique_symbol(*m, entries[i]->getName().str() + "_" + kernel.name);
-      b.CreateCall(emit_kernel(*m, kernel, symbol, Device::CPU), kernel_arguments(buffers, kernel));
+      b.CreateCall(emit_kernel(*m, kernel, symbol, {Device::CPU, threads}), kernel_arguments(buffers, kernel));
     }
     b.CreateRet(b.getInt32(0));
   }
+  emit_thread_count_functions(*m, opts.prefix, threads);
+  if (threads && runtime == RuntimeSource::Bitcode)
+    link_runtime(*m);
   return std::move(m);
 }
 
@@ -67,7 +93,7 @@ CodegenOutput generate_cpu(const LoweredModule &module, const CodegenOptions &op
   std::unique_ptr<TargetMachine> tm = create_cpu_target_machine(opts);
   LLVMContext ctx;
   quiet_diagnostics(ctx);
-  std::unique_ptr<Module> m = build_cpu_module(module, opts, ctx, *tm);
+  std::unique_ptr<Module> m = build_cpu_module(module, opts, ctx, *tm, RuntimeSource::Bitcode);
   optimize(*m, *tm, opts.opt_level);
   CodegenOutput out;
   if (what.llvm_ir)

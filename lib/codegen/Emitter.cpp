@@ -11,6 +11,8 @@
 #include "gradc/support/Diagnostics.h"
 
 #include <llvm/IR/Intrinsics.h>
+
+#include <cmath>
 #include <llvm/IR/IntrinsicsNVPTX.h>
 
 using namespace llvm;
@@ -46,14 +48,48 @@ Type *register_type(LLVMContext &ctx, DType dt) {
 enum class MathFn { Exp, Log, Sqrt, Fabs, Sin, Cos, Tanh, Erf, Pow, Floor };
 
 /// Emits the body of one kernel function.
+/// A static estimate of the scalar operations a statement performs.
+double work(const Stmt &s) {
+  switch (s.kind) {
+  case StmtKind::For:
+    return double(s.extent) * work(*s.body);
+  case StmtKind::Seq: {
+    double w = 0;
+    for (const StmtPtr &c : s.seq)
+      w += work(*c);
+    return w;
+  }
+  case StmtKind::If:
+    return 1 + std::max(work(*s.body), s.else_body ? work(*s.else_body) : 0.0);
+  case StmtKind::Alloc:
+    return work(*s.body);
+  case StmtKind::Store:
+    return 1;
+  }
+  return 1;
+}
+
+// The cost rule for threads: a loop is split across the pool only when it
+// does at least kParallelWork operations (waking the pool costs microseconds),
+// in chunks of at least kChunkWork.
+constexpr double kParallelWork = 1 << 16;
+constexpr double kChunkWork = 1 << 14;
+
 class KernelEmitter {
 public:
-  KernelEmitter(Function *fn, Device device, BufferValues buffers)
-      : fn_(fn), device_(device), ctx_(fn->getContext()), b_(BasicBlock::Create(ctx_, "entry", fn)),
-        buffers_(std::move(buffers)) {}
+  KernelEmitter(Function *fn, const KernelOptions &opts, BufferValues buffers)
+      : fn_(fn), device_(opts.device), opts_(opts), ctx_(fn->getContext()),
+        b_(BasicBlock::Create(ctx_, "entry", fn)), buffers_(std::move(buffers)) {}
 
   void emit(const Stmt &body) {
     stmt(body);
+    b_.CreateRetVoid();
+  }
+
+  /// The body of an outlined parallel loop: `var` runs over [begin, end).
+  void emit_task(const Stmt &loop, std::unordered_map<const LVar *, Value *> vars, Value *begin, Value *end) {
+    vars_ = std::move(vars);
+    counted_loop(loop, begin, end);
     b_.CreateRetVoid();
   }
 
@@ -92,10 +128,13 @@ private:
       vars_.erase(var);
       return;
     }
-    // Parallel and ScanTime loops run serially on the CPU for now (a GPU-bound
-    // kernel compiled for the CPU runs its block/thread loops serially too).
     if (s.extent <= 0)
       return;
+    if (s.for_kind == ForKind::Parallel && opts_.threads && device_ == Device::CPU && allocs_open_ == 0 &&
+        s.extent >= 2 && work(s) >= kParallelWork)
+      return emit_parallel(s);
+    // Other loops, ScanTime included, run serially on the CPU (a GPU-bound
+    // kernel compiled for the CPU runs its block/thread loops serially too).
     if (s.for_kind == ForKind::Unrolled) { // the body once per index, the index a constant
       for (int64_t i = 0; i < s.extent; ++i) {
         vars_[var] = b_.getInt64(i);
@@ -104,18 +143,28 @@ private:
       vars_.erase(var);
       return;
     }
-    BasicBlock *preheader = b_.GetInsertBlock();
+    counted_loop(s, b_.getInt64(0), b_.getInt64(s.extent));
+  }
+
+  /// `for var in [begin, end)`; the caller guarantees begin < end when both
+  /// are constants, and a runtime check guards the other case.
+  void counted_loop(const Stmt &s, Value *begin, Value *end) {
+    const LVar *var = s.var.get();
     BasicBlock *body = BasicBlock::Create(ctx_, "for." + var->name, fn_);
     BasicBlock *exit = BasicBlock::Create(ctx_, "for." + var->name + ".end", fn_);
-    b_.CreateBr(body);
+    if (isa<Constant>(begin) && isa<Constant>(end))
+      b_.CreateBr(body);
+    else
+      b_.CreateCondBr(b_.CreateICmpSLT(begin, end), body, exit);
+    BasicBlock *preheader = b_.GetInsertBlock();
     b_.SetInsertPoint(body);
     PHINode *index = b_.CreatePHI(b_.getInt64Ty(), 2, var->name);
-    index->addIncoming(b_.getInt64(0), preheader);
+    index->addIncoming(begin, preheader);
     vars_[var] = index;
     stmt(*s.body);
     vars_.erase(var);
     Value *next = b_.CreateAdd(index, b_.getInt64(1), var->name + ".next", true, true);
-    BranchInst *latch = b_.CreateCondBr(b_.CreateICmpEQ(next, b_.getInt64(s.extent)), exit, body);
+    BranchInst *latch = b_.CreateCondBr(b_.CreateICmpEQ(next, end), exit, body);
     index->addIncoming(next, b_.GetInsertBlock());
     if (s.for_kind == ForKind::Vectorized) {
       // Vectorize, and keep the loop from being fully unrolled first: an
@@ -147,6 +196,77 @@ private:
     b_.SetInsertPoint(end_bb);
   }
 
+  /// Splits the loop across the runtime's thread pool. Its body becomes a
+  /// function of every buffer (noalias, as in a kernel) and enclosing loop
+  /// variable plus the [begin, end) chunk; a trampoline of the runtime's task
+  /// type unpacks a closure struct built here and calls it. Iterations of a
+  /// Parallel loop are independent, so results do not depend on the split.
+  void emit_parallel(const Stmt &s) {
+    Module &m = *fn_->getParent();
+    std::vector<const Buffer *> bufs;
+    std::vector<Value *> buf_values;
+    for (const auto &[buf, value] : buffers_) {
+      bufs.push_back(buf);
+      buf_values.push_back(value);
+    }
+    std::vector<const LVar *> outer;
+    std::vector<Value *> outer_values;
+    for (const auto &[var, value] : vars_) {
+      outer.push_back(var);
+      outer_values.push_back(value);
+    }
+    Type *ptr = b_.getPtrTy(), *i64 = b_.getInt64Ty();
+
+    // The chunk function.
+    std::vector<Type *> params(bufs.size(), ptr);
+    params.insert(params.end(), outer.size() + 2, i64);
+    std::string base = unique_symbol(m, fn_->getName().str() + ".par");
+    Function *chunk =
+        Function::Create(FunctionType::get(b_.getVoidTy(), params, false), GlobalValue::InternalLinkage, base, m);
+    chunk->addFnAttr(Attribute::NoUnwind);
+    BufferValues chunk_buffers;
+    for (size_t i = 0; i < bufs.size(); ++i) {
+      Argument *arg = chunk->getArg(i);
+      arg->setName(bufs[i]->name);
+      arg->addAttr(Attribute::NoAlias);
+      arg->addAttr(Attribute::getWithAlignment(ctx_, Align(64)));
+      chunk_buffers[bufs[i]] = arg;
+    }
+    std::unordered_map<const LVar *, Value *> chunk_vars;
+    for (size_t i = 0; i < outer.size(); ++i)
+      chunk_vars[outer[i]] = chunk->getArg(bufs.size() + i);
+    KernelOptions inner = opts_;
+    inner.threads = false; // nested parallel loops run serially inside a chunk
+    KernelEmitter(chunk, inner, std::move(chunk_buffers))
+        .emit_task(s, std::move(chunk_vars), chunk->getArg(params.size() - 2), chunk->getArg(params.size() - 1));
+
+    // The closure and the trampoline `void task(ptr closure, i64 begin, i64 end)`.
+    std::vector<Type *> fields(bufs.size(), ptr);
+    fields.insert(fields.end(), outer.size(), i64);
+    StructType *closure_ty = StructType::get(ctx_, fields);
+    Function *task = Function::Create(FunctionType::get(b_.getVoidTy(), {ptr, i64, i64}, false),
+                                      GlobalValue::InternalLinkage, base + ".task", m);
+    task->addFnAttr(Attribute::NoUnwind);
+    IRBuilder<> tb(BasicBlock::Create(ctx_, "entry", task));
+    std::vector<Value *> args;
+    for (size_t i = 0; i < fields.size(); ++i)
+      args.push_back(tb.CreateLoad(fields[i], tb.CreateStructGEP(closure_ty, task->getArg(0), i)));
+    args.push_back(task->getArg(1));
+    args.push_back(task->getArg(2));
+    tb.CreateCall(chunk, args);
+    tb.CreateRetVoid();
+
+    BasicBlock &entry = fn_->getEntryBlock();
+    Value *closure = IRBuilder<>(&entry, entry.begin()).CreateAlloca(closure_ty, nullptr, "closure");
+    std::vector<Value *> values = buf_values;
+    values.insert(values.end(), outer_values.begin(), outer_values.end());
+    for (size_t i = 0; i < values.size(); ++i)
+      b_.CreateStore(values[i], b_.CreateStructGEP(closure_ty, closure, i));
+    double per_iteration = std::max(1.0, work(s) / double(s.extent));
+    int64_t grain = std::max<int64_t>(1, int64_t(std::ceil(kChunkWork / per_iteration)));
+    b_.CreateCall(runtime_function(m, RuntimeFn::ParallelFor), {b_.getInt64(s.extent), b_.getInt64(grain), task, closure});
+  }
+
   /// Locals live in entry-block allocas, where mem2reg/SROA can promote them.
   void emit_alloc(const Stmt &s) {
     const Buffer &local = *s.buffer;
@@ -154,7 +274,9 @@ private:
     IRBuilder<> ab(&entry, entry.begin());
     buffers_[&local] =
         ab.CreateAlloca(ArrayType::get(memory_type(ctx_, local.dtype), local.numel()), nullptr, local.name);
+    ++allocs_open_; // a local shared by the iterations keeps its loops serial
     stmt(*s.body);
+    --allocs_open_;
     buffers_.erase(&local);
   }
 
@@ -410,6 +532,8 @@ private:
 
   Function *fn_;
   Device device_;
+  KernelOptions opts_;
+  int allocs_open_ = 0;
   LLVMContext &ctx_;
   IRBuilder<> b_;
   BufferValues buffers_;
@@ -418,7 +542,8 @@ private:
 
 } // namespace
 
-Function *emit_kernel(Module &m, const Kernel &kernel, const std::string &symbol, Device device) {
+Function *emit_kernel(Module &m, const Kernel &kernel, const std::string &symbol, const KernelOptions &opts) {
+  Device device = opts.device;
   LLVMContext &ctx = m.getContext();
   // GPU buffers are in global memory (address space 1): ld.global/st.global.
   PointerType *ptr = PointerType::get(ctx, device == Device::GPU ? 1 : 0);
@@ -440,7 +565,7 @@ Function *emit_kernel(Module &m, const Kernel &kernel, const std::string &symbol
     GRADC_CHECK(buffers.emplace(&buf, arg).second, kPass,
                 "kernel " + kernel.name + " lists buffer " + buf.name + " twice");
   }
-  KernelEmitter(fn, device, std::move(buffers)).emit(*kernel.body);
+  KernelEmitter(fn, opts, std::move(buffers)).emit(*kernel.body);
   return fn;
 }
 

@@ -27,9 +27,18 @@ enum class Device { CPU, GPU };
 /// The pointer that each non-Local buffer of a function lives at.
 using BufferValues = std::unordered_map<const Buffer *, llvm::Value *>;
 
+/// How a kernel's loops map onto the machine.
+struct KernelOptions {
+  Device device = Device::CPU;
+  /// CPU: outline the outermost profitable Parallel loop into a task of the
+  /// runtime's thread pool (runtime/gradc_runtime.h).
+  bool threads = false;
+};
+
 /// Emits `kernel` as `void symbol(ptr buffer...)`, one noalias pointer per
 /// Kernel::buffers entry. `symbol` must be free in `m` (see unique_symbol).
-llvm::Function *emit_kernel(llvm::Module &m, const Kernel &kernel, const std::string &symbol, Device device);
+llvm::Function *emit_kernel(llvm::Module &m, const Kernel &kernel, const std::string &symbol,
+                            const KernelOptions &opts);
 
 /// Declares the exported `int32_t symbol(void *const *inputs, void *const
 /// *outputs, void *workspace[, void *stream])` of the ABI (SPEC §8).
@@ -77,6 +86,15 @@ void optimize(llvm::Module &m, llvm::TargetMachine &tm, int opt_level);
 std::string emit_file(const llvm::Module &m, llvm::TargetMachine &tm, llvm::CodeGenFileType type);
 std::string print_module(const llvm::Module &m);
 
+// The C runtime (Runtime.cpp).
+
+/// Whether the runtime's bitcode can be linked into code for `triple`.
+bool runtime_supports(const llvm::Triple &triple);
+/// Links what `m` uses of the runtime into `m`, every runtime symbol internal.
+void link_runtime(llvm::Module &m);
+enum class RuntimeFn { ParallelFor, SetNumThreads, GetNumThreads };
+llvm::FunctionCallee runtime_function(llvm::Module &m, RuntimeFn which);
+
 // CPU (CpuTarget.cpp); the CUDA host stub and the JIT use it too.
 
 struct HostTarget {
@@ -85,9 +103,13 @@ struct HostTarget {
 /// The host (its CPU and all its features) unless opts.triple/opts.cpu say otherwise.
 HostTarget resolve_cpu_target(const CodegenOptions &opts);
 std::unique_ptr<llvm::TargetMachine> create_cpu_target_machine(const CodegenOptions &opts);
+/// Where the runtime a CPU module calls comes from: linked into it (an object
+/// file), or the compiler's own copy (the JIT; see Jit.cpp).
+enum class RuntimeSource { Bitcode, Process };
 /// The unoptimized CPU module: kernels and one entry point per function.
 std::unique_ptr<llvm::Module> build_cpu_module(const LoweredModule &module, const CodegenOptions &opts,
-                                               llvm::LLVMContext &ctx, const llvm::TargetMachine &tm);
+                                               llvm::LLVMContext &ctx, const llvm::TargetMachine &tm,
+                                               RuntimeSource runtime);
 CodegenOutput generate_cpu(const LoweredModule &module, const CodegenOptions &opts, const CodegenRequest &what);
 
 // CUDA (CudaTarget.cpp).

@@ -7,6 +7,8 @@
 //===----------------------------------------------------------------------===//
 #include "Emitter.h"
 
+#include "gradc_runtime.h"
+
 #include "gradc/support/Diagnostics.h"
 
 #include <llvm/ExecutionEngine/Orc/ExecutionUtils.h>
@@ -58,13 +60,24 @@ std::unique_ptr<JitSession> JitSession::create(const LoweredModule &module, cons
 
   auto ctx = std::make_unique<LLVMContext>();
   codegen::quiet_diagnostics(*ctx);
-  std::unique_ptr<Module> m = codegen::build_cpu_module(module, opts, *ctx, *tm);
+  std::unique_ptr<Module> m = codegen::build_cpu_module(module, opts, *ctx, *tm, codegen::RuntimeSource::Process);
   codegen::optimize(*m, *tm, opts.opt_level);
 
   std::unique_ptr<orc::LLJIT> jit = check(orc::LLJITBuilder().setJITTargetMachineBuilder(std::move(jtmb)).create());
   // libm (tanhf, erff, expf, ...) resolves from the running process.
   jit->getMainJITDylib().addGenerator(
       check(orc::DynamicLibrarySearchGenerator::GetForCurrentProcess(jit->getDataLayout().getGlobalPrefix())));
+  // The runtime is gradc's own native copy: its pool threads never run code
+  // that lives in JIT memory, which is freed with the session.
+  orc::MangleAndInterner mangle(jit->getExecutionSession(), jit->getDataLayout());
+  orc::SymbolMap runtime;
+  auto define = [&](const char *name, auto *fn) {
+    runtime[mangle(name)] = {orc::ExecutorAddr::fromPtr(fn), JITSymbolFlags::Exported | JITSymbolFlags::Callable};
+  };
+  define("gradc_rt_parallel_for", &gradc_rt_parallel_for);
+  define("gradc_rt_set_num_threads", &gradc_rt_set_num_threads);
+  define("gradc_rt_get_num_threads", &gradc_rt_get_num_threads);
+  check(jit->getMainJITDylib().define(orc::absoluteSymbols(std::move(runtime))));
   check(jit->addIRModule(orc::ThreadSafeModule(std::move(m), std::move(ctx))));
   return std::make_unique<LlvmJitSession>(std::move(jit), opts.prefix);
 }

@@ -163,9 +163,10 @@ public:
       CFunction cf;
       cf.symbol = prefix_ + "_" + fn.name;
       cf.macro = upper(cf.symbol);
-      if (fn.name == "strerror")
-        throw FileError("cannot write the C header: function @strerror would clash with " + prefix_ +
-                        "_strerror; rename the function");
+      for (const char *reserved : {"strerror", "set_num_threads", "get_num_threads"})
+        if (fn.name == reserved)
+          throw FileError(std::string("cannot write the C header: function @") + reserved + " would clash with " +
+                          prefix_ + "_" + reserved + "; rename the function");
       if (!claim(cf.macro + "_WORKSPACE_SIZE"))
         throw FileError("cannot write the C header: function @" + fn.name + " needs the name " + cf.macro +
                         "_WORKSPACE_SIZE, which another function has; rename one");
@@ -307,11 +308,21 @@ std::string emit_c_header(const LoweredModule &module, const std::vector<Functio
        << " *      of a struct " << prefix << "_FN_outputs at buffers for the results;\n"
        << " *      " << P << "_FN_<TENSOR>_BYTES says how large each one is.\n"
        << " *   3. int32_t rc = " << prefix << "_FN(&inputs, &outputs, workspace);\n"
-       << " *   4. rc is 0 on success; " << prefix << "_strerror(rc) says what failed otherwise.\n";
+       << " *   4. rc is 0 on success; " << prefix << "_strerror(rc) says what failed otherwise.\n"
+       << " *\n"
+       << " * Threads: large loops are split across a thread pool inside the object,\n"
+       << " * started on first use with one thread per online CPU. " << prefix << "_set_num_threads(n)\n"
+       << " * sets its size (1: no thread is ever started; n <= 0: the default again);\n"
+       << " * " << prefix << "_get_num_threads() reads it. The pool is the object's only global\n"
+       << " * state. Several threads may call the functions at once, each with its own\n"
+       << " * workspace; a call that finds the pool busy runs its loops on its own thread.\n"
+       << " * Results never depend on the number of threads.\n";
   os << " *\n"
      << " * Every buffer is dense and row-major, aligned to " << P << "_ALIGNMENT bytes,\n"
-     << " * and overlaps no other. The functions keep no global state: threads may call\n"
-     << " * them at once, each with its own workspace. float16 elements are passed as\n"
+     << " * and overlaps no other." << (cuda ? " The functions keep no global state: threads may call\n"
+                                               " * them at once, each with its own workspace."
+                                             : "")
+     << " float16 elements are passed as\n"
      << " * their IEEE bit pattern (uint16_t), bool elements as one byte, 0 or 1.\n"
      << " */\n";
 
@@ -335,6 +346,11 @@ std::string emit_c_header(const LoweredModule &module, const std::vector<Functio
     os << "  case " << code << ": return \"" << status_message(code) << "\";\n";
   os << "  default: return \"" << unknown << "\";\n"
      << "  }\n}\n";
+
+  if (!cuda)
+    os << "\n/* The size of the object's thread pool (see above). */\n"
+       << "void " << prefix << "_set_num_threads(int32_t n);\n"
+       << "int32_t " << prefix << "_get_num_threads(void);\n";
 
   for (size_t f = 0; f < fns.size(); ++f) {
     const LoweredFunction &fn = module.functions[f];

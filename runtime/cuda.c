@@ -1,0 +1,115 @@
+/* cuda.c - the host side of gradc's --target=cuda: gradc_rt_cuda_run (gradc_runtime.h).
+ * Each entry point of a CUDA module calls it with the module's embedded PTX and its launches.
+ * libcuda is opened at run time and the few driver declarations needed are written out below,
+ * so neither building nor linking needs CUDA or its headers. */
+#define _POSIX_C_SOURCE 200809L
+
+#include "gradc_runtime.h"
+
+#include <dlfcn.h>
+#include <limits.h>
+#include <stdint.h>
+#include <string.h>
+
+enum {
+  GRADC_RT_CUDA_SUCCESS = 0,         /* CUDA_SUCCESS */
+  GRADC_RT_CUDA_POINTER_CONTEXT = 1, /* CU_POINTER_ATTRIBUTE_CONTEXT */
+  GRADC_RT_NO_LIBCUDA = 3,           /* the status codes of gradc's entry points */
+  GRADC_RT_DRIVER_FAILED = 4
+};
+
+/* The driver functions that gradc_rt_cuda_open resolves, with cuda.h's signatures: handles are
+ * pointers, CUresult an int, CUdeviceptr 64 bits. */
+struct gradc_rt_cuda_driver {
+  int (*init)(unsigned flags);
+  int (*ctx_get_current)(void **context);
+  int (*pointer_get_attribute)(void *data, int attribute, uint64_t address);
+  int (*ctx_push_current)(void *context);
+  int (*ctx_pop_current)(void **context);
+  int (*module_load_data)(void **module, const void *image);
+  int (*module_get_function)(void **function, void *module, const char *name);
+  int (*launch_kernel)(void *function, unsigned grid_x, unsigned grid_y, unsigned grid_z, unsigned block_x,
+                       unsigned block_y, unsigned block_z, unsigned shared_bytes, void *stream, void **params,
+                       void **extra);
+  int (*stream_synchronize)(void *stream);
+  int (*module_unload)(void *module);
+};
+
+/* POSIX guarantees that dlsym's data pointer converts to a function pointer; memcpy says so
+ * without a cast that ISO C does not define. */
+static int gradc_rt_cuda_resolve(void *library, const char *name, void *function_pointer) {
+  void *symbol = dlsym(library, name);
+  memcpy(function_pointer, &symbol, sizeof symbol);
+  return symbol != NULL;
+}
+
+/* By the names libcuda exports for the current ABI of each function (the _v2 ones where it
+ * exports several). */
+static int gradc_rt_cuda_open(struct gradc_rt_cuda_driver *d) {
+  void *lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+  if (lib == NULL)
+    return 0;
+  int found = gradc_rt_cuda_resolve(lib, "cuInit", &d->init);
+  found &= gradc_rt_cuda_resolve(lib, "cuCtxGetCurrent", &d->ctx_get_current);
+  found &= gradc_rt_cuda_resolve(lib, "cuPointerGetAttribute", &d->pointer_get_attribute);
+  found &= gradc_rt_cuda_resolve(lib, "cuCtxPushCurrent_v2", &d->ctx_push_current);
+  found &= gradc_rt_cuda_resolve(lib, "cuCtxPopCurrent_v2", &d->ctx_pop_current);
+  found &= gradc_rt_cuda_resolve(lib, "cuModuleLoadData", &d->module_load_data);
+  found &= gradc_rt_cuda_resolve(lib, "cuModuleGetFunction", &d->module_get_function);
+  found &= gradc_rt_cuda_resolve(lib, "cuLaunchKernel", &d->launch_kernel);
+  found &= gradc_rt_cuda_resolve(lib, "cuStreamSynchronize", &d->stream_synchronize);
+  found &= gradc_rt_cuda_resolve(lib, "cuModuleUnload", &d->module_unload);
+  return found;
+}
+
+static int gradc_rt_cuda_fits(int64_t size) { return size >= 1 && size <= UINT_MAX; }
+
+/* Launches in order until one fails or has a size that the driver cannot take; returns how
+ * many were launched. */
+static int32_t gradc_rt_cuda_launch_all(const struct gradc_rt_cuda_driver *d, void *module,
+                                        const gradc_rt_cuda_launch *launches, int32_t num_launches, void *stream) {
+  int32_t i = 0;
+  for (; i < num_launches; ++i) {
+    const gradc_rt_cuda_launch *l = &launches[i];
+    void *function = NULL;
+    if (!gradc_rt_cuda_fits(l->grid) || !gradc_rt_cuda_fits(l->block) ||
+        d->module_get_function(&function, module, l->kernel) != GRADC_RT_CUDA_SUCCESS ||
+        d->launch_kernel(function, (unsigned)l->grid, 1, 1, (unsigned)l->block, 1, 1, 0, stream, l->args, NULL) !=
+            GRADC_RT_CUDA_SUCCESS)
+      break;
+  }
+  return i;
+}
+
+int32_t gradc_rt_cuda_run(const char *ptx, const gradc_rt_cuda_launch *launches, int32_t num_launches, void *stream,
+                          const void *context_owner) {
+  if (num_launches <= 0)
+    return 0;
+  struct gradc_rt_cuda_driver d;
+  if (!gradc_rt_cuda_open(&d))
+    return GRADC_RT_NO_LIBCUDA;
+  void *context = NULL;
+  if (d.init(0) != GRADC_RT_CUDA_SUCCESS || d.ctx_get_current(&context) != GRADC_RT_CUDA_SUCCESS)
+    return GRADC_RT_DRIVER_FAILED;
+  /* A thread on which the caller never used CUDA has no current context; the buffers' own
+   * context is the one the kernels must run in. */
+  int pushed = context == NULL;
+  if (pushed && (d.pointer_get_attribute(&context, GRADC_RT_CUDA_POINTER_CONTEXT, (uint64_t)(uintptr_t)context_owner) !=
+                     GRADC_RT_CUDA_SUCCESS ||
+                 d.ctx_push_current(context) != GRADC_RT_CUDA_SUCCESS))
+    return GRADC_RT_DRIVER_FAILED;
+
+  int32_t status = GRADC_RT_DRIVER_FAILED;
+  void *module = NULL;
+  if (d.module_load_data(&module, ptx) == GRADC_RT_CUDA_SUCCESS) {
+    int32_t launched = gradc_rt_cuda_launch_all(&d, module, launches, num_launches, stream);
+    /* Also after a failed launch, so that no kernel still runs when its module is unloaded. */
+    int synced = launched == 0 || d.stream_synchronize(stream) == GRADC_RT_CUDA_SUCCESS;
+    if (launched == num_launches && synced)
+      status = 0;
+    d.module_unload(module);
+  }
+  if (pushed)
+    d.ctx_pop_current(&context);
+  return status;
+}

@@ -1,0 +1,129 @@
+/* fake_cuda.c - a stand-in libcuda.so.1 for runtime/test_cuda.c, built by runtime/run_tests.sh.
+ * It implements the driver functions that cuda.c resolves, writes every call to a log that the
+ * test reads back, and fails a chosen call on request. Built with -DFAKE_CUDA_WITHOUT_UNLOAD it
+ * lacks cuModuleUnload, like a driver too old for the runtime. */
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+enum { FAKE_CUDA_ERROR = 999 }; /* CUDA_ERROR_UNKNOWN */
+
+static char fake_log[4096];
+static const char *fake_fail_call; /* the call that fails on its fail_on-th use */
+static int fake_fail_on;
+static int fake_calls_seen;
+static char fake_app_context, fake_buffer_context, fake_module;
+static void *fake_current_context;
+static const char *fake_function_names[16];
+static int fake_num_functions;
+
+static void fake_write(const char *format, ...) __attribute__((format(printf, 1, 2)));
+
+static void fake_write(const char *format, ...) {
+  size_t used = strlen(fake_log);
+  va_list args;
+  va_start(args, format);
+  vsnprintf(fake_log + used, sizeof fake_log - used, format, args);
+  va_end(args);
+}
+
+/* Logs the call, then says whether it is the one to fail. */
+static int fake_call(const char *name) {
+  fake_write("%s%s", fake_log[0] ? " " : "", name);
+  return fake_fail_call != NULL && strcmp(name, fake_fail_call) == 0 && ++fake_calls_seen == fake_fail_on;
+}
+
+/* The test's controls: start a new log; fail the fail_on-th call of `fail_call` (NULL: none);
+ * give the calling thread a current context or none. */
+void fake_cuda_reset(const char *fail_call, int fail_on, int has_context) {
+  fake_log[0] = '\0';
+  fake_fail_call = fail_call;
+  fake_fail_on = fail_on;
+  fake_calls_seen = 0;
+  fake_current_context = has_context ? &fake_app_context : NULL;
+  fake_num_functions = 0;
+}
+
+const char *fake_cuda_log(void) { return fake_log; }
+
+int cuInit(unsigned flags) {
+  int fail = fake_call("cuInit");
+  fake_write("(%u)", flags);
+  return fail ? FAKE_CUDA_ERROR : 0;
+}
+
+int cuCtxGetCurrent(void **context) {
+  if (fake_call("cuCtxGetCurrent"))
+    return FAKE_CUDA_ERROR;
+  *context = fake_current_context;
+  return 0;
+}
+
+int cuPointerGetAttribute(void *data, int attribute, uint64_t address) {
+  int fail = fake_call("cuPointerGetAttribute");
+  fake_write("(%d,%#llx)", attribute, (unsigned long long)address);
+  if (fail)
+    return FAKE_CUDA_ERROR;
+  *(void **)data = &fake_buffer_context;
+  return 0;
+}
+
+int cuCtxPushCurrent_v2(void *context) {
+  int fail = fake_call("cuCtxPushCurrent_v2");
+  fake_write("(%s)", context == &fake_buffer_context ? "buffer_context" : "?");
+  if (fail)
+    return FAKE_CUDA_ERROR;
+  fake_current_context = context;
+  return 0;
+}
+
+int cuCtxPopCurrent_v2(void **context) {
+  if (fake_call("cuCtxPopCurrent_v2"))
+    return FAKE_CUDA_ERROR;
+  *context = fake_current_context;
+  fake_current_context = NULL;
+  return 0;
+}
+
+int cuModuleLoadData(void **module, const void *image) {
+  int fail = fake_call("cuModuleLoadData");
+  fake_write("(%s)", (const char *)image);
+  if (fail)
+    return FAKE_CUDA_ERROR;
+  *module = &fake_module;
+  return 0;
+}
+
+int cuModuleGetFunction(void **function, void *module, const char *name) {
+  int fail = fake_call("cuModuleGetFunction");
+  fake_write("(%s,%s)", module == &fake_module ? "module" : "?", name);
+  if (fail || fake_num_functions == 16)
+    return FAKE_CUDA_ERROR;
+  fake_function_names[fake_num_functions] = name;
+  *function = &fake_function_names[fake_num_functions++];
+  return 0;
+}
+
+int cuLaunchKernel(void *function, unsigned grid_x, unsigned grid_y, unsigned grid_z, unsigned block_x,
+                   unsigned block_y, unsigned block_z, unsigned shared_bytes, void *stream, void **params,
+                   void **extra) {
+  int fail = fake_call("cuLaunchKernel");
+  fake_write("(%s,%ux%ux%u,%ux%ux%u,%u,%p,%lld,%s)", *(const char **)function, grid_x, grid_y, grid_z, block_x, block_y,
+             block_z, shared_bytes, stream, (long long)*(int64_t *)params[0], extra ? "extra" : "NULL");
+  return fail ? FAKE_CUDA_ERROR : 0;
+}
+
+int cuStreamSynchronize(void *stream) {
+  int fail = fake_call("cuStreamSynchronize");
+  fake_write("(%p)", stream);
+  return fail ? FAKE_CUDA_ERROR : 0;
+}
+
+#ifndef FAKE_CUDA_WITHOUT_UNLOAD
+int cuModuleUnload(void *module) {
+  int fail = fake_call("cuModuleUnload");
+  fake_write("(%s)", module == &fake_module ? "module" : "?");
+  return fail ? FAKE_CUDA_ERROR : 0;
+}
+#endif

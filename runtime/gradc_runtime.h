@@ -1,0 +1,68 @@
+/* gradc_runtime.h - the C runtime that gradc links, as bitcode, into every module it emits.
+ * threads.c runs the parallel loops of CPU kernels on a thread pool; cuda.c is the host side of
+ * --target=cuda, launching a module's PTX kernels through libcuda opened at run time.
+ * Application code calls only gradc_rt_set_num_threads / gradc_rt_get_num_threads. */
+#ifndef GRADC_RUNTIME_H
+#define GRADC_RUNTIME_H
+
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---- Thread pool (threads.c) ---------------------------------------------------------------
+ * The pool is the only global state of an emitted object. It is created on the first
+ * gradc_rt_parallel_for that needs more than one thread; its workers sleep on a condition
+ * variable between jobs and are neither joined nor woken at process exit. */
+
+/* One chunk of a parallel loop: iterations [begin, end) with the loop's captured state. */
+typedef void (*gradc_rt_task)(void *closure, int64_t begin, int64_t end);
+
+/* Runs `task` over [0, n), split into chunks that cover [0, n) exactly once, in no particular
+ * order, each of at least `grain` iterations (grain < 1 counts as 1) but the one ending at n;
+ * returns when all are done.
+ * The calling thread works on chunks too. It runs task(closure, 0, n) inline, starting no
+ * thread, when the thread count is 1, when n <= grain, when called from inside a task that
+ * the pool is running (nested loops run serially), or when another application thread's loop
+ * holds the pool at that moment: concurrent callers never wait for each other. */
+void gradc_rt_parallel_for(int64_t n, int64_t grain, gradc_rt_task task, void *closure);
+
+/* Sets the thread count of later parallel loops, the caller included: n <= 0 selects the
+ * default, the number of online CPUs (read once); 1 never starts a thread. Safe to call at any
+ * time, from any thread: the pool grows or shrinks to the new count when the next loop that
+ * uses it starts. Workers started earlier stay asleep while the count is 1. */
+void gradc_rt_set_num_threads(int32_t n);
+
+/* The thread count that the next parallel loop will use (always >= 1). */
+int32_t gradc_rt_get_num_threads(void);
+
+/* ---- CUDA host launcher (cuda.c) -----------------------------------------------------------
+ * Keeps no state between calls: libcuda is looked up with dlopen on every call (dlopen only
+ * counts references once the library is loaded) and never closed, because unloading the
+ * driver under live contexts is unsafe. */
+
+/* One kernel launch, with a 1-D grid of 1-D blocks and no dynamic shared memory. */
+typedef struct gradc_rt_cuda_launch {
+  const char *kernel; /* the kernel's entry name in the PTX */
+  int64_t grid;       /* blocks */
+  int64_t block;      /* threads per block */
+  void **args;        /* cuLaunchKernel's kernelParams: the address of each parameter's value */
+} gradc_rt_cuda_launch;
+
+/* Loads `ptx` (NUL-terminated) as a module, launches `launches[0 .. num_launches)` in order on
+ * `stream` (a CUstream; NULL is the legacy default stream), waits for the stream, unloads the
+ * module. A calling thread with no current CUDA context borrows, for the call, the context
+ * that owns the device address `context_owner` (one of the call's buffers).
+ * Returns 0 on success (also when num_launches is 0, without opening libcuda); 3 when
+ * libcuda.so.1 or one of the driver functions it needs cannot be found; 4 when a driver call
+ * fails or a grid or block size does not fit the driver's unsigned int. After a failed launch
+ * the kernels already launched are waited for before the module is unloaded. */
+int32_t gradc_rt_cuda_run(const char *ptx, const gradc_rt_cuda_launch *launches, int32_t num_launches, void *stream,
+                          const void *context_owner);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* GRADC_RUNTIME_H */

@@ -1,0 +1,133 @@
+/* test_cuda.c - checks gradc_rt_cuda_run (runtime/cuda.c) against runtime/fake_cuda.c.
+ * run_tests.sh runs it three times, with LD_LIBRARY_PATH leading to: the fake driver ("fake":
+ * call order, arguments, status 4 for each failing call), the fake without cuModuleUnload
+ * ("incomplete": status 3) and no driver at all ("absent": status 3). Prints TAP-style lines. */
+#define _POSIX_C_SOURCE 200809L
+
+#include "gradc_runtime.h"
+
+#include <dlfcn.h>
+#include <stdio.h>
+#include <string.h>
+
+static int failures;
+
+static void check(int ok, const char *name, const char *detail) {
+  printf("%s - %s\n", ok ? "ok" : "not ok", name);
+  if (!ok) {
+    printf("#   %s\n", detail);
+    failures++;
+  }
+}
+
+static void (*fake_reset)(const char *fail_call, int fail_on, int has_context);
+static const char *(*fake_log)(void);
+
+static const char ptx[] = "PTX";
+static char stream_object;
+static void *const stream = &stream_object;
+static const void *const owner = (const void *)(uintptr_t)0x7000;
+static int64_t first_arg = 11, second_arg = 22;
+static void *first_args[] = {&first_arg}, *second_args[] = {&second_arg};
+static const gradc_rt_cuda_launch two_launches[] = {{"m_f_k0", 8, 256, first_args}, {"m_f_k1", 1, 32, second_args}};
+
+/* Runs the two launches under a failure plan and compares status and log with the expected. */
+static void expect(const char *name, const char *fail_call, int fail_on, int has_context, int32_t want_status,
+                   const char *want_log) {
+  fake_reset(fail_call, fail_on, has_context);
+  int32_t status = gradc_rt_cuda_run(ptx, two_launches, 2, stream, owner);
+  char detail[4096];
+  snprintf(detail, sizeof detail, "status %d (want %d)\n#   log:  %s\n#   want: %s", status, want_status, fake_log(),
+           want_log);
+  check(status == want_status && strcmp(fake_log(), want_log) == 0, name, detail);
+}
+
+/* The fake's controls come from the same library that cuda.c opens, found the same way. */
+static int find_fake_driver(void) {
+  void *lib = dlopen("libcuda.so.1", RTLD_NOW);
+  void *reset = lib ? dlsym(lib, "fake_cuda_reset") : NULL, *log = lib ? dlsym(lib, "fake_cuda_log") : NULL;
+  check(reset != NULL && log != NULL, "the fake libcuda.so.1 is found", "LD_LIBRARY_PATH must lead to the fake driver");
+  memcpy(&fake_reset, &reset, sizeof reset);
+  memcpy(&fake_log, &log, sizeof log);
+  return reset != NULL && log != NULL;
+}
+
+static void test_fake_driver(void) {
+  char launches[512], s[32];
+  snprintf(s, sizeof s, "%p", stream);
+  snprintf(launches, sizeof launches,
+           "cuModuleGetFunction(module,m_f_k0) cuLaunchKernel(m_f_k0,8x1x1,256x1x1,0,%s,11,NULL) "
+           "cuModuleGetFunction(module,m_f_k1) cuLaunchKernel(m_f_k1,1x1x1,32x1x1,0,%s,22,NULL)",
+           s, s);
+  const char *start = "cuInit(0) cuCtxGetCurrent";
+  const char *borrow = "cuInit(0) cuCtxGetCurrent cuPointerGetAttribute(1,0x7000) cuCtxPushCurrent_v2(buffer_context)";
+  char want[1024];
+
+  snprintf(want, sizeof want, "%s cuModuleLoadData(PTX) %s cuStreamSynchronize(%s) cuModuleUnload(module)", start,
+           launches, s);
+  expect("launches in order on the caller's context", NULL, 0, 1, 0, want);
+  snprintf(want, sizeof want,
+           "%s cuModuleLoadData(PTX) %s cuStreamSynchronize(%s) cuModuleUnload(module) cuCtxPopCurrent_v2", borrow,
+           launches, s);
+  expect("borrows the buffers' context when the thread has none", NULL, 0, 0, 0, want);
+
+  fake_reset(NULL, 0, 1);
+  check(gradc_rt_cuda_run(ptx, two_launches, 0, stream, owner) == 0 && fake_log()[0] == '\0',
+        "no launches: status 0 and no driver call", fake_log());
+
+  expect("cuInit fails", "cuInit", 1, 1, 4, "cuInit(0)");
+  expect("cuCtxGetCurrent fails", "cuCtxGetCurrent", 1, 1, 4, start);
+  expect("cuPointerGetAttribute fails", "cuPointerGetAttribute", 1, 0, 4,
+         "cuInit(0) cuCtxGetCurrent cuPointerGetAttribute(1,0x7000)");
+  expect("cuCtxPushCurrent fails: nothing to pop", "cuCtxPushCurrent_v2", 1, 0, 4, borrow);
+  snprintf(want, sizeof want, "%s cuModuleLoadData(PTX) cuCtxPopCurrent_v2", borrow);
+  expect("cuModuleLoadData fails: nothing to unload", "cuModuleLoadData", 1, 0, 4, want);
+  snprintf(want, sizeof want, "%s cuModuleLoadData(PTX) cuModuleGetFunction(module,m_f_k0) cuModuleUnload(module)",
+           start);
+  expect("cuModuleGetFunction fails: unloads, nothing to wait for", "cuModuleGetFunction", 1, 1, 4, want);
+  snprintf(want, sizeof want,
+           "%s cuModuleLoadData(PTX) cuModuleGetFunction(module,m_f_k0) "
+           "cuLaunchKernel(m_f_k0,8x1x1,256x1x1,0,%s,11,NULL) cuModuleGetFunction(module,m_f_k1) "
+           "cuLaunchKernel(m_f_k1,1x1x1,32x1x1,0,%s,22,NULL) cuStreamSynchronize(%s) cuModuleUnload(module) "
+           "cuCtxPopCurrent_v2",
+           borrow, s, s, s);
+  expect("second cuLaunchKernel fails: waits for the first, unloads, pops", "cuLaunchKernel", 2, 0, 4, want);
+  snprintf(want, sizeof want, "%s cuModuleLoadData(PTX) %s cuStreamSynchronize(%s) cuModuleUnload(module)", start,
+           launches, s);
+  expect("cuStreamSynchronize fails", "cuStreamSynchronize", 1, 1, 4, want);
+
+  const gradc_rt_cuda_launch too_big[] = {{"m_f_k0", 8, 256, first_args},
+                                          {"m_f_k1", (int64_t)1 << 32, 32, second_args}};
+  fake_reset(NULL, 0, 1);
+  int32_t status = gradc_rt_cuda_run(ptx, too_big, 2, stream, owner);
+  snprintf(want, sizeof want,
+           "%s cuModuleLoadData(PTX) cuModuleGetFunction(module,m_f_k0) "
+           "cuLaunchKernel(m_f_k0,8x1x1,256x1x1,0,%s,11,NULL) cuStreamSynchronize(%s) cuModuleUnload(module)",
+           start, s, s);
+  check(status == 4 && strcmp(fake_log(), want) == 0, "a grid beyond unsigned int is not launched", fake_log());
+}
+
+int main(int argc, char **argv) {
+  const char *mode = argc > 1 ? argv[1] : "";
+  if (strcmp(mode, "fake") == 0) {
+    if (find_fake_driver())
+      test_fake_driver();
+  } else if (strcmp(mode, "incomplete") == 0) {
+    if (find_fake_driver()) {
+      fake_reset(NULL, 0, 1);
+      int32_t status = gradc_rt_cuda_run(ptx, two_launches, 2, stream, owner);
+      check(status == 3 && fake_log()[0] == '\0', "a driver without cuModuleUnload: status 3, no call", fake_log());
+    }
+  } else if (strcmp(mode, "absent") == 0) {
+    void *real = dlopen("libcuda.so.1", RTLD_NOW);
+    if (real != NULL) {
+      printf("ok - no libcuda.so.1: status 3 # SKIP this machine has a CUDA driver\n");
+      return 0;
+    }
+    check(gradc_rt_cuda_run(ptx, two_launches, 2, stream, owner) == 3, "no libcuda.so.1: status 3", "");
+  } else {
+    fprintf(stderr, "usage: test_cuda fake|incomplete|absent\n");
+    return 2;
+  }
+  return failures != 0;
+}
