@@ -6,6 +6,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "gradc/driver/Commands.h"
+#include "gradc/support/Log.h"
 
 #include <CLI/CLI.hpp>
 
@@ -61,6 +62,8 @@ struct SharedOptions {
   std::string wrt, remat = "manual", budget, target = "cpu", dump, dump_dir;
   int opt = 2;
   bool report = false;
+  int verbose = 0;
+  std::string log_level;
 };
 
 void add_shared(CLI::App *cmd, SharedOptions &o, CodegenOptions &cg) {
@@ -76,6 +79,9 @@ void add_shared(CLI::App *cmd, SharedOptions &o, CodegenOptions &cg) {
   cmd->add_option("--dump-ir", o.dump, "all, or a comma list of parse,typed,grad,remat,fused,loops,llvm,asm,ptx");
   cmd->add_option("--dump-dir", o.dump_dir, "Write dumps to numbered files NN-stage.ext here");
   cmd->add_flag("--report", o.report, "Print functions, FLOPs, planned memory and stage times to stderr");
+  cmd->add_flag("-v,--verbose", o.verbose, "Log what the passes decide (-vv: more); same as --log-level=info");
+  cmd->add_option("--log-level", o.log_level, "off | info | debug: log what the passes decide, to stderr")
+      ->check(CLI::IsMember({"off", "info", "debug"}));
 }
 
 /// Validates the shared options into PipelineOptions; false after an error.
@@ -92,6 +98,10 @@ bool finish_shared(CLI::App *cmd, const SharedOptions &o, PipelineOptions &p) {
     return false;
   }
   p.remat = o.remat == "none" ? RematMode::None : o.remat == "auto" ? RematMode::Auto : RematMode::Manual;
+  LogLevel level = o.verbose >= 2 ? LogLevel::Debug : o.verbose == 1 ? LogLevel::Info : LogLevel::Off;
+  if (!o.log_level.empty())
+    level = *parse_log_level(o.log_level);
+  set_log_level(level);
   if (!o.budget.empty()) {
     p.memory_budget = parse_size(o.budget);
     if (p.memory_budget < 0) {

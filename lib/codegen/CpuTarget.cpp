@@ -8,6 +8,9 @@
 #include "Emitter.h"
 
 #include "gradc/support/Diagnostics.h"
+#include "gradc/support/Log.h"
+
+#include <thread>
 
 #include <llvm/MC/MCSubtargetInfo.h>
 #include <llvm/MC/TargetRegistry.h>
@@ -86,6 +89,11 @@ std::unique_ptr<Module> build_cpu_module(const LoweredModule &module, const Code
   emit_thread_count_functions(*m, opts.prefix, threads);
   if (threads && runtime == RuntimeSource::Bitcode)
     link_runtime(*m);
+  log(LogLevel::Info, "threads",
+      threads ? "parallel loops use the runtime's thread pool: one thread per online CPU by default (" +
+                    std::to_string(std::thread::hardware_concurrency()) + " here), set by " + opts.prefix +
+                    "_set_num_threads"
+              : "no thread pool for " + tm.getTargetTriple().str() + ": parallel loops run serially");
   return std::move(m);
 }
 

@@ -9,6 +9,7 @@
 #include "Emitter.h"
 
 #include "gradc/support/Diagnostics.h"
+#include "gradc/support/Log.h"
 
 #include <llvm/IR/Intrinsics.h>
 
@@ -130,9 +131,14 @@ private:
     }
     if (s.extent <= 0)
       return;
-    if (s.for_kind == ForKind::Parallel && opts_.threads && device_ == Device::CPU && allocs_open_ == 0 &&
-        s.extent >= 2 && work(s) >= kParallelWork)
-      return emit_parallel(s);
+    if (s.for_kind == ForKind::Parallel && opts_.threads && device_ == Device::CPU && allocs_open_ == 0) {
+      if (s.extent >= 2 && work(s) >= kParallelWork)
+        return emit_parallel(s);
+      if (log_enabled(LogLevel::Debug))
+        log(LogLevel::Debug, "schedule",
+            fn_->getName().str() + ": loop " + var->name + " stays serial (" + std::to_string(int64_t(work(s))) +
+                " operations, the pool pays from " + std::to_string(int64_t(kParallelWork)) + ")");
+    }
     // Other loops, ScanTime included, run serially on the CPU (a GPU-bound
     // kernel compiled for the CPU runs its block/thread loops serially too).
     if (s.for_kind == ForKind::Unrolled) { // the body once per index, the index a constant
@@ -265,6 +271,9 @@ private:
     double per_iteration = std::max(1.0, work(s) / double(s.extent));
     int64_t grain = std::max<int64_t>(1, int64_t(std::ceil(kChunkWork / per_iteration)));
     b_.CreateCall(runtime_function(m, RuntimeFn::ParallelFor), {b_.getInt64(s.extent), b_.getInt64(grain), task, closure});
+    log(LogLevel::Info, "schedule",
+        fn_->getName().str() + ": loop " + s.var->name + " over " + std::to_string(s.extent) +
+            " iterations runs on the thread pool in chunks of at least " + std::to_string(grain));
   }
 
   /// Locals live in entry-block allocas, where mem2reg/SROA can promote them.

@@ -6,6 +6,7 @@
 // simple, deterministic, and the result is exactly what the code uses.
 //
 //===----------------------------------------------------------------------===//
+#include "gradc/support/Log.h"
 #include "gradc/lower/Passes.h"
 
 #include <algorithm>
@@ -50,6 +51,13 @@ void plan_memory(LoweredFunction &fn) {
     peak = std::max(peak, offset + size);
   }
   fn.workspace_bytes = peak;
+  if (log_enabled(LogLevel::Info)) {
+    log(LogLevel::Info, "memory", "@" + fn.name + ": workspace " + std::to_string(peak) + " bytes for " +
+                                       std::to_string(fn.arena.size()) + " arena buffers");
+    for (const BufferPtr &b : fn.arena)
+      log(LogLevel::Debug, "memory",
+          "  " + b->name + ": " + std::to_string(b->bytes()) + " bytes at offset " + std::to_string(b->offset));
+  }
 }
 
 } // namespace gradc

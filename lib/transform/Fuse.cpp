@@ -5,6 +5,7 @@
 // exactly once per output element and no work is duplicated.
 //
 //===----------------------------------------------------------------------===//
+#include "gradc/support/Log.h"
 #include "gradc/transform/Fuse.h"
 #include "gradc/ir/Functor.h"
 #include "gradc/op/Registry.h"
@@ -23,6 +24,13 @@ public:
 protected:
   void on_var(const ExprPtr &v) override { ++uses[v.get()]; }
 };
+
+int count_calls(const Expr &e) {
+  int n = e.kind == ExprKind::Call;
+  for (const ExprPtr &a : e.args)
+    n += count_calls(*a);
+  return n;
+}
 
 bool injective(const Expr &e) { return e.kind == ExprKind::Call && e.op->injective(); }
 
@@ -50,6 +58,13 @@ FunctionPtr fuse_injective(const Function &fn) {
     out.push_back({b.var, value, b.is_let});
   }
   std::erase_if(out, [&](const Binding &b) { return fused.count(b.var.get()) > 0; });
+  if (log_enabled(LogLevel::Info))
+    for (const Binding &b : out) {
+      int ops = count_calls(*b.value);
+      if (ops > 1)
+        log(LogLevel::Info, "fuse", "@" + fn.name + ": %" + b.var->name + " fuses " + std::to_string(ops) +
+                                        " operators into one kernel (root " + b.value->op->name + ")");
+    }
   auto result = std::make_shared<Function>(fn);
   result->body.bindings = std::move(out);
   return result;

@@ -5,6 +5,7 @@
 // same way as one built in memory.
 //
 //===----------------------------------------------------------------------===//
+#include "gradc/support/Log.h"
 #include "gradc/op/Registry.h"
 #include "gradc/transform/Remat.h"
 
@@ -89,6 +90,9 @@ FunctionPtr rematerialize_checkpoints(const Function &fn, RematStats &stats) {
     }
     out.push_back(b);
   }
+  if (stats.segments)
+    log(LogLevel::Info, "remat", "@" + fn.name + ": " + std::to_string(stats.segments) + " checkpoint segments, " +
+                                     std::to_string(stats.recomputed) + " bindings recomputed in the backward pass");
   auto result = std::make_shared<Function>(fn);
   result->body.result = recompute(fn.body.result);
   result->body.bindings = std::move(out);
