@@ -72,16 +72,6 @@ ExprPtr ExprMutator::on_func(const ExprPtr &e) {
   return make_func(fn, e->span);
 }
 
-ExprPtr ExprMutator::rebuild(const ExprPtr &e) {
-  std::vector<ExprPtr> args;
-  bool changed = false;
-  for (const ExprPtr &a : e->args) {
-    args.push_back(mutate(a));
-    changed |= args.back() != a;
-  }
-  return changed ? with_args(*e, std::move(args)) : e;
-}
-
 namespace {
 
 class FreeVars : public ExprVisitor {

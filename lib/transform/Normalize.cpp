@@ -40,13 +40,7 @@ protected:
 
 private:
   ExprPtr with_atoms(const ExprPtr &e) {
-    std::vector<ExprPtr> args;
-    bool changed = false;
-    for (const ExprPtr &a : e->args) {
-      args.push_back(atom(a));
-      changed |= args.back() != a;
-    }
-    return changed ? with_args(*e, std::move(args)) : e;
+    return rebuild_with(e, [this](const ExprPtr &a) { return atom(a); });
   }
 
   ExprPtr atom(const ExprPtr &e) {

@@ -112,7 +112,19 @@ protected:
   ExprPtr on_func(const ExprPtr &e) override;
 
   /// `e` with every operand mutated; `e` itself when none changed.
-  ExprPtr rebuild(const ExprPtr &e);
+  ExprPtr rebuild(const ExprPtr &e) {
+    return rebuild_with(e, [this](const ExprPtr &a) { return mutate(a); });
+  }
+  /// `e` with `operand(a)` for every operand `a`; `e` itself when none changed.
+  template <typename F> ExprPtr rebuild_with(const ExprPtr &e, F &&operand) {
+    std::vector<ExprPtr> args;
+    bool changed = false;
+    for (const ExprPtr &a : e->args) {
+      args.push_back(operand(a));
+      changed |= args.back() != a;
+    }
+    return changed ? with_args(*e, std::move(args)) : e;
+  }
   /// Every later use of `from` (a Var) reads `to`.
   void remap(const ExprPtr &from, ExprPtr to) { memo_[from.get()] = std::move(to); }
   /// The bindings of the body being rebuilt, for passes that emit extra ones.
