@@ -8,6 +8,8 @@
 //===----------------------------------------------------------------------===//
 #include "Emitter.h"
 
+#include "gradc/loops/Functor.h"
+
 #include "gradc/support/Diagnostics.h"
 #include "gradc/support/Log.h"
 
@@ -76,13 +78,13 @@ double work(const Stmt &s) {
 constexpr double kParallelWork = 1 << 16;
 constexpr double kChunkWork = 1 << 14;
 
-class KernelEmitter {
+class KernelEmitter : StmtFunctor<void()>, LExprFunctor<Value *()> {
 public:
   KernelEmitter(Function *fn, const KernelOptions &opts, BufferValues buffers)
       : fn_(fn), device_(opts.device), opts_(opts), ctx_(fn->getContext()),
         b_(BasicBlock::Create(ctx_, "entry", fn)), buffers_(std::move(buffers)) {}
 
-  void emit(const Stmt &body) {
+  void emit(const StmtPtr &body) {
     stmt(body);
     b_.CreateRetVoid();
   }
@@ -95,27 +97,22 @@ public:
   }
 
 private:
-  void stmt(const Stmt &s) {
-    switch (s.kind) {
-    case StmtKind::For:
-      return emit_for(s);
-    case StmtKind::Store: {
-      Value *v = expr(*s.value);
-      if (s.buffer->dtype == DType::Bool)
-        v = b_.CreateZExt(v, b_.getInt8Ty());
-      b_.CreateStore(v, element_ptr(*s.buffer, *s.index));
-      return;
-    }
-    case StmtKind::Seq:
-      for (const StmtPtr &c : s.seq)
-        stmt(*c);
-      return;
-    case StmtKind::If:
-      return emit_if(s);
-    case StmtKind::Alloc:
-      return emit_alloc(s);
-    }
+  void stmt(const StmtPtr &s) { StmtFunctor<void()>::dispatch(s); }
+  Value *expr(const LExprPtr &e) { return LExprFunctor<Value *()>::dispatch(e); }
+
+  void on_for(const StmtPtr &s) override { emit_for(*s); }
+  void on_store(const StmtPtr &s) override {
+    Value *v = expr(s->value);
+    if (s->buffer->dtype == DType::Bool)
+      v = b_.CreateZExt(v, b_.getInt8Ty());
+    b_.CreateStore(v, element_ptr(*s->buffer, s->index));
   }
+  void on_seq(const StmtPtr &s) override {
+    for (const StmtPtr &c : s->seq)
+      stmt(c);
+  }
+  void on_if(const StmtPtr &s) override { emit_if(*s); }
+  void on_alloc(const StmtPtr &s) override { emit_alloc(*s); }
 
   void emit_for(const Stmt &s) {
     const LVar *var = s.var.get();
@@ -125,7 +122,7 @@ private:
       Intrinsic::ID id =
           s.for_kind == ForKind::BlockIdx ? Intrinsic::nvvm_read_ptx_sreg_ctaid_x : Intrinsic::nvvm_read_ptx_sreg_tid_x;
       vars_[var] = b_.CreateZExt(b_.CreateIntrinsic(id, {}, {}), b_.getInt64Ty(), var->name);
-      stmt(*s.body);
+      stmt(s.body);
       vars_.erase(var);
       return;
     }
@@ -144,7 +141,7 @@ private:
     if (s.for_kind == ForKind::Unrolled) { // the body once per index, the index a constant
       for (int64_t i = 0; i < s.extent; ++i) {
         vars_[var] = b_.getInt64(i);
-        stmt(*s.body);
+        stmt(s.body);
       }
       vars_.erase(var);
       return;
@@ -167,7 +164,7 @@ private:
     PHINode *index = b_.CreatePHI(b_.getInt64Ty(), 2, var->name);
     index->addIncoming(begin, preheader);
     vars_[var] = index;
-    stmt(*s.body);
+    stmt(s.body);
     vars_.erase(var);
     Value *next = b_.CreateAdd(index, b_.getInt64(1), var->name + ".next", true, true);
     BranchInst *latch = b_.CreateCondBr(b_.CreateICmpEQ(next, end), exit, body);
@@ -186,17 +183,17 @@ private:
   }
 
   void emit_if(const Stmt &s) {
-    Value *cond = expr(*s.value);
+    Value *cond = expr(s.value);
     BasicBlock *then_bb = BasicBlock::Create(ctx_, "if.then", fn_);
     BasicBlock *else_bb = s.else_body ? BasicBlock::Create(ctx_, "if.else", fn_) : nullptr;
     BasicBlock *end_bb = BasicBlock::Create(ctx_, "if.end", fn_);
     b_.CreateCondBr(cond, then_bb, else_bb ? else_bb : end_bb);
     b_.SetInsertPoint(then_bb);
-    stmt(*s.body);
+    stmt(s.body);
     b_.CreateBr(end_bb);
     if (else_bb) {
       b_.SetInsertPoint(else_bb);
-      stmt(*s.else_body);
+      stmt(s.else_body);
       b_.CreateBr(end_bb);
     }
     b_.SetInsertPoint(end_bb);
@@ -284,47 +281,45 @@ private:
     buffers_[&local] =
         ab.CreateAlloca(ArrayType::get(memory_type(ctx_, local.dtype), local.numel()), nullptr, local.name);
     ++allocs_open_; // a local shared by the iterations keeps its loops serial
-    stmt(*s.body);
+    stmt(s.body);
     --allocs_open_;
     buffers_.erase(&local);
   }
 
-  Value *element_ptr(const Buffer &buf, const LExpr &index) {
+  Value *element_ptr(const Buffer &buf, const LExprPtr &index) {
     auto it = buffers_.find(&buf);
     GRADC_CHECK(it != buffers_.end(), kPass, "buffer " + buf.name + " is neither a kernel buffer nor allocated");
     return b_.CreateInBoundsGEP(memory_type(ctx_, buf.dtype), it->second, expr(index));
   }
 
-  Value *expr(const LExpr &e) {
-    switch (e.kind) {
-    case LExprKind::IntImm:
-      GRADC_CHECK(!is_float(e.dtype), kPass, "integer constant of a float dtype");
-      if (e.dtype == DType::Bool)
-        return b_.getInt1(e.ivalue != 0);
-      return ConstantInt::get(register_type(ctx_, e.dtype), e.ivalue, true);
-    case LExprKind::FloatImm:
-      return ConstantFP::get(register_type(ctx_, e.dtype), e.fvalue);
-    case LExprKind::Var: {
-      auto it = vars_.find(e.var.get());
-      GRADC_CHECK(it != vars_.end(), kPass, "loop variable " + e.var->name + " used out of scope");
-      return it->second;
-    }
-    case LExprKind::Load: {
-      Value *v = b_.CreateLoad(memory_type(ctx_, e.dtype), element_ptr(*e.buffer, *e.operands[0]));
-      return e.dtype == DType::Bool ? b_.CreateICmpNE(v, b_.getInt8(0)) : v;
-    }
-    case LExprKind::Unary:
-      return unary(e.uop, e.dtype, expr(*e.operands[0]));
-    case LExprKind::Binary:
-      return binary(e.bop, e.dtype, expr(*e.operands[0]), expr(*e.operands[1]));
-    case LExprKind::Compare:
-      return compare(e.cop, e.operands[0]->dtype, expr(*e.operands[0]), expr(*e.operands[1]));
-    case LExprKind::Select:
-      return b_.CreateSelect(expr(*e.operands[0]), expr(*e.operands[1]), expr(*e.operands[2]));
-    case LExprKind::Cast:
-      return cast(expr(*e.operands[0]), e.operands[0]->dtype, e.dtype);
-    }
-    internal_error(kPass, "unknown expression kind");
+  Value *on_int_imm(const LExprPtr &e) override {
+    GRADC_CHECK(!is_float(e->dtype), kPass, "integer constant of a float dtype");
+    if (e->dtype == DType::Bool)
+      return b_.getInt1(e->ivalue != 0);
+    return ConstantInt::get(register_type(ctx_, e->dtype), e->ivalue, true);
+  }
+  Value *on_float_imm(const LExprPtr &e) override { return ConstantFP::get(register_type(ctx_, e->dtype), e->fvalue); }
+  Value *on_var(const LExprPtr &e) override {
+    auto it = vars_.find(e->var.get());
+    GRADC_CHECK(it != vars_.end(), kPass, "loop variable " + e->var->name + " used out of scope");
+    return it->second;
+  }
+  Value *on_load(const LExprPtr &e) override {
+    Value *v = b_.CreateLoad(memory_type(ctx_, e->dtype), element_ptr(*e->buffer, e->operands[0]));
+    return e->dtype == DType::Bool ? b_.CreateICmpNE(v, b_.getInt8(0)) : v;
+  }
+  Value *on_unary(const LExprPtr &e) override { return unary(e->uop, e->dtype, expr(e->operands[0])); }
+  Value *on_binary(const LExprPtr &e) override {
+    return binary(e->bop, e->dtype, expr(e->operands[0]), expr(e->operands[1]));
+  }
+  Value *on_compare(const LExprPtr &e) override {
+    return compare(e->cop, e->operands[0]->dtype, expr(e->operands[0]), expr(e->operands[1]));
+  }
+  Value *on_select(const LExprPtr &e) override {
+    return b_.CreateSelect(expr(e->operands[0]), expr(e->operands[1]), expr(e->operands[2]));
+  }
+  Value *on_cast(const LExprPtr &e) override {
+    return cast(expr(e->operands[0]), e->operands[0]->dtype, e->dtype);
   }
 
   Value *unary(UnaryOp op, DType dt, Value *a) {
@@ -574,7 +569,7 @@ Function *emit_kernel(Module &m, const Kernel &kernel, const std::string &symbol
     GRADC_CHECK(buffers.emplace(&buf, arg).second, kPass,
                 "kernel " + kernel.name + " lists buffer " + buf.name + " twice");
   }
-  KernelEmitter(fn, opts, std::move(buffers)).emit(*kernel.body);
+  KernelEmitter(fn, opts, std::move(buffers)).emit(kernel.body);
   return fn;
 }
 

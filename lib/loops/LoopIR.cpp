@@ -1,5 +1,6 @@
 //===- LoopIR.cpp - loop IR constructors and the `loops` dump printer -----===//
 #include "gradc/loops/LoopIR.h"
+#include "gradc/loops/Functor.h"
 #include "gradc/support/Diagnostics.h"
 
 #include <sstream>
@@ -283,74 +284,78 @@ const char *scope_name(BufferScope s) {
   return "?";
 }
 
-class LoopPrinter {
+/// Prints through the functors: a statement at an indentation depth, an
+/// expression as a string.
+class LoopPrinter : StmtFunctor<void(int)>, LExprFunctor<std::string()> {
 public:
   std::ostringstream os;
 
-  std::string expr(const LExprPtr &e) {
-    switch (e->kind) {
-    case LExprKind::IntImm:
-      if (e->dtype == DType::Bool)
-        return e->ivalue ? "True" : "False";
-      return std::to_string(e->ivalue) + (e->dtype == DType::Int64 ? "" : std::string("i32"));
-    case LExprKind::FloatImm: {
-      std::ostringstream s;
-      s.precision(17);
-      s << e->fvalue << (e->dtype == DType::Float32 ? "f" : e->dtype == DType::Float16 ? "f16" : "f64");
-      return s.str();
-    }
-    case LExprKind::Var:
-      return e->var->name;
-    case LExprKind::Load:
-      return e->buffer->name + "[" + expr(e->operands[0]) + "]";
-    case LExprKind::Unary:
-      return std::string(unary_name(e->uop)) + "(" + expr(e->operands[0]) + ")";
-    case LExprKind::Binary:
-      if (const char *infix = binary_infix(e->bop))
-        return "(" + expr(e->operands[0]) + infix + expr(e->operands[1]) + ")";
-      return std::string(binary_call(e->bop)) + "(" + expr(e->operands[0]) + ", " + expr(e->operands[1]) + ")";
-    case LExprKind::Compare:
-      return "(" + expr(e->operands[0]) + compare_name(e->cop) + expr(e->operands[1]) + ")";
-    case LExprKind::Select:
-      return "select(" + expr(e->operands[0]) + ", " + expr(e->operands[1]) + ", " + expr(e->operands[2]) + ")";
-    case LExprKind::Cast:
-      return std::string(dtype_name(e->dtype)) + "(" + expr(e->operands[0]) + ")";
-    }
-    return "?";
+  std::string expr(const LExprPtr &e) { return LExprFunctor<std::string()>::dispatch(e); }
+  void stmt(const StmtPtr &s, int depth) { StmtFunctor<void(int)>::dispatch(s, depth); }
+
+private:
+  std::string on_int_imm(const LExprPtr &e) override {
+    if (e->dtype == DType::Bool)
+      return e->ivalue ? "True" : "False";
+    return std::to_string(e->ivalue) + (e->dtype == DType::Int64 ? "" : std::string("i32"));
+  }
+  std::string on_float_imm(const LExprPtr &e) override {
+    std::ostringstream s;
+    s.precision(17);
+    s << e->fvalue << (e->dtype == DType::Float32 ? "f" : e->dtype == DType::Float16 ? "f16" : "f64");
+    return s.str();
+  }
+  std::string on_var(const LExprPtr &e) override { return e->var->name; }
+  std::string on_load(const LExprPtr &e) override { return e->buffer->name + "[" + expr(e->operands[0]) + "]"; }
+  std::string on_unary(const LExprPtr &e) override {
+    return std::string(unary_name(e->uop)) + "(" + expr(e->operands[0]) + ")";
+  }
+  std::string on_binary(const LExprPtr &e) override {
+    if (const char *infix = binary_infix(e->bop))
+      return "(" + expr(e->operands[0]) + infix + expr(e->operands[1]) + ")";
+    return std::string(binary_call(e->bop)) + "(" + expr(e->operands[0]) + ", " + expr(e->operands[1]) + ")";
+  }
+  std::string on_compare(const LExprPtr &e) override {
+    return "(" + expr(e->operands[0]) + compare_name(e->cop) + expr(e->operands[1]) + ")";
+  }
+  std::string on_select(const LExprPtr &e) override {
+    return "select(" + expr(e->operands[0]) + ", " + expr(e->operands[1]) + ", " + expr(e->operands[2]) + ")";
+  }
+  std::string on_cast(const LExprPtr &e) override {
+    return std::string(dtype_name(e->dtype)) + "(" + expr(e->operands[0]) + ")";
   }
 
-  void stmt(const StmtPtr &s, int depth) {
+  void on_for(const StmtPtr &s, int depth) override {
     std::string pad(depth * 2, ' ');
-    switch (s->kind) {
-    case StmtKind::For:
-      os << pad << "for (" << s->var->name << ", 0, " << s->extent << ") " << for_kind_name(s->for_kind) << " {\n";
-      stmt(s->body, depth + 1);
-      os << pad << "}\n";
-      break;
-    case StmtKind::Store:
-      os << pad << s->buffer->name << "[" << expr(s->index) << "] = " << expr(s->value) << "\n";
-      break;
-    case StmtKind::Seq:
-      for (const StmtPtr &c : s->seq)
-        stmt(c, depth);
-      break;
-    case StmtKind::If:
-      os << pad << "if " << expr(s->value) << " {\n";
-      stmt(s->body, depth + 1);
-      if (s->else_body) {
-        os << pad << "} else {\n";
-        stmt(s->else_body, depth + 1);
-      }
-      os << pad << "}\n";
-      break;
-    case StmtKind::Alloc:
-      os << pad << "allocate " << s->buffer->name << ": " << dtype_name(s->buffer->dtype) << "[" << s->buffer->numel()
-         << "], local\n";
-      stmt(s->body, depth);
-      break;
+    os << pad << "for (" << s->var->name << ", 0, " << s->extent << ") " << for_kind_name(s->for_kind) << " {\n";
+    stmt(s->body, depth + 1);
+    os << pad << "}\n";
+  }
+  void on_store(const StmtPtr &s, int depth) override {
+    os << std::string(depth * 2, ' ') << s->buffer->name << "[" << expr(s->index) << "] = " << expr(s->value)
+       << "\n";
+  }
+  void on_seq(const StmtPtr &s, int depth) override {
+    for (const StmtPtr &c : s->seq)
+      stmt(c, depth);
+  }
+  void on_if(const StmtPtr &s, int depth) override {
+    std::string pad(depth * 2, ' ');
+    os << pad << "if " << expr(s->value) << " {\n";
+    stmt(s->body, depth + 1);
+    if (s->else_body) {
+      os << pad << "} else {\n";
+      stmt(s->else_body, depth + 1);
     }
+    os << pad << "}\n";
+  }
+  void on_alloc(const StmtPtr &s, int depth) override {
+    os << std::string(depth * 2, ' ') << "allocate " << s->buffer->name << ": " << dtype_name(s->buffer->dtype)
+       << "[" << s->buffer->numel() << "], local\n";
+    stmt(s->body, depth);
   }
 
+public:
   void buffer(const BufferPtr &b) {
     os << "  " << scope_name(b->scope) << " " << b->name << ": Buffer(" << dtype_name(b->dtype) << ", "
        << shape_str(b->shape) << ", " << b->bytes() << " bytes";

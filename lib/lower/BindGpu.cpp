@@ -5,6 +5,7 @@
 // inside them (reductions, the serial loops of a kernel) runs per thread.
 //
 //===----------------------------------------------------------------------===//
+#include "gradc/loops/Functor.h"
 #include "gradc/op/Kernel.h"
 #include "gradc/lower/Passes.h"
 
@@ -15,35 +16,17 @@ namespace {
 
 constexpr int64_t kThreadsPerBlock = 256;
 
-using VarMap = std::unordered_map<const LVar *, LExprPtr>;
+/// Replaces loop variables by index expressions.
+class Substitute : public LoopMutator {
+public:
+  std::unordered_map<const LVar *, LExprPtr> map;
 
-LExprPtr substitute(const LExprPtr &e, const VarMap &map) {
-  if (e->kind == LExprKind::Var) {
+private:
+  LExprPtr on_var(const LExprPtr &e) override {
     auto it = map.find(e->var.get());
     return it == map.end() ? e : it->second;
   }
-  if (e->operands.empty())
-    return e;
-  auto copy = std::make_shared<LExpr>(*e);
-  for (LExprPtr &o : copy->operands)
-    o = substitute(o, map);
-  return copy;
-}
-
-StmtPtr substitute(const StmtPtr &s, const VarMap &map) {
-  if (!s)
-    return s;
-  auto copy = std::make_shared<Stmt>(*s);
-  if (copy->index)
-    copy->index = substitute(copy->index, map);
-  if (copy->value)
-    copy->value = substitute(copy->value, map);
-  copy->body = substitute(copy->body, map);
-  copy->else_body = substitute(copy->else_body, map);
-  for (StmtPtr &c : copy->seq)
-    c = substitute(c, map);
-  return copy;
-}
+};
 
 bool data_parallel(const Stmt &s) {
   return s.kind == StmtKind::For && (s.for_kind == ForKind::Parallel || s.for_kind == ForKind::Vectorized);
@@ -68,10 +51,10 @@ void bind_gpu_threads(LoweredFunction &fn) {
     auto tx = std::make_shared<LVar>(LVar{"threadIdx.x"});
     LExprPtr flat = binary(BinaryOp::Add, binary(BinaryOp::Mul, var_ref(bx), int_imm(k.block)), var_ref(tx));
     Index idx = unravel_index(flat, extents);
-    VarMap map;
+    Substitute substitute;
     for (size_t d = 0; d < nest.size(); ++d)
-      map[nest[d]->var.get()] = idx[d];
-    StmtPtr inner = substitute(nest.back()->body, map);
+      substitute.map[nest[d]->var.get()] = idx[d];
+    StmtPtr inner = substitute.mutate(nest.back()->body);
     StmtPtr guarded = if_then(compare(CompareOp::LT, flat, int_imm(total)), inner);
     k.body = for_loop(bx, k.grid, ForKind::BlockIdx, for_loop(tx, k.block, ForKind::ThreadIdx, guarded));
   }

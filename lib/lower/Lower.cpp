@@ -7,6 +7,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "gradc/lower/Lower.h"
+#include "gradc/loops/Functor.h"
 #include "gradc/op/Kernel.h"
 #include "gradc/op/Registry.h"
 
@@ -20,26 +21,26 @@ namespace gradc {
 
 namespace {
 
-void collect_buffers(const LExprPtr &e, std::vector<BufferPtr> &out, std::unordered_set<const Buffer *> &seen) {
-  if (e->buffer && e->buffer->scope != BufferScope::Local && seen.insert(e->buffer.get()).second)
-    out.push_back(e->buffer);
-  for (const LExprPtr &o : e->operands)
-    collect_buffers(o, out, seen);
-}
+/// Every non-Local buffer a kernel body reads or writes, in first-use order.
+class BufferCollector : public LoopVisitor {
+public:
+  std::vector<BufferPtr> buffers;
 
-void collect_buffers(const StmtPtr &s, std::vector<BufferPtr> &out, std::unordered_set<const Buffer *> &seen) {
-  if (!s)
-    return;
-  if (s->buffer && s->buffer->scope != BufferScope::Local && seen.insert(s->buffer.get()).second)
-    out.push_back(s->buffer);
-  for (const LExprPtr &e : {s->index, s->value})
-    if (e)
-      collect_buffers(e, out, seen);
-  collect_buffers(s->body, out, seen);
-  collect_buffers(s->else_body, out, seen);
-  for (const StmtPtr &c : s->seq)
-    collect_buffers(c, out, seen);
-}
+private:
+  std::unordered_set<const Buffer *> seen_;
+  void note(const BufferPtr &b) {
+    if (b->scope != BufferScope::Local && seen_.insert(b.get()).second)
+      buffers.push_back(b);
+  }
+  void on_store(const StmtPtr &s) override {
+    note(s->buffer);
+    LoopVisitor::on_store(s);
+  }
+  void on_load(const LExprPtr &e) override {
+    note(e->buffer);
+    LoopVisitor::on_load(e);
+  }
+};
 
 class FunctionLowering {
 public:
@@ -105,8 +106,9 @@ private:
     Kernel k;
     k.name = name;
     k.body = std::move(body);
-    std::unordered_set<const Buffer *> seen;
-    collect_buffers(k.body, k.buffers, seen);
+    BufferCollector collector;
+    collector.visit(k.body);
+    k.buffers = std::move(collector.buffers);
     out_.kernels.push_back(std::move(k));
   }
 

@@ -25,11 +25,23 @@ protected:
   void on_var(const ExprPtr &v) override { ++uses[v.get()]; }
 };
 
-int count_calls(const Expr &e) {
-  int n = e.kind == ExprKind::Call;
-  for (const ExprPtr &a : e.args)
-    n += count_calls(*a);
-  return n;
+/// The operator calls in a fused expression tree (a call used twice counts twice).
+class CallCounter : public ExprVisitor {
+public:
+  CallCounter() : ExprVisitor(/*share=*/false) {}
+  int calls = 0;
+
+private:
+  void on_call(const ExprPtr &e) override {
+    ++calls;
+    visit_children(e);
+  }
+};
+
+int count_calls(const ExprPtr &e) {
+  CallCounter counter;
+  counter.visit(e);
+  return counter.calls;
 }
 
 bool injective(const Expr &e) { return e.kind == ExprKind::Call && e.op->injective(); }
@@ -60,7 +72,7 @@ FunctionPtr fuse_injective(const Function &fn) {
   std::erase_if(out, [&](const Binding &b) { return fused.count(b.var.get()) > 0; });
   if (log_enabled(LogLevel::Info))
     for (const Binding &b : out) {
-      int ops = count_calls(*b.value);
+      int ops = count_calls(b.value);
       if (ops > 1)
         log(LogLevel::Info, "fuse", "@" + fn.name + ": %" + b.var->name + " fuses " + std::to_string(ops) +
                                         " operators into one kernel (root " + b.value->op->name + ")");

@@ -1,0 +1,81 @@
+//===- Functor.cpp - the default rebuilds of the loop-IR mutator ----------===//
+#include "gradc/loops/Functor.h"
+#include "gradc/support/Diagnostics.h"
+
+namespace gradc {
+
+void unhandled_loop_kind(const char *what) {
+  internal_error("loop IR", std::string("a walk reached a ") + what + " kind it does not handle");
+}
+
+LExprPtr with_operands(const LExpr &like, std::vector<LExprPtr> ops) {
+  switch (like.kind) {
+  case LExprKind::Load:
+    return load(like.buffer, std::move(ops[0]));
+  case LExprKind::Unary:
+    return unary(like.uop, std::move(ops[0]));
+  case LExprKind::Binary:
+    return binary(like.bop, std::move(ops[0]), std::move(ops[1]));
+  case LExprKind::Compare:
+    return compare(like.cop, std::move(ops[0]), std::move(ops[1]));
+  case LExprKind::Select:
+    return select(std::move(ops[0]), std::move(ops[1]), std::move(ops[2]));
+  case LExprKind::Cast:
+    return cast(like.dtype, std::move(ops[0]));
+  case LExprKind::IntImm:
+  case LExprKind::FloatImm:
+  case LExprKind::Var:
+    break;
+  }
+  internal_error("loop IR", "with_operands of a leaf expression");
+}
+
+StmtPtr with_for(const Stmt &loop, ForKind kind, StmtPtr body) {
+  GRADC_CHECK(loop.kind == StmtKind::For, "loop IR", "with_for of a statement that is not a loop");
+  return for_loop(loop.var, loop.extent, kind, std::move(body));
+}
+
+LExprPtr LoopMutator::rebuild(const LExprPtr &e) {
+  std::vector<LExprPtr> ops;
+  bool changed = false;
+  for (const LExprPtr &o : e->operands) {
+    ops.push_back(mutate(o));
+    changed |= ops.back() != o;
+  }
+  return changed ? with_operands(*e, std::move(ops)) : e;
+}
+
+StmtPtr LoopMutator::on_for(const StmtPtr &s) {
+  StmtPtr body = mutate(s->body);
+  return body == s->body ? s : with_for(*s, s->for_kind, std::move(body));
+}
+
+StmtPtr LoopMutator::on_store(const StmtPtr &s) {
+  LExprPtr index = mutate(s->index), value = mutate(s->value);
+  return index == s->index && value == s->value ? s : store(s->buffer, std::move(index), std::move(value));
+}
+
+StmtPtr LoopMutator::on_seq(const StmtPtr &s) {
+  std::vector<StmtPtr> stmts;
+  bool changed = false;
+  for (const StmtPtr &c : s->seq) {
+    stmts.push_back(mutate(c));
+    changed |= stmts.back() != c;
+  }
+  return changed ? seq(std::move(stmts)) : s;
+}
+
+StmtPtr LoopMutator::on_if(const StmtPtr &s) {
+  LExprPtr cond = mutate(s->value);
+  StmtPtr then_body = mutate(s->body), else_body = mutate(s->else_body);
+  if (cond == s->value && then_body == s->body && else_body == s->else_body)
+    return s;
+  return if_then(std::move(cond), std::move(then_body), std::move(else_body));
+}
+
+StmtPtr LoopMutator::on_alloc(const StmtPtr &s) {
+  StmtPtr body = mutate(s->body);
+  return body == s->body ? s : alloc(s->buffer, std::move(body));
+}
+
+} // namespace gradc
