@@ -114,7 +114,7 @@ bool finish_shared(CLI::App *cmd, const SharedOptions &o, PipelineOptions &p) {
     std::cerr << "gradc: error: --remat=auto needs --memory-budget\n";
     return false;
   }
-  p.codegen.target = o.target == "cuda" ? Target::CUDA : Target::CPU;
+  p.codegen.target = o.target == "cuda" ? TargetKind::CUDA : TargetKind::CPU;
   p.codegen.opt_level = o.opt;
   if (p.codegen.gpu_arch.rfind("sm_", 0) != 0 || p.codegen.gpu_arch.size() < 5) {
     std::cerr << "gradc: error: --gpu-arch must look like sm_80, found '" << p.codegen.gpu_arch << "'\n";
@@ -134,7 +134,7 @@ bool finish_shared(CLI::App *cmd, const SharedOptions &o, PipelineOptions &p) {
       return false;
     }
   }
-  if (p.codegen.target != Target::CUDA)
+  if (p.codegen.target != TargetKind::CUDA)
     p.dumps.erase("ptx");
   p.dump_dir = o.dump_dir;
   p.report = o.report;

@@ -28,9 +28,9 @@ namespace gradc {
 CodegenOutput generate_code(const LoweredModule &module, const CodegenOptions &opts, const CodegenRequest &what) {
   GRADC_CHECK(opts.opt_level >= 0 && opts.opt_level <= 3, "codegen", "bad optimization level");
   switch (opts.target) {
-  case Target::CPU:
+  case TargetKind::CPU:
     return codegen::generate_cpu(module, opts, what);
-  case Target::CUDA:
+  case TargetKind::CUDA:
     return codegen::generate_cuda(module, opts, what);
   }
   internal_error("codegen", "unknown target");

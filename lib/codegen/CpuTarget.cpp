@@ -47,6 +47,35 @@ HostTarget resolve_cpu_target(const CodegenOptions &opts) {
   return host;
 }
 
+} // namespace gradc::codegen
+
+namespace gradc {
+
+Target describe_target(const CodegenOptions &opts) {
+  codegen::HostTarget host = codegen::resolve_cpu_target(opts);
+  Target t;
+  t.kind = opts.target;
+  t.triple = host.triple;
+  t.cpu = host.cpu;
+  std::string error;
+  const llvm::Target *target = TargetRegistry::lookupTarget(host.triple, error);
+  std::unique_ptr<MCSubtargetInfo> info(target->createMCSubtargetInfo(host.triple, host.cpu, host.features));
+  Triple triple(host.triple);
+  if (triple.isX86())
+    t.vector_bytes = info->checkFeatures("+avx512f") ? 64 : info->checkFeatures("+avx") ? 32 : 16;
+  else
+    t.vector_bytes = 16; // NEON, and a safe register-tile width elsewhere
+  if (opts.triple.empty() && opts.cpu.empty())
+    t.cores = int(std::thread::hardware_concurrency());
+  if (t.is_gpu())
+    t.gpu_arch = opts.gpu_arch; // warp 32, 48 KiB static shared memory, 1024 threads on every sm_* gradc targets
+  return t;
+}
+
+} // namespace gradc
+
+namespace gradc::codegen {
+
 std::unique_ptr<TargetMachine> create_cpu_target_machine(const CodegenOptions &opts) {
   HostTarget host = resolve_cpu_target(opts);
   return create_target_machine(host.triple, host.cpu, host.features, opts.opt_level);

@@ -1,6 +1,6 @@
 //===- CudaTarget.cpp - PTX kernels and the host stub that launches them --===//
 //
-// Target::CUDA makes two modules: the device module, one PTX kernel per Kernel
+// TargetKind::CUDA makes two modules: the device module, one PTX kernel per Kernel
 // with libdevice linked in for math, and the host stub, whose entry points open
 // libcuda at run time, load the embedded PTX, launch the kernels in order on the
 // caller's stream, wait and unload, keeping no global state (SPEC §8).

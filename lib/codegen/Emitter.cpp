@@ -50,33 +50,11 @@ Type *register_type(LLVMContext &ctx, DType dt) {
 
 enum class MathFn { Exp, Log, Sqrt, Fabs, Sin, Cos, Tanh, Erf, Pow, Floor };
 
-/// Emits the body of one kernel function.
-/// A static estimate of the scalar operations a statement performs.
-double work(const Stmt &s) {
-  switch (s.kind) {
-  case StmtKind::For:
-    return double(s.extent) * work(*s.body);
-  case StmtKind::Seq: {
-    double w = 0;
-    for (const StmtPtr &c : s.seq)
-      w += work(*c);
-    return w;
-  }
-  case StmtKind::If:
-    return 1 + std::max(work(*s.body), s.else_body ? work(*s.else_body) : 0.0);
-  case StmtKind::Alloc:
-    return work(*s.body);
-  case StmtKind::Store:
-    return 1;
-  }
-  return 1;
-}
-
-// The cost rule for threads: a loop is split across the pool only when it
-// does at least kParallelWork operations (waking the pool costs microseconds),
-// in chunks of at least kChunkWork.
-constexpr double kParallelWork = 1 << 16;
+// A Parallel loop (chosen by the schedule pass, lower/Schedule.h) is split
+// across the pool in chunks of at least kChunkWork operations.
 constexpr double kChunkWork = 1 << 14;
+
+/// Emits the body of one kernel function.
 
 class KernelEmitter : StmtFunctor<void()>, LExprFunctor<Value *()> {
 public:
@@ -128,14 +106,8 @@ private:
     }
     if (s.extent <= 0)
       return;
-    if (s.for_kind == ForKind::Parallel && opts_.threads && device_ == Device::CPU && allocs_open_ == 0) {
-      if (s.extent >= 2 && work(s) >= kParallelWork)
-        return emit_parallel(s);
-      if (log_enabled(LogLevel::Debug))
-        log(LogLevel::Debug, "schedule",
-            fn_->getName().str() + ": loop " + var->name + " stays serial (" + std::to_string(int64_t(work(s))) +
-                " operations, the pool pays from " + std::to_string(int64_t(kParallelWork)) + ")");
-    }
+    if (s.for_kind == ForKind::Parallel && opts_.threads && device_ == Device::CPU && allocs_open_ == 0)
+      return emit_parallel(s);
     // Other loops, ScanTime included, run serially on the CPU (a GPU-bound
     // kernel compiled for the CPU runs its block/thread loops serially too).
     if (s.for_kind == ForKind::Unrolled) { // the body once per index, the index a constant
@@ -265,7 +237,7 @@ private:
     values.insert(values.end(), outer_values.begin(), outer_values.end());
     for (size_t i = 0; i < values.size(); ++i)
       b_.CreateStore(values[i], b_.CreateStructGEP(closure_ty, closure, i));
-    double per_iteration = std::max(1.0, work(s) / double(s.extent));
+    double per_iteration = std::max(1.0, estimated_work(s) / double(s.extent));
     int64_t grain = std::max<int64_t>(1, int64_t(std::ceil(kChunkWork / per_iteration)));
     b_.CreateCall(runtime_function(m, RuntimeFn::ParallelFor), {b_.getInt64(s.extent), b_.getInt64(grain), task, closure});
     log(LogLevel::Info, "schedule",

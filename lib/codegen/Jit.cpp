@@ -48,7 +48,7 @@ private:
 } // namespace
 
 std::unique_ptr<JitSession> JitSession::create(const LoweredModule &module, const CodegenOptions &opts) {
-  GRADC_CHECK(opts.target == Target::CPU, kPass, "only the CPU target can run in process");
+  GRADC_CHECK(opts.target == TargetKind::CPU, kPass, "only the CPU target can run in process");
   GRADC_CHECK(opts.opt_level >= 0 && opts.opt_level <= 3, kPass, "bad optimization level");
   codegen::HostTarget host = codegen::resolve_cpu_target(opts);
   orc::JITTargetMachineBuilder jtmb{Triple(host.triple)};

@@ -84,7 +84,7 @@ ManifestInfo manifest_info(const PipelineOptions &opts, const std::vector<std::s
   info.tool_version = kVersion;
   info.llvm_version = llvm_version();
   info.argv = argv;
-  info.target = opts.codegen.target == Target::CUDA ? "cuda" : "cpu";
+  info.target = opts.codegen.target == TargetKind::CUDA ? "cuda" : "cpu";
   info.triple = opts.codegen.triple;
   info.cpu = opts.codegen.cpu;
   info.gpu_arch = opts.codegen.gpu_arch;
@@ -98,7 +98,7 @@ ManifestInfo manifest_info(const PipelineOptions &opts, const std::vector<std::s
 
 int compile_command(const CompileCommand &cmd, std::ostream &out, std::ostream &err) {
   PipelineOptions opts = cmd.pipeline;
-  bool cuda = opts.codegen.target == Target::CUDA;
+  bool cuda = opts.codegen.target == TargetKind::CUDA;
   std::vector<std::string> emit = cmd.emit;
   if (emit.empty())
     emit = cuda ? std::vector<std::string>{"ptx", "obj", "header", "manifest"}
@@ -224,7 +224,7 @@ AlignedBuffer aligned_buffer(int64_t bytes) {
 int run_command(const RunCommand &cmd, std::ostream &out, std::ostream &err) {
   PipelineOptions opts = cmd.pipeline;
   opts.want_unrematerialized_peak = opts.report;
-  if (opts.codegen.target != Target::CPU) {
+  if (opts.codegen.target != TargetKind::CPU) {
     err << "gradc: error: run executes on the host CPU; --target=cuda is not supported here\n";
     return 2;
   }

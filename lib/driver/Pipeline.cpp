@@ -13,6 +13,7 @@
 #include "gradc/lower/Lower.h"
 #include "gradc/lower/Passes.h"
 #include "gradc/op/Registry.h"
+#include "gradc/support/Log.h"
 #include "gradc/text/Parser.h"
 #include "gradc/transform/Fuse.h"
 #include "gradc/transform/Gradient.h"
@@ -70,6 +71,7 @@ int64_t estimate_flops(const Function &fn) {
 struct PassContext {
   const PipelineOptions &opts;
   DiagEngine &diag;
+  Target target;                 // what the loop passes schedule for
   std::vector<RematStats> remat; // one per function after the remat stage
 };
 
@@ -144,9 +146,11 @@ Module fuse_all(const Module &m, PassContext &) {
 }
 
 void plan_memory_pass(LoweredFunction &fn, PassContext &) { plan_memory(fn); }
-void bind_gpu_pass(LoweredFunction &fn, PassContext &ctx) {
-  if (ctx.opts.codegen.target == Target::CUDA)
-    bind_gpu_threads(fn);
+void schedule_pass(LoweredFunction &fn, PassContext &ctx) {
+  if (ctx.target.is_gpu())
+    bind_gpu_threads(fn, ctx.target);
+  else
+    schedule_cpu(fn, ctx.target);
 }
 
 /// A stage is what `--dump-ir` and `--report` name: one or more passes, then
@@ -162,7 +166,7 @@ const Stage kTensorStages[] = {
     {"remat", {rematerialize}},
     {"fused", {eliminate_dead_code_all, fuse_all}},
 };
-const LoopPass kLoopPasses[] = {plan_memory_pass, bind_gpu_pass};
+const LoopPass kLoopPasses[] = {schedule_pass, plan_memory_pass};
 
 class Timer {
 public:
@@ -188,7 +192,7 @@ LoweredModule run_from(Module &m, size_t first, PassContext &ctx, Dumper *dumper
     if (timer)
       timer->lap(kTensorStages[s].name);
   }
-  LoweredModule lowered = lower_module(m, LowerOptions{ctx.opts.codegen.target == Target::CUDA});
+  LoweredModule lowered = lower_module(m, LowerOptions{ctx.target});
   for (LoweredFunction &fn : lowered.functions)
     for (LoopPass pass : kLoopPasses)
       pass(fn, ctx);
@@ -222,7 +226,7 @@ std::vector<int64_t> unrematerialized_peaks(const Module &before_remat, const Co
   }
   PipelineOptions none = ctx.opts;
   none.remat = RematMode::None;
-  PassContext none_ctx{none, ctx.diag, {}};
+  PassContext none_ctx{none, ctx.diag, ctx.target, {}};
   Module m = before_remat;
   LoweredModule lowered = run_from(m, stage_index("remat"), none_ctx, nullptr, nullptr);
   for (const LoweredFunction &fn : lowered.functions)
@@ -236,7 +240,8 @@ CompiledModule compile_to_loops(std::shared_ptr<const SourceFile> source, const 
                                 Dumper &dumper) {
   CompiledModule out;
   Timer timer(out.times);
-  PassContext ctx{opts, diag, {}};
+  PassContext ctx{opts, diag, describe_target(opts.codegen), {}};
+  log(LogLevel::Info, "target", ctx.target.describe());
 
   // parse: text -> untyped module; stops at the first syntax error.
   std::optional<Module> parsed = parse_module(source, diag);

@@ -3,12 +3,17 @@
 #include "gradc/loops/Functor.h"
 #include "gradc/support/Diagnostics.h"
 
+#include <algorithm>
 #include <sstream>
 
 namespace gradc {
 
 const char *for_kind_name(ForKind kind) {
   switch (kind) {
+  case ForKind::Spatial:
+    return "spatial";
+  case ForKind::Reduce:
+    return "reduce";
   case ForKind::Serial:
     return "serial";
   case ForKind::Parallel:
@@ -182,6 +187,26 @@ StmtPtr alloc(const BufferPtr &local, StmtPtr body) {
   s->buffer = local;
   s->body = std::move(body);
   return s;
+}
+
+double estimated_work(const Stmt &s) {
+  switch (s.kind) {
+  case StmtKind::For:
+    return double(s.extent) * estimated_work(*s.body);
+  case StmtKind::Seq: {
+    double w = 0;
+    for (const StmtPtr &c : s.seq)
+      w += estimated_work(*c);
+    return w;
+  }
+  case StmtKind::If:
+    return 1 + std::max(estimated_work(*s.body), s.else_body ? estimated_work(*s.else_body) : 0.0);
+  case StmtKind::Alloc:
+    return estimated_work(*s.body);
+  case StmtKind::Store:
+    return 1;
+  }
+  return 1;
 }
 
 //===----------------------------------------------------------------------===//

@@ -9,6 +9,7 @@
 #include "gradc/op/Kernel.h"
 #include "gradc/lower/Passes.h"
 
+#include <algorithm>
 #include <unordered_map>
 
 namespace gradc {
@@ -29,23 +30,26 @@ private:
 };
 
 bool data_parallel(const Stmt &s) {
-  return s.kind == StmtKind::For && (s.for_kind == ForKind::Parallel || s.for_kind == ForKind::Vectorized);
+  return s.kind == StmtKind::For &&
+         (s.for_kind == ForKind::Spatial || s.for_kind == ForKind::Parallel || s.for_kind == ForKind::Vectorized);
 }
 
 } // namespace
 
-void bind_gpu_threads(LoweredFunction &fn) {
+void bind_gpu_threads(LoweredFunction &fn, const Target &target) {
   for (Kernel &k : fn.kernels) {
     std::vector<const Stmt *> nest;
     for (const Stmt *s = k.body.get(); s && data_parallel(*s); s = s->body.get())
       nest.push_back(s);
-    if (nest.empty())
-      continue; // a serial kernel: one thread
+    if (nest.empty()) {
+      k.body = serialize_unscheduled(k.body); // a serial kernel: one thread
+      continue;
+    }
     Shape extents;
     for (const Stmt *s : nest)
       extents.push_back(s->extent);
     int64_t total = num_elements(extents);
-    k.block = std::min(total, kThreadsPerBlock);
+    k.block = std::min({total, kThreadsPerBlock, int64_t(target.max_threads_per_block)});
     k.grid = (total + k.block - 1) / k.block;
     auto bx = std::make_shared<LVar>(LVar{"blockIdx.x"});
     auto tx = std::make_shared<LVar>(LVar{"threadIdx.x"});
@@ -54,7 +58,7 @@ void bind_gpu_threads(LoweredFunction &fn) {
     Substitute substitute;
     for (size_t d = 0; d < nest.size(); ++d)
       substitute.map[nest[d]->var.get()] = idx[d];
-    StmtPtr inner = substitute.mutate(nest.back()->body);
+    StmtPtr inner = serialize_unscheduled(substitute.mutate(nest.back()->body));
     StmtPtr guarded = if_then(compare(CompareOp::LT, flat, int_imm(total)), inner);
     k.body = for_loop(bx, k.grid, ForKind::BlockIdx, for_loop(tx, k.block, ForKind::ThreadIdx, guarded));
   }

@@ -148,9 +148,10 @@ private:
                  }));
       return;
     }
-    GRADC_CHECK(v.op->kernel, "lowering", "operator " + v.op->name + " has no lowering");
-    KernelCtx ctx{v, {buf}, [this, &v](size_t arg, const Index &i) { return element(v.args[arg], i); }, opts_.gpu};
-    add_kernel(kname, v.op->kernel(ctx));
+    KernelFn kernel = v.op->kernel_for(opts_.target.kind);
+    GRADC_CHECK(kernel, "lowering", "operator " + v.op->name + " has no lowering");
+    KernelCtx ctx{v, {buf}, [this, &v](size_t arg, const Index &i) { return element(v.args[arg], i); }, opts_.target};
+    add_kernel(kname, kernel(ctx));
   }
 
   static std::string kernel_suffix(const Expr &v) {

@@ -24,9 +24,6 @@ StmtPtr loop(KernelCtx &k, const std::string &name, int64_t extent, ForKind kind
   return for_loop(v, extent, kind, body(var_ref(v)));
 }
 
-/// The lanes one vector register holds (64-byte vectors: AVX-512).
-int64_t vector_lanes(DType dt) { return std::max<int64_t>(1, 64 / int64_t(dtype_bytes(dt))); }
-
 constexpr int64_t kRows = 4; // MR: rows of a register tile
 
 /// Splits [0, extent) into full tiles of `tile` and one partial tile; calls
@@ -54,7 +51,7 @@ StmtPtr columns(KernelCtx &k, int64_t nv, int64_t vl, const std::function<StmtPt
 
 /// B contiguous along n: acc[mi][j] += a(m0 + mi, k) b(k, n0 + j), k in order.
 StmtPtr axpy_tile(KernelCtx &k, const Gemm &g, const LExprPtr &m0, int64_t mr, const LExprPtr &n0, int64_t nv) {
-  const int64_t vl = vector_lanes(g.dtype);
+  const int64_t vl = k.target.vector_lanes(g.dtype);
   BufferPtr acc = k.local("acc", g.dtype, mr * nv);
   LExprPtr zero = constant_of(0, g.dtype);
   auto slot = [&](const LExprPtr &mi, const LExprPtr &j) { return add(mul(mi, imm(nv)), j); };
@@ -78,7 +75,7 @@ StmtPtr axpy_tile(KernelCtx &k, const Gemm &g, const LExprPtr &m0, int64_t mr, c
 /// sums acc[mi][ni][l] over k = VL kb + l, reduced in l order, then the
 /// k tail in order.
 StmtPtr dot_tile(KernelCtx &k, const Gemm &g, const LExprPtr &m0, int64_t mr, const LExprPtr &n0, int64_t nr) {
-  const int64_t vl = vector_lanes(g.dtype), blocks = g.K / vl;
+  const int64_t vl = k.target.vector_lanes(g.dtype), blocks = g.K / vl;
   BufferPtr acc = k.local("acc", g.dtype, mr * nr * vl), sum = k.local("sum", g.dtype);
   LExprPtr zero = constant_of(0, g.dtype), z = imm(0);
   auto slot = [&](const LExprPtr &mi, const LExprPtr &ni, const LExprPtr &l) {
@@ -113,24 +110,21 @@ StmtPtr dot_tile(KernelCtx &k, const Gemm &g, const LExprPtr &m0, int64_t mr, co
   return alloc(acc, alloc(sum, seq({init, body, out})));
 }
 
-/// One thread per output element, k in order.
-StmtPtr per_element(KernelCtx &k, const Gemm &g) {
+} // namespace
+
+StmtPtr gemm_nest(KernelCtx &k, const Gemm &g) {
   return loop_nest({g.M, g.N}, [&](const Index &mn) {
     BufferPtr acc = k.local("acc", g.dtype);
     LExprPtr z = imm(0);
-    StmtPtr red = loop(k, "k", g.K, ForKind::Serial, [&](const LExprPtr &kk) {
+    StmtPtr red = loop(k, "k", g.K, ForKind::Reduce, [&](const LExprPtr &kk) {
       return store(acc, z, add(load(acc, z), mul(g.a(mn[0], kk), g.b(kk, mn[1]))));
     });
     return alloc(acc, seq({store(acc, z, constant_of(0, g.dtype)), red, g.store(mn[0], mn[1], load(acc, z))}));
   });
 }
 
-} // namespace
-
-StmtPtr lower_gemm(KernelCtx &k, const Gemm &g) {
-  if (k.gpu)
-    return per_element(k, g);
-  const int64_t vl = vector_lanes(g.dtype);
+StmtPtr gemm_cpu_tiles(KernelCtx &k, const Gemm &g) {
+  const int64_t vl = k.target.vector_lanes(g.dtype);
   // Register budget: 16 accumulator vectors per tile.
   const int64_t cols = g.b_contiguous_in_k ? 4 : 4 * vl;
   auto tile = [&](const LExprPtr &m0, int64_t mr, const LExprPtr &n0, int64_t nc) {

@@ -48,7 +48,7 @@ Index broadcast_index(const Shape &in_shape, const Shape &out_shape, const Index
   return out;
 }
 
-StmtPtr loop_nest(const Shape &shape, const std::function<StmtPtr(const Index &)> &body, NestKind kind,
+StmtPtr loop_nest(const Shape &shape, const std::function<StmtPtr(const Index &)> &body, ForKind axis,
                   const std::string &prefix) {
   std::vector<LVarPtr> vars;
   Index idx;
@@ -57,14 +57,8 @@ StmtPtr loop_nest(const Shape &shape, const std::function<StmtPtr(const Index &)
     idx.push_back(var_ref(vars.back()));
   }
   StmtPtr s = body(idx);
-  for (size_t d = shape.size(); d-- > 0;) {
-    ForKind fk = ForKind::Serial;
-    if (kind == NestKind::Elementwise)
-      fk = d + 1 == shape.size() ? ForKind::Vectorized : ForKind::Parallel;
-    else if (kind == NestKind::Outer && d == 0)
-      fk = ForKind::Parallel;
-    s = for_loop(vars[d], shape[d], fk, s);
-  }
+  for (size_t d = shape.size(); d-- > 0;)
+    s = for_loop(vars[d], shape[d], axis, s);
   return s;
 }
 

@@ -117,6 +117,17 @@ OpBuilder &OpBuilder::kernel(KernelFn fn) {
   def_.kernel = fn;
   return *this;
 }
+OpBuilder &OpBuilder::strategy(TargetKind target, KernelFn fn) {
+  def_.strategies.emplace_back(target, fn);
+  return *this;
+}
+
+KernelFn OpDef::kernel_for(TargetKind target) const {
+  for (const auto &[kind, fn] : strategies)
+    if (kind == target)
+      return fn;
+  return kernel;
+}
 OpBuilder &OpBuilder::example(std::string params, std::string body, bool positive, int64_t int_range) {
   def_.examples.push_back(GradExample{std::move(params), std::move(body), positive, int_range});
   return *this;

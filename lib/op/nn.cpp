@@ -64,8 +64,9 @@ Type dense_rel(RelationCtx &ctx) {
   return Type::tensor(out, x->dtype);
 }
 
-/// out[m, n] = sum_k x[m, k] w[n, k]   (m ranges over the flattened batch)
-StmtPtr dense_kernel(KernelCtx &k) {
+/// out[m, n] = sum_k x[m, k] w[n, k]   (m ranges over the flattened batch),
+/// through one of the matrix-product strategies of Gemm.h.
+template <GemmStrategy strategy> StmtPtr dense_kernel(KernelCtx &k) {
   const Shape &xs = k.arg_type(0).shape;
   Gemm g;
   g.K = xs.back();
@@ -80,7 +81,7 @@ StmtPtr dense_kernel(KernelCtx &k) {
   g.store = [&](const LExprPtr &m, const LExprPtr &n, const LExprPtr &v) {
     return store(k.out(), add(mul(m, int_imm(g.N)), n), v);
   };
-  return lower_gemm(k, g);
+  return strategy(k, g);
 }
 
 //===--- matmul -----------------------------------------------------------===//
@@ -141,7 +142,7 @@ Type matmul_rel(RelationCtx &ctx) {
 
 /// out[.., i, j] = sum_k a[.., i, k] b[.., k, j], one matrix product per
 /// batch index (batch axes broadcast), each accumulated in k order.
-StmtPtr matmul_kernel(KernelCtx &k) {
+template <GemmStrategy strategy> StmtPtr matmul_kernel(KernelCtx &k) {
   const Shape &os = k.out()->shape;
   MatmulShapes s(k.arg_type(0).shape, k.arg_type(1).shape);
   Shape a_batch(s.a.begin(), s.a.end() - 2), b_batch(s.b.begin(), s.b.end() - 2);
@@ -168,9 +169,9 @@ StmtPtr matmul_kernel(KernelCtx &k) {
             idx.push_back(n);
           return store(k.out(), flat_index(os, idx), v);
         };
-        return lower_gemm(k, g);
+        return strategy(k, g);
       },
-      NestKind::Outer);
+      ForKind::Spatial);
 }
 
 /// da = g bᵀ, db = aᵀ g on the promoted operands; the pass sums the
@@ -231,7 +232,7 @@ StmtPtr over_axis(const Shape &shape, int64_t axis, const std::function<StmtPtr(
         };
         return body(at);
       },
-      NestKind::Outer);
+      ForKind::Spatial);
 }
 
 /// m = max_j x_j; s = sum_j exp(x_j - m); out_j = finalize(x_j, m, s)
@@ -245,12 +246,12 @@ StmtPtr softmax_kernel(KernelCtx &k, bool log) {
     LVarPtr j0 = k.var("j"), j1 = k.var("j"), j2 = k.var("j");
     auto x = [&](const LVarPtr &j) { return k.in(0, at(var_ref(j))); };
     auto shifted = [&](const LVarPtr &j) { return binary(BinaryOp::Sub, x(j), load(mx, zero)); };
-    StmtPtr find_max = for_loop(j0, n, ForKind::Serial, store(mx, zero, binary(BinaryOp::Max, load(mx, zero), x(j0))));
+    StmtPtr find_max = for_loop(j0, n, ForKind::Reduce, store(mx, zero, binary(BinaryOp::Max, load(mx, zero), x(j0))));
     StmtPtr add_exp =
-        for_loop(j1, n, ForKind::Serial, store(sum, zero, add(load(sum, zero), unary(UnaryOp::Exp, shifted(j1)))));
+        for_loop(j1, n, ForKind::Reduce, store(sum, zero, add(load(sum, zero), unary(UnaryOp::Exp, shifted(j1)))));
     LExprPtr value = log ? binary(BinaryOp::Sub, shifted(j2), unary(UnaryOp::Log, load(sum, zero)))
                          : binary(BinaryOp::Div, unary(UnaryOp::Exp, shifted(j2)), load(sum, zero));
-    StmtPtr write = for_loop(j2, n, ForKind::Serial, store(k.out(), flat_index(shape, at(var_ref(j2))), value));
+    StmtPtr write = for_loop(j2, n, ForKind::Spatial, store(k.out(), flat_index(shape, at(var_ref(j2))), value));
     return alloc(mx, alloc(sum, seq({store(mx, zero, constant_of(-INFINITY, dt)), find_max,
                                      store(sum, zero, constant_of(0, dt)), add_exp, write})));
   });
@@ -363,7 +364,7 @@ StmtPtr nll_loss_kernel(KernelCtx &k) {
         LExprPtr l = loss_at(tidx, &w);
         return seq({store(acc, zero, add(load(acc, zero), l)), store(wsum, zero, add(load(wsum, zero), w))});
       },
-      NestKind::Serial);
+      ForKind::Reduce);
   LExprPtr result = reduction == "mean" ? binary(BinaryOp::Div, load(acc, zero), load(wsum, zero)) : load(acc, zero);
   return alloc(
       acc, alloc(wsum, seq({store(acc, zero, zero_f), store(wsum, zero, zero_f), body, store(k.out(), zero, result)})));
@@ -403,7 +404,7 @@ StmtPtr nll_loss_backward_kernel(KernelCtx &k) {
                                               LExprPtr w = select(counted, nll_weight(k, 3, cls, dt), zero_f);
                                               return store(wsum, zero, add(load(wsum, zero), w));
                                             },
-                                            NestKind::Serial, "r")};
+                                            ForKind::Reduce, "r")};
   }
   stmts.push_back(loop_nest(s.pred, [&](const Index &pidx) {
     Index tidx = pidx;
@@ -449,7 +450,7 @@ StmtPtr nll_loss_weights_backward_kernel(KernelCtx &k) {
           LExprPtr l = select(counted, unary(UnaryOp::Neg, mul(w, k.in(1, s.pred_index(tidx, cls)))), zero_f);
           return seq({store(scale, zero, add(load(scale, zero), w)), store(shift, zero, add(load(shift, zero), l))});
         },
-        NestKind::Serial, "r"));
+        ForKind::Reduce, "r"));
     stmts.push_back(store(shift, zero, binary(BinaryOp::Div, load(shift, zero), load(scale, zero))));
     stmts.push_back(store(scale, zero, binary(BinaryOp::Div, k.in(0, {}), load(scale, zero))));
   }
@@ -463,7 +464,7 @@ StmtPtr nll_loss_weights_backward_kernel(KernelCtx &k) {
         LExprPtr old = load(k.out(), cls);
         return store(k.out(), cls, select(counted, add(old, term), old));
       },
-      NestKind::Serial));
+      ForKind::Reduce));
   return alloc(scale, alloc(shift, seq(std::move(stmts))));
 }
 
@@ -512,7 +513,8 @@ void register_nn_ops(OpRegistry &reg) {
         ExprPtr dw = g.b.call(ops::matmul, {transpose_last2(g.b, g2), reshape(g.b, x, {M, K})});
         return {reshape(g.b, dx, x->type.shape), dw};
       })
-      .kernel(dense_kernel)
+      .kernel(dense_kernel<gemm_nest>)
+      .strategy(TargetKind::CPU, dense_kernel<gemm_cpu_tiles>)
       .flops(matrix_product_flops)
       .example("%x: Tensor[(2, 3), float64], %w: Tensor[(4, 3), float64]", "nn.dense(%x, %w, units=4)")
       .example("%x: Tensor[(5, 11), float64], %w: Tensor[(6, 11), float64]", "nn.dense(%x, %w)"); // full tiles
@@ -525,7 +527,8 @@ void register_nn_ops(OpRegistry &reg) {
       .support_level(1)
       .relation("Matmul", matmul_rel)
       .gradient(matmul_grad)
-      .kernel(matmul_kernel)
+      .kernel(matmul_kernel<gemm_nest>)
+      .strategy(TargetKind::CPU, matmul_kernel<gemm_cpu_tiles>)
       .flops(matrix_product_flops)
       .example("%a: Tensor[(2, 2, 3), float64], %b: Tensor[(3, 4), float64]", "matmul(%a, %b)")
       .example("%a: Tensor[(5, 3), float64], %b: Tensor[(3, 35), float64]", "matmul(%a, %b)") // full tiles

@@ -77,11 +77,11 @@ StmtPtr reduce_kernel(KernelCtx &k, double init, Combine combine, Finalize final
               LExprPtr x = k.in(0, input_index(r, oidx, ridx));
               return store(acc, zero, combine(load(acc, zero), x));
             },
-            NestKind::Serial, "r");
+            ForKind::Reduce, "r");
         return alloc(acc, seq({store(acc, zero, constant_of(init, out->dtype)), body,
                                store(out, flat_index(r.out, oidx), finalize(load(acc, zero), r))}));
       },
-      NestKind::Outer);
+      ForKind::Spatial);
 }
 
 LExprPtr add_(const LExprPtr &a, const LExprPtr &x) { return binary(BinaryOp::Add, a, x); }

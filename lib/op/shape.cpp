@@ -205,11 +205,11 @@ StmtPtr collapse_sum_kernel(KernelCtx &k) {
                 idx.push_back(d < lead || out[d - lead] != in[d] ? ridx[r++] : oidx[d - lead]);
               return store(acc, zero, binary(BinaryOp::Add, load(acc, zero), k.in(0, idx)));
             },
-            NestKind::Serial, "r");
+            ForKind::Reduce, "r");
         return alloc(acc, seq({store(acc, zero, constant_of(0, k.out()->dtype)), body,
                                store(k.out(), flat_index(out, oidx), load(acc, zero))}));
       },
-      NestKind::Outer);
+      ForKind::Spatial);
 }
 
 Grads broadcast_grad(GradCtx &g) { // d collapse_sum(x) = broadcast_to(g, x.shape)

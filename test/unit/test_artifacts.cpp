@@ -433,7 +433,7 @@ TEST_CASE("write_file_atomic replaces the file and leaves no temporary behind", 
 
 TEST_CASE("C header: structs, macros and entry points of every function", "[artifacts]") {
   auto [m, reports] = sample_module();
-  std::string h = emit_c_header(m, reports, "mlp", Target::CPU);
+  std::string h = emit_c_header(m, reports, "mlp", TargetKind::CPU);
   for (const char *line : {
            "#ifndef GRADC_MLP_H",
            "#include <stdint.h>",
@@ -476,7 +476,7 @@ TEST_CASE("C header: structs, macros and entry points of every function", "[arti
   // The return codes' messages are the compiler's own (Codegen.h).
   CHECK(h.find(std::string("case 2: return \"") + status_message(2) + "\";") != std::string::npos);
 
-  std::string cuda = emit_c_header(m, reports, "mlp", Target::CUDA);
+  std::string cuda = emit_c_header(m, reports, "mlp", TargetKind::CUDA);
   CHECK(cuda.find("#ifndef __cuda_cuda_h__\ntypedef struct CUstream_st *CUstream;\n#endif") != std::string::npos);
   CHECK(cuda.find("struct mlp_main_outputs *outputs, void *workspace, CUstream stream);") != std::string::npos);
   CHECK(cuda.find("device pointer") != std::string::npos);
@@ -488,8 +488,8 @@ TEST_CASE("C header: compiles as C99 and C++ for CPU and CUDA", "[artifacts]") {
     return;
   }
   auto [m, reports] = sample_module();
-  check_header_compiles(emit_c_header(m, reports, "mlp", Target::CPU), false);
-  std::string cuda = emit_c_header(m, reports, "mlp", Target::CUDA);
+  check_header_compiles(emit_c_header(m, reports, "mlp", TargetKind::CPU), false);
+  std::string cuda = emit_c_header(m, reports, "mlp", TargetKind::CUDA);
   check_header_compiles(cuda, true);
   // cuda.h, included first, declares the same typedef, which C99 forbids twice.
   check_header_compiles("#ifndef __cuda_cuda_h__\n#define __cuda_cuda_h__\n"
@@ -506,7 +506,7 @@ TEST_CASE("C header: a function without parameters, and clashing function names"
   m.functions.push_back(fn);
   FunctionReport r;
   r.name = "zeros";
-  std::string h = emit_c_header(m, {r}, "m", Target::CPU);
+  std::string h = emit_c_header(m, {r}, "m", TargetKind::CPU);
   CHECK(h.find("struct m_zeros_inputs {\n  char unused;") != std::string::npos);
 
   // @f and @F have different symbols but would share M_F_WORKSPACE_SIZE.
@@ -514,12 +514,12 @@ TEST_CASE("C header: a function without parameters, and clashing function names"
   upper_fn.name = "F";
   fn.name = "f";
   m.functions = {fn, upper_fn};
-  CHECK_THROWS_WITH(emit_c_header(m, {r, r}, "m", Target::CPU),
+  CHECK_THROWS_WITH(emit_c_header(m, {r, r}, "m", TargetKind::CPU),
                     "cannot write the C header: function @F needs the name M_F_WORKSPACE_SIZE, "
                     "which another function has; rename one");
   fn.name = "strerror";
   m.functions = {fn};
-  CHECK_THROWS_WITH(emit_c_header(m, {r}, "m", Target::CPU),
+  CHECK_THROWS_WITH(emit_c_header(m, {r}, "m", TargetKind::CPU),
                     "cannot write the C header: function @strerror would clash with m_strerror; "
                     "rename the function");
 }
@@ -555,7 +555,7 @@ TEST_CASE("C header: matches the ABI of the object file (link and run)", "[artif
   what.object = true;
   TempDir dir;
   write_bytes(dir.file("lin.o"), generate_code(m, opts, what).object);
-  write_bytes(dir.file("lin.h"), emit_c_header(m, {r}, "lin", Target::CPU));
+  write_bytes(dir.file("lin.h"), emit_c_header(m, {r}, "lin", TargetKind::CPU));
   write_bytes(dir.file("app.c"), R"(#include "lin.h"
 #include <stdlib.h>
 int main(void) {

@@ -420,7 +420,7 @@ TEST_CASE("codegen: --triple and --cpu pick the target; unknown ones are user er
   CHECK_THROWS_AS(generate_code(m, bad_cpu, what), CompileError);
   CHECK_THROWS_AS(JitSession::create(m, bad_cpu), CompileError);
   CodegenOptions bad_arch;
-  bad_arch.target = Target::CUDA;
+  bad_arch.target = TargetKind::CUDA;
   bad_arch.gpu_arch = "sm_9000";
   CHECK_THROWS_AS(generate_code(m, bad_arch, what), CompileError);
 }
@@ -451,7 +451,7 @@ TEST_CASE("codegen: CUDA kernels become PTX that ptxas accepts", "[codegen][cuda
   LoweredModule m;
   m.functions.push_back(std::move(fn));
   CodegenOptions opts;
-  opts.target = Target::CUDA;
+  opts.target = TargetKind::CUDA;
   CodegenRequest what;
   what.ptx = what.object = what.llvm_ir = true;
   CodegenOutput out;

@@ -15,6 +15,7 @@
 #pragma once
 
 #include "gradc/loops/LoopIR.h"
+#include "gradc/loops/Target.h"
 
 #include <cstdint>
 #include <memory>
@@ -22,10 +23,8 @@
 
 namespace gradc {
 
-enum class Target { CPU, CUDA };
-
 struct CodegenOptions {
-  Target target = Target::CPU;
+  TargetKind target = TargetKind::CPU;
   std::string prefix = "model"; // symbol prefix P
   std::string cpu;              // CPU name; empty = host
   std::string triple;           // target triple; empty = host
@@ -49,6 +48,13 @@ struct CodegenRequest {
 /// and CompileError after printing a diagnostic for unusable options (an
 /// unknown --cpu or --triple).
 CodegenOutput generate_code(const LoweredModule &module, const CodegenOptions &opts, const CodegenRequest &what);
+
+/// What the schedule passes need to know of the machine `opts` compiles for:
+/// triple, CPU and its widest vector register (from the host's actual features,
+/// or those --cpu implies), cores (the host's online CPUs when compiling for
+/// it), and for CUDA the GPU's launch limits. Prints a diagnostic and throws
+/// CompileError for an unknown --cpu or --triple.
+Target describe_target(const CodegenOptions &opts);
 
 /// The LLVM version gradc was built with ("19.1.7").
 std::string llvm_version();

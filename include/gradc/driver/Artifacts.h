@@ -66,7 +66,7 @@ struct ManifestInfo {
 
 /// The C header of SPEC §8 for symbol prefix `prefix`.
 std::string emit_c_header(const LoweredModule &module, const std::vector<FunctionReport> &reports,
-                          const std::string &prefix, Target target);
+                          const std::string &prefix, TargetKind target);
 
 /// The versioned JSON manifest of SPEC §8.
 nlohmann::json build_manifest(const LoweredModule &module, const std::vector<FunctionReport> &reports,

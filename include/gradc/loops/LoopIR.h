@@ -10,11 +10,17 @@
 //    loops/MemoryPlan.h); Local buffers are per-iteration scratch (registers
 //    or stack) declared by an Alloc statement.
 //  * Index arithmetic is Int64. Loads and stores take a flat element index.
-//  * A Parallel loop's iterations are independent; a Vectorized loop is the
-//    innermost loop of a nest and is a hint to vectorize it; a ScanTime loop is
-//    the serial time loop of a scan (iteration t reads what t-1 wrote).
-//    BlockIdx/ThreadIdx loops exist only after GPU binding: the loop variable
-//    is the CUDA block/thread index, the extent the grid/block size.
+//  * Loop kinds. Operators emit schedule-neutral nests: a Spatial loop's
+//    iterations are independent (a data-parallel axis), a Reduce loop's are
+//    not (a reduction axis, or a scatter whose order matters). The schedule
+//    passes (lower/Schedule.h) turn them into what the machine runs: a
+//    Parallel loop is split across the thread pool; a Vectorized loop is the
+//    innermost loop of a nest and is vectorized; an Unrolled loop is emitted
+//    once per index; Serial runs in order; BlockIdx/ThreadIdx loops are bound
+//    to CUDA blocks/threads (the extent is the grid/block size). A ScanTime
+//    loop is the serial time loop of a scan (iteration t reads what t-1
+//    wrote). Strategies with a hand schedule (matrix products) emit the
+//    scheduled kinds directly.
 //
 //===----------------------------------------------------------------------===//
 #pragma once
@@ -83,7 +89,19 @@ struct LExpr {
   std::vector<LExprPtr> operands;
 };
 
-enum class ForKind { Serial, Parallel, Vectorized, Unrolled, ScanTime, BlockIdx, ThreadIdx };
+enum class ForKind {
+  Spatial, // unscheduled: independent iterations
+  Reduce,  // unscheduled: iterations in order
+  Serial,
+  Parallel,
+  Vectorized,
+  Unrolled,
+  ScanTime,
+  BlockIdx,
+  ThreadIdx,
+};
+/// Whether a schedule pass has yet to decide this loop's kind.
+inline bool unscheduled(ForKind k) { return k == ForKind::Spatial || k == ForKind::Reduce; }
 const char *for_kind_name(ForKind kind);
 
 enum class StmtKind {
@@ -149,6 +167,10 @@ StmtPtr store(const BufferPtr &buf, LExprPtr index, LExprPtr value);
 StmtPtr seq(std::vector<StmtPtr> stmts);
 StmtPtr if_then(LExprPtr cond, StmtPtr then_body, StmtPtr else_body = nullptr);
 StmtPtr alloc(const BufferPtr &local, StmtPtr body);
+
+/// A static estimate of the scalar operations `s` performs (loop extents
+/// times stores and branches), for cost rules.
+double estimated_work(const Stmt &s);
 
 /// `tvm.lower(simple_mode=True)`-style text of a module (SPEC §9 `loops`).
 std::string print_loops(const LoweredModule &module);

@@ -1,21 +1,21 @@
-//===- Lower.h - from fused tensor IR to the loop IR ----------------------===//
+//===- Lower.h - fused tensor IR to loop IR -------------------------------===//
 //
-// Each top-level binding of a fused function is one kernel. An injective
-// operator contributes an element expression (ElementCtx); any other operator
-// emits a loop nest (KernelCtx); see op/Kernel.h.
+// One kernel per top-level binding of each function, built by the operator's
+// element function (injective roots and their fused producers) or by the
+// kernel it registered for the target's kind (OpDef::kernel_for). The nests
+// are schedule-neutral; the loop passes (Passes.h) schedule them.
 //
 //===----------------------------------------------------------------------===//
 #pragma once
 
 #include "gradc/ir/Expr.h"
 #include "gradc/loops/LoopIR.h"
+#include "gradc/loops/Target.h"
 
 namespace gradc {
 
-/// Lowers every function of a fused, typed, ANF module. Arena offsets are
-/// not planned yet (see MemoryPlan.h).
 struct LowerOptions {
-  bool gpu = false; // --target=cuda
+  Target target;
 };
 
 LoweredModule lower_module(const Module &module, const LowerOptions &opts = {});

@@ -1,20 +1,33 @@
-//===- Passes.h - passes over the loop IR ---------------------------------===//
+//===- Passes.h - the loop-IR passes --------------------------------------===//
+//
+// Each runs on one lowered function after lowering (driver/Pipeline.cpp lists
+// them). The schedule passes turn the operators' schedule-neutral nests
+// (Spatial and Reduce loops) into what the target runs; afterwards no
+// unscheduled loop is left (loops/Verify.h checks it).
+//
+//===----------------------------------------------------------------------===//
 #pragma once
 
 #include "gradc/loops/LoopIR.h"
+#include "gradc/loops/Target.h"
 
 namespace gradc {
 
-/// Static memory planning: gives every Arena buffer a 64-byte-aligned offset
-/// in one workspace, reusing space between buffers whose lifetimes (from the
-/// kernel that writes them to the last kernel that reads them) do not
-/// overlap. Sets workspace_bytes, the planned peak (SPEC §6).
+/// Offsets of the arena buffers in the workspace (MemoryPlan.cpp).
 void plan_memory(LoweredFunction &fn);
 
-/// For CUDA: each kernel's outermost nest of Parallel/Vectorized loops is
-/// flattened onto blockIdx.x * block + threadIdx.x with a bounds guard; a
-/// kernel with no parallel loop runs on one thread. Sets Kernel::grid/block.
-void bind_gpu_threads(LoweredFunction &fn);
+/// CPU (Schedule.cpp): the outermost profitable data-parallel loop of a
+/// kernel becomes Parallel (a cost rule: small loops stay serial), the
+/// innermost Vectorized, a loop that is both is split into a Parallel loop of
+/// Vectorized strips; reductions run in order.
+void schedule_cpu(LoweredFunction &fn, const Target &target);
+
+/// CUDA (BindGpu.cpp): the data-parallel loops at the top of a kernel become
+/// one flat index over blockIdx/threadIdx; everything inside runs per thread.
+void bind_gpu_threads(LoweredFunction &fn, const Target &target);
+
+/// Loops still unscheduled become Serial (what both schedules end with).
+StmtPtr serialize_unscheduled(const StmtPtr &body);
 
 constexpr int64_t kBufferAlignment = 64;
 

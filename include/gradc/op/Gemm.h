@@ -1,7 +1,9 @@
 //===- Gemm.h - register-tiled matrix products in the loop IR -------------===//
 //
-// nn.dense and matmul both lower through lower_gemm, which picks a schedule
-// for the target (a schedule per target, chosen at lowering):
+// nn.dense and matmul describe their product as a Gemm and register one
+// strategy per target (OpBuilder::strategy): the schedule-neutral nest
+// (gemm_nest) is the generic kernel, and the CPU has a hand schedule
+// (gemm_cpu_tiles) that reads the target's vector width:
 //
 //  * CPU, B contiguous along n (matmul): tiles of MR rows × NV columns held
 //    in a local accumulator, k innermost-but-one and the column loop
@@ -11,7 +13,8 @@
 //    each with VL partial sums along k that are added up in a fixed order at
 //    the end. The order differs from a plain k loop but is fixed by the
 //    shape, so a recomputed value is bitwise identical to the original.
-//  * GPU: one thread per output element, summing in k order.
+//  * gemm_nest: Spatial m and n, a Reduce k loop in order; on the GPU one
+//    thread per output element after binding.
 //
 //===----------------------------------------------------------------------===//
 #pragma once
@@ -29,8 +32,11 @@ struct Gemm {
   bool b_contiguous_in_k = false; // true for nn.dense's weight (N, K)
 };
 
-/// C[m, n] = sum_k a(m, k) b(k, n) for m < M, n < N; the outermost loop is
-/// parallel.
-StmtPtr lower_gemm(KernelCtx &k, const Gemm &g);
+/// C[m, n] = sum_k a(m, k) b(k, n) for m < M, n < N.
+using GemmStrategy = StmtPtr (*)(KernelCtx &k, const Gemm &g);
+/// The schedule-neutral nest.
+StmtPtr gemm_nest(KernelCtx &k, const Gemm &g);
+/// Register tiles for the CPU; the outermost (row-tile) loop is Parallel.
+StmtPtr gemm_cpu_tiles(KernelCtx &k, const Gemm &g);
 
 } // namespace gradc

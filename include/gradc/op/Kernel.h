@@ -11,6 +11,7 @@
 
 #include "gradc/ir/Expr.h"
 #include "gradc/loops/LoopIR.h"
+#include "gradc/loops/Target.h"
 
 #include <functional>
 
@@ -37,7 +38,7 @@ struct KernelCtx {
   const Expr &call;
   std::vector<BufferPtr> outputs; // one per leaf of the call's result
   InputFn input;
-  bool gpu = false; // lowering for --target=cuda: kernels may pick a GPU schedule
+  const Target &target; // what a strategy with a hand schedule reads (vector lanes, ...)
 
   LExprPtr in(size_t arg, const Index &idx) const { return input(arg, idx); }
   const BufferPtr &out(size_t i = 0) const { return outputs[i]; }
@@ -57,13 +58,10 @@ Index unravel_index(const LExprPtr &flat, const Shape &shape);
 LExprPtr flat_index(const Shape &shape, const Index &idx);
 /// The index into an input of `in_shape` broadcast to an output index.
 Index broadcast_index(const Shape &in_shape, const Shape &out_shape, const Index &idx);
-enum class NestKind {
-  Elementwise, // outer loops parallel, the innermost vectorized
-  Outer,       // the outermost loop parallel, the rest serial (body has loops)
-  Serial,      // every loop serial (a reduction)
-};
-/// `for` loops over every element of `shape`; `body` receives the indices.
+/// `for` loops over every element of `shape`, each of kind `axis` (Spatial
+/// for a data-parallel nest, Reduce for a reduction's); `body` receives the
+/// indices.
 StmtPtr loop_nest(const Shape &shape, const std::function<StmtPtr(const Index &)> &body,
-                  NestKind kind = NestKind::Elementwise, const std::string &prefix = "i");
+                  ForKind axis = ForKind::Spatial, const std::string &prefix = "i");
 
 } // namespace gradc

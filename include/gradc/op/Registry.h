@@ -18,6 +18,7 @@
 
 #include "gradc/ir/Expr.h"
 #include "gradc/loops/LoopIR.h"
+#include "gradc/loops/Target.h"
 
 #include <functional>
 #include <map>
@@ -122,7 +123,8 @@ struct OpDef {
   GradientFn gradient = nullptr;
   bool no_gradient = false; // gradient is zero by definition (comparisons, creation, ...)
   ElementFn element = nullptr;
-  KernelFn kernel = nullptr;
+  KernelFn kernel = nullptr; // the schedule-neutral kernel
+  std::vector<std::pair<TargetKind, KernelFn>> strategies; // hand-scheduled kernels per target
   std::vector<GradExample> examples; // finite-difference cases, at least one per gradient
   std::vector<std::string> aliases;
   CheckpointMarker checkpoint = CheckpointMarker::None;
@@ -131,6 +133,8 @@ struct OpDef {
   bool has_gradient() const { return gradient != nullptr || no_gradient; }
   bool has_lowering() const { return element != nullptr || kernel != nullptr; }
   bool injective() const { return element != nullptr; }
+  /// The kernel to lower a call with for `target`: its strategy, else the generic kernel.
+  KernelFn kernel_for(TargetKind target) const;
   const AttrSpec *find_attr(const std::string &name) const;
   int64_t flops(const Expr &call) const;
 };
@@ -151,6 +155,8 @@ public:
   OpBuilder &no_gradient();
   OpBuilder &element(ElementFn fn);
   OpBuilder &kernel(KernelFn fn);
+  /// A hand-scheduled kernel for one target kind, used there instead of `kernel`.
+  OpBuilder &strategy(TargetKind target, KernelFn fn);
   /// Adds a finite-difference case; an operator may register several.
   OpBuilder &example(std::string params, std::string body, bool positive = false, int64_t int_range = 2);
   OpBuilder &alias(std::string name);

@@ -1,0 +1,45 @@
+//===- Target.h - what the machine a module is compiled for can do --------===//
+//
+// Lowering and the loop-IR schedule passes decide from this description, not
+// from a "gpu" flag: operator strategies are registered per TargetKind, the
+// CPU schedule reads vector width and cores, GPU binding the launch limits.
+// The codegen layer fills it from the command line and the host's actual CPU
+// features (codegen/Codegen.h: describe_target), so an AVX2 host and an
+// AVX-512 host get code for their own vector width.
+//
+//===----------------------------------------------------------------------===//
+#pragma once
+
+#include "gradc/ir/Type.h"
+
+#include <string>
+
+namespace gradc {
+
+enum class TargetKind { CPU, CUDA };
+
+struct Target {
+  TargetKind kind = TargetKind::CPU;
+
+  // CPU (for CUDA: the host that calls the kernels).
+  std::string triple; // LLVM target triple
+  std::string cpu;    // LLVM CPU name ("skylake-avx512", "znver3", "generic")
+  int vector_bytes = 16; // widest vector register the CPU's features allow (16 SSE, 32 AVX2, 64 AVX-512)
+  int cores = 0;         // online CPUs when compiling for the host; 0 = unknown (another machine)
+
+  // GPU (CUDA only).
+  std::string gpu_arch;                  // "sm_80"
+  int warp_size = 32;                    //
+  int64_t shared_memory_bytes = 48 << 10; // static shared memory per block
+  int max_threads_per_block = 1024;      //
+
+  bool is_gpu() const { return kind == TargetKind::CUDA; }
+  /// Elements of `dt` in one vector register of the CPU.
+  int64_t vector_lanes(DType dt) const;
+  /// One line for logs and the manifest: "cpu x86_64-pc-linux-gnu skylake-avx512, 64-byte vectors, 2 cores".
+  std::string describe() const;
+};
+
+const char *target_kind_name(TargetKind kind);
+
+} // namespace gradc

@@ -1,0 +1,24 @@
+//===- Target.cpp - the target description --------------------------------===//
+#include "gradc/loops/Target.h"
+
+#include <algorithm>
+
+namespace gradc {
+
+const char *target_kind_name(TargetKind kind) { return kind == TargetKind::CUDA ? "cuda" : "cpu"; }
+
+int64_t Target::vector_lanes(DType dt) const {
+  return std::max<int64_t>(1, int64_t(vector_bytes) / int64_t(dtype_bytes(dt)));
+}
+
+std::string Target::describe() const {
+  std::string s = std::string(target_kind_name(kind)) + " " + triple + " " + (cpu.empty() ? "generic" : cpu) + ", " +
+                  std::to_string(vector_bytes) + "-byte vectors, " +
+                  (cores > 0 ? std::to_string(cores) + " cores" : std::string("cores unknown"));
+  if (is_gpu())
+    s += "; " + gpu_arch + ", warp " + std::to_string(warp_size) + ", " + std::to_string(shared_memory_bytes) +
+         " bytes shared memory, " + std::to_string(max_threads_per_block) + " threads per block";
+  return s;
+}
+
+} // namespace gradc

@@ -1,0 +1,135 @@
+//===- Schedule.cpp - the CPU schedule of the schedule-neutral nests ------===//
+//
+// Decides, from the Target and a static work estimate, which loop of each
+// kernel runs on the thread pool and which is vectorized:
+//
+//  * Parallel: the outermost loop with independent iterations (Spatial, or a
+//    strategy's Parallel) outside any Alloc (a local is shared by the
+//    iterations), when it does at least kParallelWork operations: waking the
+//    pool costs microseconds, so small loops stay serial. One per nest.
+//  * Vectorized: an innermost Spatial loop (its body has no loop).
+//  * A loop that is both is strip-mined: a Parallel loop over strips of
+//    kStrip iterations, each a Vectorized loop, and a Vectorized remainder.
+//  * Everything else (Reduce, the Spatial loops between) runs Serial.
+//
+//===----------------------------------------------------------------------===//
+#include "gradc/loops/Functor.h"
+#include "gradc/lower/Passes.h"
+#include "gradc/support/Log.h"
+
+#include <unordered_map>
+
+namespace gradc {
+namespace {
+
+constexpr double kParallelWork = 1 << 16;
+constexpr int64_t kStrip = 1024;
+
+bool has_loop(const StmtPtr &s) {
+  struct Finder : LoopVisitor {
+    bool found = false;
+    void on_for(const StmtPtr &) override { found = true; }
+  } f;
+  f.visit(s);
+  return f.found;
+}
+
+/// Replaces one loop variable by an index expression.
+class Substitute : public LoopMutator {
+public:
+  Substitute(const LVar *var, LExprPtr value) : var_(var), value_(std::move(value)) {}
+
+private:
+  const LVar *var_;
+  LExprPtr value_;
+  LExprPtr on_var(const LExprPtr &e) override { return e->var.get() == var_ ? value_ : e; }
+};
+
+class CpuSchedule : public LoopMutator {
+public:
+  CpuSchedule(const Target &target, const std::string &kernel) : target_(target), kernel_(kernel) {}
+
+private:
+  const Target &target_;
+  const std::string &kernel_;
+  bool parallel_taken_ = false; // inside (or after choosing) this nest's Parallel loop
+  int allocs_open_ = 0;
+
+  StmtPtr on_alloc(const StmtPtr &s) override {
+    ++allocs_open_;
+    StmtPtr out = LoopMutator::on_alloc(s);
+    --allocs_open_;
+    return out;
+  }
+
+  bool profitable(const Stmt &s) const {
+    double work = estimated_work(s);
+    bool ok = s.extent >= 2 && work >= kParallelWork && target_.cores != 1;
+    if (!ok && log_enabled(LogLevel::Debug))
+      log(LogLevel::Debug, "schedule",
+          kernel_ + ": loop " + s.var->name + " stays serial (" + std::to_string(int64_t(work)) +
+              " operations, the pool pays from " + std::to_string(int64_t(kParallelWork)) +
+              (target_.cores == 1 ? "; one core" : "") + ")");
+    return ok;
+  }
+
+  StmtPtr on_for(const StmtPtr &s) override {
+    bool independent = s->for_kind == ForKind::Spatial || s->for_kind == ForKind::Parallel;
+    if (independent && !parallel_taken_ && allocs_open_ == 0) {
+      if (profitable(*s)) {
+        parallel_taken_ = true;
+        StmtPtr body = mutate(s->body);
+        parallel_taken_ = false;
+        if (s->for_kind == ForKind::Spatial && !has_loop(body) && s->extent >= 2 * kStrip)
+          return strips(*s, body);
+        return with_for(*s, ForKind::Parallel, body);
+      }
+    }
+    StmtPtr body = mutate(s->body);
+    ForKind kind = s->for_kind;
+    if (kind == ForKind::Parallel)
+      kind = ForKind::Serial; // a strategy's Parallel loop that the cost rule keeps serial
+    else if (kind == ForKind::Spatial)
+      kind = has_loop(body) ? ForKind::Serial : ForKind::Vectorized;
+    else if (kind == ForKind::Reduce)
+      kind = ForKind::Serial;
+    return kind == s->for_kind && body == s->body ? s : with_for(*s, kind, body);
+  }
+
+  /// for o in [0, n / kStrip) parallel { for i in [0, kStrip) vectorized { body[o kStrip + i] } }
+  /// for i in [0, n % kStrip) vectorized { body[n - n % kStrip + i] }
+  StmtPtr strips(const Stmt &loop, const StmtPtr &body) {
+    int64_t full = loop.extent / kStrip, rest = loop.extent % kStrip;
+    auto outer = std::make_shared<LVar>(LVar{loop.var->name + ".o"});
+    auto inner = std::make_shared<LVar>(LVar{loop.var->name + ".i"});
+    LExprPtr index = binary(BinaryOp::Add, binary(BinaryOp::Mul, var_ref(outer), int_imm(kStrip)), var_ref(inner));
+    std::vector<StmtPtr> parts{for_loop(
+        outer, full, ForKind::Parallel,
+        for_loop(inner, kStrip, ForKind::Vectorized, Substitute(loop.var.get(), index).mutate(body)))};
+    if (rest) {
+      auto tail = std::make_shared<LVar>(LVar{loop.var->name + ".r"});
+      LExprPtr at = binary(BinaryOp::Add, var_ref(tail), int_imm(full * kStrip));
+      parts.push_back(for_loop(tail, rest, ForKind::Vectorized, Substitute(loop.var.get(), at).mutate(body)));
+    }
+    return seq(std::move(parts));
+  }
+};
+
+} // namespace
+
+void schedule_cpu(LoweredFunction &fn, const Target &target) {
+  for (Kernel &k : fn.kernels)
+    k.body = CpuSchedule(target, k.name).mutate(k.body);
+}
+
+StmtPtr serialize_unscheduled(const StmtPtr &body) {
+  struct Serialize : LoopMutator {
+    StmtPtr on_for(const StmtPtr &s) override {
+      StmtPtr b = mutate(s->body);
+      return unscheduled(s->for_kind) ? with_for(*s, ForKind::Serial, b) : b == s->body ? s : with_for(*s, s->for_kind, b);
+    }
+  };
+  return Serialize().mutate(body);
+}
+
+} // namespace gradc
