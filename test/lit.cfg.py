@@ -12,6 +12,8 @@ config.excludes = ["inputs", "Inputs", "unit", "CMakeLists.txt", "lit.cfg.py", "
 
 config.environment["PATH"] = os.pathsep.join(
     [config.gradc_bin_dir, config.llvm_tools_dir, config.environment.get("PATH", os.environ["PATH"])])
+# Every pass's output is verified in the tests (--verify-each).
+config.environment["GRADC_VERIFY_EACH"] = "1"
 config.substitutions.append(("%gradc", os.path.join(config.gradc_bin_dir, "gradc")))
 config.substitutions.append(("%samples", os.path.join(config.gradc_src_dir, "samples")))
 config.substitutions.append(("%inputs", os.path.join(config.test_source_root, "inputs")))

@@ -62,6 +62,7 @@ struct SharedOptions {
   std::string wrt, remat = "manual", budget, target = "cpu", dump, dump_dir;
   int opt = 2;
   bool report = false;
+  bool verify_each = false;
   int verbose = 0;
   std::string log_level;
 };
@@ -79,6 +80,7 @@ void add_shared(CLI::App *cmd, SharedOptions &o, CodegenOptions &cg) {
   cmd->add_option("--dump-ir", o.dump, "all, or a comma list of parse,typed,grad,remat,fused,loops,llvm,asm,ptx");
   cmd->add_option("--dump-dir", o.dump_dir, "Write dumps to numbered files NN-stage.ext here");
   cmd->add_flag("--report", o.report, "Print functions, FLOPs, planned memory and stage times to stderr");
+  cmd->add_flag("--verify-each", o.verify_each, "Verify the IR after every pass (a failure is a gradc bug)");
   cmd->add_flag("-v,--verbose", o.verbose, "Log what the passes decide (-vv: more); same as --log-level=info");
   cmd->add_option("--log-level", o.log_level, "off | info | debug: log what the passes decide, to stderr")
       ->check(CLI::IsMember({"off", "info", "debug"}));
@@ -138,6 +140,7 @@ bool finish_shared(CLI::App *cmd, const SharedOptions &o, PipelineOptions &p) {
     p.dumps.erase("ptx");
   p.dump_dir = o.dump_dir;
   p.report = o.report;
+  p.verify_each = p.verify_each || o.verify_each;
   return true;
 }
 

@@ -14,6 +14,8 @@
 #include "gradc/lower/Passes.h"
 #include "gradc/op/Registry.h"
 #include "gradc/support/Log.h"
+#include "gradc/loops/Verify.h"
+#include "gradc/transform/Verify.h"
 #include "gradc/text/Parser.h"
 #include "gradc/transform/Fuse.h"
 #include "gradc/transform/Gradient.h"
@@ -22,6 +24,7 @@
 #include "gradc/transform/TypeInfer.h"
 
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <iomanip>
 
@@ -153,20 +156,40 @@ void schedule_pass(LoweredFunction &fn, PassContext &ctx) {
     schedule_cpu(fn, ctx.target);
 }
 
+/// A tensor pass in the stage table: its name (for the verifier's messages)
+/// and the form its output has.
+struct TensorPass {
+  const char *name;
+  ModulePass run;
+  IRForm form;
+};
+
 /// A stage is what `--dump-ir` and `--report` name: one or more passes, then
 /// one dump and one timing under the stage's name.
 struct Stage {
   const char *name;
-  std::vector<ModulePass> passes;
+  std::vector<TensorPass> passes;
 };
 
 const Stage kTensorStages[] = {
-    {"typed", {type_check}},
-    {"grad", {normalize_all, inline_all, differentiate}},
-    {"remat", {rematerialize}},
-    {"fused", {eliminate_dead_code_all, fuse_all}},
+    {"typed", {{"type inference", type_check, IRForm::Typed}}},
+    {"grad",
+     {{"normalize", normalize_all, IRForm::ANF},
+      {"inline", inline_all, IRForm::ANF},
+      {"differentiate", differentiate, IRForm::ANF}}},
+    {"remat", {{"rematerialize", rematerialize, IRForm::ANF}}},
+    {"fused", {{"dead-code elimination", eliminate_dead_code_all, IRForm::ANF}, {"fuse", fuse_all, IRForm::Fused}}},
 };
-const LoopPass kLoopPasses[] = {schedule_pass, plan_memory_pass};
+
+struct LoopPassEntry {
+  const char *name;
+  LoopPass run;
+  LoopVerifyOptions after; // what holds once it has run
+};
+const LoopPassEntry kLoopPasses[] = {
+    {"schedule", schedule_pass, {/*scheduled=*/true, /*planned=*/false}},
+    {"memory planning", plan_memory_pass, {/*scheduled=*/true, /*planned=*/true}},
+};
 
 class Timer {
 public:
@@ -182,20 +205,33 @@ private:
   std::chrono::steady_clock::time_point last_ = std::chrono::steady_clock::now();
 };
 
+/// One tensor stage: its passes (each verified with --verify-each), then its dump and timing.
+void run_stage(Module &m, const Stage &stage, PassContext &ctx, Dumper *dumper, Timer *timer) {
+  for (const TensorPass &pass : stage.passes) {
+    m = pass.run(m, ctx);
+    if (ctx.opts.verify_each)
+      verify(m, pass.form, pass.name);
+  }
+  if (dumper && dumper->wants(stage.name))
+    dumper->dump(stage.name, print_module(m, {true}));
+  if (timer)
+    timer->lap(stage.name);
+}
+
 /// The tensor stages from `first` on, then lowering and the loop passes.
 LoweredModule run_from(Module &m, size_t first, PassContext &ctx, Dumper *dumper, Timer *timer) {
-  for (size_t s = first; s < std::size(kTensorStages); ++s) {
-    for (ModulePass pass : kTensorStages[s].passes)
-      m = pass(m, ctx);
-    if (dumper && dumper->wants(kTensorStages[s].name))
-      dumper->dump(kTensorStages[s].name, print_module(m, {true}));
-    if (timer)
-      timer->lap(kTensorStages[s].name);
-  }
+  for (size_t s = first; s < std::size(kTensorStages); ++s)
+    run_stage(m, kTensorStages[s], ctx, dumper, timer);
   LoweredModule lowered = lower_module(m, LowerOptions{ctx.target});
-  for (LoweredFunction &fn : lowered.functions)
-    for (LoopPass pass : kLoopPasses)
-      pass(fn, ctx);
+  for (LoweredFunction &fn : lowered.functions) {
+    if (ctx.opts.verify_each)
+      verify(fn, {}, "lowering");
+    for (const LoopPassEntry &pass : kLoopPasses) {
+      pass.run(fn, ctx);
+      if (ctx.opts.verify_each)
+        verify(fn, pass.after, pass.name);
+    }
+  }
   if (dumper && dumper->wants("loops"))
     dumper->dump("loops", print_loops(lowered));
   if (timer)
@@ -236,6 +272,15 @@ std::vector<int64_t> unrematerialized_peaks(const Module &before_remat, const Co
 
 } // namespace
 
+bool verify_each_by_default() {
+#ifndef NDEBUG
+  return true;
+#else
+  const char *env = std::getenv("GRADC_VERIFY_EACH");
+  return env && std::string(env) == "1";
+#endif
+}
+
 CompiledModule compile_to_loops(std::shared_ptr<const SourceFile> source, const PipelineOptions &opts, DiagEngine &diag,
                                 Dumper &dumper) {
   CompiledModule out;
@@ -253,13 +298,8 @@ CompiledModule compile_to_loops(std::shared_ptr<const SourceFile> source, const 
 
   // Every tensor stage up to remat, kept for the --remat=none measurement.
   size_t remat = stage_index("remat");
-  for (size_t s = 0; s < remat; ++s) {
-    for (ModulePass pass : kTensorStages[s].passes)
-      m = pass(m, ctx);
-    if (dumper.wants(kTensorStages[s].name))
-      dumper.dump(kTensorStages[s].name, print_module(m, {true}));
-    timer.lap(kTensorStages[s].name);
-  }
+  for (size_t s = 0; s < remat; ++s)
+    run_stage(m, kTensorStages[s], ctx, &dumper, &timer);
   Module before_remat = m;
   out.lowered = run_from(m, remat, ctx, &dumper, &timer);
 

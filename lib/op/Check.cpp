@@ -87,7 +87,10 @@ ExprPtr check_call(const OpDef *op, std::vector<ExprPtr> args, const Attrs &attr
     }
     AttrValue v = value;
     std::string why;
-    if (!conform(v, spec->kind, why)) {
+    // `None` spells the default of an attribute whose default is None (what
+    // the printer writes for it, so printed modules parse back).
+    bool default_none = v.kind == AttrValue::None && !spec->required && spec->default_value.kind == AttrValue::None;
+    if (!default_none && !conform(v, spec->kind, why)) {
       report(value.span, def.name + ": attribute '" + key + "' expects " + attr_kind_name(spec->kind) + ", found " +
                              value.str() + (why.empty() ? "" : " (" + why + ")"));
       attrs_ok = false;

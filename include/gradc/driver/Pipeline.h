@@ -17,6 +17,9 @@ namespace gradc {
 
 enum class RematMode { None, Manual, Auto };
 
+/// Debug builds, or GRADC_VERIFY_EACH=1 in the environment (how the tests run).
+bool verify_each_by_default();
+
 /// The stages `--dump-ir` can show, in pipeline order.
 const std::vector<std::string> &dump_stage_names();
 
@@ -31,6 +34,9 @@ struct PipelineOptions {
   bool report = false;
   /// Also plan every function as if --remat=none (for --report and the manifest).
   bool want_unrematerialized_peak = false;
+  /// Run the IR verifiers after every pass (--verify-each; the default in
+  /// debug builds and where the environment sets GRADC_VERIFY_EACH=1).
+  bool verify_each = verify_each_by_default();
 };
 
 /// Writes dumps to stderr or to numbered files `NN-stage.ext` in a directory.

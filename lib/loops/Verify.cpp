@@ -1,0 +1,250 @@
+//===- Verify.cpp - the loop-IR verifier ----------------------------------===//
+#include "gradc/loops/Verify.h"
+#include "gradc/loops/Functor.h"
+#include "gradc/support/Diagnostics.h"
+
+#include <algorithm>
+#include <optional>
+#include <unordered_map>
+#include <unordered_set>
+
+namespace gradc {
+namespace {
+
+/// A closed integer interval.
+struct Range {
+  int64_t lo, hi;
+};
+using MaybeRange = std::optional<Range>;
+
+/// Interval arithmetic on int64 index expressions; nullopt when unknown or
+/// when a bound would overflow.
+class RangeOf : public LExprFunctor<MaybeRange()> {
+public:
+  std::unordered_map<const LVar *, Range> vars;
+  std::unordered_map<const LExpr *, int64_t> upper; // guards: e < c proven inside an If
+
+  MaybeRange of(const LExprPtr &e) {
+    MaybeRange r = dispatch(e);
+    auto it = upper.find(e.get());
+    if (r && it != upper.end())
+      r->hi = std::min(r->hi, it->second);
+    return r;
+  }
+
+private:
+  static MaybeRange checked(__int128 lo, __int128 hi) {
+    if (lo < INT64_MIN || hi > INT64_MAX)
+      return std::nullopt;
+    return Range{int64_t(lo), int64_t(hi)};
+  }
+  MaybeRange on_int_imm(const LExprPtr &e) override { return Range{e->ivalue, e->ivalue}; }
+  MaybeRange on_float_imm(const LExprPtr &) override { return std::nullopt; }
+  MaybeRange on_var(const LExprPtr &e) override {
+    auto it = vars.find(e->var.get());
+    return it == vars.end() ? std::nullopt : MaybeRange(it->second);
+  }
+  MaybeRange on_load(const LExprPtr &) override { return std::nullopt; }
+  MaybeRange on_unary(const LExprPtr &) override { return std::nullopt; }
+  MaybeRange on_compare(const LExprPtr &) override { return std::nullopt; }
+  MaybeRange on_select(const LExprPtr &e) override {
+    MaybeRange a = of(e->operands[1]), b = of(e->operands[2]);
+    if (!a || !b)
+      return std::nullopt;
+    return Range{std::min(a->lo, b->lo), std::max(a->hi, b->hi)};
+  }
+  MaybeRange on_cast(const LExprPtr &) override { return std::nullopt; }
+  MaybeRange on_binary(const LExprPtr &e) override {
+    if (e->dtype != DType::Int64)
+      return std::nullopt;
+    MaybeRange a = of(e->operands[0]), b = of(e->operands[1]);
+    if (!a || !b)
+      return std::nullopt;
+    __int128 al = a->lo, ah = a->hi, bl = b->lo, bh = b->hi;
+    switch (e->bop) {
+    case BinaryOp::Add:
+      return checked(al + bl, ah + bh);
+    case BinaryOp::Sub:
+      return checked(al - bh, ah - bl);
+    case BinaryOp::Mul: {
+      __int128 c[] = {al * bl, al * bh, ah * bl, ah * bh};
+      return checked(*std::min_element(c, c + 4), *std::max_element(c, c + 4));
+    }
+    case BinaryOp::Min:
+      return Range{std::min(a->lo, b->lo), std::min(a->hi, b->hi)};
+    case BinaryOp::Max:
+      return Range{std::max(a->lo, b->lo), std::max(a->hi, b->hi)};
+    case BinaryOp::FloorDiv:
+      if (bl == bh && bl > 0) // floor division by a positive constant is monotonic
+        return Range{floor_div(a->lo, b->lo), floor_div(a->hi, b->lo)};
+      return std::nullopt;
+    case BinaryOp::FloorMod:
+      if (bl == bh && bl > 0)
+        return a->lo >= 0 && a->hi < b->lo ? *a : Range{0, b->lo - 1};
+      return std::nullopt;
+    default:
+      return std::nullopt;
+    }
+  }
+  static int64_t floor_div(int64_t a, int64_t b) { return a / b - (a % b != 0 && a < 0); }
+};
+
+class KernelVerifier : public LoopVisitor {
+public:
+  KernelVerifier(const Kernel &k, const LoopVerifyOptions &opts, const std::string &where)
+      : opts_(opts), where_(where) {
+    for (const BufferPtr &b : k.buffers)
+      buffers_.insert(b.get());
+  }
+
+private:
+  const LoopVerifyOptions &opts_;
+  const std::string &where_;
+  std::unordered_set<const Buffer *> buffers_;
+  std::unordered_set<const LVar *> bound_;
+  RangeOf ranges_;
+  int parallel_depth_ = 0, allocs_open_ = 0, empty_loops_ = 0;
+
+  [[noreturn]] void fail(const std::string &what) { internal_error("verifier", where_ + ": " + what); }
+
+  void on_for(const StmtPtr &s) override {
+    if (s->extent < 0)
+      fail("loop " + s->var->name + " has a negative extent");
+    if (!bound_.insert(s->var.get()).second)
+      fail("loop variable " + s->var->name + " is bound by two loops");
+    if (opts_.scheduled) {
+      if (unscheduled(s->for_kind))
+        fail("loop " + s->var->name + " is still " + for_kind_name(s->for_kind) + " after scheduling");
+      if (s->for_kind == ForKind::Parallel && (parallel_depth_ > 0 || allocs_open_ > 0))
+        fail("parallel loop " + s->var->name + " inside another parallel loop or an allocation");
+      if (s->for_kind == ForKind::Vectorized) {
+        struct HasLoop : LoopVisitor {
+          bool found = false;
+          void on_for(const StmtPtr &) override { found = true; }
+        } inner;
+        inner.visit(s->body);
+        if (inner.found)
+          fail("vectorized loop " + s->var->name + " is not innermost");
+      }
+    }
+    parallel_depth_ += s->for_kind == ForKind::Parallel;
+    empty_loops_ += s->extent == 0; // its body never runs: no index in it is out of bounds
+    ranges_.vars[s->var.get()] = Range{0, std::max<int64_t>(0, s->extent - 1)};
+    visit(s->body);
+    empty_loops_ -= s->extent == 0;
+    ranges_.vars.erase(s->var.get());
+    parallel_depth_ -= s->for_kind == ForKind::Parallel;
+  }
+
+  void on_alloc(const StmtPtr &s) override {
+    if (s->buffer->scope != BufferScope::Local)
+      fail("allocation of non-local buffer " + s->buffer->name);
+    buffers_.insert(s->buffer.get());
+    ++allocs_open_;
+    visit(s->body);
+    --allocs_open_;
+    buffers_.erase(s->buffer.get());
+  }
+
+  void on_if(const StmtPtr &s) override {
+    visit(s->value);
+    // `if (e < c)`: inside the branch, e <= c - 1 (for a loop variable, every use of it).
+    const LExpr &c = *s->value;
+    const LExpr *guarded = nullptr;
+    std::optional<std::pair<const LVar *, Range>> narrowed;
+    if (c.kind == LExprKind::Compare && c.cop == CompareOp::LT && c.operands[1]->kind == LExprKind::IntImm) {
+      const LExpr &e = *c.operands[0];
+      int64_t bound = c.operands[1]->ivalue - 1;
+      auto var = e.kind == LExprKind::Var ? ranges_.vars.find(e.var.get()) : ranges_.vars.end();
+      if (var != ranges_.vars.end()) {
+        narrowed = {var->first, var->second};
+        var->second.hi = std::min(var->second.hi, bound);
+      } else {
+        guarded = &e;
+        ranges_.upper[guarded] = bound;
+      }
+    }
+    visit(s->body);
+    if (guarded)
+      ranges_.upper.erase(guarded);
+    if (narrowed)
+      ranges_.vars[narrowed->first] = narrowed->second;
+    visit(s->else_body);
+  }
+
+  void access(const Buffer &buf, const LExprPtr &index, const char *what) {
+    if (!buffers_.count(&buf))
+      fail(std::string(what) + " of " + buf.name + ", which is neither a kernel buffer nor allocated here");
+    if (index->dtype != DType::Int64)
+      fail(std::string(what) + " of " + buf.name + " with a non-int64 index");
+    MaybeRange r = ranges_.of(index);
+    if (r && empty_loops_ == 0 && (r->lo < 0 || r->hi >= buf.numel()))
+      fail(std::string(what) + " of " + buf.name + " (" + std::to_string(buf.numel()) + " elements) at indices " +
+           std::to_string(r->lo) + ".." + std::to_string(r->hi));
+  }
+
+  void on_store(const StmtPtr &s) override {
+    if (s->buffer->scope == BufferScope::Input)
+      fail("store into input buffer " + s->buffer->name);
+    if (s->value->dtype != s->buffer->dtype)
+      fail("store of a " + std::string(dtype_name(s->value->dtype)) + " into " + s->buffer->name);
+    access(*s->buffer, s->index, "store");
+    LoopVisitor::on_store(s);
+  }
+
+  void on_load(const LExprPtr &e) override {
+    access(*e->buffer, e->operands[0], "load");
+    LoopVisitor::on_load(e);
+  }
+
+  void on_var(const LExprPtr &e) override {
+    if (!ranges_.vars.count(e->var.get()))
+      fail("loop variable " + e->var->name + " used outside its loop");
+  }
+};
+
+void verify_arena(const LoweredFunction &fn, const std::string &where) {
+  auto fail = [&](const std::string &what) { internal_error("verifier", where + ": " + what); };
+  std::unordered_map<const Buffer *, std::pair<size_t, size_t>> life;
+  for (size_t k = 0; k < fn.kernels.size(); ++k)
+    for (const BufferPtr &b : fn.kernels[k].buffers) {
+      auto [it, fresh] = life.try_emplace(b.get(), k, k);
+      it->second.second = k;
+    }
+  for (const BufferPtr &b : fn.arena) {
+    if (b->scope != BufferScope::Arena)
+      fail(b->name + " is listed in the arena but is not an arena buffer");
+    if (b->offset < 0 || b->offset % 64 != 0 || b->offset + b->bytes() > fn.workspace_bytes)
+      fail("arena buffer " + b->name + " at offset " + std::to_string(b->offset) + " (" + std::to_string(b->bytes()) +
+           " bytes) is misaligned or outside the " + std::to_string(fn.workspace_bytes) + "-byte workspace");
+  }
+  for (size_t i = 0; i < fn.arena.size(); ++i)
+    for (size_t j = i + 1; j < fn.arena.size(); ++j) {
+      const Buffer &a = *fn.arena[i], &b = *fn.arena[j];
+      bool bytes_overlap = a.offset < b.offset + b.bytes() && b.offset < a.offset + a.bytes();
+      if (!bytes_overlap || !life.count(&a) || !life.count(&b))
+        continue;
+      auto la = life[&a], lb = life[&b];
+      if (!(la.second < lb.first || lb.second < la.first))
+        fail("arena buffers " + a.name + " and " + b.name + " share bytes while both are live (kernels " +
+             std::to_string(la.first) + ".." + std::to_string(la.second) + " and " + std::to_string(lb.first) +
+             ".." + std::to_string(lb.second) + ")");
+    }
+}
+
+} // namespace
+
+void verify(const LoweredFunction &fn, const LoopVerifyOptions &opts, const std::string &after_pass) {
+  for (const Kernel &k : fn.kernels) {
+    std::string where = "after " + after_pass + ", in kernel " + k.name + " of @" + fn.name;
+    if (!k.body)
+      internal_error("verifier", where + ": no body");
+    KernelVerifier(k, opts, where).visit(k.body);
+    if (k.grid < 1 || k.block < 1)
+      internal_error("verifier", where + ": launch shape below 1");
+  }
+  if (opts.planned)
+    verify_arena(fn, "after " + after_pass + ", in @" + fn.name);
+}
+
+} // namespace gradc

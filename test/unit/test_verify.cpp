@@ -1,0 +1,174 @@
+//===- test_verify.cpp - the verifiers catch what passes must not produce --===//
+//
+// Each case breaks one invariant of a correct module (built by the real
+// pipeline) and checks that the verifier names it.
+//
+//===----------------------------------------------------------------------===//
+#include "gradc/driver/Pipeline.h"
+#include "gradc/loops/Verify.h"
+#include "gradc/transform/Verify.h"
+
+#include <catch2/catch.hpp>
+
+#include <sstream>
+
+using namespace gradc;
+using Catch::Matchers::Contains;
+
+namespace {
+
+const char *const kModel = R"(#[version = "0.0.5"]
+def @main(%x: Tensor[(4, 6), float32], %w: Tensor[(3, 6), float32]) {
+  %0 = nn.dense(%x, %w);
+  %1 = tanh(%0);
+  %2 = %1 * 2f;
+  sum(%2)
+}
+)";
+
+CompiledModule compile(const std::string &text, bool grad = true) {
+  auto src = std::make_shared<SourceFile>("v.relay", text);
+  std::ostringstream errors;
+  DiagEngine diag(src, errors);
+  PipelineOptions opts;
+  if (grad)
+    opts.grad_fn = "main";
+  opts.verify_each = true;
+  Dumper dumper(opts, errors);
+  return compile_to_loops(src, opts, diag, dumper);
+}
+
+std::shared_ptr<Function> main_copy(const CompiledModule &c) { return std::make_shared<Function>(*c.module.functions[0]); }
+
+} // namespace
+
+TEST_CASE("verify(Function): a correct pipeline output passes in every form", "[verify]") {
+  CompiledModule c = compile(kModel);
+  for (const FunctionPtr &fn : c.module.functions)
+    CHECK_NOTHROW(verify(*fn, IRForm::Fused, "test"));
+}
+
+TEST_CASE("verify(Function): use before definition", "[verify]") {
+  auto fn = main_copy(compile(kModel, false));
+  REQUIRE(fn->body.bindings.size() >= 2);
+  std::swap(fn->body.bindings[0], fn->body.bindings[1]);
+  CHECK_THROWS_WITH(verify(*fn, IRForm::Fused, "a broken pass"),
+                    Contains("after a broken pass") && Contains("is used where it is not defined"));
+}
+
+TEST_CASE("verify(Function): a Var bound twice", "[verify]") {
+  auto fn = main_copy(compile(kModel, false));
+  fn->body.bindings.push_back(fn->body.bindings[0]);
+  CHECK_THROWS_WITH(verify(*fn, IRForm::Fused, "p"), Contains("is defined twice"));
+}
+
+TEST_CASE("verify(Function): a binding whose type disagrees with its relation", "[verify]") {
+  auto fn = main_copy(compile(kModel, false));
+  Binding &b = fn->body.bindings[0];
+  REQUIRE(b.value->kind == ExprKind::Call);
+  Type wrong = Type::tensor({7}, DType::Float32);
+  auto value = std::make_shared<Expr>(*b.value);
+  value->type = wrong;
+  b.value = value;
+  b.var = make_var(b.var->name, {}, {}, wrong);
+  CHECK_THROWS_WITH(verify(*fn, IRForm::Typed, "p"), Contains("its relation gives"));
+}
+
+TEST_CASE("verify(Function): ANF operands must be atoms", "[verify]") {
+  auto fn = main_copy(compile(kModel, false));
+  // tanh(nn.dense(...)) nested: fine once fused, not in ANF.
+  bool nested = false;
+  for (const Binding &b : fn->body.bindings)
+    for (const ExprPtr &a : b.value->args)
+      nested |= !a->is_atom();
+  REQUIRE(nested);
+  CHECK_NOTHROW(verify(*fn, IRForm::Fused, "p"));
+  CHECK_THROWS_WITH(verify(*fn, IRForm::ANF, "p"), Contains("is not an atom"));
+}
+
+namespace {
+
+LoweredFunction lowered_main(const CompiledModule &c) { return c.lowered.functions[0]; }
+
+Kernel &first_kernel_with_loop(LoweredFunction &fn) {
+  for (Kernel &k : fn.kernels)
+    if (k.body->kind == StmtKind::For || k.body->kind == StmtKind::Seq)
+      return k;
+  FAIL("no kernel with a loop");
+  return fn.kernels[0];
+}
+
+/// The buffer a kernel writes (its first non-input buffer).
+BufferPtr written(const Kernel &k) {
+  for (const BufferPtr &b : k.buffers)
+    if (b->scope != BufferScope::Input)
+      return b;
+  FAIL("kernel " << k.name << " writes nothing");
+  return nullptr;
+}
+
+} // namespace
+
+TEST_CASE("verify(LoweredFunction): the pipeline's output passes", "[verify]") {
+  CompiledModule c = compile(kModel);
+  for (const LoweredFunction &fn : c.lowered.functions)
+    CHECK_NOTHROW(verify(fn, {true, true}, "test"));
+}
+
+TEST_CASE("verify(LoweredFunction): a store out of bounds", "[verify]") {
+  LoweredFunction fn = lowered_main(compile(kModel, false));
+  Kernel &k = first_kernel_with_loop(fn);
+  BufferPtr out = written(k);
+  auto i = std::make_shared<LVar>(LVar{"i"});
+  k.body = for_loop(i, out->numel() + 1, ForKind::Serial, store(out, var_ref(i), float_imm(0, out->dtype)));
+  CHECK_THROWS_WITH(verify(fn, {}, "p"), Contains("at indices 0.." + std::to_string(out->numel())));
+}
+
+TEST_CASE("verify(LoweredFunction): an if guard proves a GPU-style index in bounds", "[verify]") {
+  LoweredFunction fn = lowered_main(compile(kModel, false));
+  Kernel &k = first_kernel_with_loop(fn);
+  BufferPtr out = written(k);
+  auto i = std::make_shared<LVar>(LVar{"i"});
+  StmtPtr guarded = if_then(compare(CompareOp::LT, var_ref(i), int_imm(out->numel())),
+                            store(out, var_ref(i), float_imm(0, out->dtype)));
+  k.body = for_loop(i, out->numel() + 100, ForKind::Serial, guarded);
+  CHECK_NOTHROW(verify(fn, {}, "p"));
+}
+
+TEST_CASE("verify(LoweredFunction): a loop variable used outside its loop", "[verify]") {
+  LoweredFunction fn = lowered_main(compile(kModel, false));
+  Kernel &k = first_kernel_with_loop(fn);
+  BufferPtr out = written(k);
+  auto i = std::make_shared<LVar>(LVar{"i"});
+  k.body = store(out, var_ref(i), float_imm(0, out->dtype));
+  CHECK_THROWS_WITH(verify(fn, {}, "p"), Contains("used outside its loop"));
+}
+
+TEST_CASE("verify(LoweredFunction): unscheduled loops after scheduling", "[verify]") {
+  LoweredFunction fn = lowered_main(compile(kModel, false));
+  Kernel &k = first_kernel_with_loop(fn);
+  BufferPtr out = written(k);
+  auto i = std::make_shared<LVar>(LVar{"i"});
+  k.body = for_loop(i, out->numel(), ForKind::Spatial, store(out, var_ref(i), float_imm(0, out->dtype)));
+  CHECK_NOTHROW(verify(fn, {false, false}, "lowering"));
+  CHECK_THROWS_WITH(verify(fn, {true, false}, "schedule"), Contains("still spatial after scheduling"));
+}
+
+TEST_CASE("verify(LoweredFunction): arena buffers that overlap while live", "[verify]") {
+  const char *two = R"(#[version = "0.0.5"]
+def @main(%x: Tensor[(64, 64), float32]) {
+  %0 = nn.softmax(%x);
+  %1 = nn.softmax(%0);
+  %2 = nn.softmax(%1);
+  nn.softmax(%2)
+}
+)";
+  LoweredFunction fn = lowered_main(compile(two, false));
+  REQUIRE(fn.arena.size() >= 1);
+  CHECK_NOTHROW(verify(fn, {true, true}, "memory planning"));
+  // Put every arena buffer at offset 0: two live together now share bytes.
+  REQUIRE(fn.arena.size() >= 2);
+  for (const BufferPtr &b : fn.arena)
+    b->offset = 0;
+  CHECK_THROWS_WITH(verify(fn, {true, true}, "memory planning"), Contains("share bytes while both are live"));
+}
