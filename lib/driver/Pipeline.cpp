@@ -141,6 +141,12 @@ Module rematerialize(const Module &m, PassContext &ctx) {
 }
 
 /// Fusion needs typed ANF without dead bindings; each binding becomes a kernel.
+/// Composite operators become their parts, so the gradient pass and lowering
+/// see only operators with rules and kernels of their own.
+Module expand_composites_all(const Module &m, PassContext &) {
+  return each_function(m, [](const Function &fn) { return expand_composites(fn); });
+}
+
 Module eliminate_dead_code_all(const Module &m, PassContext &) {
   return each_function(m, [](const Function &fn) { return eliminate_dead_code(fn); });
 }
@@ -175,10 +181,14 @@ const Stage kTensorStages[] = {
     {"typed", {{"type inference", type_check, IRForm::Typed}}},
     {"grad",
      {{"normalize", normalize_all, IRForm::ANF},
+      {"expand composites", expand_composites_all, IRForm::ANF},
       {"inline", inline_all, IRForm::ANF},
       {"differentiate", differentiate, IRForm::ANF}}},
     {"remat", {{"rematerialize", rematerialize, IRForm::ANF}}},
-    {"fused", {{"dead-code elimination", eliminate_dead_code_all, IRForm::ANF}, {"fuse", fuse_all, IRForm::Fused}}},
+    {"fused",
+     {{"expand composites", expand_composites_all, IRForm::ANF}, // gradient rules may emit composites
+      {"dead-code elimination", eliminate_dead_code_all, IRForm::ANF},
+      {"fuse", fuse_all, IRForm::Fused}}},
 };
 
 struct LoopPassEntry {

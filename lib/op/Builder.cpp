@@ -16,11 +16,11 @@ void builder_bug(Span, const std::string &message) {
 } // namespace
 
 ExprPtr Builder::call(const OpDef *op, std::vector<ExprPtr> args, Attrs attrs) {
-  return bind(check_call(op, std::move(args), attrs, span_, builder_bug), "t");
+  return bind(check_call(op, std::move(args), attrs, span_, report_ ? report_ : Report(builder_bug)), "t");
 }
 
 ExprPtr Builder::bind(ExprPtr value, const std::string &hint) {
-  if (value->is_atom())
+  if (value->is_atom() || (report_ && value->type.has_unknown()))
     return value;
   GRADC_CHECK(!value->type.has_unknown(), "builder", "a pass bound a value of unknown type");
   ExprPtr v = make_var(hint, {}, span_, value->type);
@@ -33,7 +33,7 @@ ExprPtr Builder::constant(double value, DType dtype) { return make_constant(valu
 ExprPtr Builder::tuple(std::vector<ExprPtr> fields) { return bind(make_tuple(std::move(fields), span_)); }
 
 ExprPtr Builder::get(ExprPtr tuple, int index) {
-  return bind(check_tuple_get(std::move(tuple), index, span_, builder_bug));
+  return bind(check_tuple_get(std::move(tuple), index, span_, report_ ? report_ : Report(builder_bug)));
 }
 
 ExprPtr Builder::scale(ExprPtr a, double c) { return mul(a, constant(c, a->type.dtype)); }

@@ -6,6 +6,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "gradc/op/Registry.h"
+#include "gradc/op/Builder.h"
 #include "gradc/op/Ops.h"
 
 #include <algorithm>
@@ -115,6 +116,32 @@ OpBuilder &OpBuilder::element(ElementFn fn) {
 }
 OpBuilder &OpBuilder::kernel(KernelFn fn) {
   def_.kernel = fn;
+  return *this;
+}
+/// The relation of a composite: its composition built on placeholders of the
+/// argument types; the first failing part's message is the call's error.
+Type decomposed_relation(RelationCtx &ctx) {
+  std::vector<Binding> scratch;
+  std::string error;
+  Builder b(scratch, {}, [&](Span, const std::string &msg) {
+    if (error.empty())
+      error = msg;
+  });
+  std::vector<ExprPtr> args;
+  for (const Type &t : ctx.args)
+    args.push_back(make_var("arg", {}, {}, t));
+  ExprPtr result = ctx.op.decompose(b, args, ctx.attrs);
+  if (!error.empty() || !result || result->type.has_unknown())
+    return ctx.fail(error.empty() ? "its composition is ill-typed" : error);
+  return result->type;
+}
+
+OpBuilder &OpBuilder::decompose(DecomposeFn fn) {
+  def_.decompose = fn;
+  if (!def_.relation) {
+    def_.relation_name = "Decomposed";
+    def_.relation = decomposed_relation;
+  }
   return *this;
 }
 OpBuilder &OpBuilder::strategy(TargetKind target, KernelFn fn) {

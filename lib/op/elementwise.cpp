@@ -131,17 +131,15 @@ void register_elementwise_ops(OpRegistry &reg) {
         return {g.b.div(g.grad, g.b.scale(g.out, 2.0))};
       },
       [](ElementCtx &c) { return math(UnaryOp::Sqrt, c.in(0)); }, true);
-  unary_op(
-      reg, "rsqrt", "Elementwise 1/sqrt(x).", float_identity_rel,
-      [](GradCtx &g) -> Grads { // d/dx x^(-1/2) = -1/2 x^(-3/2) = -1/2 out^3
-        ExprPtr cube = g.b.mul(g.b.mul(g.out, g.out), g.out);
-        return {g.b.mul(g.grad, g.b.scale(cube, -0.5))};
-      },
-      [](ElementCtx &c) {
-        LExprPtr x = c.in(0);
-        return binary(BinaryOp::Div, constant_of(1, x->dtype), math(UnaryOp::Sqrt, x));
-      },
-      true);
+  reg.add("rsqrt")
+      .describe("Elementwise 1/sqrt(x).")
+      .arg("data", "Tensor", "The input tensor.")
+      .support_level(1)
+      .relation("FloatIdentity", float_identity_rel) // names rsqrt in its messages
+      .decompose([](Builder &b, const std::vector<ExprPtr> &a, const Attrs &) {
+        return b.div(b.constant(1, a[0]->type.dtype), b.call(ops::sqrt, {a[0]}));
+      })
+      .example(kUnaryTypes, "rsqrt(%x)", true);
   unary_op(
       reg, "sigmoid", "Elementwise 1 / (1 + e^-x).", float_identity_rel,
       [](GradCtx &g) -> Grads { // d/dx s(x) = s(x) (1 - s(x))
@@ -331,16 +329,16 @@ void register_elementwise_ops(OpRegistry &reg) {
       .describe("Zeros of the input's type.")
       .arg("data", "Tensor", "The input tensor.")
       .support_level(3)
-      .relation("Identity", identity_rel)
-      .no_gradient()
-      .element([](ElementCtx &c) { return constant_of(0, c.type().dtype); });
+      .decompose([](Builder &b, const std::vector<ExprPtr> &a, const Attrs &) {
+        return b.call(ops::full_like, {a[0], b.constant(0, a[0]->type.dtype)});
+      });
   reg.add("ones_like")
       .describe("Ones of the input's type.")
       .arg("data", "Tensor", "The input tensor.")
       .support_level(3)
-      .relation("Identity", identity_rel)
-      .no_gradient()
-      .element([](ElementCtx &c) { return constant_of(1, c.type().dtype); });
+      .decompose([](Builder &b, const std::vector<ExprPtr> &a, const Attrs &) {
+        return b.call(ops::full_like, {a[0], b.constant(1, a[0]->type.dtype)});
+      });
   reg.add("full_like")
       .describe("The input's type filled with a scalar.")
       .arg("data", "Tensor", "The input tensor.")

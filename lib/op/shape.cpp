@@ -321,8 +321,11 @@ void register_shape_ops(OpRegistry &reg) {
       .arg("collapse_type", "Tensor", "A tensor of the target shape.")
       .support_level(10)
       .relation("CollapseSumLike", collapse_sum_like_rel)
-      .gradient(broadcast_grad)
-      .kernel(collapse_sum_kernel)
+      .decompose([](Builder &b, const std::vector<ExprPtr> &a, const Attrs &) {
+        Attrs attrs;
+        attrs.set("shape", AttrValue::ints(a[1]->type.shape));
+        return b.call(ops::collapse_sum_to, {a[0]}, attrs);
+      })
       .example("%x: Tensor[(2, 3, 4), float64], %y: Tensor[(3, 1), float64]", "collapse_sum_like(%x, %y)");
 
   reg.add("reverse")

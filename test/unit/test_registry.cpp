@@ -23,3 +23,20 @@ TEST_CASE("checkpoint markers are properties of the operator record", "[registry
     markers += def->checkpoint != CheckpointMarker::None;
   CHECK(markers == 2);
 }
+
+TEST_CASE("a composite has no gradient rule or kernel of its own", "[registry]") {
+  int composites = 0;
+  for (const OpDef *def : OpRegistry::global().all()) {
+    if (!def->decompose)
+      continue;
+    INFO(def->name);
+    ++composites;
+    CHECK(def->gradient == nullptr);
+    CHECK(def->element == nullptr);
+    CHECK(def->kernel == nullptr);
+    CHECK(def->strategies.empty());
+    CHECK(def->has_gradient());
+    CHECK(def->has_lowering());
+  }
+  CHECK(composites >= 4); // rsqrt, zeros_like, ones_like, collapse_sum_like
+}

@@ -8,6 +8,7 @@
 //===----------------------------------------------------------------------===//
 #pragma once
 
+#include "gradc/op/Check.h"
 #include "gradc/op/Ops.h"
 #include "gradc/ir/Expr.h"
 
@@ -19,6 +20,11 @@ namespace gradc {
 class Builder {
 public:
   Builder(std::vector<Binding> &out, Span span = {}) : out_(out), span_(span) {}
+  /// A builder for user-facing checks (a composite's relation): an ill-typed
+  /// call goes to `report` and yields an untyped value instead of an
+  /// internal error; calls on untyped values stay untyped.
+  Builder(std::vector<Binding> &out, Span span, Report report)
+      : out_(out), span_(span), report_(std::move(report)) {}
 
   /// Emits `%v = name(args, attrs)` and returns %v with its inferred type.
   ExprPtr call(const OpDef *op, std::vector<ExprPtr> args, Attrs attrs = {});
@@ -48,6 +54,7 @@ public:
 private:
   std::vector<Binding> &out_;
   Span span_;
+  Report report_; // empty: an ill-typed call is a compiler bug
 };
 
 } // namespace gradc

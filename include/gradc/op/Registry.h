@@ -95,6 +95,10 @@ using GradientFn = Grads (*)(GradCtx &);
 /// can be fused); other operators emit a whole loop nest.
 using ElementFn = LExprPtr (*)(ElementCtx &);
 using KernelFn = StmtPtr (*)(KernelCtx &);
+class Builder;
+/// An operator defined as a composition of others: emits the composition
+/// with `b` (typed bindings) and returns its value.
+using DecomposeFn = ExprPtr (*)(Builder &b, const std::vector<ExprPtr> &args, const Attrs &attrs);
 
 /// A finite-difference test case: parameters and a body calling the operator,
 /// compiled in float64 by the registry-driven gradient test.
@@ -123,15 +127,16 @@ struct OpDef {
   GradientFn gradient = nullptr;
   bool no_gradient = false; // gradient is zero by definition (comparisons, creation, ...)
   ElementFn element = nullptr;
-  KernelFn kernel = nullptr; // the schedule-neutral kernel
+  DecomposeFn decompose = nullptr; // a composite: expanded before gradient and lowering
+  KernelFn kernel = nullptr;       // the schedule-neutral kernel
   std::vector<std::pair<TargetKind, KernelFn>> strategies; // hand-scheduled kernels per target
   std::vector<GradExample> examples; // finite-difference cases, at least one per gradient
   std::vector<std::string> aliases;
   CheckpointMarker checkpoint = CheckpointMarker::None;
   FlopsFn flops_fn = nullptr; // default: one per output element (per input element if larger)
 
-  bool has_gradient() const { return gradient != nullptr || no_gradient; }
-  bool has_lowering() const { return element != nullptr || kernel != nullptr; }
+  bool has_gradient() const { return gradient != nullptr || no_gradient || decompose != nullptr; }
+  bool has_lowering() const { return element != nullptr || kernel != nullptr || decompose != nullptr; }
   bool injective() const { return element != nullptr; }
   /// The kernel to lower a call with for `target`: its strategy, else the generic kernel.
   KernelFn kernel_for(TargetKind target) const;
@@ -155,6 +160,12 @@ public:
   OpBuilder &no_gradient();
   OpBuilder &element(ElementFn fn);
   OpBuilder &kernel(KernelFn fn);
+  /// Defines the operator as a composition of others (tinygrad-style): its
+  /// calls are expanded (transform/Passes.h: expand_composites) before the
+  /// gradient pass and again before fusion, so the gradient and the kernels
+  /// come from the parts. Unless .relation() is also given, the type
+  /// relation is the composition's, checked on the argument types.
+  OpBuilder &decompose(DecomposeFn fn);
   /// A hand-scheduled kernel for one target kind, used there instead of `kernel`.
   OpBuilder &strategy(TargetKind target, KernelFn fn);
   /// Adds a finite-difference case; an operator may register several.

@@ -19,6 +19,11 @@ FunctionPtr normalize(const Function &fn);
 /// Pre: typed, ANF, no recursion. Post: no GlobalCall remains in `fn`.
 FunctionPtr inline_calls(const Function &fn, const Module &module);
 
+/// Replaces every call of a composite operator (OpDef::decompose) by the
+/// bindings of its composition. Pre and post: ANF. Runs before the gradient
+/// pass and again before fusion (gradient rules may emit composites).
+FunctionPtr expand_composites(const Function &fn);
+
 /// Removes bindings whose value the result does not depend on (a use inside
 /// the body of a `fn` value counts). Pre and post: ANF.
 FunctionPtr eliminate_dead_code(const Function &fn);

@@ -1,0 +1,57 @@
+//===- Decompose.cpp - expand composite operators into their parts --------===//
+//
+// A composite (OpBuilder::decompose) has no gradient rule or kernel of its
+// own: each of its calls is replaced by the bindings its composition emits,
+// and later uses of the call's Var read the composition's value.
+//
+//===----------------------------------------------------------------------===//
+#include "gradc/ir/Functor.h"
+#include "gradc/op/Builder.h"
+#include "gradc/op/Registry.h"
+#include "gradc/transform/Passes.h"
+
+namespace gradc {
+namespace {
+
+class Expander : public ExprMutator {
+  void mutate_binding(const Binding &b, std::vector<Binding> &out) override {
+    ExprPtr value = mutate(b.value);
+    if (value->kind != ExprKind::Call || !value->op->decompose) {
+      ExprMutator::mutate_binding(b, out);
+      return;
+    }
+    Builder builder(out, value->span);
+    ExprPtr result = value->op->decompose(builder, value->args, value->attrs);
+    GRADC_CHECK(result->type == b.var->type, "decompose",
+                value->op->name + "'s composition has type " + result->type.str() + ", the call " +
+                    b.var->type.str());
+    // The composition's value keeps the call's name (%0 stays %0 in dumps).
+    if (!out.empty() && out.back().var == result) {
+      ExprPtr named = make_var(b.var->name, b.var->annotation, b.var->span, result->type);
+      out.back().var = named;
+      result = named;
+    }
+    remap(b.var, result);
+  }
+};
+
+bool has_composite(const Function &fn) {
+  for (const Binding &b : fn.body.bindings)
+    if (b.value->kind == ExprKind::Call && b.value->op->decompose)
+      return true;
+  return false;
+}
+
+} // namespace
+
+FunctionPtr expand_composites(const Function &fn) {
+  // A composition may use composites itself: expand until none is left.
+  FunctionPtr out = std::make_shared<Function>(fn);
+  for (int round = 0; has_composite(*out); ++round) {
+    GRADC_CHECK(round < 16, "decompose", "composite operators that expand into each other");
+    out = Expander().mutate_function(*out);
+  }
+  return out;
+}
+
+} // namespace gradc
