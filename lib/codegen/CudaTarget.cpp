@@ -1,9 +1,12 @@
 //===- CudaTarget.cpp - PTX kernels and the host stub that launches them --===//
 //
 // TargetKind::CUDA makes two modules: the device module, one PTX kernel per Kernel
-// with libdevice linked in for math, and the host stub, whose entry points open
-// libcuda at run time, load the embedded PTX, launch the kernels in order on the
-// caller's stream, wait and unload, keeping no global state (SPEC §8).
+// with libdevice linked in for math, and the host stub, whose entry points check
+// their arguments and pass the embedded PTX and a description of each launch to
+// the runtime's gradc_rt_cuda_run (runtime/cuda.c, linked in with every symbol
+// internal), which opens libcuda at run time, loads the PTX, launches the kernels
+// in order on the caller's stream, waits and unloads, keeping no global state
+// (SPEC §8).
 //
 //===----------------------------------------------------------------------===//
 #include "Emitter.h"
@@ -114,171 +117,49 @@ void link_libdevice(Module &m) {
 // The host stub
 //===----------------------------------------------------------------------===//
 
-/// The driver entry points the stub resolves with dlsym, by their versioned
-/// names where libcuda exports several ABIs.
-enum Driver {
-  Init,
-  CtxGetCurrent,
-  PointerGetAttribute,
-  CtxPushCurrent,
-  CtxPopCurrent,
-  ModuleLoadData,
-  ModuleGetFunction,
-  LaunchKernel,
-  StreamSynchronize,
-  ModuleUnload,
-  NumDriverFunctions
-};
-const char *const kDriverNames[NumDriverFunctions] = {
-    "cuInit",           "cuCtxGetCurrent",     "cuPointerGetAttribute", "cuCtxPushCurrent_v2", "cuCtxPopCurrent_v2",
-    "cuModuleLoadData", "cuModuleGetFunction", "cuLaunchKernel",        "cuStreamSynchronize", "cuModuleUnload"};
-const int kCuPointerAttributeContext = 1; // CU_POINTER_ATTRIBUTE_CONTEXT
-const int kRtldNow = 2;
-
-/// The C signature of a driver function (CUresult is an int; handles are pointers).
-FunctionType *driver_type(LLVMContext &ctx, Driver d) {
-  Type *i32 = Type::getInt32Ty(ctx), *i64 = Type::getInt64Ty(ctx), *ptr = PointerType::get(ctx, 0);
-  auto type = [&](std::vector<Type *> params) { return FunctionType::get(i32, params, false); };
-  switch (d) {
-  case Init:
-    return type({i32});
-  case PointerGetAttribute:
-    return type({ptr, i32, i64});
-  case ModuleLoadData:
-    return type({ptr, ptr});
-  case ModuleGetFunction:
-    return type({ptr, ptr, ptr});
-  case LaunchKernel:
-    return type({ptr, i32, i32, i32, i32, i32, i32, i32, ptr, ptr, ptr});
-  default:
-    return type({ptr});
-  }
-}
-
-/// `int32_t P_cuda_open(void **table)`: dlopen libcuda and fill `table` with
-/// the driver functions; 0, or 3 if the library or a function is missing.
-/// dlopen is reference counted, so calling it per call is cheap; the handle is
-/// never closed because unloading the driver under live contexts is unsafe.
-Function *emit_driver_open(Module &m, const std::string &symbol) {
-  LLVMContext &ctx = m.getContext();
-  IRBuilder<> b(ctx);
-  Type *ptr = b.getPtrTy();
-  FunctionCallee dlopen = m.getOrInsertFunction("dlopen", ptr, ptr, b.getInt32Ty());
-  FunctionCallee dlsym = m.getOrInsertFunction("dlsym", ptr, ptr, ptr);
-  Function *fn =
-      Function::Create(FunctionType::get(b.getInt32Ty(), {ptr}, false), GlobalValue::InternalLinkage, symbol, m);
-  b.SetInsertPoint(BasicBlock::Create(ctx, "entry", fn));
-  BasicBlock *missing = BasicBlock::Create(ctx, "missing", fn);
-  BasicBlock *found = BasicBlock::Create(ctx, "found", fn);
-  Value *lib = b.CreateCall(dlopen, {b.CreateGlobalString("libcuda.so.1"), b.getInt32(kRtldNow)});
-  b.CreateCondBr(b.CreateIsNull(lib), missing, found);
-  b.SetInsertPoint(found);
-  Value *any_missing = b.getFalse();
-  for (int d = 0; d < NumDriverFunctions; ++d) {
-    Value *f = b.CreateCall(dlsym, {lib, b.CreateGlobalString(kDriverNames[d])});
-    b.CreateStore(f, b.CreateConstInBoundsGEP1_64(ptr, fn->getArg(0), d));
-    any_missing = b.CreateOr(any_missing, b.CreateIsNull(f));
-  }
-  b.CreateRet(b.CreateSelect(any_missing, b.getInt32(3), b.getInt32(0)));
-  b.SetInsertPoint(missing);
-  b.CreateRet(b.getInt32(3));
-  return fn;
-}
-
-/// The body of one entry point after its argument checks.
+/// The body of one entry point after its argument checks: describe every
+/// launch in entry-block allocas, then hand them to the runtime's launcher,
+/// whose status (0, 3 or 4) the entry returns.
 void emit_launches(IRBuilder<> &b, const LoweredFunction &fn, const BufferValues &buffers,
-                   const std::vector<std::string> &symbols, Function *driver_open, Value *ptx) {
+                   const std::vector<std::string> &symbols, Value *ptx) {
   if (fn.kernels.empty()) {
     b.CreateRet(b.getInt32(0));
     return;
   }
   Function *entry = b.GetInsertBlock()->getParent();
-  LLVMContext &ctx = entry->getContext();
-  Type *ptr = b.getPtrTy();
-  size_t max_args = 1;
-  for (const Kernel &k : fn.kernels)
-    max_args = std::max(max_args, k.buffers.size());
+  Type *ptr = b.getPtrTy(), *i64 = b.getInt64Ty();
+  // gradc_rt_cuda_launch (runtime/gradc_runtime.h): kernel name, grid, block, args.
+  StructType *launch_type = StructType::get(ptr, i64, i64, ptr);
   IRBuilder<> ab(&entry->getEntryBlock(), entry->getEntryBlock().begin());
-  Value *table = ab.CreateAlloca(ptr, b.getInt32(NumDriverFunctions), "driver");
-  Value *status = ab.CreateAlloca(b.getInt32Ty(), nullptr, "status");
-  Value *pushed = ab.CreateAlloca(b.getInt1Ty(), nullptr, "pushed");
-  Value *context = ab.CreateAlloca(ptr, nullptr, "context");
-  Value *cu_module = ab.CreateAlloca(ptr, nullptr, "module");
-  Value *function = ab.CreateAlloca(ptr, nullptr, "function");
-  Value *arg_values = ab.CreateAlloca(ptr, b.getInt32(max_args), "arg_values");
-  Value *arg_pointers = ab.CreateAlloca(ptr, b.getInt32(max_args), "arg_pointers");
-
-  BasicBlock *unload = BasicBlock::Create(ctx, "unload", entry);
-  BasicBlock *done = BasicBlock::Create(ctx, "done", entry);
-  auto call = [&](Driver d, ArrayRef<Value *> args) {
-    Value *f = b.CreateLoad(ptr, b.CreateConstInBoundsGEP1_64(ptr, table, d), kDriverNames[d]);
-    return b.CreateCall(driver_type(ctx, d), f, args);
-  };
-  // On failure: status 4, then leave through `cleanup`.
-  auto check = [&](Value *result, BasicBlock *cleanup) {
-    Value *failed = b.CreateICmpNE(result, b.getInt32(0));
-    b.CreateStore(b.CreateSelect(failed, b.getInt32(4), b.getInt32(0)), status);
-    BasicBlock *next = BasicBlock::Create(ctx, "ok", entry);
-    b.CreateCondBr(failed, cleanup, next);
-    b.SetInsertPoint(next);
-  };
-
-  b.CreateStore(b.getFalse(), pushed);
-  Value *opened = b.CreateCall(driver_open, {table});
-  b.CreateStore(opened, status);
-  BasicBlock *opened_bb = BasicBlock::Create(ctx, "opened", entry);
-  b.CreateCondBr(b.CreateICmpNE(opened, b.getInt32(0)), done, opened_bb);
-  b.SetInsertPoint(opened_bb);
-  check(call(Init, {b.getInt32(0)}), done);
-  check(call(CtxGetCurrent, {context}), done);
-  // A thread without a current context (say, one on which the caller never
-  // used the runtime API) borrows the context that owns the buffers.
-  BasicBlock *borrow = BasicBlock::Create(ctx, "borrow_context", entry);
-  BasicBlock *have_context = BasicBlock::Create(ctx, "have_context", entry);
-  b.CreateCondBr(b.CreateIsNull(b.CreateLoad(ptr, context)), borrow, have_context);
-  b.SetInsertPoint(borrow);
-  GRADC_CHECK(!fn.outputs.empty(), kPass, "function " + fn.name + " has no outputs");
-  Value *owned = b.CreatePtrToInt(buffers.at(fn.outputs[0].get()), b.getInt64Ty());
-  check(call(PointerGetAttribute, {context, b.getInt32(kCuPointerAttributeContext), owned}), done);
-  check(call(CtxPushCurrent, {b.CreateLoad(ptr, context)}), done);
-  b.CreateStore(b.getTrue(), pushed);
-  b.CreateBr(have_context);
-  b.SetInsertPoint(have_context);
-
-  check(call(ModuleLoadData, {cu_module, ptx}), done);
+  Value *launches = ab.CreateAlloca(launch_type, b.getInt32(fn.kernels.size()), "launches");
   for (size_t k = 0; k < fn.kernels.size(); ++k) {
     const Kernel &kernel = fn.kernels[k];
-    Value *name = b.CreateGlobalString(symbols[k], "kernel_name");
-    check(call(ModuleGetFunction, {function, b.CreateLoad(ptr, cu_module), name}), unload);
-    // cuLaunchKernel takes a pointer to each argument's value.
+    // cuLaunchKernel's kernelParams: the address of each argument's value. Every
+    // launch has its own arrays, since all are described before the first runs.
     std::vector<Value *> args = kernel_arguments(buffers, kernel);
-    for (size_t i = 0; i < args.size(); ++i) {
-      Value *slot = b.CreateConstInBoundsGEP1_64(ptr, arg_values, i);
-      b.CreateStore(args[i], slot);
-      b.CreateStore(slot, b.CreateConstInBoundsGEP1_64(ptr, arg_pointers, i));
+    Value *arg_pointers = ConstantPointerNull::get(b.getPtrTy());
+    if (!args.empty()) {
+      Value *arg_values = ab.CreateAlloca(ptr, b.getInt32(args.size()), kernel.name + "_arg_values");
+      arg_pointers = ab.CreateAlloca(ptr, b.getInt32(args.size()), kernel.name + "_args");
+      for (size_t i = 0; i < args.size(); ++i) {
+        GRADC_CHECK(args[i]->getType() == ptr, kPass, "kernel " + kernel.name + " has a non-pointer argument");
+        Value *slot = b.CreateConstInBoundsGEP1_64(ptr, arg_values, i);
+        b.CreateStore(args[i], slot);
+        b.CreateStore(slot, b.CreateConstInBoundsGEP1_64(ptr, arg_pointers, i));
+      }
     }
-    Value *one = b.getInt32(1);
-    check(call(LaunchKernel,
-               {b.CreateLoad(ptr, function), b.getInt32(kernel.grid), one, one, b.getInt32(kernel.block), one, one,
-                b.getInt32(0), entry->getArg(3), arg_pointers, ConstantPointerNull::get(b.getPtrTy())}),
-          unload);
+    Value *launch = b.CreateConstInBoundsGEP1_64(launch_type, launches, k);
+    b.CreateStore(b.CreateGlobalString(symbols[k], "kernel_name"), b.CreateStructGEP(launch_type, launch, 0));
+    b.CreateStore(b.getInt64(kernel.grid), b.CreateStructGEP(launch_type, launch, 1));
+    b.CreateStore(b.getInt64(kernel.block), b.CreateStructGEP(launch_type, launch, 2));
+    b.CreateStore(arg_pointers, b.CreateStructGEP(launch_type, launch, 3));
   }
-  check(call(StreamSynchronize, {entry->getArg(3)}), unload);
-  b.CreateBr(unload);
-
-  b.SetInsertPoint(unload);
-  call(ModuleUnload, {b.CreateLoad(ptr, cu_module)});
-  b.CreateBr(done);
-
-  b.SetInsertPoint(done);
-  BasicBlock *pop = BasicBlock::Create(ctx, "pop_context", entry);
-  BasicBlock *ret = BasicBlock::Create(ctx, "return", entry);
-  b.CreateCondBr(b.CreateLoad(b.getInt1Ty(), pushed), pop, ret);
-  b.SetInsertPoint(pop);
-  call(CtxPopCurrent, {context});
-  b.CreateBr(ret);
-  b.SetInsertPoint(ret);
-  b.CreateRet(b.CreateLoad(b.getInt32Ty(), status));
+  // A thread with no current context borrows the one that owns the buffers.
+  GRADC_CHECK(!fn.outputs.empty(), kPass, "function " + fn.name + " has no outputs");
+  Value *context_owner = buffers.at(fn.outputs[0].get());
+  Value *status = b.CreateCall(runtime_function(*entry->getParent(), RuntimeFn::CudaRun),
+                               {ptx, launches, b.getInt32(fn.kernels.size()), entry->getArg(3), context_owner});
+  b.CreateRet(status);
 }
 
 std::unique_ptr<Module> build_host_stub(const LoweredModule &module, const CodegenOptions &opts,
@@ -288,12 +169,12 @@ std::unique_ptr<Module> build_host_stub(const LoweredModule &module, const Codeg
   auto *ptx_global =
       new GlobalVariable(*m, ArrayType::get(Type::getInt8Ty(ctx), ptx.size() + 1), true, GlobalValue::PrivateLinkage,
                          ConstantDataArray::getString(ctx, ptx, true), unique_symbol(*m, opts.prefix + "_ptx"));
-  Function *driver_open = emit_driver_open(*m, unique_symbol(*m, opts.prefix + "_cuda_open"));
   for (size_t i = 0; i < module.functions.size(); ++i) {
     IRBuilder<> b(BasicBlock::Create(ctx, "entry", entries[i]));
     BufferValues buffers = emit_entry_prologue(b, module.functions[i]);
-    emit_launches(b, module.functions[i], buffers, symbols[i], driver_open, ptx_global);
+    emit_launches(b, module.functions[i], buffers, symbols[i], ptx_global);
   }
+  link_runtime(*m);
   return std::move(m);
 }
 
@@ -301,6 +182,14 @@ std::unique_ptr<Module> build_host_stub(const LoweredModule &module, const Codeg
 
 CodegenOutput generate_cuda(const LoweredModule &module, const CodegenOptions &opts, const CodegenRequest &what) {
   std::unique_ptr<TargetMachine> gpu_tm = create_gpu_target_machine(opts);
+  std::unique_ptr<TargetMachine> host_tm;
+  if (what.object || what.assembly) {
+    host_tm = create_cpu_target_machine(opts);
+    // The host stub is a call into the runtime's launcher (runtime/cuda.c).
+    if (!runtime_supports(host_tm->getTargetTriple()))
+      option_error("the CUDA host stub needs gradc's runtime, which is built for x86-64 Linux only; --triple=" +
+                   host_tm->getTargetTriple().str() + " can have PTX (--emit=ptx) but no host object");
+  }
   LLVMContext ctx;
   quiet_diagnostics(ctx);
   KernelSymbols symbols;
@@ -312,7 +201,6 @@ CodegenOutput generate_cuda(const LoweredModule &module, const CodegenOptions &o
     out.llvm_ir = print_module(*device);
   std::string ptx = emit_file(*device, *gpu_tm, CodeGenFileType::AssemblyFile);
   if (what.object || what.assembly) {
-    std::unique_ptr<TargetMachine> host_tm = create_cpu_target_machine(opts);
     std::unique_ptr<Module> host = build_host_stub(module, opts, symbols, ptx, ctx, *host_tm);
     optimize(*host, *host_tm, opts.opt_level);
     if (what.object)

@@ -24,7 +24,8 @@ namespace gradc::codegen {
 
 bool runtime_supports(const Triple &triple) {
   // The bitcode was compiled for x86-64 Linux (glibc's pthread types have
-  // that target's layout); on other targets parallel loops run serially.
+  // that target's layout); on other targets parallel loops run serially, and
+  // there is no CUDA host stub.
   return triple.getArch() == Triple::x86_64 && triple.isOSLinux();
 }
 
@@ -63,6 +64,8 @@ FunctionCallee runtime_function(Module &m, RuntimeFn which) {
     return m.getOrInsertFunction("gradc_rt_set_num_threads", FunctionType::get(void_ty, {i32}, false));
   case RuntimeFn::GetNumThreads:
     return m.getOrInsertFunction("gradc_rt_get_num_threads", FunctionType::get(i32, {}, false));
+  case RuntimeFn::CudaRun: // i32 (ptx, launches, i32 num_launches, stream, context_owner)
+    return m.getOrInsertFunction("gradc_rt_cuda_run", FunctionType::get(i32, {ptr, ptr, i32, ptr, ptr}, false));
   }
   internal_error("codegen (runtime)", "unknown runtime function");
 }

@@ -419,6 +419,11 @@ TEST_CASE("codegen: --triple and --cpu pick the target; unknown ones are user er
   bad_cpu.cpu = "pentium-9000";
   CHECK_THROWS_AS(generate_code(m, bad_cpu, what), CompileError);
   CHECK_THROWS_AS(JitSession::create(m, bad_cpu), CompileError);
+  // The CUDA host stub calls the runtime, which is built for x86-64 Linux only.
+  CodegenOptions cuda_cross;
+  cuda_cross.target = TargetKind::CUDA;
+  cuda_cross.triple = "aarch64-unknown-linux-gnu";
+  CHECK_THROWS_AS(generate_code(m, cuda_cross, what), CompileError);
   CodegenOptions bad_arch;
   bad_arch.target = TargetKind::CUDA;
   bad_arch.gpu_arch = "sm_9000";
@@ -448,8 +453,14 @@ TEST_CASE("codegen: CUDA kernels become PTX that ptxas accepts", "[codegen][cuda
     StmtPtr body = for_loop(bx, grid, ForKind::BlockIdx, for_loop(tx, block, ForKind::ThreadIdx, guarded));
     fn.kernels.push_back(Kernel{std::string("k_") + dtype_name(dt), {x, y, out}, body, grid, block});
   }
+  // A function without kernels returns 0 without asking anything of the driver.
+  LoweredFunction nothing;
+  nothing.name = "nothing";
+  nothing.inputs = {input("a", DType::Float32, n, 0)};
+  nothing.outputs = {output("b", DType::Float32, n, 0)};
   LoweredModule m;
   m.functions.push_back(std::move(fn));
+  m.functions.push_back(std::move(nothing));
   CodegenOptions opts;
   opts.target = TargetKind::CUDA;
   CodegenRequest what;
@@ -484,51 +495,96 @@ TEST_CASE("codegen: CUDA kernels become PTX that ptxas accepts", "[codegen][cuda
     return;
   }
   // The host stub links without CUDA and runs against a fake libcuda.so.1
-  // that logs what the stub asks of the driver.
+  // that logs what the stub asks of the driver. FAKE_CUDA_CONTEXT gives the
+  // thread a current context; FAKE_CUDA_FAIL_LAUNCH=N fails the N-th launch;
+  // built with -DNO_UNLOAD it lacks cuModuleUnload (an incomplete driver).
   write_file(dir + "/m.o", out.object);
   write_file(dir + "/fake_cuda.c", R"(
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
-int cuInit(unsigned flags) { return 0; }
-int cuCtxGetCurrent(void **ctx) { *ctx = 0; return 0; }
+static int launches;
+int cuInit(unsigned flags) { printf("init %u\n", flags); return 0; }
+int cuCtxGetCurrent(void **ctx) { *ctx = getenv("FAKE_CUDA_CONTEXT") ? (void *)7 : 0; return 0; }
 int cuPointerGetAttribute(void **data, int attribute, uint64_t ptr) {
   *data = (void *)1; printf("borrow %d %p\n", attribute, (void *)ptr); return 0;
 }
-int cuCtxPushCurrent_v2(void *ctx) { printf("push\n"); return 0; }
+int cuCtxPushCurrent_v2(void *ctx) { printf("push %p\n", ctx); return 0; }
 int cuCtxPopCurrent_v2(void **ctx) { printf("pop\n"); return 0; }
 int cuModuleLoadData(void **module, const char *ptx) {
-  *module = (void *)2; printf("load %d\n", strstr(ptx, ".entry") != 0); return 0;
+  FILE *f = fopen("loaded.ptx", "w");
+  fputs(ptx, f);
+  fclose(f);
+  *module = (void *)2; printf("load\n"); return 0;
 }
-int cuModuleGetFunction(void **f, void *module, const char *name) { *f = (void *)name; return 0; }
+int cuModuleGetFunction(void **f, void *module, const char *name) {
+  *f = (void *)name; return module == (void *)2 ? 0 : 999;
+}
 int cuLaunchKernel(void *f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
                    unsigned bz, unsigned shared, void *stream, void **args, void **extra) {
-  printf("launch %s %u %u %p %p %p %p\n", (const char *)f, gx, bx, stream, *(void **)args[0],
-         *(void **)args[1], *(void **)args[2]);
-  return 0;
+  printf("launch %s %u %u %u %u %u %u %u %p %p %p %p %d\n", (const char *)f, gx, gy, gz, bx, by, bz,
+         shared, stream, *(void **)args[0], *(void **)args[1], *(void **)args[2], extra == 0);
+  const char *fail = getenv("FAKE_CUDA_FAIL_LAUNCH");
+  return fail && atoi(fail) == ++launches ? 999 : 0;
 }
 int cuStreamSynchronize(void *stream) { printf("sync %p\n", stream); return 0; }
-int cuModuleUnload(void *module) { printf("unload\n"); return 0; }
+#ifndef NO_UNLOAD
+int cuModuleUnload(void *module) { printf("unload %p\n", module); return 0; }
+#endif
 )");
   write_file(dir + "/app.c", R"(
 #include <stdint.h>
 #include <stdio.h>
 int32_t model_main(void *const *, void *const *, void *, void *);
+int32_t model_nothing(void *const *, void *const *, void *, void *);
 int main(void) {
   void *in[6] = {(void *)64, (void *)128, (void *)192, (void *)256, (void *)320, (void *)384};
   void *out[3] = {(void *)448, (void *)512, (void *)576};
+  void *misaligned[3] = {(void *)448, (void *)520, (void *)576};
   if (model_main(in, 0, 0, 0) != 1) return 1;
+  if (model_main(in, misaligned, 0, 0) != 2) return 2;
+  if (model_nothing(in, out, 0, 0) != 0) return 3;
   printf("rc=%d\n", model_main(in, out, 0, (void *)0x99));
   return 0;
 })");
-  REQUIRE(run_shell("cd " + dir + " && cc -shared -fPIC fake_cuda.c -o libcuda.so.1 && " +
-                    "cc app.c m.o -o app && LD_LIBRARY_PATH=. ./app > log.txt") == 0);
-  std::ifstream log_file(dir + "/log.txt");
-  std::string log((std::istreambuf_iterator<char>(log_file)), std::istreambuf_iterator<char>());
-  CHECK(log == "borrow 1 0x1c0\npush\nload 1\n"
-               "launch model_main_k_float32 2 64 0x99 0x40 0x80 0x1c0\n"
-               "launch model_main_k_float64 2 64 0x99 0xc0 0x100 0x200\n"
-               "launch model_main_k_float16 2 64 0x99 0x140 0x180 0x240\n"
-               "sync 0x99\nunload\npop\nrc=0\n");
+  REQUIRE(run_shell("cd " + dir + " && mkdir fake incomplete absent && " +
+                    "cc -shared -fPIC fake_cuda.c -o fake/libcuda.so.1 && " +
+                    "cc -shared -fPIC -DNO_UNLOAD fake_cuda.c -o incomplete/libcuda.so.1 && " +
+                    "cc app.c m.o -o app") == 0);
+  auto run_app = [&](const std::string &env) {
+    REQUIRE(run_shell("cd " + dir + " && rm -f loaded.ptx && env " + env + " ./app > log.txt") == 0);
+    std::ifstream log_file(dir + "/log.txt");
+    return std::string((std::istreambuf_iterator<char>(log_file)), std::istreambuf_iterator<char>());
+  };
+  // Each kernel's PTX name, grid and block, the caller's stream, and the address of each argument.
+  const std::string launch_f32 = "launch model_main_k_float32 2 1 1 64 1 1 0 0x99 0x40 0x80 0x1c0 1\n",
+                    launch_f64 = "launch model_main_k_float64 2 1 1 64 1 1 0 0x99 0xc0 0x100 0x200 1\n",
+                    launch_f16 = "launch model_main_k_float16 2 1 1 64 1 1 0 0x99 0x140 0x180 0x240 1\n",
+                    launches = launch_f32 + launch_f64 + launch_f16;
+  // No current context: the one owning the first output is borrowed for the call.
+  CHECK(run_app("LD_LIBRARY_PATH=fake") ==
+        "init 0\nborrow 1 0x1c0\npush 0x1\nload\n" + launches + "sync 0x99\nunload 0x2\npop\nrc=0\n");
+  {
+    std::ifstream loaded(dir + "/loaded.ptx");
+    CHECK(std::string((std::istreambuf_iterator<char>(loaded)), std::istreambuf_iterator<char>()) == out.ptx);
+  }
+  // The caller's current context is used as it is.
+  CHECK(run_app("LD_LIBRARY_PATH=fake FAKE_CUDA_CONTEXT=1") ==
+        "init 0\nload\n" + launches + "sync 0x99\nunload 0x2\nrc=0\n");
+  // A failed launch: status 4, after waiting for the kernel already launched.
+  CHECK(run_app("LD_LIBRARY_PATH=fake FAKE_CUDA_FAIL_LAUNCH=2") ==
+        "init 0\nborrow 1 0x1c0\npush 0x1\nload\n" + launch_f32 + launch_f64 +
+            "sync 0x99\nunload 0x2\npop\nrc=4\n");
+  // A driver that lacks a function needed: status 3, and nothing is called.
+  CHECK(run_app("LD_LIBRARY_PATH=incomplete") == "rc=3\n");
+  // No driver at all: status 3 (where the machine has no libcuda.so.1 of its own).
+  write_file(dir + "/probe.c", R"(
+#include <dlfcn.h>
+int main(void) { return dlopen("libcuda.so.1", RTLD_NOW) != 0; })");
+  if (run_shell("cd " + dir + " && cc probe.c -o probe && LD_LIBRARY_PATH=absent ./probe") == 0)
+    CHECK(run_app("LD_LIBRARY_PATH=absent") == "rc=3\n");
+  else
+    WARN("this machine has a libcuda.so.1: status 3 for a missing driver was not checked");
   fs::remove_all(dir);
 }
