@@ -25,23 +25,13 @@ namespace {
 
 const char *const kPass = "codegen";
 
-/// Bool is an i8 in memory (numpy's layout) and an i1 in registers.
+/// From the dtype table: an IEEE float or an integer of the dtype's size;
+/// bool is an i8 in memory (numpy's layout) and an i1 in registers.
 Type *memory_type(LLVMContext &ctx, DType dt) {
-  switch (dt) {
-  case DType::Float16:
-    return Type::getHalfTy(ctx);
-  case DType::Float32:
-    return Type::getFloatTy(ctx);
-  case DType::Float64:
-    return Type::getDoubleTy(ctx);
-  case DType::Int32:
-    return Type::getInt32Ty(ctx);
-  case DType::Int64:
-    return Type::getInt64Ty(ctx);
-  case DType::Bool:
-    return Type::getInt8Ty(ctx);
-  }
-  internal_error(kPass, "unknown dtype");
+  const DTypeInfo &info = dtype_info(dt);
+  if (info.is_float)
+    return info.bytes == 2 ? Type::getHalfTy(ctx) : info.bytes == 4 ? Type::getFloatTy(ctx) : Type::getDoubleTy(ctx);
+  return Type::getIntNTy(ctx, info.bytes * 8);
 }
 
 Type *register_type(LLVMContext &ctx, DType dt) {

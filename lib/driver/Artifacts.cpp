@@ -69,23 +69,7 @@ void write_file_atomic(const std::string &path, const std::string &data) {
 namespace {
 
 /// The C type that carries one element of `dt` across the ABI.
-const char *c_element_type(DType dt) {
-  switch (dt) {
-  case DType::Float16:
-    return "uint16_t"; // the IEEE half-precision bit pattern
-  case DType::Float32:
-    return "float";
-  case DType::Float64:
-    return "double";
-  case DType::Int32:
-    return "int32_t";
-  case DType::Int64:
-    return "int64_t";
-  case DType::Bool:
-    return "uint8_t"; // 0 or 1
-  }
-  return "?";
-}
+const char *c_element_type(DType dt) { return dtype_info(dt).c_type; }
 
 std::string upper(std::string s) {
   for (char &c : s)

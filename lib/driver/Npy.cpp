@@ -27,23 +27,7 @@ const size_t kMagicLen = 6;
 const size_t kHeaderAlign = 64;
 
 /// The .npy dtype string of each gradc dtype (little-endian, like the data).
-const char *npy_descr(DType dt) {
-  switch (dt) {
-  case DType::Float16:
-    return "<f2";
-  case DType::Float32:
-    return "<f4";
-  case DType::Float64:
-    return "<f8";
-  case DType::Int32:
-    return "<i4";
-  case DType::Int64:
-    return "<i8";
-  case DType::Bool:
-    return "|b1";
-  }
-  return "?";
-}
+const char *npy_descr(DType dt) { return dtype_info(dt).npy_descr; }
 
 /// An open file descriptor that closes itself.
 class Fd {

@@ -18,21 +18,10 @@ namespace gradc {
 std::string format_float(double v, DType dt); // Expr.cpp
 
 std::string format_constant(const Expr &c) {
-  switch (c.dtype) {
-  case DType::Bool:
+  const DTypeInfo &info = dtype_info(c.dtype);
+  if (c.dtype == DType::Bool)
     return c.ivalue ? "True" : "False";
-  case DType::Int32:
-    return std::to_string(c.ivalue);
-  case DType::Int64:
-    return std::to_string(c.ivalue) + "i64";
-  case DType::Float16:
-    return format_float(c.fvalue, c.dtype) + "f16";
-  case DType::Float32:
-    return format_float(c.fvalue, c.dtype) + "f";
-  case DType::Float64:
-    return format_float(c.fvalue, c.dtype) + "f64";
-  }
-  return "?";
+  return (info.is_float ? format_float(c.fvalue, c.dtype) : std::to_string(c.ivalue)) + info.literal_suffix;
 }
 
 namespace {

@@ -18,7 +18,8 @@ enum class DType { Float16, Float32, Float64, Int32, Int64, Bool };
 struct DTypeInfo {
   DType dtype;
   const char *name;           // Relay: "float32"
-  const char *c_type;         // in generated headers: "float"
+  const char *c_type;         // what carries one element across the C ABI: "float"; float16 is its
+                              // IEEE bit pattern (uint16_t), bool one byte 0 or 1 (uint8_t)
   const char *npy_descr;      // numpy descriptor, little-endian: "<f4"
   unsigned bytes;             // storage size
   bool is_float, is_int;      // bool is neither
