@@ -1,5 +1,6 @@
 //===- Type.cpp - dtypes, shapes and types --------------------------------===//
 #include "gradc/ir/Type.h"
+#include "gradc/support/Diagnostics.h"
 
 namespace gradc {
 
@@ -19,7 +20,30 @@ std::string shape_str(const Shape &shape) {
   return s + ")";
 }
 
+std::optional<std::string> shape_problem(const Shape &shape) {
+  if (shape.size() > kMaxRank)
+    return "rank " + std::to_string(shape.size()) + " is over the maximum of " + std::to_string(kMaxRank);
+  __int128 n = 1;
+  for (int64_t d : shape) {
+    if (d < 0)
+      return "a shape cannot have negative dimensions";
+    n *= d;
+    if (n > kMaxElements) {
+      // Keep scanning for a 0, which makes any shape small.
+      bool zero = false;
+      for (int64_t e : shape)
+        zero |= e == 0;
+      if (!zero)
+        return "a tensor of shape " + shape_str(shape) + " has more than 2^60 elements";
+      n = 0;
+    }
+  }
+  return std::nullopt;
+}
+
 Type Type::tensor(Shape shape, DType dtype) {
+  if (auto problem = shape_problem(shape))
+    internal_error("tensor IR", "a tensor type with a bad shape: " + *problem);
   Type t;
   t.kind = Tensor;
   t.shape = std::move(shape);

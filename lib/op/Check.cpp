@@ -41,11 +41,10 @@ bool conform(AttrValue &v, AttrKind kind, std::string &why) {
     if (!v.is_int_list())
       return false;
     if (kind == AttrKind::Shape)
-      for (const AttrValue &d : v.list)
-        if (d.i < 0) {
-          why = "a shape cannot have negative dimensions";
-          return false;
-        }
+      if (auto problem = shape_problem(v.as_ints())) {
+        why = *problem;
+        return false;
+      }
     return true;
   case AttrKind::OptIntList:
     return v.kind == AttrValue::None || is_int() || v.is_int_list();

@@ -56,6 +56,8 @@ Type reshape_rel(RelationCtx &ctx) {
       out.push_back(d);
     }
   }
+  if (auto problem = shape_problem(out))
+    return ctx.fail("newshape " + AttrValue::ints(spec).str() + ": " + *problem);
   int64_t known = num_elements(out), total = num_elements(x->shape);
   if (infer >= 0) {
     if (known == 0 || total % known)
@@ -111,6 +113,8 @@ Type expand_dims_rel(RelationCtx &ctx) {
   int64_t num = ctx.attrs.get_int("num_newaxis");
   if (num < 0)
     return ctx.fail("num_newaxis must be non-negative");
+  if (num > int64_t(kMaxRank) - x->rank())
+    return ctx.fail("num_newaxis=" + std::to_string(num) + " makes the rank more than " + std::to_string(kMaxRank));
   auto ax = ctx.axis(ctx.attrs.get_int("axis"), x->rank() + 1);
   if (!ax)
     return Type::unknown();

@@ -266,7 +266,9 @@ private:
     auto dt = parse_dtype(d.text);
     if (!dt)
       fail(d.span, "unknown dtype '" + d.text + "' (expected float32, float64, float16, int32, int64 or bool)");
-    expect(Tok::RBracket, "to close the tensor type");
+    Token close = expect(Tok::RBracket, "to close the tensor type");
+    if (auto problem = shape_problem(shape))
+      fail(close.span, *problem);
     return Type::tensor(std::move(shape), *dt);
   }
 

@@ -172,3 +172,12 @@ def @main(%x: Tensor[(64, 64), float32]) {
     b->offset = 0;
   CHECK_THROWS_WITH(verify(fn, {true, true}, "memory planning"), Contains("share bytes while both are live"));
 }
+
+TEST_CASE("tensor-IR constructors check their invariants", "[verify]") {
+  CHECK_THROWS_AS(Type::tensor({-1, 2}, DType::Float32), InternalError);
+  CHECK_THROWS_AS(Type::tensor({int64_t(1) << 40, int64_t(1) << 40}, DType::Float32), InternalError);
+  CHECK_THROWS_AS(Type::tensor(Shape(65, 1), DType::Float32), InternalError);
+  CHECK_NOTHROW(Type::tensor({0, int64_t(1) << 62, int64_t(1) << 62}, DType::Float32));
+  CHECK_NOTHROW(Type::tensor(Shape(64, 1), DType::Float32));
+  CHECK_THROWS_AS(make_call(nullptr, {}, {}), InternalError);
+}

@@ -17,6 +17,15 @@
 namespace gradc {
 
 using Shape = std::vector<int64_t>;
+/// numpy's limit on the number of dimensions.
+constexpr size_t kMaxRank = 64;
+/// The most elements a tensor may have: its size in bytes fits in int64 for any dtype.
+constexpr int64_t kMaxElements = int64_t(1) << 60;
+/// Why `shape` cannot be a tensor's (rank over kMaxRank, a negative
+/// dimension, more than kMaxElements elements), or nullopt if it can.
+/// Everything that builds a type from user input asks this first and reports
+/// a located error; Type::tensor itself treats a bad shape as a gradc bug.
+std::optional<std::string> shape_problem(const Shape &shape);
 int64_t num_elements(const Shape &shape);
 std::string shape_str(const Shape &shape); // "(2, 3)"
 
