@@ -78,4 +78,25 @@ StmtPtr LoopMutator::on_alloc(const StmtPtr &s) {
   return body == s->body ? s : alloc(s->buffer, std::move(body));
 }
 
+StmtPtr substitute(const StmtPtr &s, const VarValues &values) {
+  struct Substitute : LoopMutator {
+    const VarValues &values;
+    explicit Substitute(const VarValues &v) : values(v) {}
+    LExprPtr on_var(const LExprPtr &e) override {
+      auto it = values.find(e->var.get());
+      return it == values.end() ? e : it->second;
+    }
+  };
+  return Substitute(values).mutate(s);
+}
+
+bool contains_loop(const StmtPtr &s) {
+  struct Finder : LoopVisitor {
+    bool found = false;
+    void on_for(const StmtPtr &) override { found = true; }
+  } finder;
+  finder.visit(s);
+  return finder.found;
+}
+
 } // namespace gradc

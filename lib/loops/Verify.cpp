@@ -117,15 +117,8 @@ private:
         fail("loop " + s->var->name + " is still " + for_kind_name(s->for_kind) + " after scheduling");
       if (s->for_kind == ForKind::Parallel && (parallel_depth_ > 0 || allocs_open_ > 0))
         fail("parallel loop " + s->var->name + " inside another parallel loop or an allocation");
-      if (s->for_kind == ForKind::Vectorized) {
-        struct HasLoop : LoopVisitor {
-          bool found = false;
-          void on_for(const StmtPtr &) override { found = true; }
-        } inner;
-        inner.visit(s->body);
-        if (inner.found)
-          fail("vectorized loop " + s->var->name + " is not innermost");
-      }
+      if (s->for_kind == ForKind::Vectorized && contains_loop(s->body))
+        fail("vectorized loop " + s->var->name + " is not innermost");
     }
     parallel_depth_ += s->for_kind == ForKind::Parallel;
     empty_loops_ += s->extent == 0; // its body never runs: no index in it is out of bounds

@@ -17,18 +17,6 @@ namespace {
 
 constexpr int64_t kThreadsPerBlock = 256;
 
-/// Replaces loop variables by index expressions.
-class Substitute : public LoopMutator {
-public:
-  std::unordered_map<const LVar *, LExprPtr> map;
-
-private:
-  LExprPtr on_var(const LExprPtr &e) override {
-    auto it = map.find(e->var.get());
-    return it == map.end() ? e : it->second;
-  }
-};
-
 bool data_parallel(const Stmt &s) {
   return s.kind == StmtKind::For &&
          (s.for_kind == ForKind::Spatial || s.for_kind == ForKind::Parallel || s.for_kind == ForKind::Vectorized);
@@ -55,10 +43,10 @@ void bind_gpu_threads(LoweredFunction &fn, const Target &target) {
     auto tx = std::make_shared<LVar>(LVar{"threadIdx.x"});
     LExprPtr flat = binary(BinaryOp::Add, binary(BinaryOp::Mul, var_ref(bx), int_imm(k.block)), var_ref(tx));
     Index idx = unravel_index(flat, extents);
-    Substitute substitute;
+    VarValues values;
     for (size_t d = 0; d < nest.size(); ++d)
-      substitute.map[nest[d]->var.get()] = idx[d];
-    StmtPtr inner = serialize_unscheduled(substitute.mutate(nest.back()->body));
+      values[nest[d]->var.get()] = idx[d];
+    StmtPtr inner = serialize_unscheduled(substitute(nest.back()->body, values));
     StmtPtr guarded = if_then(compare(CompareOp::LT, flat, int_imm(total)), inner);
     k.body = for_loop(bx, k.grid, ForKind::BlockIdx, for_loop(tx, k.block, ForKind::ThreadIdx, guarded));
   }

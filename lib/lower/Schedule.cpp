@@ -25,26 +25,6 @@ namespace {
 constexpr double kParallelWork = 1 << 16;
 constexpr int64_t kStrip = 1024;
 
-bool has_loop(const StmtPtr &s) {
-  struct Finder : LoopVisitor {
-    bool found = false;
-    void on_for(const StmtPtr &) override { found = true; }
-  } f;
-  f.visit(s);
-  return f.found;
-}
-
-/// Replaces one loop variable by an index expression.
-class Substitute : public LoopMutator {
-public:
-  Substitute(const LVar *var, LExprPtr value) : var_(var), value_(std::move(value)) {}
-
-private:
-  const LVar *var_;
-  LExprPtr value_;
-  LExprPtr on_var(const LExprPtr &e) override { return e->var.get() == var_ ? value_ : e; }
-};
-
 class CpuSchedule : public LoopMutator {
 public:
   CpuSchedule(const Target &target, const std::string &kernel) : target_(target), kernel_(kernel) {}
@@ -80,7 +60,7 @@ private:
         parallel_taken_ = true;
         StmtPtr body = mutate(s->body);
         parallel_taken_ = false;
-        if (s->for_kind == ForKind::Spatial && !has_loop(body) && s->extent >= 2 * kStrip)
+        if (s->for_kind == ForKind::Spatial && !contains_loop(body) && s->extent >= 2 * kStrip)
           return strips(*s, body);
         return with_for(*s, ForKind::Parallel, body);
       }
@@ -90,7 +70,7 @@ private:
     if (kind == ForKind::Parallel)
       kind = ForKind::Serial; // a strategy's Parallel loop that the cost rule keeps serial
     else if (kind == ForKind::Spatial)
-      kind = has_loop(body) ? ForKind::Serial : ForKind::Vectorized;
+      kind = contains_loop(body) ? ForKind::Serial : ForKind::Vectorized;
     else if (kind == ForKind::Reduce)
       kind = ForKind::Serial;
     return kind == s->for_kind && body == s->body ? s : with_for(*s, kind, body);
@@ -105,11 +85,11 @@ private:
     LExprPtr index = binary(BinaryOp::Add, binary(BinaryOp::Mul, var_ref(outer), int_imm(kStrip)), var_ref(inner));
     std::vector<StmtPtr> parts{for_loop(
         outer, full, ForKind::Parallel,
-        for_loop(inner, kStrip, ForKind::Vectorized, Substitute(loop.var.get(), index).mutate(body)))};
+        for_loop(inner, kStrip, ForKind::Vectorized, substitute(body, {{loop.var.get(), index}})))};
     if (rest) {
       auto tail = std::make_shared<LVar>(LVar{loop.var->name + ".r"});
       LExprPtr at = binary(BinaryOp::Add, var_ref(tail), int_imm(full * kStrip));
-      parts.push_back(for_loop(tail, rest, ForKind::Vectorized, Substitute(loop.var.get(), at).mutate(body)));
+      parts.push_back(for_loop(tail, rest, ForKind::Vectorized, substitute(body, {{loop.var.get(), at}})));
     }
     return seq(std::move(parts));
   }

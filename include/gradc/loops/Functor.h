@@ -18,6 +18,8 @@
 
 #include "gradc/loops/LoopIR.h"
 
+#include <unordered_map>
+
 namespace gradc {
 
 /// The internal error of a functor reaching a kind it does not handle.
@@ -163,5 +165,12 @@ LExprPtr with_operands(const LExpr &like, std::vector<LExprPtr> operands);
 
 /// `loop` (a For) with another kind and body, sharing its variable and extent.
 StmtPtr with_for(const Stmt &loop, ForKind kind, StmtPtr body);
+
+/// `s` with each loop variable in `values` replaced by its expression.
+using VarValues = std::unordered_map<const LVar *, LExprPtr>;
+StmtPtr substitute(const StmtPtr &s, const VarValues &values);
+
+/// Whether `s` contains a loop.
+bool contains_loop(const StmtPtr &s);
 
 } // namespace gradc
