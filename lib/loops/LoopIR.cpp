@@ -189,24 +189,28 @@ StmtPtr alloc(const BufferPtr &local, StmtPtr body) {
   return s;
 }
 
-double estimated_work(const Stmt &s) {
-  switch (s.kind) {
-  case StmtKind::For:
-    return double(s.extent) * estimated_work(*s.body);
-  case StmtKind::Seq: {
+namespace {
+class WorkEstimate : public StmtFunctor<double()> {
+public:
+  double of(const StmtPtr &s) { return s ? dispatch(s) : 0.0; }
+
+private:
+  double on_for(const StmtPtr &s) override { return double(s->extent) * of(s->body); }
+  double on_store(const StmtPtr &) override { return 1; }
+  double on_seq(const StmtPtr &s) override {
     double w = 0;
-    for (const StmtPtr &c : s.seq)
-      w += estimated_work(*c);
+    for (const StmtPtr &c : s->seq)
+      w += of(c);
     return w;
   }
-  case StmtKind::If:
-    return 1 + std::max(estimated_work(*s.body), s.else_body ? estimated_work(*s.else_body) : 0.0);
-  case StmtKind::Alloc:
-    return estimated_work(*s.body);
-  case StmtKind::Store:
-    return 1;
-  }
-  return 1;
+  double on_if(const StmtPtr &s) override { return 1 + std::max(of(s->body), of(s->else_body)); }
+  double on_alloc(const StmtPtr &s) override { return of(s->body); }
+};
+} // namespace
+
+double estimated_work(const Stmt &s) {
+  StmtPtr alias(std::shared_ptr<const Stmt>(), &s); // a non-owning handle for the functor
+  return WorkEstimate().of(alias);
 }
 
 //===----------------------------------------------------------------------===//

@@ -7,6 +7,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "gradc/lower/Lower.h"
+#include "gradc/ir/Functor.h"
 #include "gradc/loops/Functor.h"
 #include "gradc/op/Kernel.h"
 #include "gradc/op/Registry.h"
@@ -42,7 +43,7 @@ private:
   }
 };
 
-class FunctionLowering {
+class FunctionLowering : ExprFunctor<LExprPtr(const Index &)> {
 public:
   FunctionLowering(const Function &fn, const LowerOptions &opts) : fn_(fn), opts_(opts) {}
 
@@ -84,22 +85,18 @@ private:
   }
 
   /// The value of `e` at element `idx` (e is an atom or a fused injective call).
-  LExprPtr element(const ExprPtr &e, const Index &idx) {
-    switch (e->kind) {
-    case ExprKind::Constant:
-      return is_float(e->dtype) ? constant_of(e->fvalue, e->dtype) : int_imm(e->ivalue, e->dtype);
-    case ExprKind::Var: {
-      const BufferPtr &buf = leaves_.at(e.get()).at(0);
-      return load(buf, flat_index(buf->shape, idx));
-    }
-    case ExprKind::Call: {
-      GRADC_CHECK(e->op->injective(), "lowering", "fused non-injective operator " + e->op->name);
-      ElementCtx ctx{*e, idx, [this, e](size_t arg, const Index &i) { return element(e->args[arg], i); }};
-      return e->op->element(ctx);
-    }
-    default:
-      internal_error("lowering", "unexpected expression inside a kernel");
-    }
+  LExprPtr element(const ExprPtr &e, const Index &idx) { return dispatch(e, idx); }
+  LExprPtr on_constant(const ExprPtr &e, const Index &) override {
+    return is_float(e->dtype) ? constant_of(e->fvalue, e->dtype) : int_imm(e->ivalue, e->dtype);
+  }
+  LExprPtr on_var(const ExprPtr &e, const Index &idx) override {
+    const BufferPtr &buf = leaves_.at(e.get()).at(0);
+    return load(buf, flat_index(buf->shape, idx));
+  }
+  LExprPtr on_call(const ExprPtr &e, const Index &idx) override {
+    GRADC_CHECK(e->op->injective(), "lowering", "fused non-injective operator " + e->op->name);
+    ElementCtx ctx{*e, idx, [this, e](size_t arg, const Index &i) { return element(e->args[arg], i); }};
+    return e->op->element(ctx);
   }
 
   void add_kernel(const std::string &name, StmtPtr body) {

@@ -6,6 +6,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "gradc/text/Printer.h"
+#include "gradc/ir/Functor.h"
 #include "gradc/op/Registry.h"
 
 #include <cstdio>
@@ -26,7 +27,7 @@ std::string format_constant(const Expr &c) {
 
 namespace {
 
-class Printer {
+class Printer : ExprFunctor<std::string(int)> {
 public:
   explicit Printer(const PrintOptions &opts) : opts_(opts) {}
 
@@ -90,48 +91,45 @@ private:
     return names_[var.get()] = n;
   }
 
-  std::string expr(const ExprPtr &e, int indent) {
-    switch (e->kind) {
-    case ExprKind::Var:
-      return "%" + name(e);
-    case ExprKind::Constant:
-      return format_constant(*e);
-    case ExprKind::Call:
-    case ExprKind::GlobalCall: {
-      std::string s = e->kind == ExprKind::Call ? e->op->name : "@" + e->name;
-      s += "(";
-      bool first = true;
-      for (const ExprPtr &a : e->args) {
-        s += (first ? "" : ", ") + expr(a, indent);
-        first = false;
-      }
-      for (const auto &[k, v] : e->attrs.items) {
-        s += (first ? "" : ", ") + k + "=" + v.str();
-        first = false;
-      }
-      return s + ")";
+  std::string expr(const ExprPtr &e, int indent) { return dispatch(e, indent); }
+
+  std::string on_var(const ExprPtr &e, int) override { return "%" + name(e); }
+  std::string on_constant(const ExprPtr &e, int) override { return format_constant(*e); }
+  std::string on_call(const ExprPtr &e, int indent) override { return call(e->op->name, *e, indent); }
+  std::string on_global_call(const ExprPtr &e, int indent) override { return call("@" + e->name, *e, indent); }
+  std::string on_tuple(const ExprPtr &e, int indent) override {
+    std::string s = "(";
+    for (size_t i = 0; i < e->args.size(); ++i)
+      s += (i ? ", " : "") + expr(e->args[i], indent);
+    if (e->args.size() == 1)
+      s += ",";
+    return s + ")";
+  }
+  std::string on_tuple_get(const ExprPtr &e, int indent) override {
+    return expr(e->args[0], indent) + "." + std::to_string(e->index);
+  }
+  std::string on_func(const ExprPtr &e, int indent) override {
+    Printer inner(opts_);
+    inner.names_ = names_;
+    inner.taken_ = taken_;
+    inner.function(*e->func, indent);
+    names_ = inner.names_;
+    taken_ = inner.taken_;
+    return inner.str();
+  }
+
+  std::string call(const std::string &callee, const Expr &e, int indent) {
+    std::string s = callee + "(";
+    bool first = true;
+    for (const ExprPtr &a : e.args) {
+      s += (first ? "" : ", ") + expr(a, indent);
+      first = false;
     }
-    case ExprKind::Tuple: {
-      std::string s = "(";
-      for (size_t i = 0; i < e->args.size(); ++i)
-        s += (i ? ", " : "") + expr(e->args[i], indent);
-      if (e->args.size() == 1)
-        s += ",";
-      return s + ")";
+    for (const auto &[k, v] : e.attrs.items) {
+      s += (first ? "" : ", ") + k + "=" + v.str();
+      first = false;
     }
-    case ExprKind::TupleGet:
-      return expr(e->args[0], indent) + "." + std::to_string(e->index);
-    case ExprKind::Func: {
-      Printer inner(opts_);
-      inner.names_ = names_;
-      inner.taken_ = taken_;
-      inner.function(*e->func, indent);
-      names_ = inner.names_;
-      taken_ = inner.taken_;
-      return inner.str();
-    }
-    }
-    return "?";
+    return s + ")";
   }
 };
 

@@ -96,6 +96,58 @@ private:
 
 } // namespace
 
+/// The adjoint rule of one forward binding, chosen by the kind of its value:
+/// a call's registered gradient, a tuple's fields, a projection's field.
+class BackwardStep : ExprFunctor<void(const ExprPtr &)> {
+public:
+  BackwardStep(Builder &b, Adjoints &adj, std::map<std::string, std::vector<Span>> &missing,
+               std::unordered_set<const Expr *> &blocked)
+      : b_(b), adj_(adj), missing_(missing), blocked_(blocked) {}
+  void run(const Binding &bind) { dispatch(bind.value, bind.var); }
+
+private:
+  Builder &b_;
+  Adjoints &adj_;
+  std::map<std::string, std::vector<Span>> &missing_;
+  std::unordered_set<const Expr *> &blocked_;
+
+  void on_call(const ExprPtr &e, const ExprPtr &var) override {
+    const Expr &value = *e;
+    ExprPtr g = var->type.is_tuple() ? adj_.get_tuple(var) : adj_.get(var);
+    if (!g || value.op->no_gradient || blocked_.count(var.get()))
+      return;
+    if (!value.op->gradient) {
+      missing_[value.op->name].push_back(value.span);
+      for (const ExprPtr &a : value.args)
+        blocked_.insert(a.get());
+      return;
+    }
+    GradCtx ctx{b_, value, var, g};
+    Grads grads = value.op->gradient(ctx);
+    GRADC_CHECK(grads.size() == value.args.size(), "gradient",
+                value.op->name + " gradient returned " + std::to_string(grads.size()) + " adjoints for " +
+                    std::to_string(value.args.size()) + " inputs");
+    for (size_t k = 0; k < grads.size(); ++k)
+      adj_.add(value.args[k], grads[k]);
+  }
+  void on_tuple(const ExprPtr &e, const ExprPtr &var) override {
+    if (const auto *fields = adj_.fields(var))
+      for (size_t k = 0; k < fields->size(); ++k)
+        adj_.add(e->args[k], (*fields)[k]);
+  }
+  void on_tuple_get(const ExprPtr &e, const ExprPtr &var) override {
+    adj_.add_field(e->args[0], e->index, adj_.get(var));
+  }
+  // Anything else cannot be a binding's value in inlined ANF.
+  void on_var(const ExprPtr &, const ExprPtr &) override { not_anf(); }
+  void on_constant(const ExprPtr &, const ExprPtr &) override { not_anf(); }
+  void on_global_call(const ExprPtr &, const ExprPtr &) override { not_anf(); }
+  void on_func(const ExprPtr &, const ExprPtr &) override { not_anf(); }
+  [[noreturn]] static void not_anf() {
+    internal_error("gradient", "unexpected binding (input not in ANF or not inlined)");
+  }
+};
+
 FunctionPtr build_adjoint(const Function &primal, const std::vector<std::string> &wrt, DiagEngine &diag) {
   auto fn = std::make_shared<Function>(*clone_function(primal)); // a fresh copy, built up below
   fn->name = primal.name + "_adjoint";
@@ -151,6 +203,7 @@ FunctionPtr build_adjoint(const Function &primal, const std::vector<std::string>
   // `blocked`, so every missing rule on the way to a parameter is reported.
   std::map<std::string, std::vector<Span>> missing;
   std::unordered_set<const Expr *> blocked;
+  BackwardStep step(b, adj, missing, blocked);
   for (size_t i = num_forward; i-- > 0;) {
     Binding bind = body[i]; // copied: `body` grows as we emit
     const Expr &value = *bind.value;
@@ -162,40 +215,7 @@ FunctionPtr build_adjoint(const Function &primal, const std::vector<std::string>
         for (const ExprPtr &a : value.args)
           blocked.insert(a.get());
     }
-    switch (value.kind) {
-    case ExprKind::Call: {
-      ExprPtr g = bind.var->type.is_tuple() ? adj.get_tuple(bind.var) : adj.get(bind.var);
-      if (!g || value.op->no_gradient || blocked.count(bind.var.get()))
-        break;
-      if (!value.op->gradient) {
-        missing[value.op->name].push_back(value.span);
-        for (const ExprPtr &a : value.args)
-          blocked.insert(a.get());
-        break;
-      }
-      GradCtx ctx{b, value, bind.var, g};
-      Grads grads = value.op->gradient(ctx);
-      GRADC_CHECK(grads.size() == value.args.size(), "gradient",
-                  value.op->name + " gradient returned " + std::to_string(grads.size()) + " adjoints for " +
-                      std::to_string(value.args.size()) + " inputs");
-      for (size_t k = 0; k < grads.size(); ++k)
-        adj.add(value.args[k], grads[k]);
-      break;
-    }
-    case ExprKind::Tuple:
-      if (const auto *fields = adj.fields(bind.var))
-        for (size_t k = 0; k < fields->size(); ++k)
-          adj.add(value.args[k], (*fields)[k]);
-      break;
-    case ExprKind::TupleGet:
-      adj.add_field(value.args[0], value.index, adj.get(bind.var));
-      break;
-    case ExprKind::Func:
-    case ExprKind::GlobalCall:
-    case ExprKind::Var:
-    case ExprKind::Constant:
-      internal_error("gradient", "unexpected binding (input not in ANF or not inlined)");
-    }
+    step.run(bind);
   }
   std::vector<std::pair<Span, std::string>> errors;
   for (const auto &[name, spans] : missing)
