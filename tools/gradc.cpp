@@ -5,6 +5,7 @@
 // 3 an internal error. Fatal signals are turned into exit code 3 too.
 //
 //===----------------------------------------------------------------------===//
+#include "gradc/driver/Artifacts.h"
 #include "gradc/driver/Commands.h"
 #include "gradc/support/Log.h"
 
@@ -145,6 +146,8 @@ bool finish_shared(CLI::App *cmd, const SharedOptions &o, PipelineOptions &p) {
 }
 
 extern "C" void on_fatal_signal(int sig) {
+  // A crash while artifacts are being written leaves none of their temporaries.
+  remove_temporary_files();
   const char msg[] = "gradc: internal error: fatal signal (this is a bug in gradc)\n";
   ssize_t ignored = write(2, msg, sizeof msg - 1);
   (void)ignored;

@@ -9,61 +9,326 @@
 #include "gradc/lower/Passes.h"
 #include "gradc/support/Diagnostics.h"
 
+#include <algorithm>
+#include <atomic>
 #include <cctype>
 #include <cerrno>
+#include <chrono>
+#include <csignal>
 #include <cstdlib>
 #include <cstring>
+#include <deque>
 #include <fcntl.h>
+#include <filesystem>
+#include <iterator>
+#include <memory>
+#include <optional>
+#include <random>
 #include <set>
 #include <sstream>
 #include <sys/stat.h>
+#include <thread>
 #include <unistd.h>
 
 namespace gradc {
 
 namespace {
 
-/// The process umask. Reading it means setting it, so it is read once; gradc
-/// creates files from one thread.
-mode_t process_umask() {
-  static const mode_t mask = [] {
-    mode_t m = ::umask(0);
-    ::umask(m);
-    return m;
+// ------------------------------------------------ a set of files, atomically
+//
+// What a signal handler needs to know of the set being written lives in
+// lock-free atomics. g_state goes kIdle -> kWriting (temporaries being made)
+// -> kClosing (renamed into place, or discarded) -> kIdle; a signal that
+// arrives first moves it kWriting -> kDying instead. The writer and the
+// handler (which may run in any thread) both move it by compare-and-swap, so
+// exactly one of them decides between commit and discard.
+
+enum State : int { kIdle, kWriting, kClosing, kDying };
+std::atomic<int> g_state{kIdle};
+/// A signal that arrived while the set was closing; raised once it is closed.
+std::atomic<int> g_held_signal{0};
+/// The temporaries' names, one slot per file; a name is published before the
+/// file is created and withdrawn only if it was not created.
+std::atomic<std::atomic<const char *> *> g_slots{nullptr};
+std::atomic<size_t> g_slot_count{0};
+static_assert(std::atomic<int>::is_always_lock_free && std::atomic<const char *>::is_always_lock_free &&
+                  std::atomic<size_t>::is_always_lock_free,
+              "the signal handler needs lock-free atomics");
+
+/// The signals that interrupt a write: the ones a user or a supervisor sends.
+constexpr int kCaughtSignals[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT};
+
+void unlink_temporaries() noexcept {
+  std::atomic<const char *> *slots = g_slots.load();
+  size_t n = g_slot_count.load();
+  for (size_t i = 0; slots && i < n; ++i)
+    if (const char *name = slots[i].load())
+      ::unlink(name);
+}
+
+/// Ends the process by `sig` with its default action (async-signal-safe).
+[[noreturn]] void die_by(int sig) noexcept {
+  struct sigaction dfl {};
+  dfl.sa_handler = SIG_DFL;
+  sigemptyset(&dfl.sa_mask);
+  ::sigaction(sig, &dfl, nullptr);
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, sig);
+  ::sigprocmask(SIG_UNBLOCK, &set, nullptr);
+  ::raise(sig);
+  ::_exit(128 + sig);
+}
+
+extern "C" void on_interrupt_while_writing(int sig) {
+  int saved_errno = errno;
+  int expected = kWriting;
+  if (g_state.compare_exchange_strong(expected, kDying)) {
+    unlink_temporaries();
+    die_by(sig);
+  }
+  if (expected == kIdle)
+    die_by(sig);
+  if (expected == kClosing)
+    g_held_signal.store(sig); // raised by the writer once every file is in place
+  // kDying: another thread is removing the temporaries and ending the process.
+  errno = saved_errno;
+}
+
+/// Installs the handler for the caught signals that are not ignored (a
+/// process started with SIGINT ignored, under nohup or in the background,
+/// keeps ignoring it), and puts the old dispositions back.
+class InterruptHandlers {
+public:
+  InterruptHandlers() {
+    struct sigaction sa {};
+    sa.sa_handler = on_interrupt_while_writing;
+    sigemptyset(&sa.sa_mask);
+    for (int sig : kCaughtSignals)
+      sigaddset(&sa.sa_mask, sig);
+    sa.sa_flags = SA_RESTART;
+    for (size_t i = 0; i < std::size(kCaughtSignals); ++i) {
+      installed_[i] = ::sigaction(kCaughtSignals[i], nullptr, &old_[i]) == 0 && old_[i].sa_handler != SIG_IGN &&
+                      ::sigaction(kCaughtSignals[i], &sa, nullptr) == 0;
+    }
+  }
+  InterruptHandlers(const InterruptHandlers &) = delete;
+  InterruptHandlers &operator=(const InterruptHandlers &) = delete;
+  void restore() {
+    for (size_t i = 0; i < std::size(kCaughtSignals); ++i)
+      if (installed_[i])
+        ::sigaction(kCaughtSignals[i], &old_[i], nullptr);
+    std::fill(std::begin(installed_), std::end(installed_), false);
+  }
+  ~InterruptHandlers() { restore(); }
+
+private:
+  struct sigaction old_[std::size(kCaughtSignals)] {};
+  bool installed_[std::size(kCaughtSignals)] = {};
+};
+
+/// `PATH.tmp.XXXXXX` with six random letters and digits.
+std::string temporary_name(const std::string &path) {
+  static uint64_t state = [] {
+    uint64_t seed = uint64_t(::getpid()) << 32 ^ uint64_t(std::chrono::steady_clock::now().time_since_epoch().count());
+    try {
+      seed ^= uint64_t(std::random_device{}()) << 16;
+    } catch (...) {
+    }
+    return seed;
   }();
-  return mask;
+  // splitmix64
+  uint64_t z = (state += 0x9e3779b97f4a7c15ull);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  z ^= z >> 31;
+  static const char alphabet[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
+  std::string name = path + ".tmp.";
+  for (int i = 0; i < 6; ++i, z /= 62)
+    name += alphabet[z % 62];
+  return name;
+}
+
+std::string cannot_write(const std::string &path, int err) {
+  return "cannot write '" + path + "': " + std::strerror(err);
+}
+
+/// The directory a path's directory entry lives in.
+std::string parent_dir(const std::string &path) {
+  std::string parent = std::filesystem::path(path).parent_path().string();
+  return parent.empty() ? "." : parent;
+}
+
+/// The temporaries of one write_files_atomic, from creation to commit or
+/// discard. Only one set is open at a time (gradc writes from one thread).
+class TemporarySet {
+public:
+  explicit TemporarySet(size_t n) : slots_(new std::atomic<const char *>[n]), count_(n) {
+    for (size_t i = 0; i < n; ++i)
+      slots_[i].store(nullptr);
+    int expected = kIdle;
+    GRADC_CHECK(g_state.compare_exchange_strong(expected, kWriting), "write_files_atomic",
+                "another set of files is being written");
+    g_slots.store(slots_.get());
+    g_slot_count.store(n);
+    handlers_.emplace();
+  }
+  TemporarySet(const TemporarySet &) = delete;
+  TemporarySet &operator=(const TemporarySet &) = delete;
+  ~TemporarySet() {
+    if (open_)
+      discard();
+  }
+
+  /// Writes `data` to a new temporary for slot `i` and fsyncs it.
+  void write(size_t i, const std::string &target, const std::string &data) {
+    int fd = -1;
+    for (int attempt = 0; fd < 0; ++attempt) {
+      names_.push_back(temporary_name(target));
+      slots_[i].store(names_.back().c_str());
+      fd = ::open(names_.back().c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+      if (fd < 0) {
+        int err = errno;
+        slots_[i].store(nullptr);
+        if (err != EEXIST || attempt == 100)
+          throw FileError(cannot_write(target, err));
+      }
+    }
+    auto fail = [&](int err) {
+      ::close(fd);
+      throw FileError(cannot_write(target, err));
+    };
+    for (size_t done = 0; done < data.size();) {
+      ssize_t n = ::write(fd, data.data() + done, std::min<size_t>(data.size() - done, size_t(1) << 30));
+      if (n < 0 && errno == EINTR)
+        continue;
+      if (n < 0)
+        fail(errno);
+      done += size_t(n);
+    }
+    while (::fsync(fd) != 0)
+      if (errno != EINTR)
+        fail(errno);
+    if (::close(fd) != 0 && errno != EINTR)
+      throw FileError(cannot_write(target, errno));
+  }
+
+  /// Renames every temporary onto its file, then unlinks `stale`. A signal
+  /// that arrives meanwhile is held until the end.
+  void commit(const std::vector<OutputFile> &files, const std::vector<std::string> &stale) {
+    close_set();
+    std::set<std::string> dirs;
+    std::vector<std::string> replaced;
+    std::string error;
+    for (size_t i = 0; i < count_ && error.empty(); ++i) {
+      if (::rename(slots_[i].load(), files[i].path.c_str()) != 0) {
+        error = cannot_write(files[i].path, errno);
+        break;
+      }
+      slots_[i].store(nullptr);
+      replaced.push_back(files[i].path);
+      dirs.insert(parent_dir(files[i].path));
+    }
+    if (!error.empty()) {
+      unlink_temporaries();
+      if (!replaced.empty()) {
+        error += " (already replaced:";
+        for (const std::string &r : replaced)
+          error += " '" + r + "'";
+        error += ")";
+      }
+    }
+    for (size_t i = 0; i < stale.size() && error.empty(); ++i) {
+      if (::unlink(stale[i].c_str()) != 0 && errno != ENOENT)
+        error = "wrote every output but cannot remove '" + stale[i] + "' of an earlier run: " + std::strerror(errno);
+      dirs.insert(parent_dir(stale[i]));
+    }
+    // Make the renames durable; a file system that cannot sync a directory
+    // has nothing to gain from it, so failures here are ignored.
+    for (const std::string &dir : dirs) {
+      int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+      if (fd >= 0) {
+        ::fsync(fd);
+        ::close(fd);
+      }
+    }
+    finish();
+    if (!error.empty())
+      throw FileError(error);
+  }
+
+  /// Unlinks every temporary; the files keep what they held.
+  void discard() noexcept {
+    close_set();
+    unlink_temporaries();
+    finish();
+  }
+
+private:
+  /// Takes the set from the signal handler, or waits for the handler that
+  /// got it first to end the process.
+  void close_set() noexcept {
+    int expected = kWriting;
+    if (!g_state.compare_exchange_strong(expected, kClosing))
+      for (;;)
+        ::pause();
+  }
+
+  void finish() noexcept {
+    handlers_.reset();
+    g_slots.store(nullptr);
+    g_slot_count.store(0);
+    g_state.store(kIdle);
+    open_ = false;
+    if (int sig = g_held_signal.exchange(0))
+      ::raise(sig);
+  }
+
+  std::unique_ptr<std::atomic<const char *>[]> slots_;
+  size_t count_;
+  std::deque<std::string> names_; // every name tried; a deque never moves its strings
+  std::optional<InterruptHandlers> handlers_;
+  bool open_ = true;
+};
+
+/// The test-only pause between writing the temporaries and the commit.
+void test_commit_delay() {
+  const char *ms = std::getenv("GRADC_TEST_COMMIT_DELAY_MS");
+  if (!ms || !*ms)
+    return;
+  long n = std::strtol(ms, nullptr, 10);
+  if (n > 0)
+    std::this_thread::sleep_for(std::chrono::milliseconds(n));
 }
 
 } // namespace
 
-void write_file_atomic(const std::string &path, const std::string &data) {
-  std::string tmp = path + ".tmp.XXXXXX";
-  int fd = ::mkstemp(tmp.data());
-  if (fd < 0)
-    throw FileError("cannot write '" + path + "': " + std::strerror(errno));
-  auto fail = [&](int err) {
-    if (fd >= 0)
-      ::close(fd);
-    ::unlink(tmp.c_str());
-    throw FileError("cannot write '" + path + "': " + std::strerror(err));
-  };
-  // mkstemp creates the file private (0600); give it the mode open(2) would.
-  if (::fchmod(fd, 0666 & ~process_umask()) != 0)
-    fail(errno);
-  for (size_t done = 0; done < data.size();) {
-    ssize_t n = ::write(fd, data.data() + done, data.size() - done);
-    if (n < 0 && errno == EINTR)
-      continue;
-    if (n < 0)
-      fail(errno);
-    done += size_t(n);
+void write_files_atomic(const std::vector<OutputFile> &files, const std::vector<std::string> &stale) {
+  // 1. Every path can be replaced: the renames of the commit cannot fail for
+  //    a reason known in advance.
+  std::set<std::string> seen;
+  for (const OutputFile &f : files) {
+    GRADC_CHECK(seen.insert(std::filesystem::path(f.path).lexically_normal().string()).second, "write_files_atomic",
+                "'" + f.path + "' is listed twice");
+    struct stat st;
+    if (::lstat(f.path.c_str(), &st) == 0 && S_ISDIR(st.st_mode))
+      throw FileError(cannot_write(f.path, EISDIR));
   }
-  int closed = ::close(fd);
-  fd = -1;
-  if (closed != 0)
-    fail(errno);
-  if (::rename(tmp.c_str(), path.c_str()) != 0)
-    fail(errno);
+  // 2. Every temporary, written and synced.
+  TemporarySet set(files.size());
+  for (size_t i = 0; i < files.size(); ++i)
+    set.write(i, files[i].path, files[i].data);
+  test_commit_delay();
+  // 3. The commit.
+  set.commit(files, stale);
+}
+
+void write_file_atomic(const std::string &path, const std::string &data) { write_files_atomic({{path, data}}); }
+
+void remove_temporary_files() noexcept {
+  int expected = kWriting;
+  if (g_state.compare_exchange_strong(expected, kDying))
+    unlink_temporaries();
 }
 
 namespace {

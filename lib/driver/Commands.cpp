@@ -135,22 +135,27 @@ int compile_command(const CompileCommand &cmd, std::ostream &out, std::ostream &
   dumper.dump("asm", code.assembly);
   dumper.dump("ptx", code.ptx);
 
+  // Every artifact is produced in memory first (the header can still fail,
+  // on names it cannot give), then the set is written all or nothing: never
+  // a new object beside an old header.
   try {
+    std::vector<OutputFile> files;
     if (wants("obj"))
-      write_file_atomic(base + ".o", code.object);
+      files.push_back({base + ".o", std::move(code.object)});
     if (wants("header"))
-      write_file_atomic(base + ".h", emit_c_header(compiled->lowered, compiled->reports, cg.prefix, cg.target));
+      files.push_back({base + ".h", emit_c_header(compiled->lowered, compiled->reports, cg.prefix, cg.target)});
     if (wants("manifest"))
-      write_file_atomic(
-          base + ".json",
-          build_manifest(compiled->lowered, compiled->reports, manifest_info(opts, cmd.argv), cg.prefix).dump(2) +
-              "\n");
+      files.push_back(
+          {base + ".json",
+           build_manifest(compiled->lowered, compiled->reports, manifest_info(opts, cmd.argv), cg.prefix).dump(2) +
+               "\n"});
     if (wants("llvm"))
-      write_file_atomic(base + ".ll", code.llvm_ir);
+      files.push_back({base + ".ll", std::move(code.llvm_ir)});
     if (wants("asm"))
-      write_file_atomic(base + ".s", code.assembly);
+      files.push_back({base + ".s", std::move(code.assembly)});
     if (wants("ptx"))
-      write_file_atomic(base + ".ptx", code.ptx);
+      files.push_back({base + ".ptx", std::move(code.ptx)});
+    write_files_atomic(files);
   } catch (FileError &e) {
     err << "gradc: error: " << e.what() << "\n";
     return 1;

@@ -11,6 +11,8 @@
 
 #include <catch2/catch.hpp>
 
+#include <algorithm>
+#include <csignal>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -427,6 +429,61 @@ TEST_CASE("write_file_atomic replaces the file and leaves no temporary behind", 
   CHECK_THROWS_AS(write_file_atomic(dir.file("sub"), "x"), FileError);
   CHECK(fs::is_directory(dir.file("sub")));
   CHECK(std::distance(fs::directory_iterator(dir.path()), fs::directory_iterator()) == 2);
+}
+
+TEST_CASE("write_files_atomic: a set is written whole or not at all (issue 7, item 12)", "[artifacts]") {
+  TempDir dir;
+  auto entries = [&] {
+    std::vector<std::string> names;
+    for (const auto &e : fs::directory_iterator(dir.path()))
+      names.push_back(e.path().filename().string());
+    std::sort(names.begin(), names.end());
+    return names;
+  };
+  write_bytes(dir.file("m.o"), "old object");
+  write_bytes(dir.file("m.h"), "old header");
+
+  // The last file cannot be created: the first is not replaced either.
+  CHECK_THROWS_WITH(write_files_atomic({{dir.file("m.o"), "new object"},
+                                        {dir.file("m.h"), "new header"},
+                                        {dir.file("no/such/m.json"), "{}"}}),
+                    "cannot write '" + dir.file("no/such/m.json") + "': No such file or directory");
+  CHECK(read_bytes(dir.file("m.o")) == "old object");
+  CHECK(read_bytes(dir.file("m.h")) == "old header");
+  CHECK(entries() == std::vector<std::string>{"m.h", "m.o"});
+
+  // A directory where a file should go is found before anything is written.
+  fs::create_directory(dir.file("m.json"));
+  CHECK_THROWS_WITH(write_files_atomic({{dir.file("m.o"), "new object"}, {dir.file("m.json"), "{}"}}),
+                    "cannot write '" + dir.file("m.json") + "': Is a directory");
+  CHECK(read_bytes(dir.file("m.o")) == "old object");
+  CHECK(entries() == std::vector<std::string>{"m.h", "m.json", "m.o"});
+  fs::remove(dir.file("m.json"));
+
+  // A path given twice is a gradc bug.
+  CHECK_THROWS_AS(write_files_atomic({{dir.file("m.o"), "a"}, {dir.file("./m.o"), "b"}}), InternalError);
+  CHECK(read_bytes(dir.file("m.o")) == "old object");
+
+  // Success replaces every file and removes the stale ones (a missing one is fine).
+  write_bytes(dir.file("output_2.npy"), "stale");
+  write_files_atomic({{dir.file("m.o"), "new object"}, {dir.file("m.h"), "new header"}, {dir.file("m.json"), "{}"}},
+                     {dir.file("output_2.npy"), dir.file("output_3.npy")});
+  CHECK(read_bytes(dir.file("m.o")) == "new object");
+  CHECK(read_bytes(dir.file("m.h")) == "new header");
+  CHECK(read_bytes(dir.file("m.json")) == "{}");
+  CHECK(entries() == std::vector<std::string>{"m.h", "m.json", "m.o"});
+
+  // A failed set leaves its stale files alone.
+  write_bytes(dir.file("output_2.npy"), "stale");
+  CHECK_THROWS_AS(write_files_atomic({{dir.file("no/such/x"), "x"}}, {dir.file("output_2.npy")}), FileError);
+  CHECK(read_bytes(dir.file("output_2.npy")) == "stale");
+
+  // An empty set is fine.
+  write_files_atomic({});
+  // The signal dispositions are the caller's again.
+  struct sigaction sa;
+  REQUIRE(sigaction(SIGHUP, nullptr, &sa) == 0);
+  CHECK(sa.sa_handler == SIG_DFL);
 }
 
 // ------------------------------------------------------------ C header ----

@@ -23,9 +23,41 @@ struct FileError : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
-/// Writes `data` to `path` through a temporary file in the same directory
-/// and rename(2): on failure nothing is left under `path`. Throws FileError.
+/// One file of a set that is written together.
+struct OutputFile {
+  std::string path;
+  std::string data;
+};
+
+/// Writes every file of `files`, or none of them, then removes the files
+/// `stale` names (outputs of an earlier run that this one does not replace).
+///
+///  1. Checks that each path can be replaced: not a directory, not listed twice.
+///  2. Writes each file to a new temporary `PATH.tmp.XXXXXX` in its own
+///     directory and fsyncs it.
+///  3. The commit: renames every temporary onto its path, unlinks `stale`
+///     (missing ones are skipped), fsyncs the directories.
+///
+/// A failure in 1 or 2 removes every temporary, leaves every path and every
+/// stale file as it was, and throws FileError. SIGINT, SIGTERM, SIGHUP and
+/// SIGQUIT (unless ignored) are caught from 2 on: during 2 the handler unlinks
+/// the temporaries and ends the process by the same signal, with nothing
+/// changed; during 3 the signal is held until the whole set is in place. A
+/// rename that fails in 3 (the checks of 1 make that an I/O error) throws
+/// FileError naming the paths already replaced.
+///
+/// Test-only hook: with GRADC_TEST_COMMIT_DELAY_MS=N in the environment it
+/// sleeps N milliseconds between 2 and 3, so that a test can kill gradc while
+/// its temporaries exist. Nothing else reads it.
+void write_files_atomic(const std::vector<OutputFile> &files, const std::vector<std::string> &stale = {});
+
+/// write_files_atomic of one file: on failure nothing is left under `path`.
 void write_file_atomic(const std::string &path, const std::string &data);
+
+/// Unlinks the temporaries of a write_files_atomic in progress, if any, and
+/// makes the commit impossible. Async-signal-safe: for fatal-signal handlers
+/// (SIGSEGV, ...) that end the process.
+void remove_temporary_files() noexcept;
 
 /// A dense row-major array as stored in a .npy file.
 struct NpyArray {
