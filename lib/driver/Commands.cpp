@@ -12,13 +12,16 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iomanip>
 #include <memory>
+#include <optional>
 #include <sstream>
+#include <sys/stat.h>
 
 namespace gradc {
 
@@ -210,6 +213,53 @@ std::string format_values(const NpyArray &a, size_t max_values) {
   return os.str();
 }
 
+/// What `run --output-dir` calls output `i`.
+std::string output_file_name(size_t i) { return "output_" + std::to_string(i) + ".npy"; }
+
+/// The index of a file name exactly as output_file_name writes it
+/// (`output_12.npy`, not `output_012.npy` or `output_1.npy.bak`), or nullopt.
+std::optional<uint64_t> output_index(const std::string &name) {
+  const std::string head = "output_", tail = ".npy";
+  if (name.size() <= head.size() + tail.size() || name.compare(0, head.size(), head) != 0 ||
+      name.compare(name.size() - tail.size(), tail.size(), tail) != 0)
+    return std::nullopt;
+  std::string digits = name.substr(head.size(), name.size() - head.size() - tail.size());
+  if (digits.size() > 19 || (digits.size() > 1 && digits[0] == '0'))
+    return std::nullopt;
+  uint64_t index = 0;
+  for (char c : digits) {
+    if (c < '0' || c > '9')
+      return std::nullopt;
+    index = index * 10 + uint64_t(c - '0');
+  }
+  return index;
+}
+
+/// True if `a` and `b` are the same file (same device and inode).
+bool same_file(const std::string &a, const std::string &b) {
+  struct stat sa, sb;
+  return ::stat(a.c_str(), &sa) == 0 && ::stat(b.c_str(), &sb) == 0 && sa.st_dev == sb.st_dev &&
+         sa.st_ino == sb.st_ino;
+}
+
+/// The regular files in `dir` named like output K >= `count` of an earlier
+/// run, except any of `keep` (the model and the inputs of this run).
+std::vector<std::string> stale_outputs(const std::string &dir, size_t count, const std::vector<std::string> &keep) {
+  std::vector<std::string> stale;
+  std::error_code ec;
+  for (std::filesystem::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+    std::optional<uint64_t> index = output_index(it->path().filename().string());
+    std::error_code type_ec;
+    if (!index || *index < count || !it->is_regular_file(type_ec) || it->is_symlink(type_ec))
+      continue;
+    std::string path = it->path().string();
+    if (std::none_of(keep.begin(), keep.end(), [&](const std::string &k) { return same_file(path, k); }))
+      stale.push_back(path);
+  }
+  std::sort(stale.begin(), stale.end());
+  return stale;
+}
+
 struct AlignedFree {
   void operator()(void *p) const { std::free(p); }
 };
@@ -324,6 +374,20 @@ int run_command(const RunCommand &cmd, std::ostream &out, std::ostream &err) {
     internal_error("run",
                    std::string("the entry point returned ") + std::to_string(status) + ": " + status_message(status));
 
+  // Every output is encoded first, then written as one set that also removes
+  // the output_K.npy files an earlier run with more outputs left behind.
+  std::vector<OutputFile> files;
+  for (size_t i = 0; i < fn->outputs.size(); ++i) {
+    const Buffer &o = *fn->outputs[i];
+    NpyArray a;
+    a.dtype = o.dtype;
+    a.shape = o.shape;
+    a.data.assign(out_bufs[i].get(), size_t(o.bytes()));
+    out_bufs[i].reset();
+    out << "output_" << i << ": " << Type::tensor(o.shape, o.dtype).str() << " = " << format_values(a, 8) << "\n";
+    if (!cmd.output_dir.empty())
+      files.push_back({(std::filesystem::path(cmd.output_dir) / output_file_name(i)).string(), encode_npy(a)});
+  }
   if (!cmd.output_dir.empty()) {
     std::error_code ec;
     std::filesystem::create_directories(cmd.output_dir, ec);
@@ -331,22 +395,14 @@ int run_command(const RunCommand &cmd, std::ostream &out, std::ostream &err) {
       err << "gradc: error: cannot create '" << cmd.output_dir << "': " << ec.message() << "\n";
       return 1;
     }
-  }
-  for (size_t i = 0; i < fn->outputs.size(); ++i) {
-    const Buffer &o = *fn->outputs[i];
-    NpyArray a;
-    a.dtype = o.dtype;
-    a.shape = o.shape;
-    a.data.assign(out_bufs[i].get(), size_t(o.bytes()));
-    out << "output_" << i << ": " << Type::tensor(o.shape, o.dtype).str() << " = " << format_values(a, 8) << "\n";
-    if (!cmd.output_dir.empty()) {
-      try {
-        write_file_atomic((std::filesystem::path(cmd.output_dir) / ("output_" + std::to_string(i) + ".npy")).string(),
-                          encode_npy(a));
-      } catch (FileError &e) {
-        err << "gradc: error: " << e.what() << "\n";
-        return 1;
-      }
+    std::vector<std::string> keep = {cmd.model};
+    for (const auto &input : cmd.inputs)
+      keep.push_back(input.second);
+    try {
+      write_files_atomic(files, stale_outputs(cmd.output_dir, files.size(), keep));
+    } catch (FileError &e) {
+      err << "gradc: error: " << e.what() << "\n";
+      return 1;
     }
   }
   if (opts.report)
