@@ -12,14 +12,15 @@ constexpr int64_t i64_min = std::numeric_limits<int64_t>::min(), i64_max = std::
 
 // Float16 accumulates in float32, as PyTorch does (see the hardening issue).
 const DTypeInfo kTable[] = {
-    {DType::Float16, "float16", "uint16_t", "<f2", 2, true, false, "f16", 65504.0, 0, 0, DType::Float32},
+    {DType::Float16, "float16", "uint16_t", "<f2", 2, true, false, "f16", 65504.0, 0, 0, DType::Float32, 0x1p-24},
     {DType::Float32, "float32", "float", "<f4", 4, true, false, "f", double(std::numeric_limits<float>::max()), 0, 0,
-     DType::Float32},
+     DType::Float32, double(std::numeric_limits<float>::denorm_min())},
     {DType::Float64, "float64", "double", "<f8", 8, true, false, "f64", std::numeric_limits<double>::max(), 0, 0,
-     DType::Float64},
-    {DType::Int32, "int32", "int32_t", "<i4", 4, false, true, "", double(i32_max), i32_min, i32_max, DType::Int32},
-    {DType::Int64, "int64", "int64_t", "<i8", 8, false, true, "i64", double(i64_max), i64_min, i64_max, DType::Int64},
-    {DType::Bool, "bool", "uint8_t", "|b1", 1, false, false, "", 1.0, 0, 1, DType::Bool},
+     DType::Float64, std::numeric_limits<double>::denorm_min()},
+    {DType::Int32, "int32", "int32_t", "<i4", 4, false, true, "", double(i32_max), i32_min, i32_max, DType::Int32, 0},
+    {DType::Int64, "int64", "int64_t", "<i8", 8, false, true, "i64", double(i64_max), i64_min, i64_max, DType::Int64,
+     0},
+    {DType::Bool, "bool", "uint8_t", "|b1", 1, false, false, "", 1.0, 0, 1, DType::Bool, 0},
 };
 
 } // namespace

@@ -83,7 +83,7 @@ bool AttrValue::operator==(const AttrValue &o) const {
 std::string format_float(double v, DType dt) {
   char buf[64];
   if (std::isinf(v))
-    return v > 0 ? "inff" : "-inff";
+    return v > 0 ? "inf" : "-inf"; // + the suffix: TVM's `inff`
   snprintf(buf, sizeof buf, dt == DType::Float64 ? "%.17g" : "%.9g", v);
   return buf;
 }

@@ -7,6 +7,7 @@
 #include "gradc/text/Lexer.h"
 
 #include <cerrno>
+#include <cmath>
 #include <cstdlib>
 
 namespace gradc {
@@ -177,6 +178,15 @@ private:
       t.kind = Tok::Ident;
       t.text = src_.substr(start, pos_ - start);
       t.span = {uint32_t(start), uint32_t(pos_)};
+      // TVM's infinity literal `inff` (float32); `inff16` and `inff64` are
+      // gradc's spelling for the other widths, so every constant prints back.
+      if (t.text == "inff" || t.text == "inff16" || t.text == "inff32" || t.text == "inff64") {
+        t.kind = Tok::Float;
+        t.suffix = t.text.substr(3);
+        t.text = "inf";
+        t.fvalue = HUGE_VAL;
+        t.nonzero = true;
+      }
       return true;
     }
     if (isdigit((unsigned char)c))
@@ -239,21 +249,32 @@ private:
     return false;
   }
 
-  // number := digits ('.' digits)? ([eE] [+-]? digits)? suffix?
+  // number := digits ('.' digits?)? ([eE] [+-]? digits)? suffix?
   // suffix := 'f' | 'f16' | 'f32' | 'f64' | 'i32' | 'i64'
+  // As in TVM, a number with an 'f' suffix is a float (`2f64`), one with an
+  // 'i' suffix an integer; `1.` needs a suffix or an exponent (`1.f`, `1.e3f`),
+  // else the '.' is a tuple projection. Without a suffix, a fraction or an
+  // exponent makes a float32 (SPEC §3: `1.5`), else an integer. Whether the
+  // value fits its dtype is decided by the parser, which knows the sign.
   bool number(Token &t) {
     size_t start = pos_;
     bool is_float = false;
+    auto exponent_at = [&](size_t k) {
+      return (peek(k) == 'e' || peek(k) == 'E') &&
+             (isdigit((unsigned char)peek(k + 1)) ||
+              ((peek(k + 1) == '-' || peek(k + 1) == '+') && isdigit((unsigned char)peek(k + 2))));
+    };
     while (isdigit((unsigned char)peek()))
       ++pos_;
-    if (peek() == '.' && isdigit((unsigned char)peek(1))) {
+    size_t mantissa_end = pos_;
+    if (peek() == '.' && (isdigit((unsigned char)peek(1)) || peek(1) == 'f' || exponent_at(1))) {
       is_float = true;
       ++pos_;
       while (isdigit((unsigned char)peek()))
         ++pos_;
+      mantissa_end = pos_;
     }
-    if ((peek() == 'e' || peek() == 'E') &&
-        (isdigit((unsigned char)peek(1)) || ((peek(1) == '-' || peek(1) == '+') && isdigit((unsigned char)peek(2))))) {
+    if (exponent_at(0)) {
       is_float = true;
       pos_ += 2;
       while (isdigit((unsigned char)peek()))
@@ -274,21 +295,24 @@ private:
         return false;
       }
     } else if (!s.empty()) {
-      error(start, pos_, "unknown literal suffix '" + s + "'");
+      if (digits == "0" && (s[0] == 'x' || s[0] == 'X'))
+        error(start, pos_, "hexadecimal literals are not supported (write the value in decimal)");
+      else
+        error(start, pos_, "unknown literal suffix '" + s + "' (expected f, f16, f32, f64, i32 or i64)");
       return false;
     }
     errno = 0;
     if (is_float) {
       t.kind = Tok::Float;
-      t.fvalue = strtod(digits.c_str(), nullptr);
+      t.fvalue = strtod(digits.c_str(), nullptr); // HUGE_VAL beyond double, 0 below its subnormals
+      for (size_t k = start; k < mantissa_end; ++k)
+        t.nonzero |= src_[k] >= '1' && src_[k] <= '9';
     } else {
       t.kind = Tok::Int;
-      t.ivalue = strtoll(digits.c_str(), nullptr, 10);
-      t.fvalue = double(t.ivalue);
-    }
-    if (errno == ERANGE) {
-      error(start, pos_, "numeric literal out of range");
-      return false;
+      t.magnitude = strtoull(digits.c_str(), nullptr, 10);
+      t.too_large = errno == ERANGE;
+      t.ivalue = t.magnitude > uint64_t(INT64_MAX) ? INT64_MAX : int64_t(t.magnitude);
+      t.fvalue = double(t.magnitude);
     }
     return true;
   }

@@ -14,6 +14,9 @@
 #include <unordered_map>
 
 namespace gradc {
+
+std::string format_float(double v, DType dt); // Expr.cpp
+
 namespace {
 
 struct ParseError {};
@@ -321,18 +324,15 @@ private:
     return binary_level(0);
   }
 
-  // unary := '-' unary | postfix
+  // unary := '-' literal | '-' unary | postfix
+  // As in TVM, where '-' before a number is part of the literal, `-2147483648`
+  // is an int32 literal and `-5` a constant, not a call of negative.
   ExprPtr unary() {
     if (at(Tok::Minus)) {
       Token minus = advance();
       DepthGuard guard(*this);
-      if (at(Tok::Int) || at(Tok::Float)) {
-        auto negated = std::make_shared<Expr>(*literal()); // a fresh node, edited before it is shared
-        negated->fvalue = -negated->fvalue;
-        negated->ivalue = -negated->ivalue;
-        negated->span = from(minus.span);
-        return negated;
-      }
+      if (at(Tok::Int) || at(Tok::Float))
+        return literal(&minus);
       ExprPtr operand = unary();
       return make_call(ops::negative, {operand}, {}, minus.span);
     }
@@ -344,6 +344,9 @@ private:
     ExprPtr e = primary();
     while (at(Tok::Dot)) {
       Token dot = advance();
+      if (at(Tok::Float) && cur().suffix.empty())
+        fail(cur().span, "expected integer as a tuple index after '.', found " + describe(cur()) +
+                             " (a projection of a projection is written `(%t.0).1`)");
       Token idx = expect(Tok::Int, "as a tuple index after '.'");
       if (idx.ivalue < 0 || idx.ivalue > (1 << 20))
         fail(idx.span, "tuple index out of range");
@@ -403,20 +406,61 @@ private:
     }
   }
 
-  // literal := INT | FLOAT   (suffix picks the dtype; no suffix: int32 / float32)
-  ExprPtr literal() {
+  // literal := '-'? (INT | FLOAT)   (the suffix picks the dtype, see literal_value)
+  ExprPtr literal(const Token *minus = nullptr) {
     Token t = advance();
+    Span span = minus ? from(minus->span) : t.span;
+    LiteralValue v = literal_value(t, minus != nullptr, span);
+    if (is_float(v.dtype))
+      return make_constant(v.f, v.dtype, span);
+    return make_int_constant(v.i, v.dtype, span);
+  }
+
+  struct LiteralValue {
+    DType dtype;
+    int64_t i = 0; // integer dtypes
+    double f = 0;  // float dtypes
+  };
+
+  /// The dtype and value of the numeric literal `t`, negated if `negative`
+  /// (then `span` includes the '-'). TVM's rules, with the limits from the
+  /// dtype table: without a suffix an integer is int32, or int64 where int32
+  /// cannot hold it; `i32`/`i64` must hold it; `f`/`f32` (or a fraction or
+  /// exponent without suffix) is float32, `f16` float16, `f64` float64, and
+  /// the value must be finite there (`inff` is infinity) and not round to
+  /// zero (subnormals are fine). Anything else is a located error; parsing
+  /// goes on with 0, so every bad literal is reported.
+  LiteralValue literal_value(const Token &t, bool negative, Span span) {
+    std::string text = file_->text().substr(span.begin, span.end - span.begin);
     const std::string &s = t.suffix;
-    DType dt = t.kind == Tok::Int ? DType::Int32 : DType::Float32;
-    if (s == "i64")
-      dt = DType::Int64;
-    else if (s == "f16")
-      dt = DType::Float16;
-    else if (s == "f64")
-      dt = DType::Float64;
-    if (t.kind == Tok::Int && !is_float(dt))
-      return make_int_constant(t.ivalue, dt, t.span);
-    return make_constant(t.fvalue, dt, t.span);
+    if (t.kind == Tok::Int && (s.empty() || s[0] == 'i')) {
+      std::vector<DType> fits = s.empty() ? std::vector<DType>{DType::Int32, DType::Int64}
+                                          : std::vector<DType>{s == "i32" ? DType::Int32 : DType::Int64};
+      for (DType dt : fits) {
+        const DTypeInfo &info = dtype_info(dt);
+        uint64_t limit = negative ? uint64_t(-(info.int_min + 1)) + 1 : uint64_t(info.int_max);
+        if (!t.too_large && t.magnitude <= limit)
+          return {dt, negative ? int64_t(~t.magnitude + 1) : int64_t(t.magnitude), 0};
+      }
+      const DTypeInfo &info = dtype_info(fits.back());
+      diag_.error(span, "integer literal " + text + " is out of range for " + info.name + " (" +
+                            std::to_string(info.int_min) + " to " + std::to_string(info.int_max) + ")");
+      return {fits.back(), 0, 0};
+    }
+    DType dt = s == "f16" ? DType::Float16 : s == "f64" ? DType::Float64 : DType::Float32;
+    const DTypeInfo &info = dtype_info(dt);
+    double v = t.fvalue;
+    if (t.text != "inf" && !(v <= info.max_finite)) {
+      diag_.error(span, "float literal " + text + " is out of range for " + info.name + " (largest finite magnitude " +
+                            format_float(info.max_finite, dt) + ")");
+      return {dt, 0, 0};
+    }
+    if (t.nonzero && v <= info.min_subnormal / 2) {
+      diag_.error(span, "float literal " + text + " underflows to zero in " + info.name + " (smallest subnormal " +
+                            format_float(info.min_subnormal, dt) + ")");
+      return {dt, 0, 0};
+    }
+    return {dt, 0, negative ? -v : v};
   }
 
   // fn := 'fn' params ('->' type)? '{' body '}'
@@ -512,12 +556,10 @@ private:
         fail(t.span, "expected an attribute value, found '" + t.text + "'");
     } else {
       bool negative = accept(Tok::Minus);
-      if (at(Tok::Int) && cur().suffix.empty()) {
+      if (at(Tok::Int) || at(Tok::Float)) {
         Token t = advance();
-        v = AttrValue::of(negative ? -t.ivalue : t.ivalue);
-      } else if (at(Tok::Float) || at(Tok::Int)) {
-        Token t = advance();
-        v = AttrValue::of(negative ? -t.fvalue : t.fvalue);
+        LiteralValue lit = literal_value(t, negative, from(start));
+        v = is_float(lit.dtype) ? AttrValue::of(lit.f) : AttrValue::of(lit.i);
       } else {
         fail(cur().span, "expected an attribute value, found " + describe(cur()));
       }

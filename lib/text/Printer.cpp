@@ -9,7 +9,9 @@
 #include "gradc/ir/Functor.h"
 #include "gradc/op/Registry.h"
 
+#include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <set>
 #include <sstream>
 #include <unordered_map>
@@ -22,7 +24,14 @@ std::string format_constant(const Expr &c) {
   const DTypeInfo &info = dtype_info(c.dtype);
   if (c.dtype == DType::Bool)
     return c.ivalue ? "True" : "False";
-  return (info.is_float ? format_float(c.fvalue, c.dtype) : std::to_string(c.ivalue)) + info.literal_suffix;
+  if (!info.is_float)
+    return std::to_string(c.ivalue) + info.literal_suffix;
+  std::string digits = format_float(c.fvalue, c.dtype);
+  // Nine digits of float32's largest value read back above it, which the
+  // parser rejects (TVM's rule): print every digit of the double there.
+  if (std::isfinite(c.fvalue) && std::fabs(std::strtod(digits.c_str(), nullptr)) > info.max_finite)
+    digits = format_float(c.fvalue, DType::Float64);
+  return digits + info.literal_suffix;
 }
 
 namespace {

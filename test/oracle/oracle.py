@@ -461,12 +461,11 @@ NLLWN = ("%g: Tensor[(2, 2), float64], %p: Tensor[(2, 3, 2), float64], %t: Tenso
 # Cases that expose a gradc bug filed as an open issue: reported as XFAIL while they fail, and as a
 # failure (XPASS) once they pass, so the entry is removed with the fix.
 KNOWN_BUGS = {
-    "add#x1": "an unsuffixed integer literal beyond int32 is read as int32 (hardening issue, literals)",
 }
 
 EXTRA_EXAMPLES = {
     "add": [("%x: Tensor[(2, 3), float64]", "add(%x, 1e-3f64) - 2.5f64 * %x / -4f64", False, 2),
-            # SPEC §3: an unsuffixed integer literal beyond int32 is int64 (gradc: int32, wrapped)
+            # SPEC §3: an unsuffixed integer literal beyond int32 is int64
             ("%x: Tensor[(2, 3), int64]", "add(%x, 5000000000)", False, 9),
             ("%x: Tensor[(0, 3), float64], %y: Tensor[(3,), float64]", "add(%x, %y)", False, 2),
             ("%x: Tensor[(2, 3), float32], %y: Tensor[(2, 1), float32]", "add(%x, %y)", False, 2),

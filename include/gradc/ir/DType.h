@@ -27,6 +27,7 @@ struct DTypeInfo {
   double max_finite;          // largest finite value (floats) or largest integer (ints, as a double)
   int64_t int_min, int_max;   // integer range (bool: 0..1; floats: unused)
   DType accumulator;          // what reductions over this dtype accumulate in
+  double min_subnormal;       // smallest positive value (floats: the smallest subnormal); 0 for ints and bool
 };
 
 /// The row of `dt`.

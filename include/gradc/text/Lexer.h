@@ -14,7 +14,7 @@ enum class Tok {
   Global, // @main (text without '@')
   Ident,  // add, nn, Tensor, float32, def, let, fn, True, ...
   Int,    // 3, 3i64 (suffix in `suffix`)
-  Float,  // 1f, 0.5f, 1e-3f, 2f64, 1.5
+  Float,  // 1f, 0.5f, 1e-3f, 2f64, 1.5, inff
   String, // "mean" (text unescaped)
   LParen,
   RParen,
@@ -43,13 +43,20 @@ enum class Tok {
 };
 const char *tok_name(Tok kind);
 
+/// A numeric token carries the magnitude of the literal as written (a
+/// leading '-' is a separate token): whether the value fits its dtype depends
+/// on that sign, so the parser decides it (literal_value in Parser.cpp).
 struct Token {
   Tok kind;
   Span span;
   std::string text;   // identifier, name or unescaped string
   std::string suffix; // numeric literal suffix: "", "f", "f16", "f32", "f64", "i32", "i64"
-  double fvalue = 0;
-  int64_t ivalue = 0;
+  double fvalue = 0;  // Float: the value rounded to double (inf for `inff` or beyond double's range)
+                      // Int: the value as a double
+  int64_t ivalue = 0; // Int: the value, saturated at INT64_MAX
+  uint64_t magnitude = 0; // Int: the exact value
+  bool too_large = false; // Int: beyond 2^64 - 1
+  bool nonzero = false;   // Float: the digits are not all zero (0 in fvalue then means underflow)
 };
 
 /// Splits the whole file into tokens. Skips whitespace, `// line` comments and
