@@ -82,6 +82,34 @@ std::string symbol_prefix(const std::string &base) {
   return p;
 }
 
+/// The file each --emit item writes: BASE + extension.
+const std::pair<const char *, const char *> kArtifactExtensions[] = {
+    {"obj", ".o"}, {"header", ".h"}, {"manifest", ".json"}, {"llvm", ".ll"}, {"asm", ".s"}, {"ptx", ".ptx"}};
+
+/// True if writing `output` would replace the file `model`: the same inode
+/// (through any name, link or symlink) or, where either does not exist, the
+/// same path once `.`, `..` and symlinks are resolved.
+bool is_the_model(const std::string &output, const std::string &model) {
+  struct stat so, sm;
+  bool have_output = ::stat(output.c_str(), &so) == 0, have_model = ::stat(model.c_str(), &sm) == 0;
+  if (have_output && have_model)
+    return so.st_dev == sm.st_dev && so.st_ino == sm.st_ino;
+  std::error_code ec1, ec2;
+  std::filesystem::path a = std::filesystem::weakly_canonical(std::filesystem::absolute(output), ec1);
+  std::filesystem::path b = std::filesystem::weakly_canonical(std::filesystem::absolute(model), ec2);
+  return !ec1 && !ec2 && a == b;
+}
+
+/// Prints the error and returns true if `output` is the model.
+bool refuse_overwriting_model(const std::string &output, const std::string &model, const char *advice,
+                              std::ostream &err) {
+  if (!is_the_model(output, model))
+    return false;
+  err << "gradc: error: the output '" << output << "' is the model '" << model << "' itself; " << advice
+      << " (the model is left as it is)\n";
+  return true;
+}
+
 ManifestInfo manifest_info(const PipelineOptions &opts, const std::vector<std::string> &argv) {
   ManifestInfo info;
   info.tool_version = kVersion;
@@ -111,11 +139,15 @@ int compile_command(const CompileCommand &cmd, std::ostream &out, std::ostream &
     err << "gradc: error: --emit=ptx needs --target=cuda\n";
     return 2;
   }
+  std::string base = cmd.output_base.empty() ? stem_of(cmd.model) : cmd.output_base;
+  // Never overwrite the model with an artifact (a model named m.h, -o m).
+  for (const auto &[kind, extension] : kArtifactExtensions)
+    if (wants(kind) && refuse_overwriting_model(base + extension, cmd.model, "choose another -o", err))
+      return 1;
   opts.want_unrematerialized_peak = opts.report || wants("manifest");
   std::optional<CompiledModule> compiled = front_to_loops(cmd.model, opts, err);
   if (!compiled)
     return 1;
-  std::string base = cmd.output_base.empty() ? stem_of(cmd.model) : cmd.output_base;
   CodegenOptions cg = opts.codegen;
   cg.prefix = symbol_prefix(base);
 
@@ -346,6 +378,12 @@ int run_command(const RunCommand &cmd, std::ostream &out, std::ostream &err) {
     }
   if (!ok)
     return 1;
+
+  if (!cmd.output_dir.empty())
+    for (size_t i = 0; i < fn->outputs.size(); ++i)
+      if (refuse_overwriting_model((std::filesystem::path(cmd.output_dir) / output_file_name(i)).string(), cmd.model,
+                                   "choose another --output-dir", err))
+        return 1;
 
   CodegenOptions cg = opts.codegen;
   cg.prefix = "gradc_run";
