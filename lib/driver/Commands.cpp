@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -210,6 +211,23 @@ template <typename T> T element(const char *p, size_t i) {
   return v;
 }
 
+/// The value of an IEEE binary16 bit pattern, exactly (every half is a float):
+/// normal numbers, subnormals (mantissa * 2^-24), signed zeros, infinities and
+/// NaNs (sign and payload kept).
+float half_to_float(uint16_t h) {
+  const uint32_t sign = uint32_t(h & 0x8000u) << 16;
+  const uint32_t exponent = (h >> 10) & 0x1fu, mantissa = h & 0x3ffu;
+  if (exponent == 0) {
+    float magnitude = std::ldexp(float(mantissa), -24); // zero or subnormal
+    return sign ? -magnitude : magnitude;
+  }
+  uint32_t bits = exponent == 0x1f ? sign | 0x7f800000u | (mantissa << 13)            // inf, NaN
+                                   : sign | ((exponent + 127 - 15) << 23) | (mantissa << 13); // normal
+  float f;
+  std::memcpy(&f, &bits, sizeof f);
+  return f;
+}
+
 std::string format_values(const NpyArray &a, size_t max_values) {
   std::ostringstream os;
   os << std::setprecision(6);
@@ -235,7 +253,7 @@ std::string format_values(const NpyArray &a, size_t max_values) {
       os << (p[i] ? "True" : "False");
       break;
     case DType::Float16:
-      os << "0x" << std::hex << element<uint16_t>(p, i) << std::dec;
+      os << half_to_float(element<uint16_t>(p, i));
       break;
     }
   }
