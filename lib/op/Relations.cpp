@@ -11,12 +11,31 @@ Type identity_rel(RelationCtx &ctx) {
   return t ? *t : Type::unknown();
 }
 
+bool require_numeric(RelationCtx &ctx, const Type &t, const std::string &hint) {
+  if (t.dtype != DType::Bool)
+    return true;
+  ctx.fail("expects a numeric tensor, found bool (" + hint + ")");
+  return false;
+}
+
+bool require_float(RelationCtx &ctx, const Type &t) {
+  if (is_float(t.dtype))
+    return true;
+  ctx.fail(std::string("expects a floating-point tensor, found ") + dtype_name(t.dtype));
+  return false;
+}
+
+Type numeric_identity_rel(RelationCtx &ctx) {
+  const Type *t = ctx.tensor(0);
+  if (!t || !require_numeric(ctx, *t, "cast it to a numeric dtype first"))
+    return Type::unknown();
+  return *t;
+}
+
 Type float_identity_rel(RelationCtx &ctx) {
   const Type *t = ctx.tensor(0);
-  if (!t)
+  if (!t || !require_float(ctx, *t))
     return Type::unknown();
-  if (!is_float(t->dtype))
-    return ctx.fail(std::string("expects a floating-point tensor, found ") + dtype_name(t->dtype));
   return *t;
 }
 
@@ -48,6 +67,12 @@ static Type broadcast_common(RelationCtx &ctx, bool comparison) {
 }
 
 Type broadcast_rel(RelationCtx &ctx) { return broadcast_common(ctx, false); }
+Type numeric_broadcast_rel(RelationCtx &ctx) {
+  Type t = broadcast_common(ctx, false);
+  if (!t.is_unknown() && !require_numeric(ctx, t, "cast the operands to a numeric dtype first"))
+    return Type::unknown();
+  return t;
+}
 Type broadcast_comp_rel(RelationCtx &ctx) { return broadcast_common(ctx, true); }
 
 std::vector<int64_t> reduced_axes(const Attrs &attrs, int64_t rank) {
@@ -99,6 +124,15 @@ Type reduce_rel(RelationCtx &ctx) {
   }
   auto axes = reduced_axes(ctx.attrs, t->rank());
   return Type::tensor(reduced_shape(t->shape, axes, ctx.attrs.get_bool("keepdims")), t->dtype);
+}
+
+Type numeric_reduce_rel(RelationCtx &ctx) {
+  Type t = reduce_rel(ctx);
+  if (!t.is_unknown() && !require_numeric(ctx, t,
+                                          "numpy counts the True values: cast to int32 or int64 first; "
+                                          "max is any, min is all"))
+    return Type::unknown();
+  return t;
 }
 
 OpBuilder &reduce_attrs(OpBuilder &b) {

@@ -90,20 +90,22 @@ void unary_op(OpRegistry &reg, const char *name, const char *summary, TypeRelati
       .describe(summary)
       .arg("data", "Tensor", "The input tensor.")
       .support_level(1)
-      .relation(rel == identity_rel ? "Identity" : "FloatIdentity", rel)
+      .relation(rel == float_identity_rel ? "FloatIdentity" : "Identity", rel)
       .gradient(grad)
       .element(elem)
       .example(kUnaryTypes, std::string(name) + "(%x)", positive);
 }
 
-void binary_op(OpRegistry &reg, const char *name, const char *summary, GradientFn grad, ElementFn elem,
+/// `bool_ok`: defined on bool (add, multiply, maximum, minimum: logical
+/// or/and, as numpy); else bool operands are a type error (Relations.h).
+void binary_op(OpRegistry &reg, const char *name, const char *summary, bool bool_ok, GradientFn grad, ElementFn elem,
                bool positive = false) {
   reg.add(name)
       .describe(summary)
       .arg("lhs", "Tensor", "The left operand.")
       .arg("rhs", "Tensor", "The right operand (broadcast with lhs).")
       .support_level(1)
-      .relation("Broadcast", broadcast_rel)
+      .relation("Broadcast", bool_ok ? broadcast_rel : numeric_broadcast_rel)
       .gradient(grad)
       .element(elem)
       .example(kBinaryTypes, std::string(name) + "(%x, %y)", positive);
@@ -114,8 +116,8 @@ void binary_op(OpRegistry &reg, const char *name, const char *summary, GradientF
 void register_elementwise_ops(OpRegistry &reg) {
   //===--- unary ----------------------------------------------------------===//
   unary_op(
-      reg, "negative", "Elementwise -x.", identity_rel,
-      [](GradCtx &g) -> Grads { return {g.b.neg(g.grad)}; }, // d/dx -x = -1
+      reg, "negative", "Elementwise -x.", numeric_identity_rel, // numpy rejects -x on bool
+      [](GradCtx &g) -> Grads { return {g.b.neg(g.grad)}; },    // d/dx -x = -1
       [](ElementCtx &c) { return unary(UnaryOp::Neg, c.in(0)); });
   unary_op(
       reg, "exp", "Elementwise e^x.", float_identity_rel,
@@ -218,32 +220,32 @@ void register_elementwise_ops(OpRegistry &reg) {
 
   //===--- binary ---------------------------------------------------------===//
   binary_op(
-      reg, "add", "Elementwise x + y.",
+      reg, "add", "Elementwise x + y.", true,
       [](GradCtx &g) -> Grads {
         return {g.grad, g.grad};
       }, // d(x+y) = dx + dy
       [](ElementCtx &c) { return binary(BinaryOp::Add, c.in(0), c.in(1)); });
   binary_op(
-      reg, "subtract", "Elementwise x - y.",
+      reg, "subtract", "Elementwise x - y.", false,
       [](GradCtx &g) -> Grads {
         return {g.grad, g.b.neg(g.grad)};
       },
       [](ElementCtx &c) { return binary(BinaryOp::Sub, c.in(0), c.in(1)); });
   binary_op(
-      reg, "multiply", "Elementwise x * y.",
+      reg, "multiply", "Elementwise x * y.", true,
       [](GradCtx &g) -> Grads { // d(xy) = y dx + x dy
         return {g.b.mul(g.grad, g.arg(1)), g.b.mul(g.grad, g.arg(0))};
       },
       [](ElementCtx &c) { return binary(BinaryOp::Mul, c.in(0), c.in(1)); });
   binary_op(
-      reg, "divide", "Elementwise x / y.",
+      reg, "divide", "Elementwise x / y.", false,
       [](GradCtx &g) -> Grads { // d(x/y) = dx / y - (x/y) dy / y
         ExprPtr dx = g.b.div(g.grad, g.arg(1));
         return {dx, g.b.neg(g.b.mul(dx, g.out))};
       },
       [](ElementCtx &c) { return binary(BinaryOp::Div, c.in(0), c.in(1)); });
   binary_op(
-      reg, "power", "Elementwise x ^ y.",
+      reg, "power", "Elementwise x ^ y.", false,
       [](GradCtx &g) -> Grads { // d(x^y) = y x^(y-1) dx + x^y ln(x) dy
         ExprPtr x = g.arg(0), y = g.arg(1);
         ExprPtr ym1 = g.b.sub(y, g.b.constant(1, y->type.dtype));
@@ -253,13 +255,13 @@ void register_elementwise_ops(OpRegistry &reg) {
       },
       [](ElementCtx &c) { return binary(BinaryOp::Pow, c.in(0), c.in(1)); }, true);
   binary_op(
-      reg, "maximum", "Elementwise max(x, y).",
+      reg, "maximum", "Elementwise max(x, y).", true,
       [](GradCtx &g) -> Grads { // the gradient goes to the larger operand (x on ties)
         return {mask(g, ops::greater_equal, g.arg(0), g.arg(1)), mask(g, ops::less, g.arg(0), g.arg(1))};
       },
       [](ElementCtx &c) { return binary(BinaryOp::Max, c.in(0), c.in(1)); });
   binary_op(
-      reg, "minimum", "Elementwise min(x, y).",
+      reg, "minimum", "Elementwise min(x, y).", true,
       [](GradCtx &g) -> Grads { // the gradient goes to the smaller operand (x on ties)
         return {mask(g, ops::less_equal, g.arg(0), g.arg(1)), mask(g, ops::greater, g.arg(0), g.arg(1))};
       },

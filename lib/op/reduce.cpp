@@ -117,7 +117,7 @@ void register_reduce_ops(OpRegistry &reg) {
                    .describe("Sum over axes.")
                    .arg("data", "Tensor", "The input tensor.")
                    .support_level(4)
-                   .relation("Reduce", reduce_rel))
+                   .relation("Reduce", numeric_reduce_rel)) // numpy counts bools in int64
       .gradient([](GradCtx &g) -> Grads { return {broadcast_back(g, g.grad)}; }) // d/dx_i sum x = 1
       .kernel([](KernelCtx &k) { return reduce_kernel(k, 0, add_, same); })
       .example(kTypes, "sum(%x, axis=[0, 2])");

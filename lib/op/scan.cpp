@@ -14,7 +14,7 @@ namespace {
 
 Type cumulative_rel(RelationCtx &ctx) {
   const Type *x = ctx.tensor(0);
-  if (!x)
+  if (!x || !require_numeric(ctx, *x, "numpy counts the True values: cast to int32 or int64 first"))
     return Type::unknown();
   if (ctx.attrs.is_none("axis"))
     return Type::tensor({num_elements(x->shape)}, x->dtype);
