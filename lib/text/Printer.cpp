@@ -115,7 +115,11 @@ private:
     return s + ")";
   }
   std::string on_tuple_get(const ExprPtr &e, int indent) override {
-    return expr(e->args[0], indent) + "." + std::to_string(e->index);
+    // `%t.0.1` would read as `%t` `.` `0.1` (a float, as in TVM): parenthesize.
+    std::string tuple = expr(e->args[0], indent);
+    if (e->args[0]->kind == ExprKind::TupleGet)
+      tuple = "(" + tuple + ")";
+    return tuple + "." + std::to_string(e->index);
   }
   std::string on_func(const ExprPtr &e, int indent) override {
     Printer inner(opts_);
