@@ -11,9 +11,10 @@
 namespace gradc {
 
 SourceFile::SourceFile(std::string path, std::string text) : path_(std::move(path)), text_(std::move(text)) {
+  // A line ends at LF, CRLF or a lone CR (classic Mac files).
   line_starts_.push_back(0);
   for (uint32_t i = 0; i < text_.size(); ++i)
-    if (text_[i] == '\n')
+    if (text_[i] == '\n' || (text_[i] == '\r' && (i + 1 == text_.size() || text_[i + 1] != '\n')))
       line_starts_.push_back(i + 1);
 }
 

@@ -123,7 +123,7 @@ private:
       if (c == ' ' || c == '\t' || c == '\n' || c == '\r') {
         ++pos_;
       } else if (c == '/' && peek(1) == '/') {
-        while (pos_ < src_.size() && src_[pos_] != '\n')
+        while (pos_ < src_.size() && src_[pos_] != '\n' && src_[pos_] != '\r')
           ++pos_;
       } else if (c == '/' && peek(1) == '*') {
         size_t start = pos_;
@@ -320,7 +320,7 @@ private:
   bool string(Token &t) {
     size_t start = pos_++;
     std::string out;
-    while (pos_ < src_.size() && src_[pos_] != '"' && src_[pos_] != '\n') {
+    while (pos_ < src_.size() && src_[pos_] != '"' && src_[pos_] != '\n' && src_[pos_] != '\r') {
       if (src_[pos_] == '\\' && pos_ + 1 < src_.size())
         ++pos_;
       out += src_[pos_++];

@@ -60,8 +60,9 @@ struct Token {
 };
 
 /// Splits the whole file into tokens. Skips whitespace, `// line` comments and
-/// nested `/* block */` comments. On a lexical error, reports it and returns
-/// the tokens so far followed by End (the parser then stops at that point).
+/// nested `/* block */` comments; a line comment ends at LF, CRLF or a lone
+/// CR. On a lexical error, reports it and returns the tokens so far followed
+/// by End (the parser then stops at that point).
 std::vector<Token> lex(const SourceFile &file, DiagEngine &diag);
 
 } // namespace gradc
