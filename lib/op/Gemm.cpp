@@ -51,22 +51,22 @@ StmtPtr columns(KernelCtx &k, int64_t nv, int64_t vl, const std::function<StmtPt
 
 /// B contiguous along n: acc[mi][j] += a(m0 + mi, k) b(k, n0 + j), k in order.
 StmtPtr axpy_tile(KernelCtx &k, const Gemm &g, const LExprPtr &m0, int64_t mr, const LExprPtr &n0, int64_t nv) {
-  const int64_t vl = k.target.vector_lanes(g.dtype);
-  BufferPtr acc = k.local("acc", g.dtype, mr * nv);
-  LExprPtr zero = constant_of(0, g.dtype);
+  const int64_t vl = k.target.vector_lanes(g.acc());
+  BufferPtr acc = k.local("acc", g.acc(), mr * nv);
+  LExprPtr zero = constant_of(0, g.acc());
   auto slot = [&](const LExprPtr &mi, const LExprPtr &j) { return add(mul(mi, imm(nv)), j); };
   StmtPtr init = loop(k, "j", mr * nv, ForKind::Vectorized, [&](const LExprPtr &j) { return store(acc, j, zero); });
   StmtPtr body = loop(k, "k", g.K, ForKind::Serial, [&](const LExprPtr &kk) {
     return loop(k, "mi", mr, ForKind::Unrolled, [&](const LExprPtr &mi) {
       return columns(k, nv, vl, [&](const LExprPtr &j) {
-        LExprPtr prod = mul(g.a(add(m0, mi), kk), g.b(kk, add(n0, j)));
+        LExprPtr prod = mul(g.a_acc(add(m0, mi), kk), g.b_acc(kk, add(n0, j)));
         return store(acc, slot(mi, j), add(load(acc, slot(mi, j)), prod));
       });
     });
   });
   StmtPtr out = loop(k, "mi", mr, ForKind::Serial, [&](const LExprPtr &mi) {
     return loop(k, "j", nv, ForKind::Vectorized,
-                [&](const LExprPtr &j) { return g.store(add(m0, mi), add(n0, j), load(acc, slot(mi, j))); });
+                [&](const LExprPtr &j) { return g.store(add(m0, mi), add(n0, j), cast(g.dtype, load(acc, slot(mi, j)))); });
   });
   return alloc(acc, seq({init, body, out}));
 }
@@ -75,14 +75,14 @@ StmtPtr axpy_tile(KernelCtx &k, const Gemm &g, const LExprPtr &m0, int64_t mr, c
 /// sums acc[mi][ni][l] over k = VL kb + l, reduced in l order, then the
 /// k tail in order.
 StmtPtr dot_tile(KernelCtx &k, const Gemm &g, const LExprPtr &m0, int64_t mr, const LExprPtr &n0, int64_t nr) {
-  const int64_t vl = k.target.vector_lanes(g.dtype), blocks = g.K / vl;
-  BufferPtr acc = k.local("acc", g.dtype, mr * nr * vl), sum = k.local("sum", g.dtype);
-  LExprPtr zero = constant_of(0, g.dtype), z = imm(0);
+  const int64_t vl = k.target.vector_lanes(g.acc()), blocks = g.K / vl;
+  BufferPtr acc = k.local("acc", g.acc(), mr * nr * vl), sum = k.local("sum", g.acc());
+  LExprPtr zero = constant_of(0, g.acc()), z = imm(0);
   auto slot = [&](const LExprPtr &mi, const LExprPtr &ni, const LExprPtr &l) {
     return add(mul(add(mul(mi, imm(nr)), ni), imm(vl)), l);
   };
   auto product = [&](const LExprPtr &mi, const LExprPtr &ni, const LExprPtr &kk) {
-    return mul(g.a(add(m0, mi), kk), g.b(kk, add(n0, ni)));
+    return mul(g.a_acc(add(m0, mi), kk), g.b_acc(kk, add(n0, ni)));
   };
   StmtPtr init =
       loop(k, "j", mr * nr * vl, ForKind::Vectorized, [&](const LExprPtr &j) { return store(acc, j, zero); });
@@ -104,7 +104,7 @@ StmtPtr dot_tile(KernelCtx &k, const Gemm &g, const LExprPtr &m0, int64_t mr, co
                        [&](const LExprPtr &l) { return accumulate(load(acc, slot(mi, ni, add(l, imm(1))))); }),
                   loop(k, "kt", g.K - blocks * vl, ForKind::Serial,
                        [&](const LExprPtr &kt) { return accumulate(product(mi, ni, add(kt, imm(blocks * vl)))); }),
-                  g.store(add(m0, mi), add(n0, ni), load(sum, z))});
+                  g.store(add(m0, mi), add(n0, ni), cast(g.dtype, load(sum, z)))});
     });
   });
   return alloc(acc, alloc(sum, seq({init, body, out})));
@@ -114,17 +114,17 @@ StmtPtr dot_tile(KernelCtx &k, const Gemm &g, const LExprPtr &m0, int64_t mr, co
 
 StmtPtr gemm_nest(KernelCtx &k, const Gemm &g) {
   return loop_nest({g.M, g.N}, [&](const Index &mn) {
-    BufferPtr acc = k.local("acc", g.dtype);
+    BufferPtr acc = k.local("acc", g.acc());
     LExprPtr z = imm(0);
     StmtPtr red = loop(k, "k", g.K, ForKind::Reduce, [&](const LExprPtr &kk) {
-      return store(acc, z, add(load(acc, z), mul(g.a(mn[0], kk), g.b(kk, mn[1]))));
+      return store(acc, z, add(load(acc, z), mul(g.a_acc(mn[0], kk), g.b_acc(kk, mn[1]))));
     });
-    return alloc(acc, seq({store(acc, z, constant_of(0, g.dtype)), red, g.store(mn[0], mn[1], load(acc, z))}));
+    return alloc(acc, seq({store(acc, z, constant_of(0, g.acc())), red, g.store(mn[0], mn[1], cast(g.dtype, load(acc, z)))}));
   });
 }
 
 StmtPtr gemm_cpu_tiles(KernelCtx &k, const Gemm &g) {
-  const int64_t vl = k.target.vector_lanes(g.dtype);
+  const int64_t vl = k.target.vector_lanes(g.acc());
   // Register budget: 16 accumulator vectors per tile.
   const int64_t cols = g.b_contiguous_in_k ? 4 : 4 * vl;
   auto tile = [&](const LExprPtr &m0, int64_t mr, const LExprPtr &n0, int64_t nc) {

@@ -12,9 +12,81 @@ LExprPtr constant_of(double value, DType dtype) {
     return float_imm(value, dtype);
   if (dtype == DType::Bool)
     return int_imm(value != 0, dtype);
-  double lo = dtype == DType::Int32 ? double(std::numeric_limits<int32_t>::min()) : -9.2e18;
-  double hi = dtype == DType::Int32 ? double(std::numeric_limits<int32_t>::max()) : 9.2e18;
-  return int_imm(int64_t(std::isnan(value) ? 0 : std::fmin(std::fmax(value, lo), hi)), dtype);
+  const DTypeInfo &info = dtype_info(dtype);
+  if (std::isnan(value))
+    return int_imm(0, dtype);
+  // double(int_max) may round up past it: compare before converting.
+  if (value >= double(info.int_max))
+    return int_imm(info.int_max, dtype);
+  if (value <= double(info.int_min))
+    return int_imm(info.int_min, dtype);
+  return int_imm(int64_t(value), dtype);
+}
+
+LExprPtr lowest_of(DType dtype) {
+  if (is_float(dtype))
+    return float_imm(-INFINITY, dtype);
+  return int_imm(dtype_info(dtype).int_min, dtype);
+}
+
+LExprPtr highest_of(DType dtype) {
+  if (is_float(dtype))
+    return float_imm(INFINITY, dtype);
+  return int_imm(dtype_info(dtype).int_max, dtype);
+}
+
+namespace {
+
+LExprPtr add(LExprPtr a, LExprPtr b) { return binary(BinaryOp::Add, std::move(a), std::move(b)); }
+LExprPtr sub(LExprPtr a, LExprPtr b) { return binary(BinaryOp::Sub, std::move(a), std::move(b)); }
+
+/// Neumaier's step: s + x into s, the rounding error of that addition into c.
+/// Integer and bool sums are exact (wrapping, or logical or): no carry.
+StmtPtr neumaier(const BufferPtr &s, const BufferPtr &c, const LExprPtr &slot, const LExprPtr &x) {
+  LExprPtr sv = load(s, slot);
+  if (!is_float(s->dtype))
+    return store(s, slot, add(sv, x));
+  LExprPtr t = add(sv, x);
+  LExprPtr big_s = compare(CompareOp::GE, unary(UnaryOp::Abs, sv), unary(UnaryOp::Abs, x));
+  LExprPtr err = select(big_s, add(sub(sv, t), x), add(sub(x, t), sv));
+  return seq({store(c, slot, add(load(c, slot), err)), store(s, slot, t)});
+}
+
+} // namespace
+
+StmtPtr compensated_sum(KernelCtx &k, int64_t count, DType acc,
+                        const std::function<LExprPtr(const LExprPtr &r)> &term,
+                        const std::function<StmtPtr(const LExprPtr &total)> &then) {
+  const int64_t lanes = count >= 2 * kSumLanes ? kSumLanes : 1, blocks = count / lanes;
+  BufferPtr s = k.local("sum", acc, lanes), c = k.local("carry", acc, lanes);
+  LExprPtr zero = constant_of(0, acc), lane0 = int_imm(0);
+  auto as_acc = [&](const LExprPtr &r) { return cast(acc, term(r)); };
+  std::vector<StmtPtr> body;
+  LVarPtr l = k.var("l");
+  body.push_back(for_loop(l, lanes, ForKind::Spatial,
+                          seq({store(s, var_ref(l), zero), store(c, var_ref(l), zero)})));
+  LVarPtr b = k.var("b"), bl = k.var("l");
+  LExprPtr r = add(binary(BinaryOp::Mul, var_ref(b), int_imm(lanes)), var_ref(bl));
+  body.push_back(for_loop(b, blocks, ForKind::Reduce,
+                          for_loop(bl, lanes, ForKind::Spatial, neumaier(s, c, var_ref(bl), as_acc(r)))));
+  if (int64_t tail = count - blocks * lanes) {
+    LVarPtr t = k.var("r");
+    body.push_back(for_loop(t, tail, ForKind::Reduce,
+                            neumaier(s, c, lane0, as_acc(add(var_ref(t), int_imm(blocks * lanes))))));
+  }
+  // Lanes in order into lane 0, then the carry; a non-finite sum is the plain one.
+  for (int64_t i = 1; i < lanes; ++i) {
+    body.push_back(neumaier(s, c, lane0, load(s, int_imm(i))));
+    if (is_float(acc))
+      body.push_back(store(c, lane0, add(load(c, lane0), load(c, int_imm(i)))));
+  }
+  LExprPtr total = load(s, lane0);
+  if (is_float(acc)) {
+    LExprPtr finite = compare(CompareOp::EQ, sub(total, total), zero);
+    total = select(finite, add(total, load(c, lane0)), total);
+  }
+  body.push_back(then(total));
+  return alloc(s, alloc(c, seq(std::move(body))));
 }
 
 LExprPtr flat_index(const Shape &shape, const Index &idx) {

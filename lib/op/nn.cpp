@@ -235,25 +235,28 @@ StmtPtr over_axis(const Shape &shape, int64_t axis, const std::function<StmtPtr(
       ForKind::Spatial);
 }
 
-/// m = max_j x_j; s = sum_j exp(x_j - m); out_j = finalize(x_j, m, s)
+/// m = max_j x_j; s = sum_j exp(x_j - m); out_j = finalize(x_j, m, s), all in
+/// the dtype's accumulator (float16 rows are computed in float32, as PyTorch
+/// does) and rounded to the output dtype once.
 StmtPtr softmax_kernel(KernelCtx &k, bool log) {
   const Shape &shape = k.arg_type(0).shape;
   int64_t axis = norm_axis(k.attrs(), int64_t(shape.size())), n = shape[axis];
-  DType dt = k.out()->dtype;
-  return over_axis(shape, axis, [&](const AtAxis &at) {
-    BufferPtr mx = k.local("max", dt), sum = k.local("sum", dt);
+  DType dt = k.out()->dtype, at = dtype_info(dt).accumulator;
+  return over_axis(shape, axis, [&](const AtAxis &at_axis) {
+    BufferPtr mx = k.local("max", at), sum = k.local("sum", at);
     LExprPtr zero = int_imm(0);
     LVarPtr j0 = k.var("j"), j1 = k.var("j"), j2 = k.var("j");
-    auto x = [&](const LVarPtr &j) { return k.in(0, at(var_ref(j))); };
+    auto x = [&](const LVarPtr &j) { return cast(at, k.in(0, at_axis(var_ref(j)))); };
     auto shifted = [&](const LVarPtr &j) { return binary(BinaryOp::Sub, x(j), load(mx, zero)); };
     StmtPtr find_max = for_loop(j0, n, ForKind::Reduce, store(mx, zero, binary(BinaryOp::Max, load(mx, zero), x(j0))));
     StmtPtr add_exp =
         for_loop(j1, n, ForKind::Reduce, store(sum, zero, add(load(sum, zero), unary(UnaryOp::Exp, shifted(j1)))));
     LExprPtr value = log ? binary(BinaryOp::Sub, shifted(j2), unary(UnaryOp::Log, load(sum, zero)))
                          : binary(BinaryOp::Div, unary(UnaryOp::Exp, shifted(j2)), load(sum, zero));
-    StmtPtr write = for_loop(j2, n, ForKind::Spatial, store(k.out(), flat_index(shape, at(var_ref(j2))), value));
-    return alloc(mx, alloc(sum, seq({store(mx, zero, constant_of(-INFINITY, dt)), find_max,
-                                     store(sum, zero, constant_of(0, dt)), add_exp, write})));
+    StmtPtr write =
+        for_loop(j2, n, ForKind::Spatial, store(k.out(), flat_index(shape, at_axis(var_ref(j2))), cast(dt, value)));
+    return alloc(mx, alloc(sum, seq({store(mx, zero, constant_of(-INFINITY, at)), find_max,
+                                     store(sum, zero, constant_of(0, at)), add_exp, write})));
   });
 }
 
@@ -356,18 +359,22 @@ StmtPtr nll_loss_kernel(KernelCtx &k) {
     return loop_nest(s.target, [&](const Index &tidx) {
       return store(k.out(), flat_index(s.target, tidx), loss_at(tidx, nullptr));
     });
-  BufferPtr acc = k.local("loss", dt), wsum = k.local("weight", dt);
+  // Sums accumulate in the dtype's accumulator (float16 in float32).
+  DType at = dtype_info(dt).accumulator;
+  LExprPtr zero_a = constant_of(0, at);
+  BufferPtr acc = k.local("loss", at), wsum = k.local("weight", at);
   StmtPtr body = loop_nest(
       s.target,
       [&](const Index &tidx) {
         LExprPtr w;
         LExprPtr l = loss_at(tidx, &w);
-        return seq({store(acc, zero, add(load(acc, zero), l)), store(wsum, zero, add(load(wsum, zero), w))});
+        return seq({store(acc, zero, add(load(acc, zero), cast(at, l))),
+                    store(wsum, zero, add(load(wsum, zero), cast(at, w)))});
       },
       ForKind::Reduce);
   LExprPtr result = reduction == "mean" ? binary(BinaryOp::Div, load(acc, zero), load(wsum, zero)) : load(acc, zero);
-  return alloc(
-      acc, alloc(wsum, seq({store(acc, zero, zero_f), store(wsum, zero, zero_f), body, store(k.out(), zero, result)})));
+  return alloc(acc, alloc(wsum, seq({store(acc, zero, zero_a), store(wsum, zero, zero_a), body,
+                                     store(k.out(), zero, cast(dt, result))})));
 }
 
 //===--- grad.nll_loss_backward -------------------------------------------===//
@@ -394,17 +401,19 @@ StmtPtr nll_loss_backward_kernel(KernelCtx &k) {
   DType dt = k.out()->dtype;
   const std::string &reduction = k.attrs().get_str("reduction");
   LExprPtr zero_f = constant_of(0, dt), zero = int_imm(0);
-  BufferPtr wsum = k.local("weight", dt);
-  std::vector<StmtPtr> stmts{store(wsum, zero, constant_of(1, dt))};
+  DType at = dtype_info(dt).accumulator; // the total weight sums in the accumulator dtype
+  BufferPtr wsum = k.local("weight", at);
+  std::vector<StmtPtr> stmts{store(wsum, zero, constant_of(1, at))};
   if (reduction == "mean") {
-    stmts = {store(wsum, zero, zero_f), loop_nest(
-                                            s.target,
-                                            [&](const Index &tidx) {
-                                              auto [cls, counted] = nll_target(k, 2, s, tidx);
-                                              LExprPtr w = select(counted, nll_weight(k, 3, cls, dt), zero_f);
-                                              return store(wsum, zero, add(load(wsum, zero), w));
-                                            },
-                                            ForKind::Reduce, "r")};
+    stmts = {store(wsum, zero, constant_of(0, at)),
+             loop_nest(
+                 s.target,
+                 [&](const Index &tidx) {
+                   auto [cls, counted] = nll_target(k, 2, s, tidx);
+                   LExprPtr w = select(counted, nll_weight(k, 3, cls, dt), zero_f);
+                   return store(wsum, zero, add(load(wsum, zero), cast(at, w)));
+                 },
+                 ForKind::Reduce, "r")};
   }
   stmts.push_back(loop_nest(s.pred, [&](const Index &pidx) {
     Index tidx = pidx;
@@ -413,7 +422,8 @@ StmtPtr nll_loss_backward_kernel(KernelCtx &k) {
     auto [cls, counted] = nll_target(k, 2, s, tidx);
     LExprPtr hit = binary(BinaryOp::And, counted, compare(CompareOp::EQ, cls, c));
     LExprPtr g = k.in(0, reduction == "none" ? tidx : Index{});
-    LExprPtr value = binary(BinaryOp::Div, unary(UnaryOp::Neg, mul(nll_weight(k, 3, cls, dt), g)), load(wsum, zero));
+    LExprPtr value =
+        cast(dt, binary(BinaryOp::Div, cast(at, unary(UnaryOp::Neg, mul(nll_weight(k, 3, cls, dt), g))), load(wsum, zero)));
     return store(k.out(), flat_index(s.pred, pidx), select(hit, value, zero_f));
   }));
   return alloc(wsum, seq(std::move(stmts)));

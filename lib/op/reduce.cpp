@@ -1,9 +1,11 @@
 //===- reduce.cpp - sum, mean, max, min, variance -------------------------===//
 //
 // Reductions over `axis` (None = all, negative allowed, `exclude` inverts the
-// set) with `keepdims`. Each lowers to a loop nest over the output with a
-// serial loop over the reduced elements, accumulating in a Local scalar in a
-// fixed order (so results do not depend on where the kernel runs).
+// set) with `keepdims`. Each lowers to a loop nest over the output with the
+// reduction inside, in a fixed order (so results do not depend on where the
+// kernel runs): sums are compensated and accumulate in the dtype's
+// accumulator (Kernel.h: compensated_sum); max and min start from the
+// dtype's limits.
 //
 //===----------------------------------------------------------------------===//
 #include "gradc/op/Ops.h"
@@ -56,40 +58,52 @@ Index input_index(const ReduceShape &r, const Index &out_idx, const Index &red_i
   return idx;
 }
 
-using Combine = LExprPtr (*)(const LExprPtr &acc, const LExprPtr &x);
-using Finalize = LExprPtr (*)(const LExprPtr &acc, const ReduceShape &r);
+/// The reduced elements of output `oidx`, numbered r in [0, count) row-major
+/// over the reduced axes.
+LExprPtr reduced_element(KernelCtx &k, const ReduceShape &r, const Index &oidx, const LExprPtr &flat) {
+  Shape red_shape;
+  for (int64_t a : r.axes)
+    red_shape.push_back(r.in[a]);
+  return k.in(0, input_index(r, oidx, unravel_index(flat, red_shape)));
+}
 
-/// acc = init; for reduced elements: acc = combine(acc, x); out = finalize(acc)
-StmtPtr reduce_kernel(KernelCtx &k, double init, Combine combine, Finalize finalize) {
+/// sum and mean: a compensated sum per output element in the dtype's
+/// accumulator (float16 sums in float32), rounded to the output dtype once.
+StmtPtr sum_kernel(KernelCtx &k, bool mean) {
+  ReduceShape r = reduce_shape(k.call);
+  const BufferPtr &out = k.out();
+  DType acc = dtype_info(out->dtype).accumulator;
+  return loop_nest(r.out, [&](const Index &oidx) {
+    return compensated_sum(
+        k, r.count, acc, [&](const LExprPtr &i) { return reduced_element(k, r, oidx, i); },
+        [&](const LExprPtr &total) {
+          LExprPtr v = mean ? binary(BinaryOp::Div, total, constant_of(double(r.count), acc)) : total;
+          return store(out, flat_index(r.out, oidx), cast(out->dtype, v));
+        });
+  });
+}
+
+/// max and min: exact in any order; the identity is the dtype's lowest
+/// (highest) value, so integer and bool reductions are right at the limits.
+StmtPtr extremum_kernel(KernelCtx &k, BinaryOp op) {
   ReduceShape r = reduce_shape(k.call);
   Shape red_shape;
   for (int64_t a : r.axes)
     red_shape.push_back(r.in[a]);
   const BufferPtr &out = k.out();
-  return loop_nest(
-      r.out,
-      [&](const Index &oidx) {
-        BufferPtr acc = k.local("acc", out->dtype);
-        LExprPtr zero = int_imm(0);
-        StmtPtr body = loop_nest(
-            red_shape,
-            [&](const Index &ridx) {
-              LExprPtr x = k.in(0, input_index(r, oidx, ridx));
-              return store(acc, zero, combine(load(acc, zero), x));
-            },
-            ForKind::Reduce, "r");
-        return alloc(acc, seq({store(acc, zero, constant_of(init, out->dtype)), body,
-                               store(out, flat_index(r.out, oidx), finalize(load(acc, zero), r))}));
-      },
-      ForKind::Spatial);
-}
-
-LExprPtr add_(const LExprPtr &a, const LExprPtr &x) { return binary(BinaryOp::Add, a, x); }
-LExprPtr max_(const LExprPtr &a, const LExprPtr &x) { return binary(BinaryOp::Max, a, x); }
-LExprPtr min_(const LExprPtr &a, const LExprPtr &x) { return binary(BinaryOp::Min, a, x); }
-LExprPtr same(const LExprPtr &a, const ReduceShape &) { return a; }
-LExprPtr mean_of(const LExprPtr &a, const ReduceShape &r) {
-  return binary(BinaryOp::Div, a, constant_of(double(r.count), a->dtype));
+  return loop_nest(r.out, [&](const Index &oidx) {
+    BufferPtr acc = k.local("acc", out->dtype);
+    LExprPtr zero = int_imm(0);
+    StmtPtr body = loop_nest(
+        red_shape,
+        [&](const Index &ridx) {
+          LExprPtr x = k.in(0, input_index(r, oidx, ridx));
+          return store(acc, zero, binary(op, load(acc, zero), x));
+        },
+        ForKind::Reduce, "r");
+    LExprPtr init = op == BinaryOp::Max ? lowest_of(out->dtype) : highest_of(out->dtype);
+    return alloc(acc, seq({store(acc, zero, init), body, store(out, flat_index(r.out, oidx), load(acc, zero))}));
+  });
 }
 
 /// The adjoint of a reduction's output, broadcast back to the input's shape.
@@ -119,7 +133,7 @@ void register_reduce_ops(OpRegistry &reg) {
                    .support_level(4)
                    .relation("Reduce", numeric_reduce_rel)) // numpy counts bools in int64
       .gradient([](GradCtx &g) -> Grads { return {broadcast_back(g, g.grad)}; }) // d/dx_i sum x = 1
-      .kernel([](KernelCtx &k) { return reduce_kernel(k, 0, add_, same); })
+      .kernel([](KernelCtx &k) { return sum_kernel(k, false); })
       .example(kTypes, "sum(%x, axis=[0, 2])");
 
   reduce_attrs(reg.add("mean")
@@ -131,7 +145,7 @@ void register_reduce_ops(OpRegistry &reg) {
         double n = double(reduce_shape(g.call).count);
         return {broadcast_back(g, g.b.scale(g.grad, 1.0 / n))};
       })
-      .kernel([](KernelCtx &k) { return reduce_kernel(k, 0, add_, mean_of); })
+      .kernel([](KernelCtx &k) { return sum_kernel(k, true); })
       .example(kTypes, "mean(%x, axis=1, keepdims=True)");
 
   reduce_attrs(reg.add("max")
@@ -144,7 +158,7 @@ void register_reduce_ops(OpRegistry &reg) {
         ExprPtr zero = g.b.constant(0, g.grad->type.dtype);
         return {g.b.call(ops::where, {at_max, broadcast_back(g, g.grad), zero})};
       })
-      .kernel([](KernelCtx &k) { return reduce_kernel(k, -std::numeric_limits<double>::infinity(), max_, same); })
+      .kernel([](KernelCtx &k) { return extremum_kernel(k, BinaryOp::Max); })
       .example(kTypes, "max(%x, axis=-1)");
 
   reduce_attrs(reg.add("min")
@@ -157,7 +171,7 @@ void register_reduce_ops(OpRegistry &reg) {
         ExprPtr zero = g.b.constant(0, g.grad->type.dtype);
         return {g.b.call(ops::where, {at_min, broadcast_back(g, g.grad), zero})};
       })
-      .kernel([](KernelCtx &k) { return reduce_kernel(k, std::numeric_limits<double>::infinity(), min_, same); })
+      .kernel([](KernelCtx &k) { return extremum_kernel(k, BinaryOp::Min); })
       .example(kTypes, "min(%x, axis=0)");
 }
 

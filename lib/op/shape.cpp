@@ -187,6 +187,7 @@ Type collapse_sum_like_rel(RelationCtx &ctx) {
 }
 
 /// out[j] = sum of x over every element that broadcasting maps to j.
+/// A compensated sum over the broadcast axes (Kernel.h: compensated_sum).
 StmtPtr collapse_sum_kernel(KernelCtx &k) {
   const Shape &in = k.arg_type(0).shape;
   const Shape &out = k.out()->shape;
@@ -195,25 +196,19 @@ StmtPtr collapse_sum_kernel(KernelCtx &k) {
   for (size_t d = 0; d < in.size(); ++d)
     if (d < lead || out[d - lead] != in[d])
       red_shape.push_back(in[d]);
-  return loop_nest(
-      out,
-      [&](const Index &oidx) {
-        BufferPtr acc = k.local("acc", k.out()->dtype);
-        LExprPtr zero = int_imm(0);
-        StmtPtr body = loop_nest(
-            red_shape,
-            [&](const Index &ridx) {
-              Index idx;
-              size_t r = 0;
-              for (size_t d = 0; d < in.size(); ++d)
-                idx.push_back(d < lead || out[d - lead] != in[d] ? ridx[r++] : oidx[d - lead]);
-              return store(acc, zero, binary(BinaryOp::Add, load(acc, zero), k.in(0, idx)));
-            },
-            ForKind::Reduce, "r");
-        return alloc(acc, seq({store(acc, zero, constant_of(0, k.out()->dtype)), body,
-                               store(k.out(), flat_index(out, oidx), load(acc, zero))}));
-      },
-      ForKind::Spatial);
+  DType acc = dtype_info(k.out()->dtype).accumulator;
+  return loop_nest(out, [&](const Index &oidx) {
+    auto element = [&](const LExprPtr &flat) {
+      Index ridx = unravel_index(flat, red_shape), idx;
+      size_t r = 0;
+      for (size_t d = 0; d < in.size(); ++d)
+        idx.push_back(d < lead || out[d - lead] != in[d] ? ridx[r++] : oidx[d - lead]);
+      return k.in(0, idx);
+    };
+    return compensated_sum(k, num_elements(red_shape), acc, element, [&](const LExprPtr &total) {
+      return store(k.out(), flat_index(out, oidx), cast(k.out()->dtype, total));
+    });
+  });
 }
 
 Grads broadcast_grad(GradCtx &g) { // d collapse_sum(x) = broadcast_to(g, x.shape)

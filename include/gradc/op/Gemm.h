@@ -30,6 +30,11 @@ struct Gemm {
   std::function<LExprPtr(const LExprPtr &k, const LExprPtr &n)> b;
   std::function<StmtPtr(const LExprPtr &m, const LExprPtr &n, const LExprPtr &value)> store;
   bool b_contiguous_in_k = false; // true for nn.dense's weight (N, K)
+
+  /// Products accumulate in the dtype's accumulator (float16 in float32).
+  DType acc() const { return dtype_info(dtype).accumulator; }
+  LExprPtr a_acc(const LExprPtr &m, const LExprPtr &k) const { return cast(acc(), a(m, k)); }
+  LExprPtr b_acc(const LExprPtr &k, const LExprPtr &n) const { return cast(acc(), b(k, n)); }
 };
 
 /// C[m, n] = sum_k a(m, k) b(k, n) for m < M, n < N.

@@ -49,8 +49,24 @@ struct KernelCtx {
   LVarPtr var(const std::string &name);
 };
 
-/// A constant of any dtype (float_imm or int_imm).
+/// A constant of any dtype (float_imm or int_imm); integers saturate at the
+/// dtype's limits (the dtype table's int_min/int_max), NaN becomes 0.
 LExprPtr constant_of(double value, DType dtype);
+/// The smallest / largest value of `dtype` (-inf / +inf for floats, the
+/// integer limits, False / True for bool): the identity of max / min.
+LExprPtr lowest_of(DType dtype);
+LExprPtr highest_of(DType dtype);
+
+/// The sum of `count` terms, term(r) for r in [0, count), in a fixed order
+/// that depends only on `count` (so a recomputed sum is bitwise identical):
+/// kSumLanes interleaved compensated (Neumaier) accumulators in dtype `acc`,
+/// a vectorized loop over the lanes, combined in lane order. Accurate to a
+/// few ulps at any length, where one sequential accumulator loses everything
+/// past 2^24 float32 terms; inf and NaN propagate as in a plain sum. `then`
+/// receives the total (of dtype `acc`) and emits what uses it.
+constexpr int64_t kSumLanes = 8;
+StmtPtr compensated_sum(KernelCtx &k, int64_t count, DType acc, const std::function<LExprPtr(const LExprPtr &r)> &term,
+                        const std::function<StmtPtr(const LExprPtr &total)> &then);
 /// Unravels a flat element index into the indices of `shape`.
 Index unravel_index(const LExprPtr &flat, const Shape &shape);
 
