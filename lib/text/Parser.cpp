@@ -116,13 +116,18 @@ private:
 
   void declare(const ExprPtr &var) { scopes_.back()[var->name] = var; }
 
+  /// An undefined name is reported once per scope and parsing goes on with a
+  /// placeholder, so every undefined variable is reported.
   ExprPtr lookup(const Token &t) {
     for (auto it = scopes_.rbegin(); it != scopes_.rend(); ++it) {
       auto found = it->find(t.text);
       if (found != it->end())
         return found->second;
     }
-    fail(t.span, "undefined variable '%" + t.text + "'");
+    diag_.error(t.span, "undefined variable '%" + t.text + "'");
+    ExprPtr placeholder = make_var(t.text, {}, t.span);
+    scopes_.back()[t.text] = placeholder;
+    return placeholder;
   }
 
   //===--- module structure -----------------------------------------------===//
@@ -495,9 +500,13 @@ private:
         fail(cur().span, "expected '(' after operator '" + name + "', found " + describe(cur()));
       fail(span, "expected an expression, found '" + name + "'");
     }
+    // Parsing goes on after an unknown operator (the module is not returned),
+    // so every one of the file is reported; its arguments stand in for it.
     if (!def)
-      fail(span, "unknown operator '" + name + "'");
+      diag_.error(span, "unknown operator '" + name + "'");
     auto [args, attrs] = call_args();
+    if (!def)
+      return make_tuple(std::move(args), span);
     return make_call(def, std::move(args), std::move(attrs), span);
   }
 
