@@ -168,18 +168,39 @@ private:
     return fn;
   }
 
-  // params := '(' (param (',' param)*)? ')'
-  // param  := LOCAL (':' type)?
+  // params      := '(' (param (',' param)*)? (',' fn_attrs)? ')' | '(' fn_attrs ')'
+  // param       := LOCAL ('{' param_attrs '}')? ':' type
+  // param_attrs := IDENT '=' skipped (',' IDENT '=' skipped)*
+  // fn_attrs    := IDENT '=' skipped (',' IDENT '=' skipped)*
+  // TVM writes a parameter's device as `%x {virtual_device=meta[VirtualDevice][0]}: T` and the
+  // function's as a trailing `virtual_device=...` in the parameter list. gradc compiles every
+  // function for one target, where placement does not change a value, so `virtual_device` is
+  // accepted and ignored (its value is skipped unread: TVM writes a meta reference). Any other
+  // attribute there is a located error. Parameter names are distinct (a located error).
   std::vector<ExprPtr> params() {
     expect(Tok::LParen, "to open the parameter list");
     std::vector<ExprPtr> out;
+    std::unordered_map<std::string, Span> seen;
     while (!at(Tok::RParen)) {
+      if (at(Tok::Ident) && toks_[pos_ + 1].kind == Tok::Assign) {
+        ignored_attrs("function", Tok::RParen);
+        break;
+      }
       Token name = expect(Tok::Local, "as a parameter");
+      if (accept(Tok::LBrace)) {
+        ignored_attrs("parameter", Tok::RBrace);
+        expect(Tok::RBrace, "to close the parameter's attributes");
+      }
       Type ann;
       if (accept(Tok::Colon))
         ann = type();
       else
         fail(name.span, "parameter '%" + name.text + "' needs a type annotation");
+      auto [first, fresh] = seen.emplace(name.text, name.span);
+      if (!fresh) {
+        diag_.error(name.span, "parameter '%" + name.text + "' is declared twice");
+        diag_.note(first->second, "'%" + name.text + "' is first declared here");
+      }
       auto var = make_var(name.text, ann, name.span);
       declare(var);
       out.push_back(var);
@@ -188,6 +209,37 @@ private:
     }
     expect(Tok::RParen, "to close the parameter list");
     return out;
+  }
+
+  /// `key=value, ...` up to `close`, where only virtual_device is accepted
+  /// (and ignored); each value is skipped as a balanced run of tokens.
+  void ignored_attrs(const char *what, Tok close) {
+    while (true) {
+      Token key = expect(Tok::Ident, what[0] == 'p' ? "as a parameter attribute" : "as a function attribute");
+      if (key.text != "virtual_device")
+        fail(key.span, std::string(what) + " attribute '" + key.text +
+                           "' is not supported (only virtual_device, which gradc accepts and ignores)");
+      expect(Tok::Assign, "after the attribute name");
+      size_t begin = pos_;
+      int depth = 0;
+      for (; !at(Tok::End); advance()) {
+        Tok k = cur().kind;
+        bool opens = k == Tok::LParen || k == Tok::LBracket || k == Tok::LBrace;
+        bool closes = k == Tok::RParen || k == Tok::RBracket || k == Tok::RBrace;
+        if (depth == 0 && (closes || k == Tok::Comma))
+          break;
+        depth += opens ? 1 : closes ? -1 : 0;
+      }
+      if (pos_ == begin)
+        fail(cur().span, "expected a value for attribute '" + key.text + "', found " + describe(cur()));
+      if (!at(Tok::Comma) || toks_[pos_ + 1].kind == close)
+        break;
+      advance();
+    }
+    accept(Tok::Comma);
+    if (!at(close))
+      fail(cur().span,
+           std::string("expected ") + tok_name(close) + " after the " + what + " attributes, found " + describe(cur()));
   }
 
   // body    := binding* expr
