@@ -179,7 +179,10 @@ int real_main(int argc, char **argv) {
   CLI::App *c = app.add_subcommand("compile", "Write an object/PTX, a C header and a JSON manifest");
   c->add_option("model", compile.model, "The model (.relay)")->required();
   add_shared(c, compile_shared, compile.pipeline.codegen);
-  c->add_option("-o", compile.output_base, "Output base name (default: the model's stem)");
+  c->add_option("-o", compile.output_base,
+                "Writes BASE.o, BASE.h, BASE.json (default: the model's stem, here). BASE must end in a file "
+                "name: '-o .' or '-o out/' is an error, as with cc -o; write -o out/model")
+      ->option_text("BASE");
   c->add_option("--emit", emit, "Comma list of obj,header,manifest,llvm,asm,ptx");
 
   RunCommand run;
@@ -219,6 +222,11 @@ int real_main(int argc, char **argv) {
   if (c->parsed()) {
     if (!finish_shared(c, compile_shared, compile.pipeline))
       return 2;
+    if (c->count("-o") && compile.output_base.empty()) {
+      std::cerr << "gradc: error: -o needs a base name (-o out/model writes out/model.o, out/model.h and "
+                   "out/model.json)\n";
+      return 2;
+    }
     for (const std::string &e : split_list(emit)) {
       const auto &kinds = emit_kinds();
       if (std::find(kinds.begin(), kinds.end(), e) == kinds.end()) {

@@ -83,6 +83,34 @@ std::string symbol_prefix(const std::string &base) {
   return p;
 }
 
+/// `-o BASE` is the artifacts' common stem, so it must end in a file name:
+/// `-o .` would write `..o`, `-o out/` a hidden `out/.o`. Like `cc -o DIR`,
+/// a base that can only name a directory is an error (exit 2), not a guess.
+/// (`-o out` beside a directory `out/` is fine: it writes out.o, out.h, ...)
+bool check_output_base(const std::string &base, std::ostream &err) {
+  std::string name = std::filesystem::path(base).filename().string();
+  if (name.empty() || name == "." || name == "..") {
+    err << "gradc: error: -o '" << base << "' names a directory; -o takes a base name for the files it writes "
+        << "(-o out/model writes out/model.o, out/model.h and out/model.json)\n";
+    return false;
+  }
+  return true;
+}
+
+/// The directory the artifacts go to exists (checked before compiling).
+bool check_output_dir(const std::string &base, std::ostream &err) {
+  std::filesystem::path dir = std::filesystem::path(base).parent_path();
+  if (dir.empty())
+    return true;
+  struct stat st;
+  if (::stat(dir.c_str(), &st) == 0 && S_ISDIR(st.st_mode))
+    return true;
+  int e = errno;
+  err << "gradc: error: cannot write '" << base << ".*': " << dir.string() << ": "
+      << std::strerror(::stat(dir.c_str(), &st) == 0 ? ENOTDIR : e) << "\n";
+  return false;
+}
+
 /// The file each --emit item writes: BASE + extension.
 const std::pair<const char *, const char *> kArtifactExtensions[] = {
     {"obj", ".o"}, {"header", ".h"}, {"manifest", ".json"}, {"llvm", ".ll"}, {"asm", ".s"}, {"ptx", ".ptx"}};
@@ -140,7 +168,11 @@ int compile_command(const CompileCommand &cmd, std::ostream &out, std::ostream &
     err << "gradc: error: --emit=ptx needs --target=cuda\n";
     return 2;
   }
+  if (!cmd.output_base.empty() && !check_output_base(cmd.output_base, err))
+    return 2;
   std::string base = cmd.output_base.empty() ? stem_of(cmd.model) : cmd.output_base;
+  if (!check_output_dir(base, err))
+    return 1;
   // Never overwrite the model with an artifact (a model named m.h, -o m).
   for (const auto &[kind, extension] : kArtifactExtensions)
     if (wants(kind) && refuse_overwriting_model(base + extension, cmd.model, "choose another -o", err))
