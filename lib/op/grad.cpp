@@ -29,7 +29,7 @@ void register_grad_ops(OpRegistry &reg) {
       .checkpoint_marker(CheckpointMarker::Start)
       .gradient([](GradCtx &g) -> Grads { return {g.grad}; })
       .element([](ElementCtx &c) { return c.in(0); })
-      .example("%x: Tensor[(2, 3), float64]", "grad.start_checkpoint(%x)");
+      .example("%x: Tensor[(2, 3), float64]", "grad.end_checkpoint(exp(grad.start_checkpoint(%x)))");
 
   reg.add("grad.end_checkpoint")
       .describe("The identity; marks an output of a recomputed checkpoint segment.")
@@ -39,7 +39,7 @@ void register_grad_ops(OpRegistry &reg) {
       .checkpoint_marker(CheckpointMarker::End)
       .gradient([](GradCtx &g) -> Grads { return {g.grad}; })
       .element([](ElementCtx &c) { return c.in(0); })
-      .example("%x: Tensor[(2, 3), float64]", "grad.end_checkpoint(%x)");
+      .example("%x: Tensor[(2, 3), float64]", "grad.end_checkpoint(sin(grad.start_checkpoint(%x)))");
 }
 
 } // namespace gradc

@@ -11,8 +11,10 @@
 #include "gradc/op/Check.h"
 #include "gradc/op/Registry.h"
 
+#include <algorithm>
 #include <set>
 #include <unordered_map>
+#include <unordered_set>
 
 namespace gradc {
 namespace {
@@ -114,6 +116,103 @@ private:
   }
 };
 
+/// Checkpoint markers must pair up (SPEC §6, Relax semantics). A segment is
+/// every value on a path from a grad.start_checkpoint to a
+/// grad.end_checkpoint (transform/Remat.h); markers that delimit none were
+/// silently ignored. Located errors now, in source order:
+///  * an end_checkpoint whose input depends on no start_checkpoint (through
+///    values not already closed by an end_checkpoint);
+///  * a start_checkpoint whose input is inside an open segment (segments
+///    cannot nest or cross);
+///  * a start_checkpoint from which no end_checkpoint is reached.
+/// A `@f(...)` call is an opaque value here: a segment cannot span functions.
+/// A marker whose call is ill-typed (already reported) is not reported again.
+/// Iterative: any depth of nesting or number of bindings. `fn` is typed.
+void check_checkpoints(const Function &fn, DiagEngine &diag) {
+  auto marker = [](const Expr *e) { return e->kind == ExprKind::Call ? e->op->checkpoint : CheckpointMarker::None; };
+  std::unordered_map<const Expr *, const Expr *> bound; // binding var -> its value
+  std::unordered_map<const Expr *, const Expr *> open;  // node -> a start whose segment is open there
+  std::vector<const Expr *> order;                      // post-order: operands before users
+  std::unordered_set<const Expr *> seen;
+  auto resolve = [&](const Expr *e) {
+    auto it = bound.find(e);
+    return it == bound.end() ? e : it->second;
+  };
+  auto visit = [&](const Expr *root) {
+    std::vector<std::pair<const Expr *, size_t>> stack{{root, 0}};
+    while (!stack.empty()) {
+      auto &[e, next] = stack.back();
+      if (next == 0 && !seen.insert(e).second) {
+        stack.pop_back();
+        continue;
+      }
+      if (e->kind != ExprKind::Var && e->kind != ExprKind::Func && next < e->args.size()) {
+        stack.push_back({e->args[next++].get(), 0});
+        continue;
+      }
+      order.push_back(e);
+      stack.pop_back();
+    }
+  };
+  for (const Binding &b : fn.body.bindings) {
+    visit(b.value.get());
+    bound[b.var.get()] = b.value.get();
+  }
+  if (fn.body.result)
+    visit(fn.body.result.get());
+
+  std::vector<std::pair<Span, std::string>> errors;
+  auto where = [&](const Expr *e) {
+    auto [line, col] = diag.file()->line_col(e->span.begin);
+    return std::to_string(line) + ":" + std::to_string(col);
+  };
+  for (const Expr *e : order) {
+    const Expr *in = nullptr; // the first open segment among the operands
+    if (e->kind != ExprKind::Func)
+      for (const ExprPtr &a : e->args)
+        if (auto it = open.find(resolve(a.get())); !in && it != open.end())
+          in = it->second;
+    bool reported = e->type.has_unknown(); // its call's error
+    switch (marker(e)) {
+    case CheckpointMarker::Start:
+      if (in && !reported)
+        errors.push_back({e->span, "grad.start_checkpoint inside the checkpoint segment opened at " + where(in) +
+                                       ": segments cannot nest or cross"});
+      open[e] = e;
+      break;
+    case CheckpointMarker::End:
+      if (!in && !reported)
+        errors.push_back({e->span, "grad.end_checkpoint closes no checkpoint segment: its input does not depend on "
+                                   "a grad.start_checkpoint"});
+      break;
+    case CheckpointMarker::None:
+      if (in && e->kind != ExprKind::Var)
+        open[e] = in;
+      break;
+    }
+  }
+  // Backward from every end_checkpoint's input: the starts it reaches are closed.
+  std::unordered_set<const Expr *> reaches_end, closed;
+  for (auto it = order.rbegin(); it != order.rend(); ++it) {
+    const Expr *e = *it;
+    CheckpointMarker m = marker(e);
+    if (m == CheckpointMarker::Start && reaches_end.count(e))
+      closed.insert(e);
+    if (m == CheckpointMarker::End || (m == CheckpointMarker::None && reaches_end.count(e)))
+      for (const ExprPtr &a : e->args)
+        if (e->kind != ExprKind::Func)
+          reaches_end.insert(resolve(a.get()));
+  }
+  for (const Expr *e : order)
+    if (marker(e) == CheckpointMarker::Start && !closed.count(e) && !e->type.has_unknown())
+      errors.push_back({e->span, "grad.start_checkpoint opens a checkpoint segment that no grad.end_checkpoint "
+                                 "closes"});
+  std::stable_sort(errors.begin(), errors.end(),
+                   [](const auto &a, const auto &b) { return a.first.begin < b.first.begin; });
+  for (const auto &[span, message] : errors)
+    diag.error(span, message);
+}
+
 } // namespace
 
 Module infer_types(const Module &module, DiagEngine &diag) {
@@ -125,8 +224,10 @@ Module infer_types(const Module &module, DiagEngine &diag) {
   std::unordered_map<const Function *, FunctionPtr> typed;
   Module out{module.source, {}};
   TypeInferencer inferencer(module, diag, typed, in_progress);
-  for (const FunctionPtr &fn : module.functions)
+  for (const FunctionPtr &fn : module.functions) {
     out.functions.push_back(inferencer.function(*fn));
+    check_checkpoints(*out.functions.back(), diag);
+  }
   return out;
 }
 

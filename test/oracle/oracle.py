@@ -730,8 +730,8 @@ def literal(tok, negate=False):
         dtype = LITERAL_DTYPES[suffix]
     elif is_float:
         dtype = "float32"  # `1.5` is float32, as in TVM
-    else:
-        dtype = "int32" if int(num) < 2 ** 31 else "int64"
+    else:  # the sign is part of the literal: -2147483648 is int32
+        dtype = "int32" if -2 ** 31 <= (-int(num) if negate else int(num)) < 2 ** 31 else "int64"
     value = float(num) if is_float or dtype.startswith("float") else int(num)
     return np.asarray(-value if negate else value, dtype=dtype)
 
