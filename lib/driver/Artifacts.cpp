@@ -24,6 +24,7 @@
 #include <memory>
 #include <optional>
 #include <random>
+#include <regex>
 #include <set>
 #include <sstream>
 #include <sys/stat.h>
@@ -375,6 +376,40 @@ bool is_reserved_word(const std::string &s) {
   return words.count(s) > 0;
 }
 
+/// Names that a C library header included before ours may define as an
+/// object-like macro, which would turn a struct field into a number: every
+/// macro of <stdint.h> and <inttypes.h> (INT32_MAX, SIZE_WIDTH, INT64_C,
+/// PRId64), <stddef.h> (NULL), <limits.h>, <float.h>, <math.h> (NAN,
+/// HUGE_VAL, POSIX's M_PI), <errno.h> (errno, EDOM: C reserves E[0-9A-Z]*),
+/// <stdio.h>, <stdlib.h>, <signal.h>, <locale.h>, <time.h>, <fenv.h>,
+/// <stdatomic.h>, <threads.h>, <wchar.h>, <complex.h> (I, complex) and
+/// <stdnoreturn.h>, as of C23 and POSIX.1-2017; and the type names of
+/// <stdint.h> and <stddef.h>.
+bool is_library_name(const std::string &s) {
+  // clang-format off
+  static const std::set<std::string> names = {
+      "NULL", "offsetof", "errno", "stdin", "stdout", "stderr", "EOF", "BUFSIZ", "FILENAME_MAX",
+      "FOPEN_MAX", "L_tmpnam", "TMP_MAX", "P_tmpdir", "L_ctermid", "EXIT_SUCCESS", "EXIT_FAILURE",
+      "RAND_MAX", "MB_CUR_MAX", "MB_LEN_MAX", "CHAR_BIT", "BOOL_WIDTH", "BOOL_MAX", "BITINT_MAXWIDTH",
+      "PATH_MAX", "NAME_MAX", "PIPE_BUF", "DECIMAL_DIG", "NAN", "INFINITY", "MATH_ERRNO",
+      "MATH_ERREXCEPT", "math_errhandling", "CLOCKS_PER_SEC", "ONCE_FLAG_INIT", "TSS_DTOR_ITERATIONS",
+      "WEOF", "I", "complex", "imaginary", "noreturn", "unreachable", "assert"};
+  static const std::regex patterns(
+      "U?INT(_LEAST|_FAST)?(8|16|32|64)_(MIN|MAX|WIDTH|C)"
+      "|U?INT(PTR|MAX)_(MIN|MAX|WIDTH|C)"
+      "|(PTRDIFF|SIG_ATOMIC|SIZE|SSIZE|RSIZE|WCHAR|WINT)_(MIN|MAX|WIDTH)"
+      "|(PRI|SCN)[diouxXb].*"
+      "|U?(CHAR|SCHAR|SHRT|INT|LONG|LLONG)_(MIN|MAX|WIDTH)"
+      "|(FLT|DBL|LDBL)_[A-Z0-9_]+"
+      "|HUGE_VAL[FL]?|FP_[A-Z0-9_]+|M_[A-Z0-9_]+(l|f[0-9]+x?)?"
+      "|E[A-Z0-9]+|SIG[A-Z0-9_]+|LC_[A-Z_]+|(TIME|CLOCK)_[A-Z_]+|FE_[A-Z_]+|ATOMIC_[A-Z0-9_]+"
+      // and the types of <stdint.h> and <stddef.h>, like int8_t above
+      "|u?int(_least|_fast)?(8|16|32|64)_t|u?int(ptr|max)_t|(s?size|ptrdiff|max_align|nullptr|wint)_t",
+      std::regex::optimize);
+  // clang-format on
+  return names.count(s) > 0 || std::regex_match(s, patterns);
+}
+
 /// One tensor of a function as the header names it.
 struct CTensor {
   std::string field;  // the struct field
@@ -429,9 +464,12 @@ public:
       const LoweredFunction &fn = module.functions[f];
       for (size_t i = 0; i < fn.inputs.size(); ++i) {
         const std::string &param = reports[f].param_names[i];
-        // `%0` becomes p_0, `%int` p_int, `%_x` p_x (C reserves _X and __x).
+        // `%0` becomes p_0, `%int` p_int, `%INT32_MAX` p_INT32_MAX, `%_x`
+        // p_x (C reserves _X and __x): no field is a keyword, a type name or
+        // a macro, the library's or this header's.
         std::string field = param;
-        if (!is_c_identifier(field) || field[0] == '_' || is_reserved_word(field))
+        if (!is_c_identifier(field) || field[0] == '_' || is_reserved_word(field) || is_library_name(field) ||
+            is_own_macro(field))
           field = (field[0] == '_' ? "p" : "p_") + field;
         fns[f].inputs.push_back(tensor(fns[f], field, "%" + param, *fn.inputs[i]));
       }
@@ -440,6 +478,16 @@ public:
   }
 
 private:
+  /// True for a name spelled like a macro this header defines (all begin
+  /// with PREFIX_ or GRADC_ and have no lower-case letter): a field of one
+  /// function may be named like a macro of another, defined before it.
+  bool is_own_macro(const std::string &s) const {
+    const std::string P = upper(prefix_) + "_";
+    if (s.compare(0, P.size(), P) != 0 && s.compare(0, 6, "GRADC_") != 0)
+      return false;
+    return std::none_of(s.begin(), s.end(), [](char c) { return std::islower((unsigned char)c); });
+  }
+
   /// Takes a macro name; false if it is already taken.
   bool claim(const std::string &macro) { return macros_.insert(macro).second; }
 

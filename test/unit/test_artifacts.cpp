@@ -555,6 +555,112 @@ TEST_CASE("C header: compiles as C99 and C++ for CPU and CUDA", "[artifacts]") {
                         true);
 }
 
+TEST_CASE("C header: parameters named like macros or types of the C library or the header (issue 7, item 15)",
+          "[artifacts]") {
+  // Every object-like macro of <stdint.h> and <inttypes.h>, a sample of the
+  // other headers', their type names, and the header's own macros.
+  std::vector<std::string> names = {"NULL", "offsetof", "EOF", "errno", "stdin", "I", "complex", "NAN",
+                                    "INFINITY", "HUGE_VAL", "M_PI", "M_SQRT2", "CHAR_BIT", "INT_MAX",
+                                    "ULLONG_MAX", "LONG_WIDTH", "FLT_EPSILON", "DBL_MAX", "EDOM", "ERANGE",
+                                    "SIGINT", "SIG_DFL", "LC_ALL", "RAND_MAX", "EXIT_FAILURE", "BUFSIZ",
+                                    "CLOCKS_PER_SEC", "FE_DIVBYZERO", "WEOF", "intptr_t", "uintmax_t",
+                                    "int_fast16_t", "uint_least8_t", "ptrdiff_t", "max_align_t", "ssize_t",
+                                    "M_ALIGNMENT", "GRADC_M_H", "M_F_X_RANK", "M_G_Y_SIZE", "M_F_WORKSPACE_SIZE",
+                                    "PRId64", "PRIxPTR", "SCNu32", "PRIdFAST8"};
+  for (const char *u : {"", "U"}) {
+    for (const char *kind : {"", "_LEAST", "_FAST"})
+      for (const char *bits : {"8", "16", "32", "64"})
+        for (const char *what : {"_MIN", "_MAX", "_WIDTH", "_C"})
+          names.push_back(std::string(u) + "INT" + kind + bits + what);
+    for (const char *kind : {"PTR", "MAX"})
+      for (const char *what : {"_MIN", "_MAX", "_WIDTH", "_C"})
+        names.push_back(std::string(u) + "INT" + kind + what);
+  }
+  for (const char *t : {"PTRDIFF", "SIG_ATOMIC", "SIZE", "WCHAR", "WINT"})
+    for (const char *what : {"_MIN", "_MAX", "_WIDTH"})
+      names.push_back(std::string(t) + what);
+
+  LoweredModule m;
+  std::vector<FunctionReport> reports;
+  for (const char *fn_name : {"f", "g"}) {
+    LoweredFunction fn;
+    fn.name = fn_name;
+    FunctionReport r;
+    r.name = fn_name;
+    // @g's first parameter %y gives the macros M_G_Y_*, which @f's
+    // parameter %M_G_Y_SIZE, declared before them, must not be.
+    std::vector<std::string> params = {fn.name == "f" ? "x" : "y"};
+    params.insert(params.end(), names.begin(), names.end());
+    for (size_t i = 0; i < params.size(); ++i) {
+      fn.inputs.push_back(buffer(params[i], DType::Float32, {2}, BufferScope::Input, int(i)));
+      r.param_names.push_back(params[i]);
+    }
+    fn.outputs = {buffer("output_0", DType::Float32, {2}, BufferScope::Output, 0)};
+    m.functions.push_back(fn);
+    reports.push_back(r);
+  }
+  std::string h = emit_c_header(m, reports, "m", TargetKind::CPU);
+  for (const std::string &n : names) {
+    INFO(n);
+    CHECK(h.find("  const float *p_" + n + "; /* %" + n + ": ") != std::string::npos);
+  }
+  // Names that only look alike keep their spelling.
+  {
+    LoweredModule plain_module;
+    LoweredFunction fn;
+    fn.name = "f";
+    FunctionReport r;
+    r.name = "f";
+    std::vector<std::string> plain = {"x", "W1", "h_t", "size", "Mx", "int32", "INT", "Error", "e_x"};
+    for (size_t i = 0; i < plain.size(); ++i) {
+      fn.inputs.push_back(buffer(plain[i], DType::Float32, {2}, BufferScope::Input, int(i)));
+      r.param_names.push_back(plain[i]);
+    }
+    plain_module.functions.push_back(fn);
+    std::string ph = emit_c_header(plain_module, {r}, "m", TargetKind::CPU);
+    for (const std::string &n : plain) {
+      INFO(n);
+      CHECK(ph.find("  const float *" + n + "; /* %" + n + ": Tensor") != std::string::npos);
+    }
+  }
+
+  if (!have_cc()) {
+    WARN("no `cc`: the header was not compiled");
+    return;
+  }
+  TempDir dir;
+  write_bytes(dir.file("m.h"), h);
+  write_bytes(dir.file("use.c"), R"(#define _GNU_SOURCE 1
+#include <assert.h>
+#include <errno.h>
+#include <fenv.h>
+#include <float.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <locale.h>
+#include <math.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
+#include <wchar.h>
+#ifndef __cplusplus
+#include <complex.h>
+#endif
+#include "m.h"
+int use(struct m_f_inputs *in, struct m_g_inputs *in2);
+int use(struct m_f_inputs *in, struct m_g_inputs *in2) {
+  return in->p_INT32_MAX == in2->p_NULL && M_F_P_SIZE_MAX_SIZE == 2 && M_G_Y_SIZE == 2;
+}
+)");
+  CHECK(run_shell("cd " + dir.path() + " && cc -std=c11 -Wall -Wextra -Werror -c use.c -o use_c.o") == 0);
+  if (have_cxx())
+    CHECK(run_shell("cd " + dir.path() + " && c++ -x c++ -std=c++17 -Wall -Wextra -Werror -c use.c -o use_cxx.o") == 0);
+}
+
 TEST_CASE("C header: a function without parameters, and clashing function names", "[artifacts]") {
   LoweredModule m;
   LoweredFunction fn;
