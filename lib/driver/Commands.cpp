@@ -558,22 +558,29 @@ int ops_command(const std::string &name, bool json, std::ostream &out, std::ostr
     return 0;
   }
   if (name.empty()) {
-    out << std::left << std::setw(26) << "operator" << std::setw(7) << "arity" << std::setw(7) << "level"
-        << std::setw(16) << "relation" << std::setw(10) << "gradient"
-        << "lowering\n";
+    // Each column is as wide as its widest cell plus two spaces, so a long
+    // name never runs into the next column.
+    std::vector<std::vector<std::string>> rows{{"operator", "arity", "level", "relation", "gradient", "lowering"}};
     for (const OpDef *d : ops) {
       std::string arity = d->min_inputs == d->max_inputs
                               ? std::to_string(d->min_inputs)
                               : std::to_string(d->min_inputs) + "-" + std::to_string(d->max_inputs);
-      out << std::left << std::setw(26) << d->name << std::setw(7) << arity << std::setw(7) << d->support_level
-          << std::setw(16) << d->relation_name << std::setw(10)
-          << (d->no_gradient ? "zero"
-              : d->gradient  ? "yes"
-                             : "no")
-          << (d->element  ? "injective"
-              : d->kernel ? "kernel"
-                          : "no")
-          << "\n";
+      rows.push_back({d->name, arity, std::to_string(d->support_level), d->relation_name,
+                      d->no_gradient ? "zero"
+                      : d->gradient  ? "yes"
+                                     : "no",
+                      d->element  ? "injective"
+                      : d->kernel ? "kernel"
+                                  : "no"});
+    }
+    std::vector<size_t> width(rows[0].size(), 0);
+    for (const auto &row : rows)
+      for (size_t c = 0; c < row.size(); ++c)
+        width[c] = std::max(width[c], row[c].size() + 2);
+    for (const auto &row : rows) {
+      for (size_t c = 0; c + 1 < row.size(); ++c)
+        out << std::left << std::setw(int(width[c])) << row[c];
+      out << row.back() << "\n";
     }
     return 0;
   }
