@@ -47,8 +47,9 @@ Type RelationCtx::fail(const std::string &message) {
 
 const Type *RelationCtx::tensor(size_t i) {
   if (i >= args.size() || !args[i].is_tensor()) {
-    std::string which = i < op.args.size() ? op.args[std::min(i, op.args.size() - 1)].name : "";
-    fail("argument " + std::to_string(i + 1) + (which.empty() ? "" : " (" + which + ")") + " must be a tensor, found " +
+    size_t n = first_arg + i; // the argument's index in the call
+    std::string which = n < op.args.size() ? op.args[n].name : "";
+    fail("argument " + std::to_string(n + 1) + (which.empty() ? "" : " (" + which + ")") + " must be a tensor, found " +
          (i < args.size() ? args[i].str() : "nothing"));
     return nullptr;
   }

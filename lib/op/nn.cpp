@@ -384,7 +384,7 @@ Type nll_loss_backward_rel(RelationCtx &ctx) {
   if (!p)
     return Type::unknown();
   std::vector<Type> fwd(ctx.args.begin() + 1, ctx.args.end());
-  RelationCtx inner{ctx.op, fwd, ctx.attrs, ""};
+  RelationCtx inner{ctx.op, fwd, ctx.attrs, "", 1}; // fwd[i] is argument i + 1
   Type loss = nll_loss_rel(inner);
   if (!inner.error.empty()) {
     ctx.error = inner.error;

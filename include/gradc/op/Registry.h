@@ -67,6 +67,10 @@ struct RelationCtx {
   const std::vector<Type> &args;
   const Attrs &attrs;
   std::string error; // the first failure, "" if none
+  /// args[i] is the call's argument first_arg + i: a relation run on the
+  /// tail of another's arguments (grad.nll_loss_backward checks its forward
+  /// loss's) names them as the call does.
+  size_t first_arg = 0;
 
   /// Records `op: message` and returns Unknown.
   Type fail(const std::string &message);
