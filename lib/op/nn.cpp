@@ -264,8 +264,8 @@ Type softmax_rel(RelationCtx &ctx) {
   const Type *x = ctx.tensor(0);
   if (!x)
     return Type::unknown();
-  if (!is_float(x->dtype))
-    return ctx.fail("expects a floating-point tensor");
+  if (!require_float(ctx, *x))
+    return Type::unknown();
   if (x->rank() == 0)
     return ctx.fail("expects a tensor of rank >= 1");
   return ctx.axis(ctx.attrs.get_int("axis"), x->rank()) ? *x : Type::unknown();

@@ -119,8 +119,8 @@ ExprPtr broadcast_back(GradCtx &g, ExprPtr grad) {
 
 Type float_reduce_rel(RelationCtx &ctx) {
   Type t = reduce_rel(ctx);
-  if (!t.is_unknown() && !is_float(t.dtype))
-    return ctx.fail("expects a floating-point tensor");
+  if (!t.is_unknown() && !require_float(ctx, t))
+    return Type::unknown();
   return t;
 }
 
