@@ -115,7 +115,11 @@ Type expand_dims_rel(RelationCtx &ctx) {
     return ctx.fail("num_newaxis must be non-negative");
   if (num > int64_t(kMaxRank) - x->rank())
     return ctx.fail("num_newaxis=" + std::to_string(num) + " makes the rank more than " + std::to_string(kMaxRank));
-  auto ax = ctx.axis(ctx.attrs.get_int("axis"), x->rank() + 1);
+  int64_t axis = ctx.attrs.get_int("axis"), rank = x->rank();
+  if (axis < -rank - 1 || axis > rank) // the new axes go before axis `axis` of the result
+    return ctx.fail("axis " + std::to_string(axis) + " is out of range for a tensor of rank " + std::to_string(rank) +
+                    " (expected " + std::to_string(-rank - 1) + " to " + std::to_string(rank) + ")");
+  auto ax = ctx.axis(axis, rank + 1);
   if (!ax)
     return Type::unknown();
   Shape out = x->shape;
