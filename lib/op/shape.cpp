@@ -158,7 +158,14 @@ Type batch_flatten_rel(RelationCtx &ctx) {
     return Type::unknown();
   if (x->rank() < 1)
     return ctx.fail("expects a tensor of rank >= 1");
-  return Type::tensor({x->shape[0], num_elements(x->shape) / std::max<int64_t>(x->shape[0], 1)}, x->dtype);
+  // The product of the other dimensions, as TVM: (0, 3) flattens to (0, 3). It
+  // is at most the element count unless the first dimension is 0.
+  __int128 rest = 1;
+  for (size_t i = 1; i < x->shape.size(); ++i)
+    rest = std::min<__int128>(rest * x->shape[i], __int128(INT64_MAX) + 1);
+  if (rest > INT64_MAX)
+    return ctx.fail("the flattened dimension of " + shape_str(x->shape) + " is over 2^63 - 1");
+  return Type::tensor({x->shape[0], int64_t(rest)}, x->dtype);
 }
 
 Type broadcast_to_rel(RelationCtx &ctx) {
