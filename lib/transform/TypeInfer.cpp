@@ -56,7 +56,19 @@ protected:
   }
 
   ExprPtr on_call(const ExprPtr &e) override {
-    return check_call(e->op, mutated_args(*e), e->attrs, e->span, report_);
+    // A call written with an alias (permute_dims for transpose) is reported
+    // under the name the user wrote: the call's span is that name.
+    const std::string &text = diag_.file()->text();
+    const std::vector<std::string> &aliases = e->op->aliases;
+    std::string written =
+        e->span.end <= text.size() ? text.substr(e->span.begin, e->span.end - e->span.begin) : e->op->name;
+    if (std::find(aliases.begin(), aliases.end(), written) == aliases.end())
+      return check_call(e->op, mutated_args(*e), e->attrs, e->span, report_);
+    std::string prefix = e->op->name + ": ";
+    Report as_written = [&](Span s, const std::string &msg) {
+      report_(s, msg.compare(0, prefix.size(), prefix) ? msg : written + ": " + msg.substr(prefix.size()));
+    };
+    return check_call(e->op, mutated_args(*e), e->attrs, e->span, as_written);
   }
 
   ExprPtr on_tuple(const ExprPtr &e) override { return make_tuple(mutated_args(*e), e->span); }
