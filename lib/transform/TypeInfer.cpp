@@ -60,8 +60,9 @@ protected:
     // under the name the user wrote: the call's span is that name.
     const std::string &text = diag_.file()->text();
     const std::vector<std::string> &aliases = e->op->aliases;
-    std::string written =
-        e->span.end <= text.size() ? text.substr(e->span.begin, e->span.end - e->span.begin) : e->op->name;
+    if (aliases.empty() || e->span.end > text.size())
+      return check_call(e->op, mutated_args(*e), e->attrs, e->span, report_);
+    std::string written = text.substr(e->span.begin, e->span.end - e->span.begin);
     if (std::find(aliases.begin(), aliases.end(), written) == aliases.end())
       return check_call(e->op, mutated_args(*e), e->attrs, e->span, report_);
     std::string prefix = e->op->name + ": ";
