@@ -11,6 +11,7 @@
 #include "gradc/support/Log.h"
 
 #include <thread>
+#include <unordered_map>
 
 #include <llvm/MC/MCSubtargetInfo.h>
 #include <llvm/MC/TargetRegistry.h>
@@ -105,16 +106,30 @@ std::unique_ptr<Module> build_cpu_module(const LoweredModule &module, const Code
                                          const TargetMachine &tm, RuntimeSource runtime) {
   auto [m, entries] = create_host_module(module, opts.prefix, ctx, tm, false);
   bool threads = runtime_supports(tm.getTargetTriple());
+  // Kernels that compute the same thing on their buffers (a model's repeated
+  // layers) share one function: compile time grows with the distinct kernels.
+  std::unordered_map<std::string, llvm::Function *> emitted;
+  size_t shared = 0;
   for (size_t i = 0; i < module.functions.size(); ++i) {
     const LoweredFunction &fn = module.functions[i];
     IRBuilder<> b(BasicBlock::Create(ctx, "entry", entries[i]));
     BufferValues buffers = emit_entry_prologue(b, fn);
     for (const Kernel &kernel : fn.kernels) {
-      std::string symbol = unique_symbol(*m, entries[i]->getName().str() + "_" + kernel.name);
-      b.CreateCall(emit_kernel(*m, kernel, symbol, {Device::CPU, threads}), kernel_arguments(buffers, kernel));
+      llvm::Function *&f = emitted[structural_key(kernel)];
+      if (f) {
+        ++shared;
+      } else {
+        std::string symbol = unique_symbol(*m, entries[i]->getName().str() + "_" + kernel.name);
+        f = emit_kernel(*m, kernel, symbol, {Device::CPU, threads});
+      }
+      b.CreateCall(f, kernel_arguments(buffers, kernel));
     }
     b.CreateRet(b.getInt32(0));
   }
+  if (shared)
+    log(LogLevel::Info, "codegen",
+        std::to_string(shared) + " kernels reuse the function of an identical kernel (" +
+            std::to_string(emitted.size()) + " distinct)");
   emit_thread_count_functions(*m, opts.prefix, threads);
   if (threads && runtime == RuntimeSource::Bitcode)
     link_runtime(*m);

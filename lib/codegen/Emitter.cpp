@@ -519,6 +519,11 @@ Function *emit_kernel(Module &m, const Kernel &kernel, const std::string &symbol
                        device == Device::GPU ? GlobalValue::ExternalLinkage : GlobalValue::InternalLinkage, symbol, m);
   GRADC_CHECK(fn->getName() == symbol, kPass, "kernel symbol " + symbol + " is taken");
   fn->addFnAttr(Attribute::NoUnwind);
+  // Each kernel is optimized as a function of its own: inlined into the entry
+  // point, thousands of kernels made one function whose optimization time
+  // grows faster than linearly.
+  if (device == Device::CPU)
+    fn->addFnAttr(Attribute::NoInline);
   BufferValues buffers;
   for (size_t i = 0; i < kernel.buffers.size(); ++i) {
     const Buffer &buf = *kernel.buffers[i];

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <sstream>
+#include <unordered_map>
 
 namespace gradc {
 
@@ -318,6 +319,28 @@ const char *scope_name(BufferScope s) {
 class LoopPrinter : StmtFunctor<void(int)>, LExprFunctor<std::string()> {
 public:
   std::ostringstream os;
+  /// Structural mode: buffers are named by their position in `params` (or
+  /// their allocation order), loop variables by first appearance.
+  bool canonical = false;
+  std::unordered_map<const Buffer *, std::string> buffer_names;
+  std::unordered_map<const LVar *, std::string> var_names;
+
+  std::string buffer_name(const Buffer &b) {
+    if (!canonical)
+      return b.name;
+    auto [it, fresh] = buffer_names.try_emplace(&b, "");
+    if (fresh)
+      it->second = "local" + std::to_string(buffer_names.size());
+    return it->second;
+  }
+  std::string var_name(const LVar &v) {
+    if (!canonical)
+      return v.name;
+    auto [it, fresh] = var_names.try_emplace(&v, "");
+    if (fresh)
+      it->second = "v" + std::to_string(var_names.size());
+    return it->second;
+  }
 
   std::string expr(const LExprPtr &e) { return LExprFunctor<std::string()>::dispatch(e); }
   void stmt(const StmtPtr &s, int depth) { StmtFunctor<void(int)>::dispatch(s, depth); }
@@ -334,8 +357,8 @@ private:
     s << e->fvalue << (e->dtype == DType::Float32 ? "f" : e->dtype == DType::Float16 ? "f16" : "f64");
     return s.str();
   }
-  std::string on_var(const LExprPtr &e) override { return e->var->name; }
-  std::string on_load(const LExprPtr &e) override { return e->buffer->name + "[" + expr(e->operands[0]) + "]"; }
+  std::string on_var(const LExprPtr &e) override { return var_name(*e->var); }
+  std::string on_load(const LExprPtr &e) override { return buffer_name(*e->buffer) + "[" + expr(e->operands[0]) + "]"; }
   std::string on_unary(const LExprPtr &e) override {
     return std::string(unary_name(e->uop)) + "(" + expr(e->operands[0]) + ")";
   }
@@ -356,12 +379,12 @@ private:
 
   void on_for(const StmtPtr &s, int depth) override {
     std::string pad(depth * 2, ' ');
-    os << pad << "for (" << s->var->name << ", 0, " << s->extent << ") " << for_kind_name(s->for_kind) << " {\n";
+    os << pad << "for (" << var_name(*s->var) << ", 0, " << s->extent << ") " << for_kind_name(s->for_kind) << " {\n";
     stmt(s->body, depth + 1);
     os << pad << "}\n";
   }
   void on_store(const StmtPtr &s, int depth) override {
-    os << std::string(depth * 2, ' ') << s->buffer->name << "[" << expr(s->index) << "] = " << expr(s->value)
+    os << std::string(depth * 2, ' ') << buffer_name(*s->buffer) << "[" << expr(s->index) << "] = " << expr(s->value)
        << "\n";
   }
   void on_seq(const StmtPtr &s, int depth) override {
@@ -379,7 +402,7 @@ private:
     os << pad << "}\n";
   }
   void on_alloc(const StmtPtr &s, int depth) override {
-    os << std::string(depth * 2, ' ') << "allocate " << s->buffer->name << ": " << dtype_name(s->buffer->dtype)
+    os << std::string(depth * 2, ' ') << "allocate " << buffer_name(*s->buffer) << ": " << dtype_name(s->buffer->dtype)
        << "[" << s->buffer->numel() << "], local\n";
     stmt(s->body, depth);
   }
@@ -417,6 +440,19 @@ public:
 };
 
 } // namespace
+
+std::string structural_key(const Kernel &kernel) {
+  LoopPrinter p;
+  p.canonical = true;
+  for (size_t i = 0; i < kernel.buffers.size(); ++i) {
+    const Buffer &b = *kernel.buffers[i];
+    p.buffer_names[&b] = "p" + std::to_string(i);
+    p.os << "p" << i << ": " << dtype_name(b.dtype) << " " << b.numel() << "\n";
+  }
+  p.os << "launch " << kernel.grid << " " << kernel.block << "\n";
+  p.stmt(kernel.body, 0);
+  return p.os.str();
+}
 
 std::string print_loops(const LoweredModule &module) {
   LoopPrinter p;

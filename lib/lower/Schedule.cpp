@@ -7,7 +7,8 @@
 //    strategy's Parallel) outside any Alloc (a local is shared by the
 //    iterations), when it does at least kParallelWork operations: waking the
 //    pool costs microseconds, so small loops stay serial. One per nest.
-//  * Vectorized: an innermost Spatial loop (its body has no loop).
+//  * Vectorized: an innermost Spatial loop (its body has no loop) that calls
+//    no math function without a vector form (exp, log, tanh, ...).
 //  * A loop that is both is strip-mined: a Parallel loop over strips of
 //    kStrip iterations, each a Vectorized loop, and a Vectorized remainder.
 //  * Everything else (Reduce, the Spatial loops between) runs Serial.
@@ -24,6 +25,25 @@ namespace {
 
 constexpr double kParallelWork = 1 << 16;
 constexpr int64_t kStrip = 1024;
+
+/// Whether `s` calls a math function that has no vector form yet (exp, log,
+/// tanh, ...): forcing such a loop to vectorize only scalarizes the calls
+/// into wide code that takes long to compile and runs no faster.
+bool calls_scalar_math(const StmtPtr &s) {
+  struct Finder : LoopVisitor {
+    bool found = false;
+    void on_unary(const LExprPtr &e) override {
+      found |= e->uop != UnaryOp::Neg && e->uop != UnaryOp::Abs && e->uop != UnaryOp::Not && e->uop != UnaryOp::Sqrt;
+      LoopVisitor::on_unary(e);
+    }
+    void on_binary(const LExprPtr &e) override {
+      found |= e->bop == BinaryOp::Pow || (is_float(e->dtype) && (e->bop == BinaryOp::FloorDiv || e->bop == BinaryOp::FloorMod));
+      LoopVisitor::on_binary(e);
+    }
+  } f;
+  f.visit(s);
+  return f.found;
+}
 
 class CpuSchedule : public LoopMutator {
 public:
@@ -70,7 +90,7 @@ private:
     if (kind == ForKind::Parallel)
       kind = ForKind::Serial; // a strategy's Parallel loop that the cost rule keeps serial
     else if (kind == ForKind::Spatial)
-      kind = contains_loop(body) ? ForKind::Serial : ForKind::Vectorized;
+      kind = contains_loop(body) || calls_scalar_math(body) ? ForKind::Serial : ForKind::Vectorized;
     else if (kind == ForKind::Reduce)
       kind = ForKind::Serial;
     return kind == s->for_kind && body == s->body ? s : with_for(*s, kind, body);

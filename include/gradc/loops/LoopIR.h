@@ -172,6 +172,11 @@ StmtPtr alloc(const BufferPtr &local, StmtPtr body);
 /// times stores and branches), for cost rules.
 double estimated_work(const Stmt &s);
 
+/// A text that two kernels share exactly when they compute the same thing on
+/// their buffers (taken in Kernel::buffers order) whatever the buffers' names:
+/// codegen emits one function for all kernels of a key.
+std::string structural_key(const Kernel &kernel);
+
 /// `tvm.lower(simple_mode=True)`-style text of a module (SPEC §9 `loops`).
 std::string print_loops(const LoweredModule &module);
 
