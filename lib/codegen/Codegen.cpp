@@ -128,11 +128,6 @@ void optimize(Module &m, TargetMachine &tm, int opt_level) {
 
   PipelineTuningOptions tuning;
   tuning.LoopVectorization = tuning.SLPVectorization = opt_level >= 2;
-  // No generic unrolling: the schedules unroll where it pays (the matrix
-  // products' register tiles are Unrolled loops), and LLVM's full unrolling
-  // of every small loop made -O2 compile time grow with the kernels' extents
-  // (500 softmax kernels: 9 s with it, 2.6 s without).
-  tuning.LoopUnrolling = false;
   PassBuilder pb(&tm, tuning);
   LoopAnalysisManager lam;
   FunctionAnalysisManager fam;

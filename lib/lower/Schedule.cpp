@@ -26,25 +26,6 @@ namespace {
 constexpr double kParallelWork = 1 << 16;
 constexpr int64_t kStrip = 1024;
 
-/// Whether `s` calls a math function that has no vector form yet (exp, log,
-/// tanh, ...): forcing such a loop to vectorize only scalarizes the calls
-/// into wide code that takes long to compile and runs no faster.
-bool calls_scalar_math(const StmtPtr &s) {
-  struct Finder : LoopVisitor {
-    bool found = false;
-    void on_unary(const LExprPtr &e) override {
-      found |= e->uop != UnaryOp::Neg && e->uop != UnaryOp::Abs && e->uop != UnaryOp::Not && e->uop != UnaryOp::Sqrt;
-      LoopVisitor::on_unary(e);
-    }
-    void on_binary(const LExprPtr &e) override {
-      found |= e->bop == BinaryOp::Pow || (is_float(e->dtype) && (e->bop == BinaryOp::FloorDiv || e->bop == BinaryOp::FloorMod));
-      LoopVisitor::on_binary(e);
-    }
-  } f;
-  f.visit(s);
-  return f.found;
-}
-
 class CpuSchedule : public LoopMutator {
 public:
   CpuSchedule(const Target &target, const std::string &kernel) : target_(target), kernel_(kernel) {}
@@ -90,7 +71,7 @@ private:
     if (kind == ForKind::Parallel)
       kind = ForKind::Serial; // a strategy's Parallel loop that the cost rule keeps serial
     else if (kind == ForKind::Spatial)
-      kind = contains_loop(body) || calls_scalar_math(body) ? ForKind::Serial : ForKind::Vectorized;
+      kind = contains_loop(body) || calls_math_function(body) ? ForKind::Serial : ForKind::Vectorized;
     else if (kind == ForKind::Reduce)
       kind = ForKind::Serial;
     return kind == s->for_kind && body == s->body ? s : with_for(*s, kind, body);

@@ -173,4 +173,9 @@ StmtPtr substitute(const StmtPtr &s, const VarValues &values);
 /// Whether `s` contains a loop.
 bool contains_loop(const StmtPtr &s);
 
+/// Whether `s` calls a math function (exp, log, tanh, erf, sin, cos, pow,
+/// float floor division): these have no vector form yet, so vectorizing or
+/// unrolling a loop around them only multiplies scalar calls.
+bool calls_math_function(const StmtPtr &s);
+
 } // namespace gradc
