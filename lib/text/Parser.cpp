@@ -21,7 +21,8 @@ namespace {
 
 struct ParseError {};
 
-constexpr int kMaxDepth = 256;
+constexpr int kMaxDepth = 256;    // parser recursion: parentheses, calls, tuples
+constexpr int kMaxNesting = 1000; // expression trees (see check_nesting)
 
 class Parser {
 public:
@@ -41,9 +42,49 @@ public:
       return std::nullopt;
     }
     check_global_calls(m);
+    for (const FunctionPtr &fn : m.functions)
+      check_nesting(*fn);
     if (diag_.error_count())
       return std::nullopt;
     return m;
+  }
+
+  /// Every later walk of an expression recurses into its operands, so an
+  /// expression may nest at most kMaxNesting levels. A left-associative chain
+  /// `a + b + c + ...` nests one level per operator without deep recursion
+  /// here, so this is measured on the tree, iteratively.
+  void check_nesting(const Function &fn) {
+    std::unordered_map<const Expr *, int> depth;
+    auto measure = [&](const ExprPtr &root) {
+      std::vector<std::pair<const Expr *, bool>> stack{{root.get(), false}};
+      while (!stack.empty()) {
+        auto [e, children_done] = stack.back();
+        stack.pop_back();
+        if (depth.count(e))
+          continue;
+        if (!children_done) {
+          stack.push_back({e, true});
+          for (const ExprPtr &a : e->args)
+            if (!depth.count(a.get()))
+              stack.push_back({a.get(), false});
+          if (e->kind == ExprKind::Func)
+            check_nesting(*e->func);
+          continue;
+        }
+        int d = 1;
+        for (const ExprPtr &a : e->args)
+          d = std::max(d, depth[a.get()] + 1);
+        depth[e] = d;
+        if (d == kMaxNesting + 1)
+          diag_.error(e->span, "expression nested more than " + std::to_string(kMaxNesting) +
+                                   " levels deep (each operator of a chain such as `a + b + c` is a level): "
+                                   "bind parts of it to variables");
+      }
+    };
+    for (const Binding &b : fn.body.bindings)
+      measure(b.value);
+    if (fn.body.result)
+      measure(fn.body.result);
   }
 
 private:

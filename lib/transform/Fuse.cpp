@@ -10,11 +10,14 @@
 #include "gradc/ir/Functor.h"
 #include "gradc/op/Registry.h"
 
+#include <algorithm>
 #include <unordered_map>
 #include <unordered_set>
 
 namespace gradc {
 namespace {
+
+constexpr int kMaxFusedDepth = 64;
 
 /// How many times each Var is read, counting reads inside `fn` bodies.
 class UseCounter : public ExprVisitor {
@@ -53,19 +56,27 @@ FunctionPtr fuse_injective(const Function &fn) {
   counter.visit_function(fn);
   std::unordered_map<const Expr *, ExprPtr> single_use; // injective values with one user
   std::unordered_set<const Expr *> fused;               // their vars, once inlined
+  std::unordered_map<const Expr *, int> depth;           // nesting depth of each single-use value
   std::vector<Binding> out;
   for (const Binding &b : fn.body.bindings) {
     ExprPtr value = b.value;
     if (injective(*value)) {
       std::vector<ExprPtr> args = value->args;
+      int d = 1;
       for (ExprPtr &a : args)
         if (auto it = single_use.find(a.get()); it != single_use.end()) {
           fused.insert(a.get());
+          d = std::max(d, depth[a.get()] + 1);
           a = it->second;
         }
       value = with_args(*value, std::move(args));
-      if (counter.uses[b.var.get()] == 1 && b.var->type.is_tensor())
+      // A chain deeper than kMaxFusedDepth starts a new kernel, so that every
+      // walk over a fused expression (lowering, the verifier, codegen) stays
+      // shallow however long the chain (100 000 chained adds compile).
+      if (counter.uses[b.var.get()] == 1 && b.var->type.is_tensor() && d < kMaxFusedDepth) {
         single_use[b.var.get()] = value;
+        depth[b.var.get()] = d;
+      }
     }
     out.push_back({b.var, value, b.is_let});
   }
