@@ -104,7 +104,9 @@ Module type_check(const Module &m, PassContext &ctx) {
 Module normalize_all(const Module &m, PassContext &) {
   return each_function(m, [](const Function &fn) { return normalize(fn); });
 }
-Module inline_all(const Module &m, PassContext &) {
+Module inline_all(const Module &m, PassContext &ctx) {
+  if (!check_inline_size(m, ctx.diag))
+    ctx.diag.check();
   return each_function(m, [&](const Function &fn) { return inline_calls(fn, m); });
 }
 
@@ -333,6 +335,9 @@ CompiledModule compile_to_loops(std::shared_ptr<const SourceFile> source, const 
     r.is_adjoint = opts.grad_fn && fn.name == *opts.grad_fn + "_adjoint";
     out.reports.push_back(r);
   }
+  for (size_t i = 0; i < out.reports.size(); ++i)
+    if (out.reports[i].peak_after_remat > kMaxWorkspaceBytes)
+      diag.error(m.functions[i]->span, "@" + out.reports[i].name + " needs a workspace of more than 2^50 bytes");
   if (opts.memory_budget >= 0)
     for (size_t i = 0; i < out.reports.size(); ++i)
       if (out.reports[i].peak_after_remat > opts.memory_budget)

@@ -34,7 +34,7 @@ std::optional<std::string> shape_problem(const Shape &shape) {
       for (int64_t e : shape)
         zero |= e == 0;
       if (!zero)
-        return "a tensor of shape " + shape_str(shape) + " has more than 2^60 elements";
+        return "a tensor of shape " + shape_str(shape) + " has more than 2^44 elements";
       n = 0;
     }
   }

@@ -46,9 +46,11 @@ void plan_memory(LoweredFunction &fn) {
         break;
       offset = std::max(offset, p.end);
     }
+    // Saturating: a plan past kMaxWorkspaceBytes is rejected by the pipeline.
+    offset = std::min(offset, kMaxWorkspaceBytes + 1);
     b->offset = offset;
     placed.push_back({offset, offset + size, first, last});
-    peak = std::max(peak, offset + size);
+    peak = std::max(peak, std::min(offset + size, kMaxWorkspaceBytes + 1));
   }
   fn.workspace_bytes = peak;
   if (log_enabled(LogLevel::Info)) {

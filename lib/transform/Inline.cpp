@@ -7,6 +7,10 @@
 #include "gradc/ir/Functor.h"
 #include "gradc/transform/Passes.h"
 
+#include <algorithm>
+#include <functional>
+#include <unordered_map>
+
 namespace gradc {
 namespace {
 
@@ -37,5 +41,43 @@ private:
 } // namespace
 
 FunctionPtr inline_calls(const Function &fn, const Module &module) { return Inliner(module).mutate_function(fn); }
+
+bool check_inline_size(const Module &module, DiagEngine &diag) {
+  // Bindings after inlining, per function, saturating at the limit and
+  // memoized; type inference has already rejected recursion (a cycle met
+  // here anyway counts as one binding).
+  std::unordered_map<std::string, int64_t> size;
+  std::function<int64_t(const Function &)> inlined = [&](const Function &fn) -> int64_t {
+    auto [it, fresh] = size.try_emplace(fn.name, 1);
+    if (!fresh)
+      return it->second;
+    int64_t n = 0;
+    for (const Binding &b : fn.body.bindings) {
+      int64_t add = 1;
+      if (b.value->kind == ExprKind::GlobalCall)
+        if (FunctionPtr callee = module.find(b.value->name))
+          add = inlined(*callee);
+      n = std::min<int64_t>(n + add, kMaxInlinedBindings + 1);
+    }
+    return size[fn.name] = n;
+  };
+  // Report the functions that cross the limit themselves, not their callers.
+  auto over = [&](const Function &fn) { return inlined(fn) > kMaxInlinedBindings; };
+  bool ok = true;
+  for (const FunctionPtr &fn : module.functions) {
+    if (!over(*fn))
+      continue;
+    ok = false;
+    bool callee_over = false;
+    for (const Binding &b : fn->body.bindings)
+      if (b.value->kind == ExprKind::GlobalCall)
+        if (FunctionPtr callee = module.find(b.value->name))
+          callee_over |= over(*callee);
+    if (!callee_over)
+      diag.error(fn->span, "@" + fn->name + " would have more than " + std::to_string(kMaxInlinedBindings) +
+                               " bindings once the functions it calls are inlined (each call site gets a copy)");
+  }
+  return ok;
+}
 
 } // namespace gradc

@@ -19,8 +19,10 @@ namespace gradc {
 using Shape = std::vector<int64_t>;
 /// numpy's limit on the number of dimensions.
 constexpr size_t kMaxRank = 64;
-/// The most elements a tensor may have: its size in bytes fits in int64 for any dtype.
-constexpr int64_t kMaxElements = int64_t(1) << 60;
+/// The most elements a tensor may have (2^44: 128 TiB of float64), so that
+/// byte counts, header sizes and workspace offsets never come near int64's
+/// limit.
+constexpr int64_t kMaxElements = int64_t(1) << 44;
 /// Why `shape` cannot be a tensor's (rank over kMaxRank, a negative
 /// dimension, more than kMaxElements elements), or nullopt if it can.
 /// Everything that builds a type from user input asks this first and reports

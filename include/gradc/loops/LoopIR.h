@@ -138,6 +138,10 @@ struct Kernel {
   int64_t block = 1;
 };
 
+/// The largest workspace a function may plan (2^50 bytes). Memory planning
+/// saturates just past it, and the pipeline reports a located error.
+constexpr int64_t kMaxWorkspaceBytes = int64_t(1) << 50;
+
 /// A lowered function: what the ABI entry point `PREFIX_NAME` executes.
 struct LoweredFunction {
   std::string name;

@@ -31,4 +31,5 @@ StmtPtr serialize_unscheduled(const StmtPtr &body);
 
 constexpr int64_t kBufferAlignment = 64;
 
+
 } // namespace gradc

@@ -15,6 +15,13 @@ namespace gradc {
 /// and bindings whose value is an atom are substituted away.
 FunctionPtr normalize(const Function &fn);
 
+/// The most bindings a function may have once inlined (inlining copies the
+/// callee at every call site: 22 functions each calling the previous twice
+/// would be 2^20 copies).
+constexpr int64_t kMaxInlinedBindings = 1'000'000;
+/// Reports each function over kMaxInlinedBindings; false if one is.
+bool check_inline_size(const Module &module, DiagEngine &diag);
+
 /// Replaces every `@f(...)` call by a fresh copy of @f's body.
 /// Pre: typed, ANF, no recursion. Post: no GlobalCall remains in `fn`.
 FunctionPtr inline_calls(const Function &fn, const Module &module);
