@@ -13,6 +13,7 @@
 
 #include <csignal>
 #include <cstring>
+#include <filesystem>
 #include <iostream>
 #include <unistd.h>
 
@@ -140,6 +141,21 @@ bool finish_shared(CLI::App *cmd, const SharedOptions &o, PipelineOptions &p) {
   if (p.codegen.target != TargetKind::CUDA)
     p.dumps.erase("ptx");
   p.dump_dir = o.dump_dir;
+  if (!p.dump_dir.empty()) {
+    // Before the front end: a dump directory that cannot exist or be written
+    // is a command-line problem, not something to find after compiling.
+    std::error_code ec;
+    std::filesystem::create_directories(p.dump_dir, ec);
+    if (ec || !std::filesystem::is_directory(p.dump_dir)) {
+      std::cerr << "gradc: error: --dump-dir: cannot create directory '" << p.dump_dir << "'"
+                << (ec ? ": " + ec.message() : std::string(": a file of that name exists")) << "\n";
+      return false;
+    }
+    if (access(p.dump_dir.c_str(), W_OK | X_OK) != 0) {
+      std::cerr << "gradc: error: --dump-dir: directory '" << p.dump_dir << "' is not writable\n";
+      return false;
+    }
+  }
   p.report = o.report;
   p.verify_each = p.verify_each || o.verify_each;
   return true;

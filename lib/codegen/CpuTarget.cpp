@@ -40,10 +40,16 @@ HostTarget resolve_cpu_target(const CodegenOptions &opts) {
     return host;
   }
   host.cpu = opts.cpu.empty() ? "generic" : opts.cpu;
+  if (!target->hasMCAsmBackend())
+    option_error("--triple=" + opts.triple + ": gradc cannot emit object files for " + host.triple +
+                 (Triple(host.triple).isNVPTX() ? " (for GPU kernels use --target=cuda)" : ""));
   if (!opts.cpu.empty()) {
     std::unique_ptr<MCSubtargetInfo> info(target->createMCSubtargetInfo(host.triple, "", ""));
     if (!info->isCPUStringValid(opts.cpu))
       option_error("unknown target CPU '" + opts.cpu + "' for " + host.triple);
+    std::unique_ptr<MCSubtargetInfo> cpu(target->createMCSubtargetInfo(host.triple, opts.cpu, ""));
+    if (Triple(host.triple).getArch() == Triple::x86_64 && !cpu->checkFeatures("+64bit"))
+      option_error("--cpu=" + opts.cpu + " cannot run x86_64 code (" + host.triple + "): it has no 64-bit mode");
   }
   return host;
 }

@@ -13,6 +13,9 @@
 
 #include <llvm/ExecutionEngine/Orc/ExecutionUtils.h>
 #include <llvm/ExecutionEngine/Orc/LLJIT.h>
+#include <llvm/MC/MCSubtargetInfo.h>
+#include <llvm/MC/TargetRegistry.h>
+#include <llvm/TargetParser/Host.h>
 #include <llvm/TargetParser/SubtargetFeature.h>
 
 using namespace llvm;
@@ -46,6 +49,34 @@ private:
 };
 
 } // namespace
+
+std::optional<std::string> JitSession::cannot_run_here(const CodegenOptions &opts) {
+  codegen::HostTarget wanted = codegen::resolve_cpu_target(opts);
+  Triple here(sys::getProcessTriple()), there(wanted.triple);
+  if (there.getArch() != here.getArch() || there.getOS() != here.getOS())
+    return "run executes the code on this machine (" + here.str() + "), which cannot run " + there.str() +
+           " code; use `gradc compile` for another target";
+  if (opts.cpu.empty())
+    return std::nullopt;
+  // Every feature the chosen CPU implies must be one this CPU has.
+  std::string error;
+  const llvm::Target *target = TargetRegistry::lookupTarget(wanted.triple, error);
+  std::unique_ptr<MCSubtargetInfo> cpu(target->createMCSubtargetInfo(wanted.triple, opts.cpu, ""));
+  StringMap<bool> host_features = sys::getHostCPUFeatures();
+  std::string missing;
+  for (const SubtargetFeatureKV &f : cpu->getAllProcessorFeatures()) {
+    std::string key = f.Key;
+    if (!cpu->checkFeatures("+" + key))
+      continue;
+    auto it = host_features.find(key);
+    if (it != host_features.end() && !it->second)
+      missing += (missing.empty() ? "" : ", ") + key;
+  }
+  if (!missing.empty())
+    return "run executes the code on this machine, whose CPU lacks what --cpu=" + opts.cpu + " uses (" + missing +
+           "); use `gradc compile` for another CPU";
+  return std::nullopt;
+}
 
 std::unique_ptr<JitSession> JitSession::create(const LoweredModule &module, const CodegenOptions &opts) {
   GRADC_CHECK(opts.target == TargetKind::CPU, kPass, "only the CPU target can run in process");

@@ -365,6 +365,16 @@ int run_command(const RunCommand &cmd, std::ostream &out, std::ostream &err) {
     err << "gradc: error: run executes on the host CPU; --target=cuda is not supported here\n";
     return 2;
   }
+  if (!opts.codegen.cpu.empty() || !opts.codegen.triple.empty()) {
+    try {
+      if (std::optional<std::string> why = JitSession::cannot_run_here(opts.codegen)) {
+        err << "gradc: error: " << *why << "\n";
+        return 2;
+      }
+    } catch (CompileError &) {
+      return 1; // an unknown --cpu or --triple, already reported
+    }
+  }
   std::optional<CompiledModule> compiled = front_to_loops(cmd.model, opts, err);
   if (!compiled)
     return 1;

@@ -100,6 +100,19 @@ Module type_check(const Module &m, PassContext &ctx) {
   return typed;
 }
 
+/// Every function becomes an entry point of the object, whose ABI passes one
+/// pointer per tensor parameter: a tuple parameter has no ABI yet.
+Module check_entry_points(const Module &m, PassContext &ctx) {
+  for (const FunctionPtr &fn : m.functions)
+    for (const ExprPtr &p : fn->params)
+      if (!p->type.is_tensor())
+        ctx.diag.error(p->span, "parameter %" + p->name + " of type " + p->type.str() +
+                                    ": only tensor parameters are supported yet (every function is an entry point "
+                                    "of the compiled object)");
+  ctx.diag.check();
+  return m;
+}
+
 /// The gradient pass wants straight-line ANF bodies with no `@f(...)` calls.
 Module normalize_all(const Module &m, PassContext &) {
   return each_function(m, [](const Function &fn) { return normalize(fn); });
@@ -180,7 +193,7 @@ struct Stage {
 };
 
 const Stage kTensorStages[] = {
-    {"typed", {{"type inference", type_check, IRForm::Typed}}},
+    {"typed", {{"type inference", type_check, IRForm::Typed}, {"entry points", check_entry_points, IRForm::Typed}}},
     {"grad",
      {{"normalize", normalize_all, IRForm::ANF},
       {"expand composites", expand_composites_all, IRForm::ANF},

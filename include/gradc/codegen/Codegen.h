@@ -19,6 +19,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 
 namespace gradc {
@@ -67,6 +68,9 @@ class JitSession {
 public:
   using Entry = int32_t (*)(void *const *, void *const *, void *);
   static std::unique_ptr<JitSession> create(const LoweredModule &module, const CodegenOptions &opts);
+  /// Why code for `opts` (its --triple and --cpu) cannot run in this process
+  /// (another architecture, or a CPU feature this machine lacks), if so.
+  static std::optional<std::string> cannot_run_here(const CodegenOptions &opts);
   virtual ~JitSession() = default;
   /// The entry point of function `name` (internal error if absent).
   virtual Entry lookup(const std::string &name) = 0;
