@@ -48,6 +48,8 @@ const char *status_message(int32_t code) {
     return "the CUDA driver library libcuda.so.1 could not be loaded";
   case 4:
     return "a CUDA driver call failed";
+  case kStatusIndexOutOfRange:
+    return "an index input is out of range (a class index of nn.nll_loss)";
   default:
     return "unknown status code";
   }

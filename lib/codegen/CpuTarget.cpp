@@ -120,6 +120,9 @@ std::unique_ptr<Module> build_cpu_module(const LoweredModule &module, const Code
     const LoweredFunction &fn = module.functions[i];
     IRBuilder<> b(BasicBlock::Create(ctx, "entry", entries[i]));
     BufferValues buffers = emit_entry_prologue(b, fn);
+    Value *status = fn.status ? buffers.at(fn.status.get()) : nullptr;
+    if (status) // what the kernels report into (LoweredFunction::status)
+      b.CreateMemSet(status, b.getInt8(0), kStatusWords * 8, MaybeAlign(64));
     for (const Kernel &kernel : fn.kernels) {
       llvm::Function *&f = emitted[structural_key(kernel)];
       if (f) {
@@ -129,6 +132,11 @@ std::unique_ptr<Module> build_cpu_module(const LoweredModule &module, const Code
         f = emit_kernel(*m, kernel, symbol, {Device::CPU, threads});
       }
       b.CreateCall(f, kernel_arguments(buffers, kernel));
+    }
+    if (status) {
+      Value *code = b.CreateLoad(b.getInt64Ty(), status, "status");
+      b.CreateRet(b.CreateTrunc(code, b.getInt32Ty()));
+      continue;
     }
     b.CreateRet(b.getInt32(0));
   }

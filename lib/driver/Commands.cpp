@@ -468,6 +468,13 @@ int run_command(const RunCommand &cmd, std::ostream &out, std::ostream &err) {
   }
   AlignedBuffer workspace = aligned_buffer(fn->workspace_bytes);
   int32_t status = call(in_ptrs.data(), out_ptrs.data(), workspace.get());
+  if (status == kStatusIndexOutOfRange && fn->status) {
+    int64_t words[kStatusWords];
+    std::memcpy(words, static_cast<char *>(workspace.get()) + fn->status->offset, sizeof words);
+    err << "gradc: error: @" << entry << ": a class index of nn.nll_loss is out of range: element " << words[2]
+        << " of its targets is " << words[1] << ", outside [0, " << words[3] << ")\n";
+    return 1;
+  }
   if (status != 0)
     internal_error("run",
                    std::string("the entry point returned ") + std::to_string(status) + ": " + status_message(status));

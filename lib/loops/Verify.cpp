@@ -206,6 +206,8 @@ void verify_arena(const LoweredFunction &fn, const std::string &where) {
       auto [it, fresh] = life.try_emplace(b.get(), k, k);
       it->second.second = k;
     }
+  if (fn.status)
+    life[fn.status.get()] = {0, fn.kernels.empty() ? 0 : fn.kernels.size() - 1};
   for (const BufferPtr &b : fn.arena) {
     if (b->scope != BufferScope::Arena)
       fail(b->name + " is listed in the arena but is not an arena buffer");

@@ -99,6 +99,14 @@ private:
     return e->op->element(ctx);
   }
 
+  BufferPtr status_buffer() {
+    if (!out_.status) {
+      out_.status = make_buffer("status", Type::tensor({kStatusWords}, DType::Int64), BufferScope::Arena);
+      produced_.push_back(out_.status);
+    }
+    return out_.status;
+  }
+
   void add_kernel(const std::string &name, StmtPtr body) {
     Kernel k;
     k.name = name;
@@ -147,7 +155,8 @@ private:
     }
     KernelFn kernel = v.op->kernel_for(opts_.target.kind);
     GRADC_CHECK(kernel, "lowering", "operator " + v.op->name + " has no lowering");
-    KernelCtx ctx{v, {buf}, [this, &v](size_t arg, const Index &i) { return element(v.args[arg], i); }, opts_.target};
+    KernelCtx ctx{v, {buf}, [this, &v](size_t arg, const Index &i) { return element(v.args[arg], i); }, opts_.target,
+                  [this] { return status_buffer(); }};
     add_kernel(kname, kernel(ctx));
   }
 

@@ -21,6 +21,8 @@ void plan_memory(LoweredFunction &fn) {
       auto [it, fresh] = life.try_emplace(b.get(), k, k);
       it->second.second = k;
     }
+  if (fn.status) // zeroed before the first kernel, read after the last
+    life[fn.status.get()] = {0, fn.kernels.empty() ? 0 : fn.kernels.size() - 1};
   std::vector<BufferPtr> order = fn.arena;
   std::stable_sort(order.begin(), order.end(), [&](const BufferPtr &a, const BufferPtr &b) {
     auto la = life[a.get()], lb = life[b.get()];

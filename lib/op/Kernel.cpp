@@ -138,6 +138,13 @@ LExprPtr ElementCtx::in(size_t arg) const {
   return input(arg, broadcast_index(arg_type(arg).shape, type().shape, index));
 }
 
+StmtPtr KernelCtx::report_if(const LExprPtr &bad, int64_t code, const LExprPtr &value, const LExprPtr &position,
+                             int64_t limit) {
+  BufferPtr status = status_buffer();
+  return if_then(bad, seq({store(status, int_imm(0), int_imm(code)), store(status, int_imm(1), cast(DType::Int64, value)),
+                           store(status, int_imm(2), position), store(status, int_imm(3), int_imm(limit))}));
+}
+
 BufferPtr KernelCtx::local(const std::string &name, DType dtype, int64_t size) {
   return std::make_shared<Buffer>(Buffer{name, dtype, {size}, BufferScope::Local});
 }

@@ -339,6 +339,19 @@ std::pair<LExprPtr, LExprPtr> nll_target(const KernelCtx &k, size_t target_arg, 
   return {cls, counted};
 }
 
+/// A counted target outside [0, C) is reported through the function's status
+/// (the entry point returns kStatusIndexOutOfRange); the kernel itself reads
+/// the clamped class, so memory stays safe.
+StmtPtr check_target(KernelCtx &k, size_t target_arg, const NllShape &s, const Index &tidx) {
+  LExprPtr t = k.in(target_arg, tidx);
+  LExprPtr counted = compare(CompareOp::NE, t, constant_of(double(k.attrs().get_int("ignore_index")), t->dtype));
+  LExprPtr t64 = cast(DType::Int64, t);
+  LExprPtr outside = binary(BinaryOp::Or, compare(CompareOp::LT, t64, int_imm(0)),
+                            compare(CompareOp::GE, t64, int_imm(s.C)));
+  return k.report_if(binary(BinaryOp::And, counted, outside), kStatusIndexOutOfRange, t64,
+                     flat_index(s.target, tidx), s.C);
+}
+
 LExprPtr nll_weight(const KernelCtx &k, size_t weight_arg, const LExprPtr &cls, DType dt) {
   return k.call.args.size() > weight_arg ? k.in(weight_arg, {cls}) : constant_of(1, dt);
 }
@@ -357,7 +370,7 @@ StmtPtr nll_loss_kernel(KernelCtx &k) {
   };
   if (reduction == "none")
     return loop_nest(s.target, [&](const Index &tidx) {
-      return store(k.out(), flat_index(s.target, tidx), loss_at(tidx, nullptr));
+      return seq({check_target(k, 1, s, tidx), store(k.out(), flat_index(s.target, tidx), loss_at(tidx, nullptr))});
     });
   // Sums accumulate in the dtype's accumulator (float16 in float32).
   DType at = dtype_info(dt).accumulator;
@@ -368,7 +381,7 @@ StmtPtr nll_loss_kernel(KernelCtx &k) {
       [&](const Index &tidx) {
         LExprPtr w;
         LExprPtr l = loss_at(tidx, &w);
-        return seq({store(acc, zero, add(load(acc, zero), cast(at, l))),
+        return seq({check_target(k, 1, s, tidx), store(acc, zero, add(load(acc, zero), cast(at, l))),
                     store(wsum, zero, add(load(wsum, zero), cast(at, w)))});
       },
       ForKind::Reduce);

@@ -9,7 +9,9 @@
 //     (CUDA adds a trailing `void *stream` and all pointers are device pointers.)
 // `inputs` is the C struct P_FN_inputs (one pointer per parameter, in order),
 // `outputs` the struct P_FN_outputs (one pointer per result leaf). Return
-// codes: 0 ok, 1 null argument, 2 misaligned buffer, 3+ CUDA driver errors.
+// codes: 0 ok, 1 null argument, 2 misaligned buffer, 3 and 4 CUDA driver
+// errors, 5 an index input out of range (kStatusIndexOutOfRange; the CPU only:
+// kernels read a clamped index, so memory stays safe either way).
 //
 //===----------------------------------------------------------------------===//
 #pragma once

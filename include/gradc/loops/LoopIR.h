@@ -149,8 +149,18 @@ struct LoweredFunction {
   std::vector<BufferPtr> outputs; // result leaves, depth-first
   std::vector<BufferPtr> arena;   // intermediates with planned offsets
   int64_t workspace_bytes = 0;    // the planned peak: arena size
+  /// An arena buffer of kStatusWords int64 that kernels may set when an input
+  /// is invalid (an out-of-range class index): zeroed by the entry point
+  /// first, live throughout, and if status[0] != 0 the entry returns it.
+  /// Null when no kernel reports.
+  BufferPtr status;
   std::vector<Kernel> kernels;    // executed in order
 };
+
+/// status = {code, offending value, its flat position, the limit it broke}.
+constexpr int64_t kStatusWords = 4;
+/// The ABI status of an index input outside its range (codegen/Codegen.h).
+constexpr int32_t kStatusIndexOutOfRange = 5;
 
 struct LoweredModule {
   std::vector<LoweredFunction> functions;

@@ -39,11 +39,18 @@ struct KernelCtx {
   std::vector<BufferPtr> outputs; // one per leaf of the call's result
   InputFn input;
   const Target &target; // what a strategy with a hand schedule reads (vector lanes, ...)
+  /// The function's status buffer (LoweredFunction::status), created on first use.
+  std::function<BufferPtr()> status_buffer;
 
   LExprPtr in(size_t arg, const Index &idx) const { return input(arg, idx); }
   const BufferPtr &out(size_t i = 0) const { return outputs[i]; }
   const Type &arg_type(size_t i) const { return call.args[i]->type; }
   const Attrs &attrs() const { return call.attrs; }
+  /// `if (bad) status = {code, value, position, limit}`: the entry point then
+  /// returns `code` (a nonzero ABI status, codegen/Codegen.h) instead of 0.
+  /// Values are int64; the last report of a call wins.
+  StmtPtr report_if(const LExprPtr &bad, int64_t code, const LExprPtr &value, const LExprPtr &position,
+                    int64_t limit);
   /// A fresh scalar (or small array) Local buffer.
   BufferPtr local(const std::string &name, DType dtype, int64_t size = 1);
   LVarPtr var(const std::string &name);
