@@ -612,7 +612,8 @@ BufferValues emit_entry_prologue(IRBuilder<> &b, const LoweredFunction &fn) {
     GRADC_CHECK(buf->io_index >= 0, kPass, "buffer " + buf->name + " has no io_index");
     Value *p = b.CreateLoad(ptr, b.CreateConstInBoundsGEP1_64(ptr, array, buf->io_index), buf->name);
     values[buf.get()] = p;
-    checked.push_back(p);
+    if (buf->bytes() > 0) // a tensor with no elements may be NULL (nothing reads it)
+      checked.push_back(p);
   };
   for (const BufferPtr &buf : fn.inputs)
     load_io(buf, inputs);
