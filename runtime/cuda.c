@@ -33,6 +33,8 @@ struct gradc_rt_cuda_driver {
                        void **extra);
   int (*stream_synchronize)(void *stream);
   int (*module_unload)(void *module);
+  int (*memset_d8)(uint64_t address, unsigned char value, size_t bytes);    /* only with a status word */
+  int (*memcpy_dtoh)(void *destination, uint64_t source, size_t bytes);     /* only with a status word */
 };
 
 /* POSIX guarantees that dlsym's data pointer converts to a function pointer; memcpy says so
@@ -82,12 +84,19 @@ static int32_t gradc_rt_cuda_launch_all(const struct gradc_rt_cuda_driver *d, vo
 }
 
 int32_t gradc_rt_cuda_run(const char *ptx, const gradc_rt_cuda_launch *launches, int32_t num_launches, void *stream,
-                          const void *context_owner) {
+                          const void *context_owner, void *status_word) {
   if (num_launches <= 0)
     return 0;
-  struct gradc_rt_cuda_driver d;
+  struct gradc_rt_cuda_driver d = {0};
   if (!gradc_rt_cuda_open(&d))
     return GRADC_RT_NO_LIBCUDA;
+  if (status_word != NULL) {
+    void *library = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+    if (library == NULL || !gradc_rt_cuda_resolve(library, "cuMemsetD8_v2", &d.memset_d8) ||
+        !gradc_rt_cuda_resolve(library, "cuMemcpyDtoH_v2", &d.memcpy_dtoh))
+      return GRADC_RT_NO_LIBCUDA;
+  }
+  uint64_t status_address = (uint64_t)(uintptr_t)status_word;
   void *context = NULL;
   if (d.init(0) != GRADC_RT_CUDA_SUCCESS || d.ctx_get_current(&context) != GRADC_RT_CUDA_SUCCESS)
     return GRADC_RT_DRIVER_FAILED;
@@ -101,12 +110,18 @@ int32_t gradc_rt_cuda_run(const char *ptx, const gradc_rt_cuda_launch *launches,
 
   int32_t status = GRADC_RT_DRIVER_FAILED;
   void *module = NULL;
-  if (d.module_load_data(&module, ptx) == GRADC_RT_CUDA_SUCCESS) {
+  if ((status_word == NULL || d.memset_d8(status_address, 0, sizeof(int64_t)) == GRADC_RT_CUDA_SUCCESS) &&
+      d.module_load_data(&module, ptx) == GRADC_RT_CUDA_SUCCESS) {
     int32_t launched = gradc_rt_cuda_launch_all(&d, module, launches, num_launches, stream);
     /* Also after a failed launch, so that no kernel still runs when its module is unloaded. */
     int synced = launched == 0 || d.stream_synchronize(stream) == GRADC_RT_CUDA_SUCCESS;
-    if (launched == num_launches && synced)
-      status = 0;
+    if (launched == num_launches && synced) {
+      int64_t reported = 0;
+      if (status_word == NULL)
+        status = 0;
+      else if (d.memcpy_dtoh(&reported, status_address, sizeof reported) == GRADC_RT_CUDA_SUCCESS)
+        status = (int32_t)reported;
+    }
     d.module_unload(module);
   }
   if (pushed)

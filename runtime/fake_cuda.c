@@ -127,3 +127,22 @@ int cuModuleUnload(void *module) {
   return fail ? FAKE_CUDA_ERROR : 0;
 }
 #endif
+
+/* The status word of gradc_rt_cuda_run: memset logs the address; memcpy reads a value the test
+ * set with fake_cuda_set_status (what "kernels" would have written). */
+static int64_t fake_status;
+void fake_cuda_set_status(int64_t value) { fake_status = value; }
+
+int cuMemsetD8_v2(uint64_t address, unsigned char value, size_t bytes) {
+  int fail = fake_call("cuMemsetD8_v2");
+  fake_write("(0x%llx, %u, %zu)", (unsigned long long)address, (unsigned)value, bytes);
+  return fail ? FAKE_CUDA_ERROR : 0;
+}
+
+int cuMemcpyDtoH_v2(void *destination, uint64_t source, size_t bytes) {
+  int fail = fake_call("cuMemcpyDtoH_v2");
+  fake_write("(0x%llx, %zu)", (unsigned long long)source, bytes);
+  if (!fail && bytes == sizeof fake_status)
+    memcpy(destination, &fake_status, bytes);
+  return fail ? FAKE_CUDA_ERROR : 0;
+}

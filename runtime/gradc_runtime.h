@@ -57,9 +57,13 @@ typedef struct gradc_rt_cuda_launch {
  * Returns 0 on success (also when num_launches is 0, without opening libcuda); 3 when
  * libcuda.so.1 or one of the driver functions it needs cannot be found; 4 when a driver call
  * fails or a grid or block size does not fit the driver's unsigned int. After a failed launch
- * the kernels already launched are waited for before the module is unloaded. */
+ * the kernels already launched are waited for before the module is unloaded.
+ * `status_word` (NULL: none) is the device address of an int64 that kernels set to a nonzero
+ * status when an input is invalid (an out-of-range index): it is zeroed before the first launch
+ * and, when every launch succeeded, read back after the stream is done; a nonzero value is
+ * returned as the status (cuMemsetD8_v2 and cuMemcpyDtoH_v2 are looked up only then). */
 int32_t gradc_rt_cuda_run(const char *ptx, const gradc_rt_cuda_launch *launches, int32_t num_launches, void *stream,
-                          const void *context_owner);
+                          const void *context_owner, void *status_word);
 
 #ifdef __cplusplus
 }

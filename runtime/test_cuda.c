@@ -35,7 +35,7 @@ static const gradc_rt_cuda_launch two_launches[] = {{"m_f_k0", 8, 256, first_arg
 static void expect(const char *name, const char *fail_call, int fail_on, int has_context, int32_t want_status,
                    const char *want_log) {
   fake_reset(fail_call, fail_on, has_context);
-  int32_t status = gradc_rt_cuda_run(ptx, two_launches, 2, stream, owner);
+  int32_t status = gradc_rt_cuda_run(ptx, two_launches, 2, stream, owner, NULL);
   char detail[4096];
   snprintf(detail, sizeof detail, "status %d (want %d)\n#   log:  %s\n#   want: %s", status, want_status, fake_log(),
            want_log);
@@ -72,7 +72,7 @@ static void test_fake_driver(void) {
   expect("borrows the buffers' context when the thread has none", NULL, 0, 0, 0, want);
 
   fake_reset(NULL, 0, 1);
-  check(gradc_rt_cuda_run(ptx, two_launches, 0, stream, owner) == 0 && fake_log()[0] == '\0',
+  check(gradc_rt_cuda_run(ptx, two_launches, 0, stream, owner, NULL) == 0 && fake_log()[0] == '\0',
         "no launches: status 0 and no driver call", fake_log());
 
   expect("cuInit fails", "cuInit", 1, 1, 4, "cuInit(0)");
@@ -99,12 +99,36 @@ static void test_fake_driver(void) {
   const gradc_rt_cuda_launch too_big[] = {{"m_f_k0", 8, 256, first_args},
                                           {"m_f_k1", (int64_t)1 << 32, 32, second_args}};
   fake_reset(NULL, 0, 1);
-  int32_t status = gradc_rt_cuda_run(ptx, too_big, 2, stream, owner);
+  int32_t status = gradc_rt_cuda_run(ptx, too_big, 2, stream, owner, NULL);
   snprintf(want, sizeof want,
            "%s cuModuleLoadData(PTX) cuModuleGetFunction(module,m_f_k0) "
            "cuLaunchKernel(m_f_k0,8x1x1,256x1x1,0,%s,11,NULL) cuStreamSynchronize(%s) cuModuleUnload(module)",
            start, s, s);
   check(status == 4 && strcmp(fake_log(), want) == 0, "a grid beyond unsigned int is not launched", fake_log());
+
+  /* A status word: zeroed before loading, read back after the stream is done. */
+  void (*set_status)(int64_t) = NULL;
+  void *lib = dlopen("libcuda.so.1", RTLD_NOW);
+  void *sym = lib ? dlsym(lib, "fake_cuda_set_status") : NULL;
+  memcpy(&set_status, &sym, sizeof sym);
+  void *const word = (void *)(uintptr_t)0x9000;
+  const char *zero = "cuMemsetD8_v2(0x9000, 0, 8)", *read = "cuMemcpyDtoH_v2(0x9000, 8)";
+  for (int64_t reported = 0; reported <= 5; reported += 5) {
+    fake_reset(NULL, 0, 1);
+    set_status(reported);
+    status = gradc_rt_cuda_run(ptx, two_launches, 2, stream, owner, word);
+    snprintf(want, sizeof want, "%s %s cuModuleLoadData(PTX) %s cuStreamSynchronize(%s) %s cuModuleUnload(module)",
+             start, zero, launches, s, read);
+    char detail[2048];
+    snprintf(detail, sizeof detail, "status %d (want %d)\n#   log:  %s\n#   want: %s", status, (int)reported, fake_log(),
+             want);
+    check(status == reported && strcmp(fake_log(), want) == 0,
+          reported ? "a status word of 5 is the status" : "a status word of 0: status 0", detail);
+  }
+  fake_reset("cuMemcpyDtoH_v2", 1, 1);
+  set_status(0);
+  check(gradc_rt_cuda_run(ptx, two_launches, 2, stream, owner, word) == 4, "the status word cannot be read: status 4",
+        fake_log());
 }
 
 int main(int argc, char **argv) {
@@ -115,7 +139,7 @@ int main(int argc, char **argv) {
   } else if (strcmp(mode, "incomplete") == 0) {
     if (find_fake_driver()) {
       fake_reset(NULL, 0, 1);
-      int32_t status = gradc_rt_cuda_run(ptx, two_launches, 2, stream, owner);
+      int32_t status = gradc_rt_cuda_run(ptx, two_launches, 2, stream, owner, NULL);
       check(status == 3 && fake_log()[0] == '\0', "a driver without cuModuleUnload: status 3, no call", fake_log());
     }
   } else if (strcmp(mode, "absent") == 0) {
@@ -124,7 +148,7 @@ int main(int argc, char **argv) {
       printf("ok - no libcuda.so.1: status 3 # SKIP this machine has a CUDA driver\n");
       return 0;
     }
-    check(gradc_rt_cuda_run(ptx, two_launches, 2, stream, owner) == 3, "no libcuda.so.1: status 3", "");
+    check(gradc_rt_cuda_run(ptx, two_launches, 2, stream, owner, NULL) == 3, "no libcuda.so.1: status 3", "");
   } else {
     fprintf(stderr, "usage: test_cuda fake|incomplete|absent\n");
     return 2;

@@ -10,8 +10,8 @@
 // `inputs` is the C struct P_FN_inputs (one pointer per parameter, in order),
 // `outputs` the struct P_FN_outputs (one pointer per result leaf). Return
 // codes: 0 ok, 1 null argument, 2 misaligned buffer, 3 and 4 CUDA driver
-// errors, 5 an index input out of range (kStatusIndexOutOfRange; the CPU only:
-// kernels read a clamped index, so memory stays safe either way).
+// errors, 5 an index input out of range (kStatusIndexOutOfRange; kernels read
+// a clamped index, so memory stays safe either way).
 //
 //===----------------------------------------------------------------------===//
 #pragma once
