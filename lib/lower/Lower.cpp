@@ -73,13 +73,19 @@ private:
   std::unordered_map<const Expr *, std::vector<BufferPtr>> leaves_; // var -> buffers (tuples: several)
   std::vector<BufferPtr> produced_;                                 // every buffer a kernel writes
   std::unordered_set<std::string> names_;
+  std::unordered_map<std::string, int> next_suffix_;
 
   BufferPtr make_buffer(const std::string &hint, const Type &t, BufferScope scope) {
     // %0 names a buffer t0: a bare number reads like a constant in the dump
     std::string base = hint.empty() || isdigit(static_cast<unsigned char>(hint[0])) ? "t" + hint : hint;
     std::string name = base;
-    for (int k = 1; names_.count(name); ++k)
-      name = base + "_" + std::to_string(k);
+    if (names_.count(name)) { // the first free base_k, resuming where the last search stopped
+      int &k = next_suffix_[base];
+      k = std::max(k, 1);
+      while (names_.count(base + "_" + std::to_string(k)))
+        ++k;
+      name = base + "_" + std::to_string(k++);
+    }
     names_.insert(name);
     return std::make_shared<Buffer>(Buffer{name, t.dtype, t.shape, scope});
   }

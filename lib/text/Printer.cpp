@@ -10,6 +10,7 @@
 #include "gradc/op/Registry.h"
 
 #include <cmath>
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <set>
@@ -84,6 +85,7 @@ private:
   std::ostringstream os_;
   std::unordered_map<const Expr *, std::string> names_;
   std::set<std::string> taken_;
+  std::unordered_map<std::string, int> next_suffix_;
 
   const std::string &name(const ExprPtr &var) {
     auto it = names_.find(var.get());
@@ -91,10 +93,13 @@ private:
       return it->second;
     std::string n = var->name.empty() ? "v" : var->name;
     if (taken_.count(n)) {
-      int k = 1;
+      // The first free n_k; names are never released, so the search resumes
+      // where the last one for this base stopped (linear, not quadratic).
+      int &k = next_suffix_[n];
+      k = std::max(k, 1);
       while (taken_.count(n + "_" + std::to_string(k)))
         ++k;
-      n += "_" + std::to_string(k);
+      n += "_" + std::to_string(k++);
     }
     taken_.insert(n);
     return names_[var.get()] = n;
@@ -125,9 +130,11 @@ private:
     Printer inner(opts_);
     inner.names_ = names_;
     inner.taken_ = taken_;
+    inner.next_suffix_ = next_suffix_;
     inner.function(*e->func, indent);
     names_ = inner.names_;
     taken_ = inner.taken_;
+    next_suffix_ = inner.next_suffix_;
     return inner.str();
   }
 
