@@ -22,7 +22,7 @@ namespace {
 struct ParseError {};
 
 constexpr int kMaxDepth = 256;    // parser recursion: parentheses, calls, tuples
-constexpr int kMaxNesting = 1000; // expression trees (see check_nesting)
+constexpr int kMaxNesting = 1000; // expression trees (see nested())
 
 class Parser {
 public:
@@ -42,49 +42,9 @@ public:
       return std::nullopt;
     }
     check_global_calls(m);
-    for (const FunctionPtr &fn : m.functions)
-      check_nesting(*fn);
     if (diag_.error_count())
       return std::nullopt;
     return m;
-  }
-
-  /// Every later walk of an expression recurses into its operands, so an
-  /// expression may nest at most kMaxNesting levels. A left-associative chain
-  /// `a + b + c + ...` nests one level per operator without deep recursion
-  /// here, so this is measured on the tree, iteratively.
-  void check_nesting(const Function &fn) {
-    std::unordered_map<const Expr *, int> depth;
-    auto measure = [&](const ExprPtr &root) {
-      std::vector<std::pair<const Expr *, bool>> stack{{root.get(), false}};
-      while (!stack.empty()) {
-        auto [e, children_done] = stack.back();
-        stack.pop_back();
-        if (depth.count(e))
-          continue;
-        if (!children_done) {
-          stack.push_back({e, true});
-          for (const ExprPtr &a : e->args)
-            if (!depth.count(a.get()))
-              stack.push_back({a.get(), false});
-          if (e->kind == ExprKind::Func)
-            check_nesting(*e->func);
-          continue;
-        }
-        int d = 1;
-        for (const ExprPtr &a : e->args)
-          d = std::max(d, depth[a.get()] + 1);
-        depth[e] = d;
-        if (d == kMaxNesting + 1)
-          diag_.error(e->span, "expression nested more than " + std::to_string(kMaxNesting) +
-                                   " levels deep (each operator of a chain such as `a + b + c` is a level): "
-                                   "bind parts of it to variables");
-      }
-    };
-    for (const Binding &b : fn.body.bindings)
-      measure(b.value);
-    if (fn.body.result)
-      measure(fn.body.result);
   }
 
 private:
@@ -95,6 +55,26 @@ private:
   int depth_ = 0;
   std::vector<std::unordered_map<std::string, ExprPtr>> scopes_;
   std::vector<ExprPtr> global_calls_;
+
+  /// Every later walk of an expression (and its destruction) recurses into its
+  /// operands, so an expression may nest at most kMaxNesting levels. A
+  /// left-associative chain `a + b + c + ...` nests one level per operator
+  /// without deep recursion here, so depth is tracked per node as it is built
+  /// and parsing stops at the first node past the limit.
+  std::unordered_map<const Expr *, int> nesting_;
+
+  ExprPtr nested(ExprPtr e) {
+    int d = 1;
+    for (const ExprPtr &a : e->args)
+      if (auto it = nesting_.find(a.get()); it != nesting_.end())
+        d = std::max(d, it->second + 1);
+    if (d > kMaxNesting)
+      fail(e->span, "expression nested more than " + std::to_string(kMaxNesting) +
+                        " levels deep (each operator of a chain such as `a + b + c` is a level): "
+                        "bind parts of it to variables");
+    nesting_[e.get()] = d;
+    return e;
+  }
 
   //===--- token helpers -------------------------------------------------===//
 
@@ -412,7 +392,7 @@ private:
         return lhs;
       Token optok = advance();
       ExprPtr rhs = binary_level(level + 1);
-      lhs = make_call(match->op, {lhs, rhs}, {}, optok.span);
+      lhs = nested(make_call(match->op, {lhs, rhs}, {}, optok.span));
     }
   }
 
@@ -432,7 +412,7 @@ private:
       if (at(Tok::Int) || at(Tok::Float))
         return literal(&minus);
       ExprPtr operand = unary();
-      return make_call(ops::negative, {operand}, {}, minus.span);
+      return nested(make_call(ops::negative, {operand}, {}, minus.span));
     }
     return postfix();
   }
@@ -448,7 +428,7 @@ private:
       Token idx = expect(Tok::Int, "as a tuple index after '.'");
       if (idx.ivalue < 0 || idx.ivalue > (1 << 20))
         fail(idx.span, "tuple index out of range");
-      e = make_tuple_get(e, int(idx.ivalue), from(dot.span));
+      e = nested(make_tuple_get(e, int(idx.ivalue), from(dot.span)));
     }
     return e;
   }
@@ -471,7 +451,7 @@ private:
       auto [args, attrs] = call_args();
       if (!attrs.items.empty())
         fail(attrs.items[0].second.span, "a call of '@" + name.text + "' takes no attributes");
-      ExprPtr call = make_global_call(name.text, std::move(args), name.span);
+      ExprPtr call = nested(make_global_call(name.text, std::move(args), name.span));
       global_calls_.push_back(call);
       return call;
     }
@@ -489,7 +469,7 @@ private:
         fields.push_back(expr());
       }
       expect(Tok::RParen, "to close a tuple");
-      return make_tuple(std::move(fields), from(open.span));
+      return nested(make_tuple(std::move(fields), from(open.span)));
     }
     case Tok::Ident:
       if (t.text == "True" || t.text == "False") {
@@ -599,8 +579,8 @@ private:
       diag_.error(span, "unknown operator '" + name + "'");
     auto [args, attrs] = call_args();
     if (!def)
-      return make_tuple(std::move(args), span);
-    return make_call(def, std::move(args), std::move(attrs), span);
+      return nested(make_tuple(std::move(args), span));
+    return nested(make_call(def, std::move(args), std::move(attrs), span));
   }
 
   // args := '(' (arg (',' arg)*)? ')'
