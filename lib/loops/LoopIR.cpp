@@ -190,6 +190,18 @@ StmtPtr alloc(const BufferPtr &local, StmtPtr body) {
   return s;
 }
 
+std::unordered_map<const Buffer *, std::pair<size_t, size_t>> buffer_lifetimes(const LoweredFunction &fn) {
+  std::unordered_map<const Buffer *, std::pair<size_t, size_t>> life;
+  for (size_t k = 0; k < fn.kernels.size(); ++k)
+    for (const BufferPtr &b : fn.kernels[k].buffers) {
+      auto [it, fresh] = life.try_emplace(b.get(), k, k);
+      it->second.second = k;
+    }
+  if (fn.status)
+    life[fn.status.get()] = {0, fn.kernels.empty() ? 0 : fn.kernels.size() - 1};
+  return life;
+}
+
 namespace {
 class WorkEstimate : public StmtFunctor<double()> {
 public:

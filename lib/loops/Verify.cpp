@@ -200,14 +200,7 @@ void verify_arena(const LoweredFunction &fn, const std::string &where) {
   if (fn.workspace_bytes > kMaxWorkspaceBytes)
     return; // a saturated plan, which the pipeline reports as a user error
   auto fail = [&](const std::string &what) { internal_error("verifier", where + ": " + what); };
-  std::unordered_map<const Buffer *, std::pair<size_t, size_t>> life;
-  for (size_t k = 0; k < fn.kernels.size(); ++k)
-    for (const BufferPtr &b : fn.kernels[k].buffers) {
-      auto [it, fresh] = life.try_emplace(b.get(), k, k);
-      it->second.second = k;
-    }
-  if (fn.status)
-    life[fn.status.get()] = {0, fn.kernels.empty() ? 0 : fn.kernels.size() - 1};
+  auto life = buffer_lifetimes(fn);
   for (const BufferPtr &b : fn.arena) {
     if (b->scope != BufferScope::Arena)
       fail(b->name + " is listed in the arena but is not an arena buffer");

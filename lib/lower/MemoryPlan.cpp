@@ -15,14 +15,7 @@
 namespace gradc {
 
 void plan_memory(LoweredFunction &fn) {
-  std::unordered_map<const Buffer *, std::pair<size_t, size_t>> life; // first, last kernel
-  for (size_t k = 0; k < fn.kernels.size(); ++k)
-    for (const BufferPtr &b : fn.kernels[k].buffers) {
-      auto [it, fresh] = life.try_emplace(b.get(), k, k);
-      it->second.second = k;
-    }
-  if (fn.status) // zeroed before the first kernel, read after the last
-    life[fn.status.get()] = {0, fn.kernels.empty() ? 0 : fn.kernels.size() - 1};
+  auto life = buffer_lifetimes(fn); // first, last kernel
   std::vector<BufferPtr> order = fn.arena;
   std::stable_sort(order.begin(), order.end(), [&](const BufferPtr &a, const BufferPtr &b) {
     auto la = life[a.get()], lb = life[b.get()];

@@ -29,6 +29,7 @@
 
 #include <memory>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 namespace gradc {
@@ -181,6 +182,11 @@ StmtPtr store(const BufferPtr &buf, LExprPtr index, LExprPtr value);
 StmtPtr seq(std::vector<StmtPtr> stmts);
 StmtPtr if_then(LExprPtr cond, StmtPtr then_body, StmtPtr else_body = nullptr);
 StmtPtr alloc(const BufferPtr &local, StmtPtr body);
+
+/// The first and last kernel (indices into fn.kernels) that uses each
+/// buffer; the status buffer is live throughout (the entry point zeroes it
+/// before the first kernel and reads it after the last).
+std::unordered_map<const Buffer *, std::pair<size_t, size_t>> buffer_lifetimes(const LoweredFunction &fn);
 
 /// A static estimate of the scalar operations `s` performs (loop extents
 /// times stores and branches), for cost rules.
