@@ -4,6 +4,8 @@
 namespace gradc {
 
 StmtPtr lower_scan(const BufferPtr &out, const ScanLoop &scan) {
+  if (scan.steps <= 0)
+    return seq({}); // an empty time axis: no step, not even the first, may be written
   StmtPtr first =
       loop_nest(scan.state, [&](const Index &s) { return store(out, scan.out_index(int_imm(0), s), scan.init(s)); });
   if (scan.steps <= 1)
