@@ -162,7 +162,16 @@ ExprPtr make_var(std::string name, Type annotation, Span span, Type type) {
 static std::shared_ptr<Expr> constant_node(double value, DType dtype, Span span) {
   auto e = node(ExprKind::Constant, span);
   e->fvalue = value;
-  e->ivalue = int64_t(value);
+  // The integer view of a float constant, saturating: converting a double
+  // outside int64 (1e30f, inff) or NaN is undefined behaviour.
+  if (std::isnan(value))
+    e->ivalue = 0;
+  else if (value >= 9223372036854775808.0)
+    e->ivalue = INT64_MAX;
+  else if (value < -9223372036854775808.0)
+    e->ivalue = INT64_MIN;
+  else
+    e->ivalue = int64_t(value);
   e->dtype = dtype;
   e->type = Type::tensor({}, dtype);
   return e;

@@ -10,6 +10,8 @@
 
 #include <catch2/catch.hpp>
 
+#include <cmath>
+#include <cstdint>
 #include <sstream>
 
 using namespace gradc;
@@ -180,4 +182,10 @@ TEST_CASE("tensor-IR constructors check their invariants", "[verify]") {
   CHECK_NOTHROW(Type::tensor({0, int64_t(1) << 62, int64_t(1) << 62}, DType::Float32));
   CHECK_NOTHROW(Type::tensor(Shape(64, 1), DType::Float32));
   CHECK_THROWS_AS(make_call(nullptr, {}, {}), InternalError);
+  // Regression (fuzzer finding F1): the integer view of a float constant saturates instead of
+  // converting out of range (undefined behaviour, reported by UBSan).
+  CHECK(make_constant(1e30, DType::Float32)->ivalue == INT64_MAX);
+  CHECK(make_constant(-INFINITY, DType::Float32)->ivalue == INT64_MIN);
+  CHECK(make_constant(NAN, DType::Float64)->ivalue == 0);
+  CHECK(make_constant(-3.5, DType::Float64)->ivalue == -3);
 }
