@@ -37,6 +37,10 @@ void bind_gpu_threads(LoweredFunction &fn, const Target &target) {
     for (const Stmt *s : nest)
       extents.push_back(s->extent);
     int64_t total = num_elements(extents);
+    if (total == 0) { // nothing to compute: one thread that does nothing (a grid of 0 cannot launch)
+      k.body = seq({});
+      continue;
+    }
     k.block = std::min({total, kThreadsPerBlock, int64_t(target.max_threads_per_block)});
     k.grid = (total + k.block - 1) / k.block;
     auto bx = std::make_shared<LVar>(LVar{"blockIdx.x"});
