@@ -142,26 +142,12 @@ std::string command_line(const FuzzOptions &o, bool with_grad) {
   return cmd + " -O0 --emit=llvm,header,manifest --verify-each --dump-ir=parse,typed,grad,remat,fused,loops";
 }
 
-/// Bindings of each function once `@f(...)` calls are inlined, saturating just
-/// past `limit` (transform/Inline.cpp's check_inline_size with a smaller limit).
+/// Whether every function stays within `limit` bindings once `@f(...)` calls
+/// are inlined (transform/Passes.h: inlined_size, with a smaller limit).
 bool inlined_size_within(const Module &anf, int64_t limit) {
-  std::unordered_map<std::string, int64_t> size;
-  std::function<int64_t(const Function &)> inlined = [&](const Function &fn) -> int64_t {
-    auto [it, fresh] = size.try_emplace(fn.name, 1);
-    if (!fresh)
-      return it->second;
-    int64_t n = 0;
-    for (const Binding &b : fn.body.bindings) {
-      int64_t add = 1;
-      if (b.value->kind == ExprKind::GlobalCall)
-        if (FunctionPtr callee = anf.find(b.value->name))
-          add = inlined(*callee);
-      n = std::min<int64_t>(n + add, limit + 1);
-    }
-    return size[fn.name] = n;
-  };
+  std::unordered_map<std::string, int64_t> memo;
   for (const FunctionPtr &fn : anf.functions)
-    if (inlined(*fn) > limit)
+    if (inlined_size(anf, *fn, limit, memo) > limit)
       return false;
   return true;
 }

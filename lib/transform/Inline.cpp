@@ -8,7 +8,6 @@
 #include "gradc/transform/Passes.h"
 
 #include <algorithm>
-#include <functional>
 #include <unordered_map>
 
 namespace gradc {
@@ -42,25 +41,25 @@ private:
 
 FunctionPtr inline_calls(const Function &fn, const Module &module) { return Inliner(module).mutate_function(fn); }
 
+int64_t inlined_size(const Module &module, const Function &fn, int64_t limit,
+                     std::unordered_map<std::string, int64_t> &memo) {
+  auto [it, fresh] = memo.try_emplace(fn.name, 1); // a cycle (rejected earlier) counts as one
+  if (!fresh)
+    return it->second;
+  int64_t n = 0;
+  for (const Binding &b : fn.body.bindings) {
+    int64_t add = 1;
+    if (b.value->kind == ExprKind::GlobalCall)
+      if (FunctionPtr callee = module.find(b.value->name))
+        add = inlined_size(module, *callee, limit, memo);
+    n = std::min<int64_t>(n + add, limit + 1);
+  }
+  return memo[fn.name] = n;
+}
+
 bool check_inline_size(const Module &module, DiagEngine &diag) {
-  // Bindings after inlining, per function, saturating at the limit and
-  // memoized; type inference has already rejected recursion (a cycle met
-  // here anyway counts as one binding).
-  std::unordered_map<std::string, int64_t> size;
-  std::function<int64_t(const Function &)> inlined = [&](const Function &fn) -> int64_t {
-    auto [it, fresh] = size.try_emplace(fn.name, 1);
-    if (!fresh)
-      return it->second;
-    int64_t n = 0;
-    for (const Binding &b : fn.body.bindings) {
-      int64_t add = 1;
-      if (b.value->kind == ExprKind::GlobalCall)
-        if (FunctionPtr callee = module.find(b.value->name))
-          add = inlined(*callee);
-      n = std::min<int64_t>(n + add, kMaxInlinedBindings + 1);
-    }
-    return size[fn.name] = n;
-  };
+  std::unordered_map<std::string, int64_t> memo;
+  auto inlined = [&](const Function &fn) { return inlined_size(module, fn, kMaxInlinedBindings, memo); };
   // Report the functions that cross the limit themselves, not their callers.
   auto over = [&](const Function &fn) { return inlined(fn) > kMaxInlinedBindings; };
   bool ok = true;

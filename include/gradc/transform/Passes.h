@@ -8,6 +8,9 @@
 
 #include "gradc/ir/Expr.h"
 
+#include <string>
+#include <unordered_map>
+
 namespace gradc {
 
 /// A-normal form. Pre: typed. Post: every Call, GlobalCall, Tuple and TupleGet
@@ -19,6 +22,10 @@ FunctionPtr normalize(const Function &fn);
 /// callee at every call site: 22 functions each calling the previous twice
 /// would be 2^20 copies).
 constexpr int64_t kMaxInlinedBindings = 1'000'000;
+/// The bindings `fn` has once its calls are inlined, saturating at limit + 1;
+/// `memo` carries sizes between calls for the same module and limit.
+int64_t inlined_size(const Module &module, const Function &fn, int64_t limit,
+                     std::unordered_map<std::string, int64_t> &memo);
 /// Reports each function over kMaxInlinedBindings; false if one is.
 bool check_inline_size(const Module &module, DiagEngine &diag);
 
