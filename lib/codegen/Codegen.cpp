@@ -15,6 +15,7 @@
 #include <llvm/IR/Verifier.h>
 #include <llvm/MC/TargetRegistry.h>
 #include <llvm/Passes/PassBuilder.h>
+#include <llvm/Passes/StandardInstrumentations.h>
 #include <llvm/Support/TargetSelect.h>
 #include <llvm/Transforms/Utils/Cloning.h>
 
@@ -130,7 +131,13 @@ void optimize(Module &m, TargetMachine &tm, int opt_level) {
 
   PipelineTuningOptions tuning;
   tuning.LoopVectorization = tuning.SLPVectorization = opt_level >= 2;
-  PassBuilder pb(&tm, tuning);
+  // The instrumentation is what makes the pass managers skip `optnone`
+  // functions (the entry points): without it, -O2 optimized an entry's
+  // thousands of argument checks and kernel calls as one block, quadratic in
+  // the number of kernels (SLP vectorization and DAG combining of the checks).
+  PassInstrumentationCallbacks callbacks;
+  StandardInstrumentations instrumentations(m.getContext(), /*DebugLogging=*/false);
+  PassBuilder pb(&tm, tuning, std::nullopt, &callbacks);
   LoopAnalysisManager lam;
   FunctionAnalysisManager fam;
   CGSCCAnalysisManager cgam;
@@ -140,6 +147,7 @@ void optimize(Module &m, TargetMachine &tm, int opt_level) {
   pb.registerFunctionAnalyses(fam);
   pb.registerLoopAnalyses(lam);
   pb.crossRegisterProxies(lam, fam, cgam, mam);
+  instrumentations.registerCallbacks(callbacks, &mam);
   static const OptimizationLevel levels[] = {OptimizationLevel::O0, OptimizationLevel::O1, OptimizationLevel::O2,
                                              OptimizationLevel::O3};
   ModulePassManager mpm = opt_level == 0 ? pb.buildO0DefaultPipeline(OptimizationLevel::O0)
