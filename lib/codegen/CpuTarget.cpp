@@ -11,6 +11,8 @@
 #include "gradc/support/Log.h"
 
 #include <thread>
+
+#include <unistd.h>
 #include <unordered_map>
 
 #include <llvm/MC/MCSubtargetInfo.h>
@@ -68,12 +70,24 @@ Target describe_target(const CodegenOptions &opts) {
   const llvm::Target *target = TargetRegistry::lookupTarget(host.triple, error);
   std::unique_ptr<MCSubtargetInfo> info(target->createMCSubtargetInfo(host.triple, host.cpu, host.features));
   Triple triple(host.triple);
-  if (triple.isX86())
-    t.vector_bytes = info->checkFeatures("+avx512f") ? 64 : info->checkFeatures("+avx") ? 32 : 16;
-  else
+  if (triple.isX86()) {
+    bool avx512 = info->checkFeatures("+avx512f");
+    t.vector_bytes = avx512 ? 64 : info->checkFeatures("+avx") ? 32 : 16;
+    t.vector_registers = avx512 && triple.isArch64Bit() ? 32 : triple.isArch64Bit() ? 16 : 8;
+    t.has_fma = info->checkFeatures("+fma");
+  } else {
     t.vector_bytes = 16; // NEON, and a safe register-tile width elsewhere
-  if (opts.triple.empty() && opts.cpu.empty())
+    t.vector_registers = triple.isAArch64() ? 32 : 16;
+    t.has_fma = triple.isAArch64();
+  }
+  if (opts.triple.empty() && opts.cpu.empty()) {
     t.cores = int(std::thread::hardware_concurrency());
+    long l1 = sysconf(_SC_LEVEL1_DCACHE_SIZE), l2 = sysconf(_SC_LEVEL2_CACHE_SIZE);
+    if (l1 >= (4 << 10))
+      t.l1d_bytes = l1;
+    if (l2 >= (64 << 10))
+      t.l2_bytes = l2;
+  }
   if (t.is_gpu())
     t.gpu_arch = opts.gpu_arch; // warp 32, 48 KiB static shared memory, 1024 threads on every sm_* gradc targets
   return t;

@@ -8,6 +8,8 @@
 //===----------------------------------------------------------------------===//
 #include "Emitter.h"
 
+#include "gradc/loops/Lanes.h"
+
 #include "gradc/loops/Functor.h"
 
 #include "gradc/support/Diagnostics.h"
@@ -100,6 +102,8 @@ private:
       return emit_parallel(s);
     // Other loops, ScanTime included, run serially on the CPU (a GPU-bound
     // kernel compiled for the CPU runs its block/thread loops serially too).
+    if (device_ == Device::CPU && lane_wise(s)) // vector instructions, one lane per iteration
+      return emit_lanes(s);
     if (s.for_kind == ForKind::Unrolled) { // the body once per index, the index a constant
       for (int64_t i = 0; i < s.extent; ++i) {
         vars_[var] = b_.getInt64(i);
@@ -246,6 +250,83 @@ private:
             " iterations runs on the thread pool in chunks of at least " + std::to_string(grain));
   }
 
+  /// A lane-wise Vectorized loop (loops/Lanes.h) as `extent`-lane vector
+  /// instructions: a unit-stride access is one vector load or store at the
+  /// address of lane 0, a value that does not depend on the lane is computed
+  /// once and broadcast. A register tile's accumulators are then whole-vector
+  /// accesses at constant offsets of an alloca, which SROA keeps in registers.
+  void emit_lanes(const Stmt &s) {
+    LaneValues lanes(*this, s.var.get(), unsigned(s.extent));
+    std::vector<const Stmt *> stores;
+    std::function<void(const StmtPtr &)> collect = [&](const StmtPtr &st) {
+      if (st->kind == StmtKind::Seq)
+        for (const StmtPtr &c : st->seq)
+          collect(c);
+      else
+        stores.push_back(st.get());
+    };
+    collect(s.body);
+    for (const Stmt *st : stores) {
+      Value *v = lanes.vector(st->value);
+      b_.CreateAlignedStore(v, lanes.address(*st->buffer, st->index), Align(dtype_bytes(st->buffer->dtype)));
+    }
+  }
+
+  class LaneValues : LExprFunctor<Value *()> {
+  public:
+    LaneValues(KernelEmitter &outer, const LVar *lane, unsigned count) : k_(outer), lane_(lane), count_(count) {}
+
+    /// The lanes of `e`, broadcast when it does not depend on the lane.
+    Value *vector(const LExprPtr &e) {
+      Value *v = value(e);
+      return v->getType()->isVectorTy() ? v : k_.b_.CreateVectorSplat(count_, v);
+    }
+    /// The address of lane 0 of a unit-stride access.
+    Value *address(const Buffer &buf, const LExprPtr &index) {
+      k_.vars_[lane_] = k_.b_.getInt64(0);
+      Value *p = k_.element_ptr(buf, index);
+      k_.vars_.erase(lane_);
+      return p;
+    }
+
+  private:
+    KernelEmitter &k_;
+    const LVar *lane_;
+    unsigned count_;
+
+    /// A scalar where `e` does not depend on the lane, else a vector.
+    Value *value(const LExprPtr &e) { return uses_var(e, lane_) ? dispatch(e) : k_.expr(e); }
+    Value *on_int_imm(const LExprPtr &e) override { return k_.expr(e); }
+    Value *on_float_imm(const LExprPtr &e) override { return k_.expr(e); }
+    Value *on_var(const LExprPtr &) override {
+      std::vector<Constant *> iota;
+      for (unsigned i = 0; i < count_; ++i)
+        iota.push_back(k_.b_.getInt64(i));
+      return ConstantVector::get(iota);
+    }
+    Value *on_load(const LExprPtr &e) override {
+      Type *ty = FixedVectorType::get(memory_type(k_.ctx_, e->dtype), count_);
+      return k_.b_.CreateAlignedLoad(ty, address(*e->buffer, e->operands[0]), Align(dtype_bytes(e->dtype)));
+    }
+    Value *on_unary(const LExprPtr &e) override { return k_.unary(e->uop, e->dtype, vector(e->operands[0])); }
+    Value *on_binary(const LExprPtr &e) override {
+      return k_.binary(e->bop, e->dtype, vector(e->operands[0]), vector(e->operands[1]));
+    }
+    Value *on_compare(const LExprPtr &e) override {
+      return k_.compare(e->cop, e->operands[0]->dtype, vector(e->operands[0]), vector(e->operands[1]));
+    }
+    Value *on_select(const LExprPtr &e) override {
+      return k_.b_.CreateSelect(vector(e->operands[0]), vector(e->operands[1]), vector(e->operands[2]));
+    }
+    Value *on_cast(const LExprPtr &e) override {
+      return k_.cast(vector(e->operands[0]), e->operands[0]->dtype, e->dtype);
+    }
+    Value *on_mul_add(const LExprPtr &e) override {
+      Value *a = vector(e->operands[0]), *b = vector(e->operands[1]), *c = vector(e->operands[2]);
+      return k_.b_.CreateIntrinsic(Intrinsic::fma, {a->getType()}, {a, b, c});
+    }
+  };
+
   /// Locals live in entry-block allocas, where mem2reg/SROA can promote them.
   void emit_alloc(const Stmt &s) {
     const Buffer &local = *s.buffer;
@@ -293,6 +374,10 @@ private:
   }
   Value *on_cast(const LExprPtr &e) override {
     return cast(expr(e->operands[0]), e->operands[0]->dtype, e->dtype);
+  }
+  Value *on_mul_add(const LExprPtr &e) override {
+    Value *a = expr(e->operands[0]), *b = expr(e->operands[1]), *c = expr(e->operands[2]);
+    return b_.CreateIntrinsic(Intrinsic::fma, {a->getType()}, {a, b, c});
   }
 
   Value *unary(UnaryOp op, DType dt, Value *a) {
@@ -443,6 +528,8 @@ private:
     if (from == to)
       return v;
     Type *ty = register_type(ctx_, to);
+    if (auto *lanes = dyn_cast<VectorType>(v->getType())) // emit_lanes
+      ty = VectorType::get(ty, lanes->getElementCount());
     // Nonzero is true; so is NaN, as in numpy.
     if (to == DType::Bool)
       return is_float(from) ? b_.CreateFCmpUNE(v, ConstantFP::get(v->getType(), 0.0))

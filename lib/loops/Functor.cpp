@@ -22,6 +22,8 @@ LExprPtr with_operands(const LExpr &like, std::vector<LExprPtr> ops) {
     return select(std::move(ops[0]), std::move(ops[1]), std::move(ops[2]));
   case LExprKind::Cast:
     return cast(like.dtype, std::move(ops[0]));
+  case LExprKind::MulAdd:
+    return mul_add(std::move(ops[0]), std::move(ops[1]), std::move(ops[2]));
   case LExprKind::IntImm:
   case LExprKind::FloatImm:
   case LExprKind::Var:

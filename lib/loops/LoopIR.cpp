@@ -131,6 +131,13 @@ LExprPtr select(LExprPtr c, LExprPtr a, LExprPtr b) {
   return e;
 }
 
+LExprPtr mul_add(LExprPtr a, LExprPtr b, LExprPtr c) {
+  GRADC_CHECK(is_float(a->dtype) && a->dtype == b->dtype && a->dtype == c->dtype, "loop IR", "ill-typed mul_add");
+  auto e = node(LExprKind::MulAdd, a->dtype);
+  e->operands = {std::move(a), std::move(b), std::move(c)};
+  return e;
+}
+
 LExprPtr cast(DType dt, LExprPtr a) {
   if (a->dtype == dt)
     return a;
@@ -387,6 +394,9 @@ private:
   }
   std::string on_cast(const LExprPtr &e) override {
     return std::string(dtype_name(e->dtype)) + "(" + expr(e->operands[0]) + ")";
+  }
+  std::string on_mul_add(const LExprPtr &e) override {
+    return "fma(" + expr(e->operands[0]) + ", " + expr(e->operands[1]) + ", " + expr(e->operands[2]) + ")";
   }
 
   void on_for(const StmtPtr &s, int depth) override {

@@ -13,7 +13,9 @@ int64_t Target::vector_lanes(DType dt) const {
 
 std::string Target::describe() const {
   std::string s = std::string(target_kind_name(kind)) + " " + triple + " " + (cpu.empty() ? "generic" : cpu) + ", " +
-                  std::to_string(vector_bytes) + "-byte vectors, " +
+                  std::to_string(vector_bytes) + "-byte vectors (" + std::to_string(vector_registers) + ")" +
+                  (has_fma ? ", FMA, " : ", no FMA, ") + std::to_string(l1d_bytes >> 10) + " KiB L1d, " +
+                  std::to_string(l2_bytes >> 10) + " KiB L2, " +
                   (cores > 0 ? std::to_string(cores) + " cores" : std::string("cores unknown"));
   if (is_gpu())
     s += "; " + gpu_arch + ", warp " + std::to_string(warp_size) + ", " + std::to_string(shared_memory_bytes) +

@@ -54,6 +54,7 @@ private:
     return Range{std::min(a->lo, b->lo), std::max(a->hi, b->hi)};
   }
   MaybeRange on_cast(const LExprPtr &) override { return std::nullopt; }
+  MaybeRange on_mul_add(const LExprPtr &) override { return std::nullopt; }
   MaybeRange on_binary(const LExprPtr &e) override {
     if (e->dtype != DType::Int64)
       return std::nullopt;

@@ -161,8 +161,16 @@ private:
     }
     KernelFn kernel = v.op->kernel_for(opts_.target.kind);
     GRADC_CHECK(kernel, "lowering", "operator " + v.op->name + " has no lowering");
-    KernelCtx ctx{v, {buf}, [this, &v](size_t arg, const Index &i) { return element(v.args[arg], i); }, opts_.target,
-                  [this] { return status_buffer(); }};
+    KernelCtx ctx{v,
+                  {buf},
+                  [this, &v](size_t arg, const Index &i) { return element(v.args[arg], i); },
+                  opts_.target,
+                  [this] { return status_buffer(); },
+                  [this, &kname](const std::string &name, DType dtype, int64_t size) {
+                    BufferPtr s = make_buffer(kname + "_" + name, Type::tensor({size}, dtype), BufferScope::Arena);
+                    produced_.push_back(s);
+                    return s;
+                  }};
     add_kernel(kname, kernel(ctx));
   }
 

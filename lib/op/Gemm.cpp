@@ -1,10 +1,13 @@
-//===- Gemm.cpp - register-tiled matrix products in the loop IR -----------===//
+//===- Gemm.cpp - matrix products in the loop IR --------------------------===//
 //
-// See Gemm.h for the three schedules. Tiles that do not divide M or N are
-// emitted as separate, smaller tiles, so every loop has a constant extent.
+// See Gemm.h for the two schedules. Tiles and panels that do not divide the
+// product are emitted as separate, smaller instances, so every loop has a
+// constant extent.
 //
 //===----------------------------------------------------------------------===//
 #include "gradc/op/Gemm.h"
+
+#include <algorithm>
 
 namespace gradc {
 namespace {
@@ -24,91 +27,190 @@ StmtPtr loop(KernelCtx &k, const std::string &name, int64_t extent, ForKind kind
   return for_loop(v, extent, kind, body(var_ref(v)));
 }
 
-constexpr int64_t kRows = 4; // MR: rows of a register tile
+/// The product as the micro-kernel sees it: `rows` broadcast from one
+/// operand where it lies, `cols` read as vectors from the packed other one.
+struct Oriented {
+  int64_t rows = 0, cols = 0, K = 0;
+  std::function<LExprPtr(const LExprPtr &row, const LExprPtr &k)> bcast;
+  std::function<LExprPtr(const LExprPtr &k, const LExprPtr &col)> vec;
+  std::function<StmtPtr(const LExprPtr &row, const LExprPtr &col, const LExprPtr &value)> store;
+  std::function<LExprPtr(const LExprPtr &row, const LExprPtr &col)> load;
+  bool vec_contiguous_in_k = false;
+};
 
-/// Splits [0, extent) into full tiles of `tile` and one partial tile; calls
-/// emit(first index, tile size) inside a loop over the full tiles.
-StmtPtr tiled(KernelCtx &k, const std::string &name, int64_t extent, int64_t tile, ForKind kind,
-              const std::function<StmtPtr(const LExprPtr &, int64_t)> &emit) {
-  std::vector<StmtPtr> parts;
-  parts.push_back(loop(k, name, extent / tile, kind, [&](const LExprPtr &t) { return emit(mul(t, imm(tile)), tile); }));
-  if (extent % tile)
-    parts.push_back(emit(imm(extent / tile * tile), extent % tile));
-  return seq(std::move(parts));
+/// Packs the smaller operand: for M < N the product is Cᵀ = Bᵀ·Aᵀ.
+Oriented orient(const Gemm &g) {
+  Oriented o;
+  o.K = g.K;
+  if (g.M >= g.N) {
+    o.rows = g.M;
+    o.cols = g.N;
+    o.bcast = [&g](const LExprPtr &m, const LExprPtr &k) { return g.a_acc(m, k); };
+    o.vec = [&g](const LExprPtr &k, const LExprPtr &n) { return g.b_acc(k, n); };
+    o.store = g.store;
+    o.load = g.load;
+    o.vec_contiguous_in_k = g.b_contiguous_in_k;
+    return o;
+  }
+  o.rows = g.N;
+  o.cols = g.M;
+  o.bcast = [&g](const LExprPtr &n, const LExprPtr &k) { return g.b_acc(k, n); };
+  o.vec = [&g](const LExprPtr &k, const LExprPtr &m) { return g.a_acc(m, k); };
+  o.store = [&g](const LExprPtr &n, const LExprPtr &m, const LExprPtr &v) { return g.store(m, n, v); };
+  o.load = [&g](const LExprPtr &n, const LExprPtr &m) { return g.load(m, n); };
+  o.vec_contiguous_in_k = g.a_contiguous_in_k;
+  return o;
 }
 
-/// Columns [0, nv) as whole vectors (an unrolled loop of vectorized loops of
-/// VL lanes) and a shorter vectorized loop for the rest, so every accumulator
-/// access has a constant offset once vectorized and stays in a register.
-StmtPtr columns(KernelCtx &k, int64_t nv, int64_t vl, const std::function<StmtPtr(const LExprPtr &)> &body) {
-  StmtPtr full = loop(k, "jv", nv / vl, ForKind::Unrolled, [&](const LExprPtr &jv) {
-    return loop(k, "j", vl, ForKind::Vectorized, [&](const LExprPtr &j) { return body(add(mul(jv, imm(vl)), j)); });
-  });
-  StmtPtr rest =
-      loop(k, "j", nv % vl, ForKind::Vectorized, [&](const LExprPtr &j) { return body(add(j, imm(nv / vl * vl))); });
-  return seq({full, rest});
+/// Register tile MR × NR (NR = NV vectors of VL lanes) and K block KC.
+struct Blocking {
+  int64_t vl = 1, nv = 1, nr = 1, mr = 1, kc = 1;
+  int64_t panels = 0, full_panels = 0; // panels of NR columns; the last may be partial
+};
+
+Blocking blocking(const Target &t, const Gemm &g, const Oriented &o) {
+  Blocking b;
+  b.vl = t.vector_lanes(g.acc());
+  b.nv = std::clamp<int64_t>((o.cols + b.vl - 1) / b.vl, 1, 2);
+  b.nr = b.nv * b.vl;
+  // Accumulators fill the register file but for the NV vectors of the packed
+  // panel and a broadcast (AVX-512: 12 × 2 of 32 registers; AVX2: 6 × 2 of 16).
+  int64_t accumulators = t.vector_registers >= 32 ? 24 : 12;
+  b.mr = std::max<int64_t>(1, std::min({accumulators / b.nv, int64_t(12), o.rows}));
+  // The packed micro-panel (KC × NR) stays in half the L1 while every row
+  // tile streams past it. A float16 product is one block: its partial sums
+  // are never rounded to float16 between blocks.
+  int64_t acc_bytes = dtype_bytes(g.acc());
+  int64_t kc_max = std::max<int64_t>(16, t.l1d_bytes / 2 / (b.nr * acc_bytes));
+  if (g.acc() != g.dtype || o.K <= kc_max) {
+    b.kc = o.K;
+  } else {
+    int64_t blocks = (o.K + kc_max - 1) / kc_max;
+    b.kc = (o.K + blocks - 1) / blocks;
+  }
+  b.panels = (o.cols + b.nr - 1) / b.nr;
+  b.full_panels = o.cols / b.nr;
+  return b;
 }
 
-/// B contiguous along n: acc[mi][j] += a(m0 + mi, k) b(k, n0 + j), k in order.
-StmtPtr axpy_tile(KernelCtx &k, const Gemm &g, const LExprPtr &m0, int64_t mr, const LExprPtr &n0, int64_t nv) {
-  const int64_t vl = k.target.vector_lanes(g.acc());
-  BufferPtr acc = k.local("acc", g.acc(), mr * nv);
-  LExprPtr zero = constant_of(0, g.acc());
-  auto slot = [&](const LExprPtr &mi, const LExprPtr &j) { return add(mul(mi, imm(nv)), j); };
-  StmtPtr init = loop(k, "j", mr * nv, ForKind::Vectorized, [&](const LExprPtr &j) { return store(acc, j, zero); });
-  StmtPtr body = loop(k, "k", g.K, ForKind::Serial, [&](const LExprPtr &kk) {
-    return loop(k, "mi", mr, ForKind::Unrolled, [&](const LExprPtr &mi) {
-      return columns(k, nv, vl, [&](const LExprPtr &j) {
-        LExprPtr prod = mul(g.a_acc(add(m0, mi), kk), g.b_acc(kk, add(n0, j)));
-        return store(acc, slot(mi, j), add(load(acc, slot(mi, j)), prod));
+class PackedGemm {
+public:
+  PackedGemm(KernelCtx &k, const Gemm &g) : k_(k), g_(g), o_(orient(g)), b_(blocking(k.target, g, o_)) {}
+
+  StmtPtr build() {
+    if (o_.rows == 0 || o_.cols == 0)
+      return seq({});
+    if (o_.K == 0) // an empty sum
+      return loop_nest({g_.M, g_.N}, [&](const Index &mn) { return g_.store(mn[0], mn[1], constant_of(0, g_.dtype)); });
+    packed_ = k_.scratch("packed", g_.acc(), b_.kc * b_.panels * b_.nr);
+    int64_t full_blocks = o_.K / b_.kc, rest = o_.K % b_.kc;
+    return seq({loop(k_, "kb", full_blocks, ForKind::Serial,
+                     [&](const LExprPtr &kb) { return block(mul(kb, imm(b_.kc)), b_.kc, first(kb)); }),
+                rest ? block(imm(full_blocks * b_.kc), rest, first(imm(full_blocks))) : seq({})});
+  }
+
+private:
+  KernelCtx &k_;
+  const Gemm &g_;
+  Oriented o_;
+  Blocking b_;
+  BufferPtr packed_;
+
+  static LExprPtr first(const LExprPtr &kb) {
+    if (kb->kind == LExprKind::IntImm)
+      return int_imm(kb->ivalue == 0, DType::Bool);
+    return compare(CompareOp::EQ, kb, imm(0));
+  }
+
+  /// Where packed element (panel p, step kk of the block, column j) lives.
+  LExprPtr packed_at(const LExprPtr &p, const LExprPtr &kk, const LExprPtr &j) const {
+    return add(mul(add(mul(p, imm(b_.kc)), kk), imm(b_.nr)), j);
+  }
+
+  /// One K block: pack it, then every panel's row tiles.
+  StmtPtr block(const LExprPtr &k0, int64_t steps, const LExprPtr &is_first) {
+    int64_t tail = o_.cols % b_.nr;
+    auto over_panels = [&](const std::function<StmtPtr(const LExprPtr &p, int64_t valid)> &panel) {
+      return seq({loop(k_, "p", b_.full_panels, ForKind::Parallel, [&](const LExprPtr &p) { return panel(p, b_.nr); }),
+                  tail ? panel(imm(b_.full_panels), tail) : seq({})});
+    };
+    StmtPtr pack = over_panels([&](const LExprPtr &p, int64_t valid) { return pack_panel(k0, steps, p, valid); });
+    StmtPtr compute = over_panels([&](const LExprPtr &p, int64_t valid) {
+      int64_t full_tiles = o_.rows / b_.mr, rest = o_.rows % b_.mr;
+      return seq({loop(k_, "rt", full_tiles, ForKind::Serial,
+                       [&](const LExprPtr &rt) {
+                         return micro(mul(rt, imm(b_.mr)), b_.mr, p, valid, k0, steps, is_first);
+                       }),
+                  rest ? micro(imm(full_tiles * b_.mr), rest, p, valid, k0, steps, is_first) : seq({})});
+    });
+    return seq({pack, compute});
+  }
+
+  /// Columns [0, valid) of panel p, steps [k0, k0 + steps), zeros past `valid`.
+  StmtPtr pack_panel(const LExprPtr &k0, int64_t steps, const LExprPtr &p, int64_t valid) {
+    auto copy = [&](const LExprPtr &kk, const LExprPtr &j) {
+      return store(packed_, packed_at(p, kk, j), o_.vec(add(k0, kk), add(mul(p, imm(b_.nr)), j)));
+    };
+    StmtPtr body = o_.vec_contiguous_in_k
+                       ? loop(k_, "j", valid, ForKind::Serial,
+                              [&](const LExprPtr &j) {
+                                return loop(k_, "kk", steps, ForKind::Serial, [&](const LExprPtr &kk) { return copy(kk, j); });
+                              })
+                       : loop(k_, "kk", steps, ForKind::Serial, [&](const LExprPtr &kk) {
+                           return loop(k_, "j", valid, ForKind::Vectorized, [&](const LExprPtr &j) { return copy(kk, j); });
+                         });
+    StmtPtr zeros = loop(k_, "kk", valid < b_.nr ? steps : 0, ForKind::Serial, [&](const LExprPtr &kk) {
+      return loop(k_, "j", b_.nr - valid, ForKind::Vectorized, [&](const LExprPtr &j) {
+        return store(packed_, packed_at(p, kk, add(j, imm(valid))), constant_of(0, g_.acc()));
       });
     });
-  });
-  StmtPtr out = loop(k, "mi", mr, ForKind::Serial, [&](const LExprPtr &mi) {
-    return loop(k, "j", nv, ForKind::Vectorized,
-                [&](const LExprPtr &j) { return g.store(add(m0, mi), add(n0, j), cast(g.dtype, load(acc, slot(mi, j)))); });
-  });
-  return alloc(acc, seq({init, body, out}));
-}
+    return seq({body, zeros});
+  }
 
-/// A and B contiguous along k: mr × nr dot products, each with VL partial
-/// sums acc[mi][ni][l] over k = VL kb + l, reduced in l order, then the
-/// k tail in order.
-StmtPtr dot_tile(KernelCtx &k, const Gemm &g, const LExprPtr &m0, int64_t mr, const LExprPtr &n0, int64_t nr) {
-  const int64_t vl = k.target.vector_lanes(g.acc()), blocks = g.K / vl;
-  BufferPtr acc = k.local("acc", g.acc(), mr * nr * vl), sum = k.local("sum", g.acc());
-  LExprPtr zero = constant_of(0, g.acc()), z = imm(0);
-  auto slot = [&](const LExprPtr &mi, const LExprPtr &ni, const LExprPtr &l) {
-    return add(mul(add(mul(mi, imm(nr)), ni), imm(vl)), l);
-  };
-  auto product = [&](const LExprPtr &mi, const LExprPtr &ni, const LExprPtr &kk) {
-    return mul(g.a_acc(add(m0, mi), kk), g.b_acc(kk, add(n0, ni)));
-  };
-  StmtPtr init =
-      loop(k, "j", mr * nr * vl, ForKind::Vectorized, [&](const LExprPtr &j) { return store(acc, j, zero); });
-  StmtPtr body = loop(k, "kb", blocks, ForKind::Serial, [&](const LExprPtr &kb) {
-    return loop(k, "mi", mr, ForKind::Unrolled, [&](const LExprPtr &mi) {
-      return loop(k, "ni", nr, ForKind::Unrolled, [&](const LExprPtr &ni) {
-        return loop(k, "l", vl, ForKind::Vectorized, [&](const LExprPtr &l) {
-          LExprPtr s = slot(mi, ni, l);
-          return store(acc, s, add(load(acc, s), product(mi, ni, add(mul(kb, imm(vl)), l))));
+  /// The register tile: rows [row0, row0 + mrows) × the NR columns of panel p
+  /// (`valid` of them real) over one K block.
+  StmtPtr micro(const LExprPtr &row0, int64_t mrows, const LExprPtr &p, int64_t valid, const LExprPtr &k0,
+                int64_t steps, const LExprPtr &is_first) {
+    const int64_t nr = b_.nr, vl = b_.vl;
+    DType acc_t = g_.acc();
+    BufferPtr acc = k_.local("acc", acc_t, mrows * nr);
+    LExprPtr col0 = mul(p, imm(nr)), zero = constant_of(0, acc_t);
+    auto slot = [&](const LExprPtr &i, const LExprPtr &j) { return add(mul(i, imm(nr)), j); };
+
+    StmtPtr zero_all = loop(k_, "s", mrows * nr, ForKind::Vectorized, [&](const LExprPtr &s) { return store(acc, s, zero); });
+    StmtPtr reload = loop(k_, "i", mrows, ForKind::Unrolled, [&](const LExprPtr &i) {
+      return seq({loop(k_, "j", valid, ForKind::Vectorized,
+                       [&](const LExprPtr &j) {
+                         return store(acc, slot(i, j), cast(acc_t, o_.load(add(row0, i), add(col0, j))));
+                       }),
+                  loop(k_, "j", nr - valid, ForKind::Vectorized,
+                       [&](const LExprPtr &j) { return store(acc, slot(i, add(j, imm(valid))), zero); })});
+    });
+    StmtPtr init = is_first->kind == LExprKind::IntImm ? (is_first->ivalue ? zero_all : reload)
+                                                        : if_then(is_first, zero_all, reload);
+
+    bool fma = k_.target.has_fma && is_float(acc_t);
+    StmtPtr steps_loop = loop(k_, "kk", steps, ForKind::Serial, [&](const LExprPtr &kk) {
+      return loop(k_, "i", mrows, ForKind::Unrolled, [&](const LExprPtr &i) {
+        LExprPtr a = o_.bcast(add(row0, i), add(k0, kk));
+        return loop(k_, "jv", b_.nv, ForKind::Unrolled, [&](const LExprPtr &jv) {
+          return loop(k_, "j", vl, ForKind::Vectorized, [&](const LExprPtr &j) {
+            LExprPtr col = add(mul(jv, imm(vl)), j);
+            LExprPtr s = slot(i, col), b = load(packed_, packed_at(p, kk, col));
+            LExprPtr sum = fma ? mul_add(a, b, load(acc, s)) : add(load(acc, s), mul(a, b));
+            return store(acc, s, sum);
+          });
         });
       });
     });
-  });
-  StmtPtr out = loop(k, "mi", mr, ForKind::Unrolled, [&](const LExprPtr &mi) {
-    return loop(k, "ni", nr, ForKind::Unrolled, [&](const LExprPtr &ni) {
-      auto accumulate = [&](const LExprPtr &v) { return store(sum, z, add(load(sum, z), v)); };
-      return seq({store(sum, z, blocks ? load(acc, slot(mi, ni, z)) : zero),
-                  loop(k, "l", blocks ? vl - 1 : 0, ForKind::Serial,
-                       [&](const LExprPtr &l) { return accumulate(load(acc, slot(mi, ni, add(l, imm(1))))); }),
-                  loop(k, "kt", g.K - blocks * vl, ForKind::Serial,
-                       [&](const LExprPtr &kt) { return accumulate(product(mi, ni, add(kt, imm(blocks * vl)))); }),
-                  g.store(add(m0, mi), add(n0, ni), cast(g.dtype, load(sum, z)))});
+    StmtPtr out = loop(k_, "i", mrows, ForKind::Serial, [&](const LExprPtr &i) {
+      return loop(k_, "j", valid, ForKind::Vectorized, [&](const LExprPtr &j) {
+        return o_.store(add(row0, i), add(col0, j), cast(g_.dtype, load(acc, slot(i, j))));
+      });
     });
-  });
-  return alloc(acc, alloc(sum, seq({init, body, out})));
-}
+    return alloc(acc, seq({init, steps_loop, out}));
+  }
+};
 
 } // namespace
 
@@ -123,17 +225,6 @@ StmtPtr gemm_nest(KernelCtx &k, const Gemm &g) {
   });
 }
 
-StmtPtr gemm_cpu_tiles(KernelCtx &k, const Gemm &g) {
-  const int64_t vl = k.target.vector_lanes(g.acc());
-  // Register budget: 16 accumulator vectors per tile.
-  const int64_t cols = g.b_contiguous_in_k ? 4 : 4 * vl;
-  auto tile = [&](const LExprPtr &m0, int64_t mr, const LExprPtr &n0, int64_t nc) {
-    return g.b_contiguous_in_k ? dot_tile(k, g, m0, mr, n0, nc) : axpy_tile(k, g, m0, mr, n0, nc);
-  };
-  return tiled(k, "mt", g.M, kRows, ForKind::Parallel, [&](const LExprPtr &m0, int64_t mr) {
-    return tiled(k, "nt", g.N, cols, ForKind::Serial,
-                 [&](const LExprPtr &n0, int64_t nc) { return tile(m0, mr, n0, nc); });
-  });
-}
+StmtPtr gemm_cpu_packed(KernelCtx &k, const Gemm &g) { return PackedGemm(k, g).build(); }
 
 } // namespace gradc

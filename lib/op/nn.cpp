@@ -81,6 +81,7 @@ template <GemmStrategy strategy> StmtPtr dense_kernel(KernelCtx &k) {
   g.store = [&](const LExprPtr &m, const LExprPtr &n, const LExprPtr &v) {
     return store(k.out(), add(mul(m, int_imm(g.N)), n), v);
   };
+  g.load = [&](const LExprPtr &m, const LExprPtr &n) { return load(k.out(), add(mul(m, int_imm(g.N)), n)); };
   return strategy(k, g);
 }
 
@@ -161,17 +162,23 @@ template <GemmStrategy strategy> StmtPtr matmul_kernel(KernelCtx &k) {
         Index ab = broadcast_index(a_batch, s.batch, batch), bb = broadcast_index(b_batch, s.batch, batch);
         g.a = [&](const LExprPtr &m, const LExprPtr &kk) { return k.in(0, s.a_vec ? Index{kk} : with(ab, {m, kk})); };
         g.b = [&](const LExprPtr &kk, const LExprPtr &n) { return k.in(1, s.b_vec ? Index{kk} : with(bb, {kk, n})); };
-        g.store = [&](const LExprPtr &m, const LExprPtr &n, const LExprPtr &v) {
+        auto out_index = [&](const LExprPtr &m, const LExprPtr &n) {
           Index idx = batch;
           if (!s.a_vec)
             idx.push_back(m);
           if (!s.b_vec)
             idx.push_back(n);
-          return store(k.out(), flat_index(os, idx), v);
+          return flat_index(os, idx);
         };
+        g.store = [&](const LExprPtr &m, const LExprPtr &n, const LExprPtr &v) {
+          return store(k.out(), out_index(m, n), v);
+        };
+        g.load = [&](const LExprPtr &m, const LExprPtr &n) { return load(k.out(), out_index(m, n)); };
         return strategy(k, g);
       },
-      ForKind::Spatial);
+      // The packed schedule's panels are scratch shared by the whole kernel:
+      // its batch iterations run one after another (its panels in parallel).
+      strategy == gemm_cpu_packed ? ForKind::Serial : ForKind::Spatial);
 }
 
 /// da = g bᵀ, db = aᵀ g on the promoted operands; the pass sums the
@@ -537,7 +544,7 @@ void register_nn_ops(OpRegistry &reg) {
         return {reshape(g.b, dx, x->type.shape), dw};
       })
       .kernel(dense_kernel<gemm_nest>)
-      .strategy(TargetKind::CPU, dense_kernel<gemm_cpu_tiles>)
+      .strategy(TargetKind::CPU, dense_kernel<gemm_cpu_packed>)
       .flops(matrix_product_flops)
       .example("%x: Tensor[(2, 3), float64], %w: Tensor[(4, 3), float64]", "nn.dense(%x, %w, units=4)")
       .example("%x: Tensor[(5, 11), float64], %w: Tensor[(6, 11), float64]", "nn.dense(%x, %w)"); // full tiles
@@ -551,7 +558,7 @@ void register_nn_ops(OpRegistry &reg) {
       .relation("Matmul", matmul_rel)
       .gradient(matmul_grad)
       .kernel(matmul_kernel<gemm_nest>)
-      .strategy(TargetKind::CPU, matmul_kernel<gemm_cpu_tiles>)
+      .strategy(TargetKind::CPU, matmul_kernel<gemm_cpu_packed>)
       .flops(matrix_product_flops)
       .example("%a: Tensor[(2, 2, 3), float64], %b: Tensor[(3, 4), float64]", "matmul(%a, %b)")
       .example("%a: Tensor[(5, 3), float64], %b: Tensor[(3, 35), float64]", "matmul(%a, %b)") // full tiles

@@ -49,6 +49,8 @@ public:
       return on_select(e, args...);
     case LExprKind::Cast:
       return on_cast(e, args...);
+    case LExprKind::MulAdd:
+      return on_mul_add(e, args...);
     }
     unhandled_loop_kind("expression");
   }
@@ -63,6 +65,7 @@ protected:
   virtual R on_compare(const LExprPtr &e, Args...) = 0;
   virtual R on_select(const LExprPtr &e, Args...) = 0;
   virtual R on_cast(const LExprPtr &e, Args...) = 0;
+  virtual R on_mul_add(const LExprPtr &e, Args...) = 0;
 };
 
 template <typename Signature> class StmtFunctor;
@@ -127,6 +130,7 @@ protected:
   void on_compare(const LExprPtr &e) override { visit_operands(e); }
   void on_select(const LExprPtr &e) override { visit_operands(e); }
   void on_cast(const LExprPtr &e) override { visit_operands(e); }
+  void on_mul_add(const LExprPtr &e) override { visit_operands(e); }
   void visit_operands(const LExprPtr &e) {
     for (const LExprPtr &o : e->operands)
       visit(o);
@@ -154,6 +158,7 @@ protected:
   LExprPtr on_compare(const LExprPtr &e) override { return rebuild(e); }
   LExprPtr on_select(const LExprPtr &e) override { return rebuild(e); }
   LExprPtr on_cast(const LExprPtr &e) override { return rebuild(e); }
+  LExprPtr on_mul_add(const LExprPtr &e) override { return rebuild(e); }
   /// `e` with every operand mutated (through the checked constructor of its
   /// kind); `e` itself when no operand changed.
   LExprPtr rebuild(const LExprPtr &e);

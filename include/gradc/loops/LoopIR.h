@@ -68,6 +68,7 @@ enum class LExprKind {
   Compare,  // cop(operands[0], operands[1]) -> Bool
   Select,   // operands[0] ? operands[1] : operands[2]
   Cast,     // operands[0] converted to dtype
+  MulAdd,   // operands[0] * operands[1] + operands[2], equal float dtypes, rounded once (fused)
 };
 
 enum class UnaryOp { Neg, Exp, Log, Sqrt, Tanh, Abs, Erf, Sin, Cos, Not };
@@ -176,6 +177,8 @@ LExprPtr unary(UnaryOp op, LExprPtr a);
 LExprPtr binary(BinaryOp op, LExprPtr a, LExprPtr b);
 LExprPtr compare(CompareOp op, LExprPtr a, LExprPtr b);
 LExprPtr select(LExprPtr c, LExprPtr a, LExprPtr b);
+/// a * b + c with a single rounding (an FMA instruction): floats only.
+LExprPtr mul_add(LExprPtr a, LExprPtr b, LExprPtr c);
 LExprPtr cast(DType dt, LExprPtr a);
 StmtPtr for_loop(LVarPtr var, int64_t extent, ForKind kind, StmtPtr body);
 StmtPtr store(const BufferPtr &buf, LExprPtr index, LExprPtr value);

@@ -26,6 +26,10 @@ struct Target {
   std::string cpu;    // LLVM CPU name ("skylake-avx512", "znver3", "generic")
   int vector_bytes = 16; // widest vector register the CPU's features allow (16 SSE, 32 AVX2, 64 AVX-512)
   int cores = 0;         // online CPUs when compiling for the host; 0 = unknown (another machine)
+  int vector_registers = 16; // architectural vector registers (32 with AVX-512, 16 with AVX2/SSE on x86-64)
+  bool has_fma = false;      // fused multiply-add instructions (x86 FMA3, AArch64)
+  int64_t l1d_bytes = 32 << 10;  // per-core data caches: the host's own, or a conservative
+  int64_t l2_bytes = 512 << 10;  // guess for another machine (what matrix-product blocking reads)
 
   // GPU (CUDA only).
   std::string gpu_arch;                  // "sm_80"

@@ -1,18 +1,24 @@
-//===- Gemm.h - register-tiled matrix products in the loop IR -------------===//
+//===- Gemm.h - matrix products in the loop IR ----------------------------===//
 //
 // nn.dense and matmul describe their product as a Gemm and register one
 // strategy per target (OpBuilder::strategy): the schedule-neutral nest
-// (gemm_nest) is the generic kernel, and the CPU has a hand schedule
-// (gemm_cpu_tiles) that reads the target's vector width:
+// (gemm_nest) is the generic kernel, and the CPU has a blocked, packed
+// schedule (gemm_cpu_packed) sized from the Target (vector width and
+// registers, FMA, L1 size):
 //
-//  * CPU, B contiguous along n (matmul): tiles of MR rows × NV columns held
-//    in a local accumulator, k innermost-but-one and the column loop
-//    vectorized. Every element still sums in k order, exactly as the plain
-//    triple loop would.
-//  * CPU, A and B contiguous along k (dense): MR × NR dot products at once,
-//    each with VL partial sums along k that are added up in a fixed order at
-//    the end. The order differs from a plain k loop but is fixed by the
-//    shape, so a recomputed value is bitwise identical to the original.
+//  * One operand is read as vectors: it is packed, per block of KC steps of
+//    k, into panels of NR columns laid out [panel][k][NR] in kernel scratch
+//    (the packing absorbs any layout: x·wᵀ, dyᵀ·x and dy·w alike, and pads
+//    the last panel with zeros). The other operand is broadcast element by
+//    element where it lies. The smaller operand is the packed one (for
+//    M < N the product is computed as Cᵀ = Bᵀ·Aᵀ).
+//  * The register micro-kernel holds MR × NR accumulators (NR one or two
+//    vectors, MR filling the register file), adds one k step per iteration
+//    with FMA where the target has it, and stores the tile; a later K block
+//    reloads it. Every element is therefore summed in k order, each step
+//    fused (or a multiply then an add without FMA): the order is fixed by the
+//    shape and target, so a recomputed value is bitwise identical.
+//  * Panels run on the thread pool (Parallel), packing included.
 //  * gemm_nest: Spatial m and n, a Reduce k loop in order; on the GPU one
 //    thread per output element after binding.
 //
@@ -29,6 +35,9 @@ struct Gemm {
   std::function<LExprPtr(const LExprPtr &m, const LExprPtr &k)> a;
   std::function<LExprPtr(const LExprPtr &k, const LExprPtr &n)> b;
   std::function<StmtPtr(const LExprPtr &m, const LExprPtr &n, const LExprPtr &value)> store;
+  /// Reads back what `store` wrote (a partial sum, when K is blocked).
+  std::function<LExprPtr(const LExprPtr &m, const LExprPtr &n)> load;
+  bool a_contiguous_in_k = true;  // a packing-order hint only
   bool b_contiguous_in_k = false; // true for nn.dense's weight (N, K)
 
   /// Products accumulate in the dtype's accumulator (float16 in float32).
@@ -41,7 +50,7 @@ struct Gemm {
 using GemmStrategy = StmtPtr (*)(KernelCtx &k, const Gemm &g);
 /// The schedule-neutral nest.
 StmtPtr gemm_nest(KernelCtx &k, const Gemm &g);
-/// Register tiles for the CPU; the outermost (row-tile) loop is Parallel.
-StmtPtr gemm_cpu_tiles(KernelCtx &k, const Gemm &g);
+/// Packed panels and a register micro-kernel for the CPU (see above).
+StmtPtr gemm_cpu_packed(KernelCtx &k, const Gemm &g);
 
 } // namespace gradc

@@ -53,6 +53,10 @@ struct KernelCtx {
                     int64_t limit);
   /// A fresh scalar (or small array) Local buffer.
   BufferPtr local(const std::string &name, DType dtype, int64_t size = 1);
+  /// Scratch memory of this kernel alone (packed matrix panels): an Arena
+  /// buffer in the workspace, live only while the kernel runs, visible to
+  /// every thread of its parallel loops (a Local is one thread's stack).
+  std::function<BufferPtr(const std::string &name, DType dtype, int64_t size)> scratch;
   LVarPtr var(const std::string &name);
 };
 

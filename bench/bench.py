@@ -1,0 +1,214 @@
+#!/usr/bin/env python3
+"""gradc's benchmark table (issue 8): every row a ratio measured side by side in
+this one run, on this host, which is named first with its vector ISA and the
+single-core FMA peak measured by bench/fma_peak.c.
+
+  python3 bench/bench.py [--quick] [--only ROWS]      (bench/run.sh builds gradc and calls this)
+
+Rows: matrix products (nn.dense x·wᵀ and the gradient layouts dyᵀ·x and dy·w)
+against OpenBLAS through numpy and torch, all single-threaded; a fused
+elementwise chain against a C memcpy of the same bytes; softmax and
+log_softmax rows against PyTorch; the MLP training step (784-256-10) at batch
+16, 64 and 256, gradc at 1 and all threads against PyTorch eager at its best
+thread count. gradc is timed through its C ABI (bench/harness.c), the peers
+in-process; each figure is the median of many calls.
+"""
+import argparse
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+GRADC = os.path.join(ROOT, "build", "gradc")
+WORK = os.path.join(ROOT, "build", "bench")
+CORES = os.cpu_count() or 1
+
+
+def sh(cmd, env=None, cwd=WORK):
+    return subprocess.run(cmd, check=True, capture_output=True, text=True, env=env, cwd=cwd).stdout.strip()
+
+
+def host():
+    model = "unknown CPU"
+    for line in sh(["lscpu"]).splitlines():
+        if line.startswith("Model name:"):
+            model = line.split(":", 1)[1].strip()
+    flags = open("/proc/cpuinfo").read()
+    isa = "AVX-512" if "avx512f" in flags else "AVX2" if "avx2" in flags else "SSE"
+    return model, isa
+
+
+def fma_peak():
+    exe = os.path.join(WORK, "fma_peak")
+    sh(["cc", "-O2", "-march=native", "-ffp-contract=fast", os.path.join(ROOT, "bench", "fma_peak.c"), "-o", exe])
+    return float(sh([exe]).split()[0])
+
+
+class Model:
+    """A .relay program compiled by gradc and linked with bench/harness.c."""
+
+    def __init__(self, name, text, compile_flags=()):
+        self.name = name
+        path = os.path.join(WORK, name + ".relay")
+        with open(path, "w") as f:
+            f.write('#[version = "0.0.5"]\n' + textwrap.dedent(text))
+        sh([GRADC, "compile", path, "-O2", "-o", os.path.join(WORK, name), *compile_flags])
+        with open(os.path.join(WORK, name + ".json")) as f:
+            manifest = json.load(f)
+        self.functions = {fn["name"]: fn for fn in manifest["functions"]}
+        self.built = set()
+
+    def time(self, function="main", threads=1, iterations=50):
+        fn = self.functions[function]
+        exe = os.path.join(WORK, "%s_%s" % (self.name, function))
+        if function not in self.built:
+            self.built.add(function)
+            sh(["cc", "-O2", "-std=c11", "-DENTRY=" + fn["symbol"], "-DSET_THREADS=%s_set_num_threads" % self.name,
+                os.path.join(ROOT, "bench", "harness.c"), os.path.join(WORK, self.name + ".o"), "-lm", "-lpthread",
+                "-o", exe])
+        args = ["in:%d:%s" % (p["bytes"], p["dtype"]) for p in fn["parameters"]]
+        args += ["out:%d" % r["bytes"] for r in fn["results"]]
+        return float(sh([exe, str(iterations), str(threads), str(fn["workspace_bytes"]), *args]))
+
+
+def peer(code, threads=1, blas_threads=None):
+    """Runs a timing snippet in a fresh Python (thread counts are fixed at
+    import); it prints milliseconds."""
+    env = dict(os.environ)
+    env.pop("OPENBLAS_CORETYPE", None)
+    env.pop("OPENBLAS_L2_SIZE", None)
+    for var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+        env[var] = str(blas_threads or threads)
+    prelude = textwrap.dedent("""
+        import time, statistics, numpy as np
+        def median_ms(f, iterations):
+            f()
+            ts = []
+            for _ in range(iterations):
+                s = time.perf_counter(); f(); ts.append((time.perf_counter() - s) * 1e3)
+            return statistics.median(ts)
+        """)
+    return float(sh(["/usr/bin/python3", "-c", prelude + textwrap.dedent(code)], env=env))
+
+
+def torch_code(threads, body):
+    return "import torch\ntorch.set_num_threads(%d)\n" % threads + textwrap.dedent(body)
+
+
+def row(name, ours, theirs, what, extra=""):
+    print("  %-34s %10.3f %10.3f %8.2fx  %s%s" % (name, ours, theirs, theirs / ours, what, extra), flush=True)
+
+
+def gemm_rows(peak, quick):
+    print("\nmatrix products, float32, 1 thread: ms (gradc, OpenBLAS via numpy), ratio = OpenBLAS / gradc "
+          "(above 1: gradc faster); gradc GFLOP/s and % of the FMA peak")
+    print("  %-34s %10s %10s %9s" % ("", "gradc", "OpenBLAS", "ratio"))
+    shapes = [(256, 256, 256), (512, 512, 512)] + ([] if quick else [(1024, 1024, 1024)])
+    cases = []
+    for m, n, k in shapes:
+        cases.append(("dense x·wᵀ %dx%dx%d" % (m, n, k), "dense", m, n, k))
+    # The MLP's products: forward x·w1ᵀ, weight gradient dyᵀ·x, and dy·w.
+    cases += [("MLP dense 64x256x784 (x·w1ᵀ)", "dense", 64, 256, 784),
+              ("MLP dW1 256x784x64 (dyᵀ·x)", "tn", 256, 784, 64),
+              ("dy·w 64x784x256", "nn", 64, 784, 256),
+              ("matmul a·b 512x512x512", "nn", 512, 512, 512),
+              ("batch 16 dense 16x256x784", "dense", 16, 256, 784)]
+    for name, layout, m, n, k in cases:
+        if layout == "dense":
+            text = """def @main(%%x: Tensor[(%d, %d), float32], %%w: Tensor[(%d, %d), float32]) {
+                        nn.dense(%%x, %%w)
+                      }""" % (m, k, n, k)
+            np_expr = "x @ w.T"
+            arrays = "x = np.random.rand(%d, %d).astype(np.float32); w = np.random.rand(%d, %d).astype(np.float32)" % (
+                m, k, n, k)
+        elif layout == "tn":
+            text = """def @main(%%dy: Tensor[(%d, %d), float32], %%x: Tensor[(%d, %d), float32]) {
+                        matmul(transpose(%%dy), %%x)
+                      }""" % (k, m, k, n)
+            np_expr = "dy.T @ x"
+            arrays = "dy = np.random.rand(%d, %d).astype(np.float32); x = np.random.rand(%d, %d).astype(np.float32)" % (
+                k, m, k, n)
+        else:
+            text = """def @main(%%a: Tensor[(%d, %d), float32], %%b: Tensor[(%d, %d), float32]) {
+                        matmul(%%a, %%b)
+                      }""" % (m, k, k, n)
+            np_expr = "a @ b"
+            arrays = "a = np.random.rand(%d, %d).astype(np.float32); b = np.random.rand(%d, %d).astype(np.float32)" % (
+                m, k, k, n)
+        iters = max(5, min(200, int(2e9 / (2 * m * n * k))))
+        model = Model("gemm_%s_%d_%d_%d" % (layout, m, n, k), text)
+        ours = model.time(iterations=iters)
+        theirs = peer("%s\nprint(median_ms(lambda: %s, %d))" % (arrays, np_expr, iters))
+        gflops = 2 * m * n * k / ours / 1e6
+        row(name, ours, theirs, "%6.1f GFLOP/s, %3.0f%% of peak" % (gflops, 100 * gflops / peak))
+
+
+def elementwise_rows(quick):
+    n = 1 << (22 if quick else 24)
+    print("\nfused elementwise chain over %d float32 (2 inputs, 1 output), 1 thread: ms; ratio = memcpy of the "
+          "same bytes / gradc (1 = memory bound)" % n)
+    model = Model("chain", """def @main(%%x: Tensor[(%d,), float32], %%y: Tensor[(%d,), float32]) {
+                                add(multiply(%%x, 2f), maximum(%%y, 0f))
+                              }""" % (n, n))
+    ours = model.time(iterations=20)
+    exe = os.path.join(WORK, "memcpy_bench")
+    sh(["cc", "-O2", os.path.join(ROOT, "bench", "memcpy_bench.c"), "-o", exe])
+    theirs = float(sh([exe, str(3 * 4 * n), "20"]))  # 3 arrays' bytes moved once each
+    row("add(multiply(x, 2), max(y, 0))", ours, theirs, "%5.1f GB/s moved" % (3 * 4 * n / ours / 1e6))
+
+
+def softmax_rows(quick):
+    rows, cols = (1024, 1024) if quick else (4096, 1024)
+    print("\nrow-wise %s over (%d, %d) float32, 1 thread: ms; ratio = PyTorch / gradc" % ("softmax", rows, cols))
+    for op, torch_fn in (("nn.softmax", "torch.softmax"), ("nn.log_softmax", "torch.log_softmax")):
+        model = Model(op.replace(".", "_"), "def @main(%%x: Tensor[(%d, %d), float32]) { %s(%%x) }" % (rows, cols, op))
+        ours = model.time(iterations=50)
+        theirs = peer(torch_code(1, """
+            x = torch.rand(%d, %d)
+            with torch.no_grad():
+                print(median_ms(lambda: %s(x, dim=-1), 50))""" % (rows, cols, torch_fn)))
+        row(op, ours, theirs, "")
+
+
+def mlp_rows(quick):
+    print("\nMLP 784-256-10 training step (forward, loss, weight gradients), float32: ms; ratio = PyTorch at its "
+          "best thread count / gradc at its best")
+    print("  %-34s %10s %10s %9s" % ("", "gradc", "PyTorch", "ratio"))
+    sample = open(os.path.join(ROOT, "samples", "mlp.relay")).read().split("\n", 1)[1]
+    for batch in (16, 64, 256):
+        text = sample.replace("(64, 784)", "(%d, 784)" % batch).replace("(64,)", "(%d,)" % batch)
+        model = Model("mlp%d" % batch, text, ["--grad", "--wrt=%w1,%b1,%w2,%b2"])
+        ours = {t: model.time("main_adjoint", t, iterations=200) for t in sorted({1, CORES})}
+        theirs = {}
+        for t in sorted({1, CORES}):
+            theirs[t] = float(sh(["/usr/bin/python3", os.path.join(ROOT, "bench", "torch_mlp.py"), "200", str(t),
+                                  str(batch)]))
+        detail = "gradc " + ", ".join("%dT %.3f" % kv for kv in ours.items()) + "; PyTorch " + ", ".join(
+            "%dT %.3f" % kv for kv in theirs.items())
+        row("batch %d" % batch, min(ours.values()), min(theirs.values()), detail)
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--quick", action="store_true", help="smaller shapes, fewer rows")
+    parser.add_argument("--only", default="gemm,elementwise,softmax,mlp", help="comma list of row groups")
+    args = parser.parse_args()
+    os.makedirs(WORK, exist_ok=True)
+    model, isa = host()
+    peak = fma_peak()
+    print("host: %s, %d cores, %s; measured float32 FMA peak %.1f GFLOP/s per core" % (model, CORES, isa, peak))
+    only = args.only.split(",")
+    if "gemm" in only:
+        gemm_rows(peak, args.quick)
+    if "elementwise" in only:
+        elementwise_rows(args.quick)
+    if "softmax" in only:
+        softmax_rows(args.quick)
+    if "mlp" in only:
+        mlp_rows(args.quick)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

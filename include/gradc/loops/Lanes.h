@@ -1,0 +1,35 @@
+//===- Lanes.h - which vectorized loops are emitted as vector code --------===//
+//
+// A Vectorized loop of at most kMaxLanes iterations whose body only stores
+// lane-wise arithmetic at unit stride is emitted by codegen as vector
+// instructions of `extent` lanes (a register tile's columns), instead of a
+// scalar loop left to LLVM's loop vectorizer: what a register tile needs so
+// that its accumulators stay in registers. These are the analyses codegen
+// asks before it does so.
+//
+//===----------------------------------------------------------------------===//
+#pragma once
+
+#include "gradc/loops/LoopIR.h"
+
+#include <optional>
+
+namespace gradc {
+
+constexpr int64_t kMaxLanes = 64;
+
+/// Whether `e` reads loop variable `var`.
+bool uses_var(const LExprPtr &e, const LVar *var);
+
+/// The constant step of the Int64 index `e` when `lane` steps by one (0 when
+/// it does not use `lane`); nullopt where `e` is not affine in `lane`.
+std::optional<int64_t> lane_stride(const LExprPtr &e, const LVar *lane);
+
+/// Whether the body of Vectorized loop `loop` can be emitted lane-wise: a
+/// sequence of stores at unit stride in the loop variable of values built from
+/// loads at unit stride (or not depending on the lane), float or integer
+/// arithmetic without math calls, comparisons, selects, casts and fused
+/// multiply-adds; no bool memory.
+bool lane_wise(const Stmt &loop);
+
+} // namespace gradc

@@ -1,0 +1,156 @@
+//===- Lanes.cpp - which vectorized loops are emitted as vector code ------===//
+#include "gradc/loops/Lanes.h"
+
+#include "gradc/loops/Functor.h"
+
+namespace gradc {
+namespace {
+
+class UsesVar : public LoopVisitor {
+public:
+  explicit UsesVar(const LVar *var) : var_(var) {}
+  bool found = false;
+
+protected:
+  void on_var(const LExprPtr &e) override { found = found || e->var.get() == var_; }
+
+private:
+  const LVar *var_;
+};
+
+using Step = std::optional<int64_t>;
+
+class LaneStride : public LExprFunctor<Step()> {
+public:
+  explicit LaneStride(const LVar *lane) : lane_(lane) {}
+  Step of(const LExprPtr &e) { return dispatch(e); }
+
+protected:
+  Step opaque(const LExprPtr &e) { return uses_var(e, lane_) ? Step() : Step(0); }
+  Step on_int_imm(const LExprPtr &) override { return 0; }
+  Step on_float_imm(const LExprPtr &) override { return 0; }
+  Step on_var(const LExprPtr &e) override { return e->var.get() == lane_ ? 1 : 0; }
+  Step on_load(const LExprPtr &e) override { return opaque(e); }
+  Step on_unary(const LExprPtr &e) override { return opaque(e); }
+  Step on_compare(const LExprPtr &e) override { return opaque(e); }
+  Step on_select(const LExprPtr &e) override { return opaque(e); }
+  Step on_cast(const LExprPtr &e) override { return opaque(e); }
+  Step on_mul_add(const LExprPtr &e) override { return opaque(e); }
+  Step on_binary(const LExprPtr &e) override {
+    if (e->dtype != DType::Int64)
+      return opaque(e);
+    const LExprPtr &x = e->operands[0], &y = e->operands[1];
+    Step a = of(x), b = of(y);
+    if (!a || !b)
+      return std::nullopt;
+    switch (e->bop) {
+    case BinaryOp::Add:
+      return *a + *b;
+    case BinaryOp::Sub:
+      return *a - *b;
+    case BinaryOp::Mul:
+      if (x->kind == LExprKind::IntImm)
+        return x->ivalue * *b;
+      if (y->kind == LExprKind::IntImm)
+        return *a * y->ivalue;
+      break;
+    default:
+      break;
+    }
+    return *a == 0 && *b == 0 ? Step(0) : Step();
+  }
+
+private:
+  const LVar *lane_;
+};
+
+/// Whether each node of an expression that uses the lane has a vector form.
+class LaneWiseExpr : public LExprFunctor<bool()> {
+public:
+  explicit LaneWiseExpr(const LVar *lane) : lane_(lane) {}
+  bool ok(const LExprPtr &e) {
+    if (!uses_var(e, lane_))
+      return true;
+    if (e->dtype == DType::Bool && e->kind != LExprKind::Compare)
+      return false;
+    return dispatch(e);
+  }
+
+protected:
+  bool operands_ok(const LExprPtr &e) {
+    for (const LExprPtr &o : e->operands)
+      if (!ok(o))
+        return false;
+    return true;
+  }
+  bool on_int_imm(const LExprPtr &) override { return true; }
+  bool on_float_imm(const LExprPtr &) override { return true; }
+  bool on_var(const LExprPtr &) override { return true; }
+  bool on_load(const LExprPtr &e) override { return lane_stride(e->operands[0], lane_) == 1; }
+  bool on_unary(const LExprPtr &e) override {
+    bool vector_form = e->uop == UnaryOp::Neg || (is_float(e->dtype) && (e->uop == UnaryOp::Abs || e->uop == UnaryOp::Sqrt));
+    return vector_form && operands_ok(e);
+  }
+  bool on_binary(const LExprPtr &e) override {
+    switch (e->bop) {
+    case BinaryOp::Add:
+    case BinaryOp::Sub:
+    case BinaryOp::Mul:
+    case BinaryOp::Min:
+    case BinaryOp::Max:
+      return operands_ok(e);
+    case BinaryOp::Div:
+      return is_float(e->dtype) && operands_ok(e);
+    default:
+      return false;
+    }
+  }
+  bool on_compare(const LExprPtr &e) override { return e->operands[0]->dtype != DType::Bool && operands_ok(e); }
+  bool on_select(const LExprPtr &e) override { return operands_ok(e); }
+  bool on_cast(const LExprPtr &e) override { return e->operands[0]->dtype != DType::Bool && operands_ok(e); }
+  bool on_mul_add(const LExprPtr &e) override { return operands_ok(e); }
+
+private:
+  const LVar *lane_;
+};
+
+class LaneWiseBody : public StmtFunctor<bool()> {
+public:
+  explicit LaneWiseBody(const LVar *lane) : lane_(lane), exprs_(lane) {}
+  bool ok(const StmtPtr &s) { return s && dispatch(s); }
+
+protected:
+  bool on_for(const StmtPtr &) override { return false; }
+  bool on_if(const StmtPtr &) override { return false; }
+  bool on_alloc(const StmtPtr &) override { return false; }
+  bool on_seq(const StmtPtr &s) override {
+    for (const StmtPtr &c : s->seq)
+      if (!ok(c))
+        return false;
+    return true;
+  }
+  bool on_store(const StmtPtr &s) override {
+    return s->buffer->dtype != DType::Bool && lane_stride(s->index, lane_) == 1 && exprs_.ok(s->value);
+  }
+
+private:
+  const LVar *lane_;
+  LaneWiseExpr exprs_;
+};
+
+} // namespace
+
+bool uses_var(const LExprPtr &e, const LVar *var) {
+  UsesVar finder(var);
+  finder.visit(e);
+  return finder.found;
+}
+
+std::optional<int64_t> lane_stride(const LExprPtr &e, const LVar *lane) { return LaneStride(lane).of(e); }
+
+bool lane_wise(const Stmt &loop) {
+  return loop.kind == StmtKind::For && loop.for_kind == ForKind::Vectorized && loop.extent >= 2 &&
+         loop.extent <= kMaxLanes && LaneWiseBody(loop.var.get()).ok(loop.body);
+}
+
+} // namespace gradc

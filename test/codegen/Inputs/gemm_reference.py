@@ -1,0 +1,87 @@
+"""The CPU matrix products (op/Gemm.h: packed panels, register tiles, K blocks)
+against numpy in float64, for every layout the gradients use and for shapes
+that do not divide the tiles. Usage: gemm_reference.py GRADC WORKDIR [gradc
+compile flags...]; prints one line per case."""
+import os
+import subprocess
+import sys
+
+import numpy as np
+
+gradc, work, flags = sys.argv[1], sys.argv[2], sys.argv[3:]
+os.makedirs(work, exist_ok=True)
+rng = np.random.default_rng(11)
+DTYPES = {"float32": np.float32, "float64": np.float64, "float16": np.float16, "int32": np.int32}
+
+
+def run(name, params, body, inputs):
+    model = os.path.join(work, name + ".relay")
+    with open(model, "w") as f:
+        f.write('#[version = "0.0.5"]\ndef @main(%s) {\n  %s\n}\n' % (params, body))
+    args = [gradc, "run", model, "--output-dir", os.path.join(work, name)] + flags
+    for key, value in inputs.items():
+        path = os.path.join(work, "%s_%s.npy" % (name, key))
+        np.save(path, value)
+        args += ["--input", "%s=%s" % (key, path)]
+    subprocess.run(args, check=True, stdout=subprocess.DEVNULL)
+    return np.load(os.path.join(work, name, "output_0.npy"))
+
+
+def operand(shape, dtype):
+    if dtype == "int32":
+        return rng.integers(-5, 6, shape).astype(np.int32)
+    return rng.uniform(-1, 1, shape).astype(DTYPES[dtype])
+
+
+def check(name, got, want, dtype, k):
+    want = np.asarray(want, dtype=np.float64)
+    if dtype == "int32":
+        ok, detail = np.array_equal(got, want), "exact"
+    else:
+        # k products of values in [-1, 1): each step rounds once (fused) or twice.
+        eps = {"float32": 2.0 ** -24, "float64": 2.0 ** -53, "float16": 2.0 ** -11}[dtype]
+        bound = (2 * k + 2) * eps * max(1.0, np.abs(want).max()) + (eps if dtype == "float16" else 0)
+        err = float(np.abs(got.astype(np.float64) - want).max()) if want.size else 0.0
+        ok, detail = err <= bound, "max error %.3g (bound %.3g)" % (err, bound)
+    print("%s %s: %s" % ("PASS" if ok and got.shape == want.shape else "FAIL", name, detail))
+
+
+def t(shape):
+    return "Tensor[(%s), %%s]" % ", ".join(map(str, shape))
+
+
+# (M, N, K): tiles and panels that divide, ragged edges on every side, one row,
+# one column, K past several L1 blocks with a remainder, and an empty sum.
+shapes = [(64, 256, 784), (37, 29, 301), (1, 47, 50), (45, 1, 33), (13, 70, 1000), (100, 17, 5), (6, 5, 0)]
+for m, n, k in shapes:
+    for dtype in ("float32", "float64"):
+        x, w = operand((m, k), dtype), operand((n, k), dtype)
+        got = run("dense_%d_%d_%d_%s" % (m, n, k, dtype), "%%x: %s, %%w: %s" % (t((m, k)) % dtype, t((n, k)) % dtype),
+                  "nn.dense(%x, %w)", {"x": x, "w": w})
+        check("dense x·wT %dx%dx%d %s" % (m, n, k, dtype), got, x.astype(np.float64) @ w.astype(np.float64).T, dtype, k)
+    a, b = operand((m, k), "float32"), operand((k, n), "float32")
+    got = run("matmul_%d_%d_%d" % (m, n, k), "%%a: %s, %%b: %s" % (t((m, k)) % "float32", t((k, n)) % "float32"),
+              "matmul(%a, %b)", {"a": a, "b": b})
+    check("matmul a·b %dx%dx%d float32" % (m, n, k), got, a.astype(np.float64) @ b.astype(np.float64), "float32", k)
+    dy = operand((k, m), "float32")
+    got = run("tn_%d_%d_%d" % (m, n, k), "%%dy: %s, %%b: %s" % (t((k, m)) % "float32", t((k, n)) % "float32"),
+              "matmul(transpose(%dy), %b)", {"dy": dy, "b": b})
+    check("matmul dyT·b %dx%dx%d float32" % (m, n, k), got, dy.astype(np.float64).T @ b.astype(np.float64), "float32", k)
+
+# float16 accumulates in float32 over all of K (one block); integers exactly.
+x, w = operand((20, 600), "float16"), operand((40, 600), "float16")
+got = run("dense_f16", "%%x: %s, %%w: %s" % (t((20, 600)) % "float16", t((40, 600)) % "float16"), "nn.dense(%x, %w)",
+          {"x": x, "w": w})
+check("dense x·wT 20x40x600 float16", got, x.astype(np.float64) @ w.astype(np.float64).T, "float16", 1)
+a, b = operand((9, 300), "int32"), operand((300, 11), "int32")
+got = run("matmul_i32", "%%a: %s, %%b: %s" % (t((9, 300)) % "int32", t((300, 11)) % "int32"), "matmul(%a, %b)",
+          {"a": a, "b": b})
+check("matmul 9x11x300 int32", got, a.astype(np.int64) @ b.astype(np.int64), "int32", 300)
+
+# A batched product with broadcast batch axes: the panels are shared scratch,
+# so the batch runs in order.
+a, b = operand((3, 1, 20, 70), "float32"), operand((4, 70, 33), "float32")
+got = run("batched", "%%a: %s, %%b: %s" % (t((3, 1, 20, 70)) % "float32", t((4, 70, 33)) % "float32"),
+          "matmul(%a, %b)", {"a": a, "b": b})
+check("batched matmul (3,1,20,70)·(4,70,33) float32", got, np.matmul(a.astype(np.float64), b.astype(np.float64)),
+      "float32", 70)
