@@ -21,8 +21,20 @@ struct gradc_rt_job {
   int64_t chunk;
   int64_t num_chunks;
   _Atomic int64_t next_chunk; /* chunks are claimed first come, first served */
-  int32_t workers_in;         /* guarded by gradc_rt_pool.lock */
+  _Atomic int32_t workers_in; /* changed under gradc_rt_pool.lock; the owner also polls it */
 };
+
+/* A model runs its parallel loops in quick succession, and a thread woken through a condition
+ * variable (a futex) often arrives after the owner has done all the work alone. So a worker
+ * polls for the next job, and the owner for its workers, this many pauses (tens of
+ * microseconds) before sleeping. */
+enum { GRADC_RT_SPIN = 20000 };
+
+static void gradc_rt_pause(void) {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause(); /* an intrinsic: the emitted objects have no inline assembly */
+#endif
+}
 
 /* Held by the one application thread whose loop the pool is running, for the whole loop. It also
  * guards `threads`, `started`, `capacity` and `pid`, which only that thread changes. Other
@@ -36,8 +48,8 @@ static struct {
   pthread_cond_t wake;      /* workers: a job was posted, or `keep` went down */
   pthread_cond_t idle;      /* the owner: the last worker left its job */
   struct gradc_rt_job *job; /* NULL between jobs, so that a late worker joins no finished job */
-  uint64_t generation;      /* bumped per job: a worker joins each job at most once */
-  int32_t keep;             /* workers whose id is below `keep` stay, the others exit */
+  _Atomic uint64_t generation; /* bumped per job: a worker joins each job at most once */
+  _Atomic int32_t keep;        /* workers whose id is below `keep` stay, the others exit */
   pthread_t *threads;       /* workers by id; [0, started) are running */
   int32_t started;
   int32_t capacity;
@@ -77,23 +89,26 @@ static void gradc_rt_run_chunks(struct gradc_rt_job *job) {
 static void *gradc_rt_worker(void *arg) {
   int32_t id = (int32_t)(intptr_t)arg;
   uint64_t seen = 0;
-  pthread_mutex_lock(&gradc_rt_pool.lock);
   for (;;) {
+    for (int spin = 0; spin < GRADC_RT_SPIN && gradc_rt_pool.generation == seen && id < gradc_rt_pool.keep; ++spin)
+      gradc_rt_pause();
+    pthread_mutex_lock(&gradc_rt_pool.lock);
     while (id < gradc_rt_pool.keep && (gradc_rt_pool.job == NULL || gradc_rt_pool.generation == seen))
       pthread_cond_wait(&gradc_rt_pool.wake, &gradc_rt_pool.lock);
-    if (id >= gradc_rt_pool.keep)
-      break;
+    if (id >= gradc_rt_pool.keep) {
+      pthread_mutex_unlock(&gradc_rt_pool.lock);
+      return NULL;
+    }
     struct gradc_rt_job *job = gradc_rt_pool.job;
     seen = gradc_rt_pool.generation;
     job->workers_in++;
     pthread_mutex_unlock(&gradc_rt_pool.lock);
     gradc_rt_run_chunks(job);
     pthread_mutex_lock(&gradc_rt_pool.lock);
-    if (--job->workers_in == 0)
+    if (--job->workers_in == 0) /* the owner may return (and `job` end) once this is 0 */
       pthread_cond_signal(&gradc_rt_pool.idle);
+    pthread_mutex_unlock(&gradc_rt_pool.lock);
   }
-  pthread_mutex_unlock(&gradc_rt_pool.lock);
-  return NULL;
 }
 
 /* Called by the owner between jobs. Workers that cannot be started are simply missing: the
@@ -160,6 +175,10 @@ void gradc_rt_parallel_for(int64_t n, int64_t grain, gradc_rt_task task, void *c
   /* Every chunk is claimed now; wait for those still running on workers. */
   pthread_mutex_lock(&gradc_rt_pool.lock);
   gradc_rt_pool.job = NULL;
+  pthread_mutex_unlock(&gradc_rt_pool.lock);
+  for (int spin = 0; spin < GRADC_RT_SPIN && job.workers_in > 0; ++spin)
+    gradc_rt_pause();
+  pthread_mutex_lock(&gradc_rt_pool.lock);
   while (job.workers_in > 0)
     pthread_cond_wait(&gradc_rt_pool.idle, &gradc_rt_pool.lock);
   pthread_mutex_unlock(&gradc_rt_pool.lock);

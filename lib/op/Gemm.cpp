@@ -38,11 +38,13 @@ struct Oriented {
   bool vec_contiguous_in_k = false;
 };
 
-/// Packs the smaller operand: for M < N the product is Cᵀ = Bᵀ·Aᵀ.
+/// Packs B (K × N) and stores C along its rows, unless packing A (M × K)
+/// instead and storing C across its rows (one element per lane: Cᵀ = Bᵀ·Aᵀ)
+/// moves fewer elements: x·wᵀ with a small batch packs x, not w.
 Oriented orient(const Gemm &g) {
   Oriented o;
   o.K = g.K;
-  if (g.M >= g.N) {
+  if (g.M * g.K + g.M * g.N >= g.K * g.N) {
     o.rows = g.M;
     o.cols = g.N;
     o.bcast = [&g](const LExprPtr &m, const LExprPtr &k) { return g.a_acc(m, k); };

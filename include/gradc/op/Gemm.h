@@ -10,8 +10,9 @@
 //    k, into panels of NR columns laid out [panel][k][NR] in kernel scratch
 //    (the packing absorbs any layout: x·wᵀ, dyᵀ·x and dy·w alike, and pads
 //    the last panel with zeros). The other operand is broadcast element by
-//    element where it lies. The smaller operand is the packed one (for
-//    M < N the product is computed as Cᵀ = Bᵀ·Aᵀ).
+//    element where it lies. B is packed unless packing A and storing C
+//    transposed moves fewer elements (then Cᵀ = Bᵀ·Aᵀ is computed: x·wᵀ
+//    with a small batch packs x, not w).
 //  * The register micro-kernel holds MR × NR accumulators (NR one or two
 //    vectors, MR filling the register file), adds one k step per iteration
 //    with FMA where the target has it, and stores the tile; a later K block
