@@ -8,6 +8,7 @@
 //===----------------------------------------------------------------------===//
 #include "Emitter.h"
 
+#include "VectorMath.h"
 #include "gradc/loops/Lanes.h"
 
 #include "gradc/loops/Functor.h"
@@ -549,10 +550,18 @@ private:
   /// A math function through an LLVM intrinsic, libm (CPU) or libdevice (GPU).
   Value *math(MathFn f, Value *x, Value *y = nullptr) {
     Type *ty = x->getType();
-    if (ty->isHalfTy()) { // Float16 math is computed in float and rounded once.
-      Type *f32 = b_.getFloatTy();
+    if (ty->getScalarType()->isHalfTy()) { // Float16 math is computed in float and rounded once.
+      Type *f32 = ty->getWithNewType(b_.getFloatTy());
       Value *r = math(f, b_.CreateFPExt(x, f32), y ? b_.CreateFPExt(y, f32) : nullptr);
       return b_.CreateFPTrunc(r, ty);
+    }
+    if (device_ == Device::CPU && ty->getScalarType()->isFloatTy()) { // arithmetic that vectorizes
+      if (f == MathFn::Exp)
+        return inline_expf(b_, x);
+      if (f == MathFn::Log)
+        return inline_logf(b_, x);
+      if (f == MathFn::Tanh)
+        return inline_tanhf(b_, x);
     }
     Intrinsic::ID id = Intrinsic::not_intrinsic;
     const char *name = nullptr;

@@ -1,5 +1,6 @@
 //===- Functor.cpp - the default rebuilds of the loop-IR mutator ----------===//
 #include "gradc/loops/Functor.h"
+#include "gradc/loops/Lanes.h"
 #include "gradc/support/Diagnostics.h"
 
 namespace gradc {
@@ -105,7 +106,7 @@ bool calls_math_function(const StmtPtr &s) {
   struct Finder : LoopVisitor {
     bool found = false;
     void on_unary(const LExprPtr &e) override {
-      found |= e->uop != UnaryOp::Neg && e->uop != UnaryOp::Abs && e->uop != UnaryOp::Not && e->uop != UnaryOp::Sqrt;
+      found |= e->uop != UnaryOp::Not && !has_vector_form(e->uop, e->dtype);
       LoopVisitor::on_unary(e);
     }
     void on_binary(const LExprPtr &e) override {

@@ -88,8 +88,7 @@ protected:
   bool on_var(const LExprPtr &) override { return true; }
   bool on_load(const LExprPtr &e) override { return lane_stride(e->operands[0], lane_) == 1; }
   bool on_unary(const LExprPtr &e) override {
-    bool vector_form = e->uop == UnaryOp::Neg || (is_float(e->dtype) && (e->uop == UnaryOp::Abs || e->uop == UnaryOp::Sqrt));
-    return vector_form && operands_ok(e);
+    return has_vector_form(e->uop, e->dtype) && operands_ok(e);
   }
   bool on_binary(const LExprPtr &e) override {
     switch (e->bop) {
@@ -139,6 +138,22 @@ private:
 };
 
 } // namespace
+
+bool has_vector_form(UnaryOp op, DType dtype) {
+  switch (op) {
+  case UnaryOp::Neg:
+    return dtype != DType::Bool;
+  case UnaryOp::Abs:
+  case UnaryOp::Sqrt:
+    return is_float(dtype);
+  case UnaryOp::Exp:
+  case UnaryOp::Log:
+  case UnaryOp::Tanh:
+    return dtype == DType::Float32 || dtype == DType::Float16;
+  default:
+    return false;
+  }
+}
 
 bool uses_var(const LExprPtr &e, const LVar *var) {
   UsesVar finder(var);

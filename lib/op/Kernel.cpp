@@ -89,6 +89,31 @@ StmtPtr compensated_sum(KernelCtx &k, int64_t count, DType acc,
   return alloc(s, alloc(c, seq(std::move(body))));
 }
 
+StmtPtr lane_max(KernelCtx &k, int64_t count, DType acc, const std::function<LExprPtr(const LExprPtr &r)> &term,
+                 const std::function<StmtPtr(const LExprPtr &max)> &then) {
+  const int64_t lanes = count >= 2 * kSumLanes ? kSumLanes : 1, blocks = count / lanes;
+  BufferPtr m = k.local("max", acc, lanes);
+  LExprPtr lane0 = int_imm(0);
+  auto step = [&](const LExprPtr &slot, const LExprPtr &x) {
+    return store(m, slot, binary(BinaryOp::Max, load(m, slot), x));
+  };
+  std::vector<StmtPtr> body;
+  LVarPtr l = k.var("l"), b = k.var("b"), bl = k.var("l");
+  body.push_back(for_loop(l, lanes, ForKind::Spatial, store(m, var_ref(l), lowest_of(acc))));
+  LExprPtr r = add(binary(BinaryOp::Mul, var_ref(b), int_imm(lanes)), var_ref(bl));
+  body.push_back(for_loop(b, blocks, ForKind::Reduce,
+                          for_loop(bl, lanes, ForKind::Spatial, step(var_ref(bl), cast(acc, term(r))))));
+  if (int64_t tail = count - blocks * lanes) {
+    LVarPtr t = k.var("r");
+    body.push_back(
+        for_loop(t, tail, ForKind::Reduce, step(lane0, cast(acc, term(add(var_ref(t), int_imm(blocks * lanes)))))));
+  }
+  for (int64_t i = 1; i < lanes; ++i)
+    body.push_back(step(lane0, load(m, int_imm(i))));
+  body.push_back(then(load(m, lane0)));
+  return alloc(m, seq(std::move(body)));
+}
+
 LExprPtr flat_index(const Shape &shape, const Index &idx) {
   GRADC_CHECK(shape.size() == idx.size(), "lowering",
               "index of rank " + std::to_string(idx.size()) + " for shape " + shape_str(shape));

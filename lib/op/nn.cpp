@@ -249,21 +249,21 @@ StmtPtr softmax_kernel(KernelCtx &k, bool log) {
   const Shape &shape = k.arg_type(0).shape;
   int64_t axis = norm_axis(k.attrs(), int64_t(shape.size())), n = shape[axis];
   DType dt = k.out()->dtype, at = dtype_info(dt).accumulator;
+  // Both reductions run in lanes (vectorized; exp is vector arithmetic), the
+  // sum compensated: a fixed, shape-determined order, accurate on long rows.
   return over_axis(shape, axis, [&](const AtAxis &at_axis) {
-    BufferPtr mx = k.local("max", at), sum = k.local("sum", at);
-    LExprPtr zero = int_imm(0);
-    LVarPtr j0 = k.var("j"), j1 = k.var("j"), j2 = k.var("j");
-    auto x = [&](const LVarPtr &j) { return cast(at, k.in(0, at_axis(var_ref(j)))); };
-    auto shifted = [&](const LVarPtr &j) { return binary(BinaryOp::Sub, x(j), load(mx, zero)); };
-    StmtPtr find_max = for_loop(j0, n, ForKind::Reduce, store(mx, zero, binary(BinaryOp::Max, load(mx, zero), x(j0))));
-    StmtPtr add_exp =
-        for_loop(j1, n, ForKind::Reduce, store(sum, zero, add(load(sum, zero), unary(UnaryOp::Exp, shifted(j1)))));
-    LExprPtr value = log ? binary(BinaryOp::Sub, shifted(j2), unary(UnaryOp::Log, load(sum, zero)))
-                         : binary(BinaryOp::Div, unary(UnaryOp::Exp, shifted(j2)), load(sum, zero));
-    StmtPtr write =
-        for_loop(j2, n, ForKind::Spatial, store(k.out(), flat_index(shape, at_axis(var_ref(j2))), cast(dt, value)));
-    return alloc(mx, alloc(sum, seq({store(mx, zero, constant_of(-INFINITY, at)), find_max,
-                                     store(sum, zero, constant_of(0, at)), add_exp, write})));
+    auto x = [&](const LExprPtr &j) { return cast(at, k.in(0, at_axis(j))); };
+    return lane_max(k, n, at, x, [&](const LExprPtr &max) {
+      auto shifted = [&](const LExprPtr &j) { return binary(BinaryOp::Sub, x(j), max); };
+      auto term = [&](const LExprPtr &j) { return unary(UnaryOp::Exp, shifted(j)); };
+      return compensated_sum(k, n, at, term, [&](const LExprPtr &sum) {
+        LVarPtr j = k.var("j");
+        LExprPtr value = log ? binary(BinaryOp::Sub, shifted(var_ref(j)), unary(UnaryOp::Log, sum))
+                             : binary(BinaryOp::Div, term(var_ref(j)), sum);
+        return for_loop(j, n, ForKind::Spatial,
+                        store(k.out(), flat_index(shape, at_axis(var_ref(j))), cast(dt, value)));
+      });
+    });
   });
 }
 

@@ -114,8 +114,17 @@ template <typename T> void check_exp_add(DType dt) {
       b[i] = T(1.0 / double(i + 1));
     }
     REQUIRE(call(*session, {a.data(), b.data()}, {out.data()}) == 0);
-    for (int64_t i = 0; i < n; ++i)
-      CHECK(same_bits(out[i], T(std::exp(a[i]) + b[i])));
+    for (int64_t i = 0; i < n; ++i) {
+      if constexpr (std::is_same_v<T, double>) {
+        CHECK(same_bits(out[i], T(std::exp(a[i]) + b[i]))); // libm's exp
+      } else { // inline vector arithmetic (codegen/VectorMath.h): exp within 1 ulp of libm's expf
+        T e = std::exp(a[i]);
+        bool near = false;
+        for (T c : {std::nextafter(e, T(-INFINITY)), e, std::nextafter(e, T(INFINITY))})
+          near = near || same_bits(out[i], T(c + b[i]));
+        CHECK(near);
+      }
+    }
   }
 }
 
@@ -146,7 +155,7 @@ int run_shell(const std::string &command) {
 
 } // namespace
 
-TEST_CASE("codegen: exp + add matches libm bit for bit", "[codegen]") {
+TEST_CASE("codegen: exp + add matches libm (float64 bit for bit, float32 within 1 ulp)", "[codegen]") {
   check_exp_add<float>(DType::Float32);
   check_exp_add<double>(DType::Float64);
 }
@@ -397,7 +406,10 @@ int main(void) {
   for (int i = 0; i < 37; ++i) { a[i] = 0.1f * i; b[i] = 1.0f; }
   void *in[] = {a, b}, *out[] = {o};
   if (m_main(in, out, 0) != 0) return 1;
-  for (int i = 0; i < 37; ++i) if (o[i] != expf(a[i]) + b[i]) return 2;
+  for (int i = 0; i < 37; ++i) { /* exp within 1 ulp of libm's */
+    float e = expf(a[i]);
+    if (o[i] != e + b[i] && o[i] != nextafterf(e, -INFINITY) + b[i] && o[i] != nextafterf(e, INFINITY) + b[i]) return 2;
+  }
   return 0;
 })");
   CHECK(run_shell("cd " + dir + " && cc app.c m.o -lm -o app && ./app") == 0);

@@ -178,9 +178,9 @@ StmtPtr substitute(const StmtPtr &s, const VarValues &values);
 /// Whether `s` contains a loop.
 bool contains_loop(const StmtPtr &s);
 
-/// Whether `s` calls a math function (exp, log, tanh, erf, sin, cos, pow,
-/// float floor division): these have no vector form yet, so vectorizing or
-/// unrolling a loop around them only multiplies scalar calls.
+/// Whether `s` calls a math function without a vector form (loops/Lanes.h:
+/// erf, sin, cos, pow, float floor division, float64 exp/log/tanh):
+/// vectorizing or unrolling a loop around these only multiplies scalar calls.
 bool calls_math_function(const StmtPtr &s);
 
 } // namespace gradc

@@ -78,6 +78,11 @@ LExprPtr highest_of(DType dtype);
 constexpr int64_t kSumLanes = 8;
 StmtPtr compensated_sum(KernelCtx &k, int64_t count, DType acc, const std::function<LExprPtr(const LExprPtr &r)> &term,
                         const std::function<StmtPtr(const LExprPtr &total)> &then);
+/// The maximum of `count` terms (of dtype `acc`; -inf, or the dtype's lowest,
+/// for none) in kSumLanes interleaved lanes, a vectorized loop, combined in
+/// lane order: the maximum does not depend on the order, and NaN propagates.
+StmtPtr lane_max(KernelCtx &k, int64_t count, DType acc, const std::function<LExprPtr(const LExprPtr &r)> &term,
+                 const std::function<StmtPtr(const LExprPtr &max)> &then);
 /// Unravels a flat element index into the indices of `shape`.
 Index unravel_index(const LExprPtr &flat, const Shape &shape);
 

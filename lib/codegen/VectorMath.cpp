@@ -1,0 +1,114 @@
+//===- VectorMath.cpp - float32 exp, log and tanh as plain arithmetic -----===//
+//
+// The classic single-precision reductions: exp by n = round(x / ln 2) and
+// r = x - n ln 2 in two parts (Cody and Waite), a degree-7 polynomial, and
+// 2^n assembled in the exponent field in two halves (so that the subnormal
+// results come out right); log by splitting off the exponent, a mantissa in
+// [sqrt(1/2), sqrt(2)) and a degree-9 polynomial in m - 1; tanh by an odd
+// polynomial below 0.625 and 1 - 2 / (e^2|x| + 1) above. The coefficients are
+// the published minimax fits for these intervals (Moshier's Cephes library).
+//
+//===----------------------------------------------------------------------===//
+#include "VectorMath.h"
+
+#include <llvm/IR/Intrinsics.h>
+
+#include <cmath>
+#include <initializer_list>
+
+using namespace llvm;
+
+namespace gradc::codegen {
+namespace {
+
+struct Builder {
+  IRBuilder<> &b;
+  Type *f; // float or <N x float>
+  Type *i; // i32 or <N x i32>
+
+  Builder(IRBuilder<> &b, Value *x) : b(b), f(x->getType()), i(x->getType()->getWithNewType(b.getInt32Ty())) {}
+
+  Value *c(double v) const { return ConstantFP::get(f, v); }
+  Value *ci(int64_t v) const { return ConstantInt::get(i, v, true); }
+  Value *add(Value *x, Value *y) const { return b.CreateFAdd(x, y); }
+  Value *sub(Value *x, Value *y) const { return b.CreateFSub(x, y); }
+  Value *mul(Value *x, Value *y) const { return b.CreateFMul(x, y); }
+  Value *select(Value *cond, Value *x, Value *y) const { return b.CreateSelect(cond, x, y); }
+  /// coefficients[0] x^(n-1) + ... + coefficients[n-1], by Horner's rule.
+  Value *poly(Value *x, std::initializer_list<double> coefficients) const {
+    Value *acc = nullptr;
+    for (double k : coefficients)
+      acc = acc ? add(mul(acc, x), c(k)) : c(k);
+    return acc;
+  }
+  /// 2^n for integer n in [-126, 127], as float bits.
+  Value *pow2(Value *n) const { return b.CreateBitCast(b.CreateShl(b.CreateAdd(n, ci(127)), ci(23)), f); }
+};
+
+constexpr double kLn2Hi = 0.693359375, kLn2Lo = -2.12194440e-4;
+
+} // namespace
+
+Value *inline_expf(IRBuilder<> &b, Value *x) {
+  Builder m(b, x);
+  // e^88.7228394 is the largest float; below -103.97 even the smallest
+  // subnormal rounds to 0.
+  constexpr double kHi = 88.72283935546875, kLo = -103.972084045410;
+  Value *clamped = b.CreateMinNum(b.CreateMaxNum(x, m.c(kLo)), m.c(kHi)); // NaN gives a number here
+  Value *n = b.CreateUnaryIntrinsic(Intrinsic::rint, m.mul(clamped, m.c(1.44269504088896341)));
+  Value *r = m.sub(m.sub(clamped, m.mul(n, m.c(kLn2Hi))), m.mul(n, m.c(kLn2Lo)));
+  Value *p = m.poly(r, {1.9875691500e-4, 1.3981999507e-3, 8.3334519073e-3, 4.1665795894e-2, 1.6666665459e-1,
+                        5.0000001201e-1});
+  p = m.add(m.add(m.mul(p, m.mul(r, r)), r), m.c(1.0));
+  // n is in [-150, 128]: 2^n as two factors, each within the normal range.
+  Value *ni = b.CreateFPToSI(n, m.i);
+  Value *half = b.CreateAShr(ni, m.ci(1));
+  Value *result = m.mul(m.mul(p, m.pow2(half)), m.pow2(b.CreateSub(ni, half)));
+  result = m.select(b.CreateFCmpOGT(x, m.c(kHi)), m.c(INFINITY), result);
+  result = m.select(b.CreateFCmpOLT(x, m.c(kLo)), m.c(0.0), result);
+  return m.select(b.CreateFCmpUNO(x, x), x, result);
+}
+
+Value *inline_logf(IRBuilder<> &b, Value *x) {
+  Builder m(b, x);
+  // Subnormals are scaled into the normal range first.
+  Value *tiny = b.CreateFCmpOLT(x, m.c(1.17549435e-38));
+  Value *scaled = m.select(tiny, m.mul(x, m.c(8388608.0)), x); // 2^23
+  Value *bits = b.CreateBitCast(scaled, m.i);
+  Value *e = b.CreateSub(b.CreateAnd(b.CreateLShr(bits, m.ci(23)), m.ci(0xff)), m.ci(126));
+  e = b.CreateSub(e, b.CreateSelect(tiny, m.ci(23), m.ci(0)));
+  // The mantissa in [0.5, 1), then in [sqrt(1/2), sqrt(2)) with e adjusted.
+  Value *mant = b.CreateBitCast(b.CreateOr(b.CreateAnd(bits, m.ci(0x807fffff)), m.ci(0x3f000000)), m.f);
+  Value *low = b.CreateFCmpOLT(mant, m.c(0.707106781186547524));
+  Value *ef = b.CreateSIToFP(b.CreateSub(e, b.CreateSelect(low, m.ci(1), m.ci(0))), m.f);
+  Value *t = m.sub(m.select(low, m.add(mant, mant), mant), m.c(1.0));
+  Value *z = m.mul(t, t);
+  Value *y = m.mul(m.mul(t, z),
+                   m.poly(t, {7.0376836292e-2, -1.1514610310e-1, 1.1676998740e-1, -1.2420140846e-1, 1.4249322787e-1,
+                              -1.6668057665e-1, 2.0000714765e-1, -2.4999993993e-1, 3.3333331174e-1}));
+  y = m.add(y, m.mul(ef, m.c(kLn2Lo)));
+  y = m.sub(y, m.mul(z, m.c(0.5)));
+  Value *result = m.add(m.add(t, y), m.mul(ef, m.c(kLn2Hi)));
+  result = m.select(b.CreateFCmpOEQ(x, m.c(INFINITY)), x, result);
+  result = m.select(b.CreateFCmpOEQ(x, m.c(0.0)), m.c(-INFINITY), result);
+  return m.select(b.CreateFCmpULT(x, m.c(0.0)), m.c(NAN), result); // negative or NaN
+}
+
+Value *inline_tanhf(IRBuilder<> &b, Value *x) {
+  Builder m(b, x);
+  Value *ax = b.CreateUnaryIntrinsic(Intrinsic::fabs, x);
+  // Small |x|: x + x^3 P(x^2).
+  Value *z = m.mul(x, x);
+  Value *small = m.add(m.mul(m.mul(m.poly(z, {-5.70498872745e-3, 2.06390887954e-2, -5.37397155531e-2,
+                                               1.33314422036e-1, -3.33332819422e-1}),
+                                     z),
+                               x),
+                       x);
+  // Otherwise 1 - 2 / (e^2|x| + 1), with the sign of x; e^2|x| is inf past
+  // |x| = 44 and the quotient then 0, so the result is ±1.
+  Value *large = m.sub(m.c(1.0), b.CreateFDiv(m.c(2.0), m.add(inline_expf(b, m.add(ax, ax)), m.c(1.0))));
+  large = b.CreateBinaryIntrinsic(Intrinsic::copysign, large, x);
+  return m.select(b.CreateFCmpOLT(ax, m.c(0.625)), small, large); // NaN takes `large`: NaN
+}
+
+} // namespace gradc::codegen
