@@ -251,17 +251,28 @@ StmtPtr softmax_kernel(KernelCtx &k, bool log) {
   DType dt = k.out()->dtype, at = dtype_info(dt).accumulator;
   // Both reductions run in lanes (vectorized; exp is vector arithmetic), the
   // sum compensated: a fixed, shape-determined order, accurate on long rows.
+  // softmax in the accumulator dtype writes each exp once, sums what it
+  // wrote and divides it in place: one exp per element, not two.
   return over_axis(shape, axis, [&](const AtAxis &at_axis) {
     auto x = [&](const LExprPtr &j) { return cast(at, k.in(0, at_axis(j))); };
+    auto out_at = [&](const LExprPtr &j) { return flat_index(shape, at_axis(j)); };
+    auto write = [&](const std::function<LExprPtr(const LExprPtr &j)> &value) {
+      LVarPtr j = k.var("j");
+      return for_loop(j, n, ForKind::Spatial, store(k.out(), out_at(var_ref(j)), cast(dt, value(var_ref(j)))));
+    };
     return lane_max(k, n, at, x, [&](const LExprPtr &max) {
       auto shifted = [&](const LExprPtr &j) { return binary(BinaryOp::Sub, x(j), max); };
-      auto term = [&](const LExprPtr &j) { return unary(UnaryOp::Exp, shifted(j)); };
-      return compensated_sum(k, n, at, term, [&](const LExprPtr &sum) {
-        LVarPtr j = k.var("j");
-        LExprPtr value = log ? binary(BinaryOp::Sub, shifted(var_ref(j)), unary(UnaryOp::Log, sum))
-                             : binary(BinaryOp::Div, term(var_ref(j)), sum);
-        return for_loop(j, n, ForKind::Spatial,
-                        store(k.out(), flat_index(shape, at_axis(var_ref(j))), cast(dt, value)));
+      auto exp_of = [&](const LExprPtr &j) { return unary(UnaryOp::Exp, shifted(j)); };
+      if (!log && dt == at) {
+        auto written = [&](const LExprPtr &j) { return load(k.out(), out_at(j)); };
+        return seq({write(exp_of), compensated_sum(k, n, at, written, [&](const LExprPtr &sum) {
+                      return write([&](const LExprPtr &j) { return binary(BinaryOp::Div, written(j), sum); });
+                    })});
+      }
+      return compensated_sum(k, n, at, exp_of, [&](const LExprPtr &sum) {
+        return write([&](const LExprPtr &j) {
+          return log ? binary(BinaryOp::Sub, shifted(j), unary(UnaryOp::Log, sum)) : binary(BinaryOp::Div, exp_of(j), sum);
+        });
       });
     });
   });

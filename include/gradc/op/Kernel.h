@@ -75,7 +75,7 @@ LExprPtr highest_of(DType dtype);
 /// few ulps at any length, where one sequential accumulator loses everything
 /// past 2^24 float32 terms; inf and NaN propagate as in a plain sum. `then`
 /// receives the total (of dtype `acc`) and emits what uses it.
-constexpr int64_t kSumLanes = 8;
+constexpr int64_t kSumLanes = 16; // one AVX-512 vector of float32, two of AVX2
 StmtPtr compensated_sum(KernelCtx &k, int64_t count, DType acc, const std::function<LExprPtr(const LExprPtr &r)> &term,
                         const std::function<StmtPtr(const LExprPtr &total)> &then);
 /// The maximum of `count` terms (of dtype `acc`; -inf, or the dtype's lowest,
