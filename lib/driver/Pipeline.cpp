@@ -166,7 +166,7 @@ Module eliminate_dead_code_all(const Module &m, PassContext &) {
   return each_function(m, [](const Function &fn) { return eliminate_dead_code(fn); });
 }
 Module fuse_all(const Module &m, PassContext &) {
-  return each_function(m, [](const Function &fn) { return fuse_injective(fn); });
+  return each_function(m, [](const Function &fn) { return fuse_operators(fn); });
 }
 
 void plan_memory_pass(LoweredFunction &fn, PassContext &) { plan_memory(fn); }

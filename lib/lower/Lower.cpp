@@ -73,6 +73,7 @@ private:
   std::unordered_map<const Expr *, std::vector<BufferPtr>> leaves_; // var -> buffers (tuples: several)
   std::vector<BufferPtr> produced_;                                 // every buffer a kernel writes
   std::unordered_set<std::string> names_;
+  std::pair<const Expr *, LExprPtr> anchor_; // the anchor of the epilogue being built, and its value
   std::unordered_map<std::string, int> next_suffix_;
 
   BufferPtr make_buffer(const std::string &hint, const Type &t, BufferScope scope) {
@@ -100,6 +101,8 @@ private:
     return load(buf, flat_index(buf->shape, idx));
   }
   LExprPtr on_call(const ExprPtr &e, const Index &idx) override {
+    if (e.get() == anchor_.first) // inside the epilogue of the anchor's kernel
+      return anchor_.second;
     GRADC_CHECK(e->op->injective(), "lowering", "fused non-injective operator " + e->op->name);
     ElementCtx ctx{*e, idx, [this, e](size_t arg, const Index &i) { return element(e->args[arg], i); }};
     return e->op->element(ctx);
@@ -153,17 +156,23 @@ private:
     leaves_[b.var.get()] = {buf};
     produced_.push_back(buf);
     std::string kname = buf->name + "_" + kernel_suffix(v);
-    if (v.op->injective()) {
+    const Expr *anchor = v.op->injective() ? find_anchor(v) : nullptr;
+    if (anchor)
+      kname = buf->name + "_" + kernel_suffix(*anchor) + "_" + kernel_suffix(v);
+    if (v.op->injective() && !anchor) {
       add_kernel(kname, loop_nest(buf->shape, [&](const Index &idx) {
                    return store(buf, flat_index(buf->shape, idx), element(b.value, idx));
                  }));
       return;
     }
-    KernelFn kernel = v.op->kernel_for(opts_.target.kind);
-    GRADC_CHECK(kernel, "lowering", "operator " + v.op->name + " has no lowering");
-    KernelCtx ctx{v,
+    // A kernel of its own, or the anchor's kernel with the injective calls
+    // around it as its epilogue (transform/Fuse.h).
+    const Expr &call = anchor ? *anchor : v;
+    KernelFn kernel = call.op->kernel_for(opts_.target.kind);
+    GRADC_CHECK(kernel, "lowering", "operator " + call.op->name + " has no lowering");
+    KernelCtx ctx{call,
                   {buf},
-                  [this, &v](size_t arg, const Index &i) { return element(v.args[arg], i); },
+                  [this, &call](size_t arg, const Index &i) { return element(call.args[arg], i); },
                   opts_.target,
                   [this] { return status_buffer(); },
                   [this, &kname](const std::string &name, DType dtype, int64_t size) {
@@ -171,7 +180,27 @@ private:
                     produced_.push_back(s);
                     return s;
                   }};
+    if (anchor)
+      ctx.epilogue = [this, &b, anchor](const Index &idx, const LExprPtr &value) {
+        anchor_ = {anchor, value};
+        LExprPtr result = element(b.value, idx);
+        anchor_ = {};
+        return result;
+      };
     add_kernel(kname, kernel(ctx));
+  }
+
+  /// The non-injective call fused under injective `v`, if any (one at most).
+  static const Expr *find_anchor(const Expr &v) {
+    for (const ExprPtr &a : v.args) {
+      if (a->kind != ExprKind::Call)
+        continue;
+      if (!a->op->injective())
+        return a.get();
+      if (const Expr *found = find_anchor(*a))
+        return found;
+    }
+    return nullptr;
   }
 
   static std::string kernel_suffix(const Expr &v) {

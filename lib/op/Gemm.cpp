@@ -35,6 +35,7 @@ struct Oriented {
   std::function<LExprPtr(const LExprPtr &k, const LExprPtr &col)> vec;
   std::function<StmtPtr(const LExprPtr &row, const LExprPtr &col, const LExprPtr &value)> store;
   std::function<LExprPtr(const LExprPtr &row, const LExprPtr &col)> load;
+  std::function<StmtPtr(const LExprPtr &row, const LExprPtr &col, const LExprPtr &value)> store_raw;
   bool vec_contiguous_in_k = false, bcast_contiguous_in_k = false;
 };
 
@@ -55,6 +56,7 @@ Oriented orient(const Gemm &g) {
     o.vec = [&g](const LExprPtr &k, const LExprPtr &n) { return g.b_acc(k, n); };
     o.store = g.store;
     o.load = g.load;
+    o.store_raw = g.store_raw;
     o.vec_contiguous_in_k = g.b_contiguous_in_k;
     o.bcast_contiguous_in_k = g.a_contiguous_in_k;
     return o;
@@ -65,6 +67,8 @@ Oriented orient(const Gemm &g) {
   o.vec = [&g](const LExprPtr &k, const LExprPtr &m) { return g.a_acc(m, k); };
   o.store = [&g](const LExprPtr &n, const LExprPtr &m, const LExprPtr &v) { return g.store(m, n, v); };
   o.load = [&g](const LExprPtr &n, const LExprPtr &m) { return g.load(m, n); };
+  if (g.store_raw)
+    o.store_raw = [&g](const LExprPtr &n, const LExprPtr &m, const LExprPtr &v) { return g.store_raw(m, n, v); };
   o.vec_contiguous_in_k = g.a_contiguous_in_k;
   o.bcast_contiguous_in_k = g.b_contiguous_in_k;
   return o;
@@ -75,7 +79,7 @@ struct Blocking {
   int64_t vl = 1, nv = 1, nr = 1, mr = 1, kc = 1;
   int64_t panels = 0, full_panels = 0; // panels of NR columns; the last may be partial
   int64_t tiles = 0, full_tiles = 0;   // tiles of MR rows; the last may be partial
-  // The broadcast rows are packed too, [tile][k][MR], when enough panels
+  // The broadcast rows are packed too, [tile][k][MR], when 8 or more panels
   // reuse them: in place, MR rows a power-of-two stride apart share one L1
   // set (1024 x 1024: 0.73x OpenBLAS before).
   bool pack_rows = false;
@@ -105,7 +109,7 @@ Blocking blocking(const Target &t, const Gemm &g, const Oriented &o) {
   b.full_panels = o.cols / b.nr;
   b.tiles = (o.rows + b.mr - 1) / b.mr;
   b.full_tiles = o.rows / b.mr;
-  b.pack_rows = b.panels >= 4 && b.tiles >= 2;
+  b.pack_rows = b.panels >= 8 && b.tiles >= 2;
   return b;
 }
 
@@ -118,13 +122,17 @@ public:
       return seq({});
     if (o_.K == 0) // an empty sum
       return loop_nest({g_.M, g_.N}, [&](const Index &mn) { return g_.store(mn[0], mn[1], constant_of(0, g_.dtype)); });
-    packed_ = k_.scratch("packed", g_.acc(), b_.kc * b_.panels * b_.nr);
     if (b_.pack_rows)
       rows_ = k_.scratch("packed_rows", g_.acc(), b_.kc * b_.tiles * b_.mr);
+    if (g_.epilogue && o_.K > b_.kc && !g_.store_raw)
+      partial_ = k_.scratch("partial", g_.acc(), o_.rows * o_.cols);
     int64_t full_blocks = o_.K / b_.kc, rest = o_.K % b_.kc;
+    LExprPtr no = int_imm(0, DType::Bool), yes = int_imm(1, DType::Bool);
     return seq({loop(k_, "kb", full_blocks, ForKind::Serial,
-                     [&](const LExprPtr &kb) { return block(mul(kb, imm(b_.kc)), b_.kc, first(kb)); }),
-                rest ? block(imm(full_blocks * b_.kc), rest, first(imm(full_blocks))) : seq({})});
+                     [&](const LExprPtr &kb) {
+                       return block(mul(kb, imm(b_.kc)), b_.kc, first(kb), rest ? no : last(kb, full_blocks));
+                     }),
+                rest ? block(imm(full_blocks * b_.kc), rest, first(imm(full_blocks)), yes) : seq({})});
   }
 
 private:
@@ -132,39 +140,53 @@ private:
   const Gemm &g_;
   Oriented o_;
   Blocking b_;
-  BufferPtr packed_, rows_;
+  BufferPtr panel_;                   // the packed panel of the current thread (a Local)
+  BufferPtr rows_, partial_;          // partial_: sums before the last K block, with an epilogue
 
   static LExprPtr first(const LExprPtr &kb) {
     if (kb->kind == LExprKind::IntImm)
       return int_imm(kb->ivalue == 0, DType::Bool);
     return compare(CompareOp::EQ, kb, imm(0));
   }
-
-  /// Where packed element (panel p, step kk of the block, column j) lives.
-  LExprPtr packed_at(const LExprPtr &p, const LExprPtr &kk, const LExprPtr &j) const {
-    return add(mul(add(mul(p, imm(b_.kc)), kk), imm(b_.nr)), j);
+  static LExprPtr last(const LExprPtr &kb, int64_t blocks) {
+    if (kb->kind == LExprKind::IntImm)
+      return int_imm(kb->ivalue == blocks - 1, DType::Bool);
+    return compare(CompareOp::EQ, kb, imm(blocks - 1));
+  }
+  /// `then` where `cond` holds, else `otherwise`, folded when `cond` is a constant.
+  static StmtPtr choose(const LExprPtr &cond, StmtPtr then, StmtPtr otherwise) {
+    if (cond->kind == LExprKind::IntImm)
+      return cond->ivalue ? then : otherwise;
+    return if_then(cond, std::move(then), std::move(otherwise));
   }
 
-  /// One K block: pack it, then every panel's row tiles.
-  StmtPtr block(const LExprPtr &k0, int64_t steps, const LExprPtr &is_first) {
+  /// Where packed element (step kk of the block, column j) of a panel lives.
+  LExprPtr packed_at(const LExprPtr &kk, const LExprPtr &j) const { return add(mul(kk, imm(b_.nr)), j); }
+
+  /// One K block: the broadcast rows packed (if they are), then each panel,
+  /// on a thread of the pool: packed into that thread's stack (KC × NR, half
+  /// the L1 at most), then every row tile against it.
+  StmtPtr block(const LExprPtr &k0, int64_t steps, const LExprPtr &is_first, const LExprPtr &is_last) {
     int64_t tail = o_.cols % b_.nr;
     auto over_panels = [&](const std::function<StmtPtr(const LExprPtr &p, int64_t valid)> &panel) {
       return seq({loop(k_, "p", b_.full_panels, ForKind::Parallel, [&](const LExprPtr &p) { return panel(p, b_.nr); }),
                   tail ? panel(imm(b_.full_panels), tail) : seq({})});
     };
     int64_t rest = o_.rows % b_.mr;
-    StmtPtr pack = over_panels([&](const LExprPtr &p, int64_t valid) { return pack_panel(k0, steps, p, valid); });
     StmtPtr pack_rows = seq({});
     if (b_.pack_rows)
       pack_rows = seq({loop(k_, "rt", b_.full_tiles, ForKind::Parallel,
                             [&](const LExprPtr &rt) { return pack_tile(k0, steps, rt, b_.mr); }),
                        rest ? pack_tile(k0, steps, imm(b_.full_tiles), rest) : seq({})});
     StmtPtr compute = over_panels([&](const LExprPtr &p, int64_t valid) {
-      return seq({loop(k_, "rt", b_.full_tiles, ForKind::Serial,
-                       [&](const LExprPtr &rt) { return micro(rt, b_.mr, p, valid, k0, steps, is_first); }),
-                  rest ? micro(imm(b_.full_tiles), rest, p, valid, k0, steps, is_first) : seq({})});
+      panel_ = k_.local("panel", g_.acc(), b_.kc * b_.nr);
+      StmtPtr tiles =
+          seq({loop(k_, "rt", b_.full_tiles, ForKind::Serial,
+                    [&](const LExprPtr &rt) { return micro(rt, b_.mr, p, valid, k0, steps, is_first, is_last); }),
+               rest ? micro(imm(b_.full_tiles), rest, p, valid, k0, steps, is_first, is_last) : seq({})});
+      return alloc(panel_, seq({pack_panel(k0, steps, p, valid), tiles}));
     });
-    return seq({pack, pack_rows, compute});
+    return seq({pack_rows, compute});
   }
 
   /// Where packed broadcast element (row tile rt, step kk, row i) lives.
@@ -190,7 +212,7 @@ private:
   /// Columns [0, valid) of panel p, steps [k0, k0 + steps), zeros past `valid`.
   StmtPtr pack_panel(const LExprPtr &k0, int64_t steps, const LExprPtr &p, int64_t valid) {
     auto copy = [&](const LExprPtr &kk, const LExprPtr &j) {
-      return store(packed_, packed_at(p, kk, j), o_.vec(add(k0, kk), add(mul(p, imm(b_.nr)), j)));
+      return store(panel_, packed_at(kk, j), o_.vec(add(k0, kk), add(mul(p, imm(b_.nr)), j)));
     };
     StmtPtr body = o_.vec_contiguous_in_k
                        ? loop(k_, "j", valid, ForKind::Serial,
@@ -202,7 +224,7 @@ private:
                          });
     StmtPtr zeros = loop(k_, "kk", valid < b_.nr ? steps : 0, ForKind::Serial, [&](const LExprPtr &kk) {
       return loop(k_, "j", b_.nr - valid, ForKind::Vectorized, [&](const LExprPtr &j) {
-        return store(packed_, packed_at(p, kk, add(j, imm(valid))), constant_of(0, g_.acc()));
+        return store(panel_, packed_at(kk, add(j, imm(valid))), constant_of(0, g_.acc()));
       });
     });
     return seq({body, zeros});
@@ -211,7 +233,7 @@ private:
   /// The register tile: rows [rt MR, rt MR + mrows) × the NR columns of panel
   /// p (`valid` of them real) over one K block.
   StmtPtr micro(const LExprPtr &rt, int64_t mrows, const LExprPtr &p, int64_t valid, const LExprPtr &k0,
-                int64_t steps, const LExprPtr &is_first) {
+                int64_t steps, const LExprPtr &is_first, const LExprPtr &is_last) {
     const int64_t nr = b_.nr, vl = b_.vl;
     LExprPtr row0 = mul(rt, imm(b_.mr));
     DType acc_t = g_.acc();
@@ -223,13 +245,15 @@ private:
     StmtPtr reload = loop(k_, "i", mrows, ForKind::Unrolled, [&](const LExprPtr &i) {
       return seq({loop(k_, "j", valid, ForKind::Vectorized,
                        [&](const LExprPtr &j) {
-                         return store(acc, slot(i, j), cast(acc_t, o_.load(add(row0, i), add(col0, j))));
+                         LExprPtr row = add(row0, i), col = add(col0, j);
+                         LExprPtr before = partial_ ? load(partial_, add(mul(row, imm(o_.cols)), col))
+                                                    : cast(acc_t, o_.load(row, col));
+                         return store(acc, slot(i, j), before);
                        }),
                   loop(k_, "j", nr - valid, ForKind::Vectorized,
                        [&](const LExprPtr &j) { return store(acc, slot(i, add(j, imm(valid))), zero); })});
     });
-    StmtPtr init = is_first->kind == LExprKind::IntImm ? (is_first->ivalue ? zero_all : reload)
-                                                        : if_then(is_first, zero_all, reload);
+    StmtPtr init = choose(is_first, zero_all, reload);
 
     bool fma = k_.target.has_fma && is_float(acc_t);
     StmtPtr steps_loop = loop(k_, "kk", steps, ForKind::Serial, [&](const LExprPtr &kk) {
@@ -238,18 +262,26 @@ private:
         return loop(k_, "jv", b_.nv, ForKind::Unrolled, [&](const LExprPtr &jv) {
           return loop(k_, "j", vl, ForKind::Vectorized, [&](const LExprPtr &j) {
             LExprPtr col = add(mul(jv, imm(vl)), j);
-            LExprPtr s = slot(i, col), b = load(packed_, packed_at(p, kk, col));
+            LExprPtr s = slot(i, col), b = load(panel_, packed_at(kk, col));
             LExprPtr sum = fma ? mul_add(a, b, load(acc, s)) : add(load(acc, s), mul(a, b));
             return store(acc, s, sum);
           });
         });
       });
     });
-    StmtPtr out = loop(k_, "i", mrows, ForKind::Serial, [&](const LExprPtr &i) {
-      return loop(k_, "j", valid, ForKind::Vectorized, [&](const LExprPtr &j) {
-        return o_.store(add(row0, i), add(col0, j), cast(g_.dtype, load(acc, slot(i, j))));
+    auto write = [&](bool partial) {
+      return loop(k_, "i", mrows, ForKind::Serial, [&](const LExprPtr &i) {
+        return loop(k_, "j", valid, ForKind::Vectorized, [&](const LExprPtr &j) {
+          LExprPtr row = add(row0, i), col = add(col0, j), sum = load(acc, slot(i, j));
+          if (!partial)
+            return o_.store(row, col, cast(g_.dtype, sum));
+          return partial_ ? store(partial_, add(mul(row, imm(o_.cols)), col), sum)
+                          : o_.store_raw(row, col, cast(g_.dtype, sum));
+        });
       });
-    });
+    };
+    bool blocked = o_.K > b_.kc;
+    StmtPtr out = g_.epilogue && blocked ? choose(is_last, write(false), write(true)) : write(false);
     return alloc(acc, seq({init, steps_loop, out}));
   }
 };

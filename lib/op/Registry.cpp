@@ -171,6 +171,16 @@ OpBuilder &OpBuilder::flops(FlopsFn fn) {
   return *this;
 }
 
+OpBuilder &OpBuilder::fuses_epilogue() {
+  def_.fuses_epilogue = true;
+  return *this;
+}
+
+OpBuilder &OpBuilder::fuses_producers() {
+  def_.fuses_producers = true;
+  return *this;
+}
+
 int64_t OpDef::flops(const Expr &call) const {
   if (flops_fn)
     return flops_fn(call);

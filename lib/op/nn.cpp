@@ -72,15 +72,24 @@ template <GemmStrategy strategy> StmtPtr dense_kernel(KernelCtx &k) {
   g.K = xs.back();
   g.N = k.arg_type(1).shape[0];
   g.M = num_elements(xs) / std::max<int64_t>(g.K, 1);
-  g.dtype = k.out()->dtype;
+  g.dtype = k.call.type.dtype;
   g.b_contiguous_in_k = true;
+  g.epilogue = bool(k.epilogue);
+  const Shape &os = k.call.type.shape;
   g.a = [&](const LExprPtr &m, const LExprPtr &kk) {
     return xs.size() == 2 ? k.in(0, {m, kk}) : k.in(0, unravel_index(add(mul(m, int_imm(g.K)), kk), xs));
   };
   g.b = [&](const LExprPtr &kk, const LExprPtr &n) { return k.in(1, {n, kk}); };
+  Shape batch(os.begin(), os.end() - 1);
   g.store = [&](const LExprPtr &m, const LExprPtr &n, const LExprPtr &v) {
-    return store(k.out(), add(mul(m, int_imm(g.N)), n), v);
+    Index idx = batch.size() == 1 ? Index{m} : unravel_index(m, batch);
+    idx.push_back(n);
+    return store(k.out(), add(mul(m, int_imm(g.N)), n), k.finish(idx, v));
   };
+  if (k.out()->dtype == g.dtype)
+    g.store_raw = [&](const LExprPtr &m, const LExprPtr &n, const LExprPtr &v) {
+      return store(k.out(), add(mul(m, int_imm(g.N)), n), v);
+    };
   g.load = [&](const LExprPtr &m, const LExprPtr &n) { return load(k.out(), add(mul(m, int_imm(g.N)), n)); };
   return strategy(k, g);
 }
@@ -144,7 +153,7 @@ Type matmul_rel(RelationCtx &ctx) {
 /// out[.., i, j] = sum_k a[.., i, k] b[.., k, j], one matrix product per
 /// batch index (batch axes broadcast), each accumulated in k order.
 template <GemmStrategy strategy> StmtPtr matmul_kernel(KernelCtx &k) {
-  const Shape &os = k.out()->shape;
+  const Shape &os = k.call.type.shape;
   MatmulShapes s(k.arg_type(0).shape, k.arg_type(1).shape);
   Shape a_batch(s.a.begin(), s.a.end() - 2), b_batch(s.b.begin(), s.b.end() - 2);
   return loop_nest(
@@ -154,7 +163,8 @@ template <GemmStrategy strategy> StmtPtr matmul_kernel(KernelCtx &k) {
         g.M = s.out[s.out.size() - 2];
         g.N = s.out.back();
         g.K = s.a.back();
-        g.dtype = k.out()->dtype;
+        g.dtype = k.call.type.dtype;
+        g.epilogue = bool(k.epilogue);
         auto with = [](Index idx, std::initializer_list<LExprPtr> tail) {
           idx.insert(idx.end(), tail);
           return idx;
@@ -168,12 +178,17 @@ template <GemmStrategy strategy> StmtPtr matmul_kernel(KernelCtx &k) {
             idx.push_back(m);
           if (!s.b_vec)
             idx.push_back(n);
-          return flat_index(os, idx);
+          return idx;
         };
         g.store = [&](const LExprPtr &m, const LExprPtr &n, const LExprPtr &v) {
-          return store(k.out(), out_index(m, n), v);
+          Index idx = out_index(m, n);
+          return store(k.out(), flat_index(os, idx), k.finish(idx, v));
         };
-        g.load = [&](const LExprPtr &m, const LExprPtr &n) { return load(k.out(), out_index(m, n)); };
+        g.load = [&](const LExprPtr &m, const LExprPtr &n) { return load(k.out(), flat_index(os, out_index(m, n))); };
+        if (k.out()->dtype == g.dtype)
+          g.store_raw = [&](const LExprPtr &m, const LExprPtr &n, const LExprPtr &v) {
+            return store(k.out(), flat_index(os, out_index(m, n)), v);
+          };
         return strategy(k, g);
       },
       // The packed schedule's panels are scratch shared by the whole kernel:
@@ -556,6 +571,8 @@ void register_nn_ops(OpRegistry &reg) {
       })
       .kernel(dense_kernel<gemm_nest>)
       .strategy(TargetKind::CPU, dense_kernel<gemm_cpu_packed>)
+      .fuses_epilogue()
+      .fuses_producers()
       .flops(matrix_product_flops)
       .example("%x: Tensor[(2, 3), float64], %w: Tensor[(4, 3), float64]", "nn.dense(%x, %w, units=4)")
       .example("%x: Tensor[(5, 11), float64], %w: Tensor[(6, 11), float64]", "nn.dense(%x, %w)"); // full tiles
@@ -570,6 +587,8 @@ void register_nn_ops(OpRegistry &reg) {
       .gradient(matmul_grad)
       .kernel(matmul_kernel<gemm_nest>)
       .strategy(TargetKind::CPU, matmul_kernel<gemm_cpu_packed>)
+      .fuses_epilogue()
+      .fuses_producers()
       .flops(matrix_product_flops)
       .example("%a: Tensor[(2, 2, 3), float64], %b: Tensor[(3, 4), float64]", "matmul(%a, %b)")
       .example("%a: Tensor[(5, 3), float64], %b: Tensor[(3, 35), float64]", "matmul(%a, %b)") // full tiles

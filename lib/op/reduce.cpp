@@ -134,6 +134,7 @@ void register_reduce_ops(OpRegistry &reg) {
                    .relation("Reduce", numeric_reduce_rel)) // numpy counts bools in int64
       .gradient([](GradCtx &g) -> Grads { return {broadcast_back(g, g.grad)}; }) // d/dx_i sum x = 1
       .kernel([](KernelCtx &k) { return sum_kernel(k, false); })
+      .fuses_producers() // reads each element once
       .example(kTypes, "sum(%x, axis=[0, 2])");
 
   reduce_attrs(reg.add("mean")
@@ -146,6 +147,7 @@ void register_reduce_ops(OpRegistry &reg) {
         return {broadcast_back(g, g.b.scale(g.grad, 1.0 / n))};
       })
       .kernel([](KernelCtx &k) { return sum_kernel(k, true); })
+      .fuses_producers()
       .example(kTypes, "mean(%x, axis=1, keepdims=True)");
 
   reduce_attrs(reg.add("max")
@@ -159,6 +161,7 @@ void register_reduce_ops(OpRegistry &reg) {
         return {g.b.call(ops::where, {at_max, broadcast_back(g, g.grad), zero})};
       })
       .kernel([](KernelCtx &k) { return extremum_kernel(k, BinaryOp::Max); })
+      .fuses_producers()
       .example(kTypes, "max(%x, axis=-1)");
 
   reduce_attrs(reg.add("min")
@@ -172,6 +175,7 @@ void register_reduce_ops(OpRegistry &reg) {
         return {g.b.call(ops::where, {at_min, broadcast_back(g, g.grad), zero})};
       })
       .kernel([](KernelCtx &k) { return extremum_kernel(k, BinaryOp::Min); })
+      .fuses_producers()
       .example(kTypes, "min(%x, axis=0)");
 }
 

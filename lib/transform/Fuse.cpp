@@ -1,13 +1,23 @@
-//===- Fuse.cpp - fuse chains of injective operators ----------------------===//
+//===- Fuse.cpp - fuse injective chains, epilogues and producers ----------===//
 //
-// The last tensor-level pass before lowering. Only injective producers are
-// fused, and only into injective consumers, so a fused value is computed
-// exactly once per output element and no work is duplicated.
+// The last tensor-level pass before lowering. A value with one user fuses
+// into it (becomes a nested call, computed inside its user's kernel):
+//  * an injective producer into an injective consumer: one loop nest, each
+//    fused value computed once per output element;
+//  * an injective producer into an operator that fuses_producers (matrix
+//    products, reductions), which reads each element a bounded number of
+//    times: transpose(dy) into dyᵀ·x, a / b into sum(a / b);
+//  * an operator that fuses_epilogue (the anchor) into injective consumers
+//    that read it at their own output index, probed through their element
+//    functions: bias_add and relu after dense, the relu gradient after the
+//    product that feeds it. The anchor's kernel then stores the consumers'
+//    value; one anchor per kernel.
 //
 //===----------------------------------------------------------------------===//
 #include "gradc/support/Log.h"
 #include "gradc/transform/Fuse.h"
 #include "gradc/ir/Functor.h"
+#include "gradc/op/Kernel.h"
 #include "gradc/op/Registry.h"
 
 #include <algorithm>
@@ -49,33 +59,76 @@ int count_calls(const ExprPtr &e) {
 
 bool injective(const Expr &e) { return e.kind == ExprKind::Call && e.op->injective(); }
 
+/// Whether injective `call` reads operand `arg` at its own output index and
+/// nowhere else (bias_add, relu, where: yes; transpose, a broadcast operand:
+/// no), found by building its element expression once over symbolic indices.
+bool reads_elementwise(const ExprPtr &call, size_t arg) {
+  const Type &t = call->type, &at = call->args[arg]->type;
+  if (!t.is_tensor() || !at.is_tensor() || !(at.shape == t.shape))
+    return false;
+  Index out;
+  for (size_t d = 0; d < t.shape.size(); ++d)
+    out.push_back(var_ref(std::make_shared<LVar>(LVar{"i" + std::to_string(d)})));
+  int reads = 0;
+  bool same = true;
+  ElementCtx ctx{*call, out, [&](size_t a, const Index &idx) {
+                   const Type &type = call->args[a]->type;
+                   if (a == arg) {
+                     ++reads;
+                     same = same && idx == out;
+                   }
+                   auto probe = std::make_shared<Buffer>(Buffer{"probe", type.dtype, {1}, BufferScope::Input});
+                   return load(probe, int_imm(0));
+                 }};
+  call->op->element(ctx);
+  return reads == 1 && same;
+}
+
+/// A single-use value that may fuse into its user.
+struct Fusable {
+  ExprPtr value;
+  int depth = 1;
+  bool anchored = false; // it is, or contains, an operator that fuses_epilogue
+};
+
 } // namespace
 
-FunctionPtr fuse_injective(const Function &fn) {
+FunctionPtr fuse_operators(const Function &fn) {
   UseCounter counter;
   counter.visit_function(fn);
-  std::unordered_map<const Expr *, ExprPtr> single_use; // injective values with one user
-  std::unordered_set<const Expr *> fused;               // their vars, once inlined
-  std::unordered_map<const Expr *, int> depth;           // nesting depth of each single-use value
+  std::unordered_map<const Expr *, Fusable> single_use; // by var
+  std::unordered_set<const Expr *> fused;                // vars whose value moved into their user
   std::vector<Binding> out;
   for (const Binding &b : fn.body.bindings) {
     ExprPtr value = b.value;
-    if (injective(*value)) {
+    if (value->kind == ExprKind::Call) {
+      bool inj = injective(*value);
+      Fusable self{nullptr, 1, false};
       std::vector<ExprPtr> args = value->args;
-      int d = 1;
-      for (ExprPtr &a : args)
-        if (auto it = single_use.find(a.get()); it != single_use.end()) {
-          fused.insert(a.get());
-          d = std::max(d, depth[a.get()] + 1);
-          a = it->second;
-        }
+      for (size_t i = 0; i < args.size(); ++i) {
+        auto it = single_use.find(args[i].get());
+        if (it == single_use.end())
+          continue;
+        const Fusable &f = it->second;
+        bool plain_producer = injective(*f.value) && !f.anchored;
+        bool ok = inj ? plain_producer || (!self.anchored && reads_elementwise(value, i))
+                      : plain_producer && value->op->fuses_producers;
+        if (!ok)
+          continue;
+        fused.insert(args[i].get());
+        self.depth = std::max(self.depth, f.depth + 1);
+        self.anchored = self.anchored || f.anchored;
+        args[i] = f.value;
+      }
       value = with_args(*value, std::move(args));
       // A chain deeper than kMaxFusedDepth starts a new kernel, so that every
       // walk over a fused expression (lowering, the verifier, codegen) stays
       // shallow however long the chain (100 000 chained adds compile).
-      if (counter.uses[b.var.get()] == 1 && b.var->type.is_tensor() && d < kMaxFusedDepth) {
-        single_use[b.var.get()] = value;
-        depth[b.var.get()] = d;
+      bool fusable = inj || (value->op->fuses_epilogue && !self.anchored);
+      if (fusable && counter.uses[b.var.get()] == 1 && b.var->type.is_tensor() && self.depth < kMaxFusedDepth) {
+        self.value = value;
+        self.anchored = self.anchored || !inj;
+        single_use[b.var.get()] = self;
       }
     }
     out.push_back({b.var, value, b.is_let});

@@ -63,7 +63,8 @@ private:
     if (form_ != IRForm::Typed) {
       if (v.is_atom())
         fail("%" + b.var->name + " is bound to an atom");
-      bool fused_ok = form_ == IRForm::Fused && v.kind == ExprKind::Call;
+      bool fused_ok =
+          form_ == IRForm::Fused && v.kind == ExprKind::Call && (v.op->injective() || v.op->fuses_producers);
       for (const ExprPtr &a : v.args)
         if (!a->is_atom() && !(fused_ok && fused_operand(*a)))
           fail("an operand of %" + b.var->name + "'s value is not an atom");
@@ -74,9 +75,11 @@ private:
     define(b.var);
   }
 
-  /// A fused producer: an injective call whose operands are atoms or fused producers.
+  /// A fused operand: an injective call, or an anchor (a call that
+  /// fuses_epilogue) under an injective one, whose operands are atoms or
+  /// fused operands.
   bool fused_operand(const Expr &e) const {
-    if (e.kind != ExprKind::Call || !e.op->injective())
+    if (e.kind != ExprKind::Call || !(e.op->injective() || e.op->fuses_epilogue))
       return false;
     for (const ExprPtr &a : e.args)
       if (!a->is_atom() && !fused_operand(*a))

@@ -38,6 +38,12 @@ struct Gemm {
   std::function<StmtPtr(const LExprPtr &m, const LExprPtr &n, const LExprPtr &value)> store;
   /// Reads back what `store` wrote (a partial sum, when K is blocked).
   std::function<LExprPtr(const LExprPtr &m, const LExprPtr &n)> load;
+  /// `store` applies a fused epilogue (KernelCtx::epilogue): it takes only
+  /// final values. Partial sums of a blocked K then go through `store_raw`
+  /// (the same place, no epilogue; `load` reads them back) where the output
+  /// has the product's dtype, else into kernel scratch.
+  bool epilogue = false;
+  std::function<StmtPtr(const LExprPtr &m, const LExprPtr &n, const LExprPtr &value)> store_raw;
   bool a_contiguous_in_k = true;  // a packing-order hint only
   bool b_contiguous_in_k = false; // true for nn.dense's weight (N, K)
 

@@ -57,6 +57,13 @@ struct KernelCtx {
   /// buffer in the workspace, live only while the kernel runs, visible to
   /// every thread of its parallel loops (a Local is one thread's stack).
   std::function<BufferPtr(const std::string &name, DType dtype, int64_t size)> scratch;
+  /// For an operator that fuses_epilogue: the value to store at output element
+  /// `idx` (the index in the call's own shape) given the call's own value
+  /// there; empty when no consumer is fused. The result has out()'s dtype.
+  std::function<LExprPtr(const Index &idx, const LExprPtr &value)> epilogue;
+
+  /// `value` (of the call's dtype) through the epilogue, if any.
+  LExprPtr finish(const Index &idx, const LExprPtr &value) const { return epilogue ? epilogue(idx, value) : value; }
   LVarPtr var(const std::string &name);
 };
 

@@ -138,6 +138,13 @@ struct OpDef {
   std::vector<std::string> aliases;
   CheckpointMarker checkpoint = CheckpointMarker::None;
   FlopsFn flops_fn = nullptr; // default: one per output element (per input element if larger)
+  // Fusion beyond injective chains (transform/Fuse.h): the kernel passes every
+  // value it stores, once per output element, through KernelCtx::epilogue, so
+  // injective consumers that read it elementwise fuse into it (bias, relu);
+  // and single-use injective producers of its operands fuse into it (read a
+  // bounded number of times: sum(a / b) without a / b in memory).
+  bool fuses_epilogue = false;
+  bool fuses_producers = false;
 
   bool has_gradient() const { return gradient != nullptr || no_gradient || decompose != nullptr; }
   bool has_lowering() const { return element != nullptr || kernel != nullptr || decompose != nullptr; }
@@ -178,6 +185,9 @@ public:
   /// Marks grad.start_checkpoint / grad.end_checkpoint (see transform/Remat.h).
   OpBuilder &checkpoint_marker(CheckpointMarker marker);
   OpBuilder &flops(FlopsFn fn);
+  /// See OpDef::fuses_epilogue and OpDef::fuses_producers.
+  OpBuilder &fuses_epilogue();
+  OpBuilder &fuses_producers();
 
 private:
   OpRegistry &reg_;

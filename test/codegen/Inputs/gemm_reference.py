@@ -85,3 +85,22 @@ got = run("batched", "%%a: %s, %%b: %s" % (t((3, 1, 20, 70)) % "float32", t((4, 
           "matmul(%a, %b)", {"a": a, "b": b})
 check("batched matmul (3,1,20,70)·(4,70,33) float32", got, np.matmul(a.astype(np.float64), b.astype(np.float64)),
       "float32", 70)
+
+# Fused epilogues (transform/Fuse.h): bias and relu stored by the product's
+# kernel, K blocked, partial sums kept in the output; a cast to float16 keeps
+# its partial sums in scratch; relu's gradient folded into dy·w.
+x, w, bias = operand((37, 1000), "float32"), operand((29, 1000), "float32"), operand((29,), "float32")
+got = run("dense_bias_relu", "%%x: %s, %%w: %s, %%b: %s" % (t((37, 1000)) % "float32", t((29, 1000)) % "float32",
+                                                          t((29,)) % "float32"),
+          "nn.relu(nn.bias_add(nn.dense(%x, %w), %b))", {"x": x, "w": w, "b": bias})
+check("relu(bias_add(dense)) 37x29x1000 float32", got,
+      np.maximum(x.astype(np.float64) @ w.astype(np.float64).T + bias, 0), "float32", 1000)
+got = run("dense_cast16", "%%x: %s, %%w: %s" % (t((37, 1000)) % "float32", t((29, 1000)) % "float32"),
+          "cast(nn.dense(%x, %w), dtype=\"float16\")", {"x": x, "w": w})
+check("cast(dense, float16) 37x29x1000", got, (x.astype(np.float64) @ w.astype(np.float64).T), "float16", 1)
+dy, wt, h = operand((64, 10), "float32"), operand((10, 256), "float32"), operand((64, 256), "float32")
+got = run("relu_grad", "%%dy: %s, %%w: %s, %%h: %s" % (t((64, 10)) % "float32", t((10, 256)) % "float32",
+                                                     t((64, 256)) % "float32"),
+          "where(greater(%h, 0f), matmul(%dy, %w), 0f)", {"dy": dy, "w": wt, "h": h})
+check("where(h > 0, dy·w, 0) 64x256x10 float32", got,
+      np.where(h > 0, dy.astype(np.float64) @ wt.astype(np.float64), 0), "float32", 10)
