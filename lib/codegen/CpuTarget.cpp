@@ -170,18 +170,22 @@ std::unique_ptr<Module> build_cpu_module(const LoweredModule &module, const Code
 }
 
 CodegenOutput generate_cpu(const LoweredModule &module, const CodegenOptions &opts, const CodegenRequest &what) {
+  CodegenOutput out;
+  StepTimer timer(out.times);
   std::unique_ptr<TargetMachine> tm = create_cpu_target_machine(opts);
   LLVMContext ctx;
   quiet_diagnostics(ctx);
   std::unique_ptr<Module> m = build_cpu_module(module, opts, ctx, *tm, RuntimeSource::Bitcode);
+  timer.step("llvm-ir");
   optimize(*m, *tm, opts.opt_level);
-  CodegenOutput out;
+  timer.step("llvm-opt");
   if (what.llvm_ir)
     out.llvm_ir = print_module(*m);
   if (what.assembly)
     out.assembly = emit_file(*m, *tm, CodeGenFileType::AssemblyFile);
   if (what.object)
     out.object = emit_file(*m, *tm, CodeGenFileType::ObjectFile);
+  timer.step("llvm-emit");
   return out;
 }
 

@@ -13,9 +13,25 @@
 #include <llvm/IR/Module.h>
 #include <llvm/Target/TargetMachine.h>
 
+#include <chrono>
 #include <unordered_map>
 
 namespace gradc::codegen {
+
+/// Appends (name, seconds since the last step) to a CodegenOutput's times.
+class StepTimer {
+public:
+  explicit StepTimer(std::vector<std::pair<std::string, double>> &times) : times_(times) {}
+  void step(const char *name) {
+    auto now = std::chrono::steady_clock::now();
+    times_.push_back({name, std::chrono::duration<double>(now - last_).count()});
+    last_ = now;
+  }
+
+private:
+  std::vector<std::pair<std::string, double>> &times_;
+  std::chrono::steady_clock::time_point last_ = std::chrono::steady_clock::now();
+};
 
 // Here `Type` is LLVM's; the tensor IR's gradc::Type is not used in codegen.
 using llvm::Type;

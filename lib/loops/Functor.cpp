@@ -93,11 +93,17 @@ StmtPtr substitute(const StmtPtr &s, const VarValues &values) {
   return Substitute(values).mutate(s);
 }
 
-bool contains_loop(const StmtPtr &s) {
+bool contains_loop(const StmtPtr &s, std::optional<ForKind> kind) {
   struct Finder : LoopVisitor {
+    std::optional<ForKind> kind;
     bool found = false;
-    void on_for(const StmtPtr &) override { found = true; }
+    void on_for(const StmtPtr &f) override {
+      found = found || !kind || f->for_kind == *kind;
+      if (!found)
+        LoopVisitor::on_for(f);
+    }
   } finder;
+  finder.kind = kind;
   finder.visit(s);
   return finder.found;
 }

@@ -41,6 +41,9 @@ struct CodegenOutput {
   std::string llvm_ir;  // textual LLVM IR (of the kernels, for CUDA: NVPTX module)
   std::string assembly; // target assembly (CPU)
   std::string ptx;      // CUDA only
+  /// Seconds per step, in order (--report): building the LLVM IR, LLVM's
+  /// optimization pipeline, and emitting the object/assembly/PTX.
+  std::vector<std::pair<std::string, double>> times;
 };
 
 struct CodegenRequest {

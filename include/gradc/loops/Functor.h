@@ -18,6 +18,8 @@
 
 #include "gradc/loops/LoopIR.h"
 
+#include <optional>
+
 #include <unordered_map>
 
 namespace gradc {
@@ -175,8 +177,8 @@ StmtPtr with_for(const Stmt &loop, ForKind kind, StmtPtr body);
 using VarValues = std::unordered_map<const LVar *, LExprPtr>;
 StmtPtr substitute(const StmtPtr &s, const VarValues &values);
 
-/// Whether `s` contains a loop.
-bool contains_loop(const StmtPtr &s);
+/// Whether `s` contains a loop (of `kind`, if given).
+bool contains_loop(const StmtPtr &s, std::optional<ForKind> kind = std::nullopt);
 
 /// Whether `s` calls a math function without a vector form (loops/Lanes.h:
 /// erf, sin, cos, pow, float floor division, float64 exp/log/tanh):
