@@ -565,6 +565,8 @@ private:
         return inline_logf(b_, x);
       if (f == MathFn::Tanh)
         return inline_tanhf(b_, x);
+      if (f == MathFn::Erf)
+        return inline_erff(b_, x);
     }
     Intrinsic::ID id = Intrinsic::not_intrinsic;
     const char *name = nullptr;

@@ -1,12 +1,14 @@
-//===- VectorMath.cpp - float32 exp, log and tanh as plain arithmetic -----===//
+//===- VectorMath.cpp - float32 exp, log, tanh, erf as plain arithmetic ---===//
 //
 // The classic single-precision reductions: exp by n = round(x / ln 2) and
 // r = x - n ln 2 in two parts (Cody and Waite), a degree-7 polynomial, and
 // 2^n assembled in the exponent field in two halves (so that the subnormal
 // results come out right); log by splitting off the exponent, a mantissa in
 // [sqrt(1/2), sqrt(2)) and a degree-9 polynomial in m - 1; tanh by an odd
-// polynomial below 0.625 and 1 - 2 / (e^2|x| + 1) above. The coefficients are
-// the published minimax fits for these intervals (Moshier's Cephes library).
+// polynomial below 0.625 and 1 - 2 / (e^2|x| + 1) above; erf by an odd
+// polynomial below 0.9277 and 1 - e^(-|x| - |x| Q(|x|)) above. The
+// coefficients are published minimax fits for these intervals (Moshier's
+// Cephes library; for erf, N. Juffa's single-precision fit).
 //
 //===----------------------------------------------------------------------===//
 #include "VectorMath.h"
@@ -109,6 +111,25 @@ Value *inline_tanhf(IRBuilder<> &b, Value *x) {
   Value *large = m.sub(m.c(1.0), b.CreateFDiv(m.c(2.0), m.add(inline_expf(b, m.add(ax, ax)), m.c(1.0))));
   large = b.CreateBinaryIntrinsic(Intrinsic::copysign, large, x);
   return m.select(b.CreateFCmpOLT(ax, m.c(0.625)), small, large); // NaN takes `large`: NaN
+}
+
+Value *inline_erff(IRBuilder<> &b, Value *x) {
+  Builder m(b, x);
+  Value *ax = b.CreateUnaryIntrinsic(Intrinsic::fabs, x), *z = m.mul(x, x);
+  // |x| below 0.927734375: x + x P(x^2), an odd minimax polynomial.
+  Value *small = m.add(m.mul(m.poly(z, {-5.96761703e-4, 4.99119423e-3, -2.67681349e-2, 1.12819925e-1,
+                                        -3.76125336e-1, 1.28379166e-1}),
+                             x),
+                       x);
+  // Above: 1 - e^(-|x| - |x| Q(|x|)), with the sign of x; e^... underflows to
+  // 0 past |x| = 10 and the result is ±1, as is every erf(x) of float32 there.
+  Value *q = m.add(m.mul(m.add(m.mul(ax, m.c(-1.72853470e-5)), m.c(3.83197126e-4)), z),
+                   m.add(m.mul(ax, m.c(-3.88396438e-3)), m.c(2.42546219e-2)));
+  for (double k : {-1.06777877e-1, -6.34846687e-1, -1.28717512e-1})
+    q = m.add(m.mul(q, ax), m.c(k));
+  Value *large = m.sub(m.c(1.0), inline_expf(b, m.sub(m.mul(q, ax), ax)));
+  large = b.CreateBinaryIntrinsic(Intrinsic::copysign, large, x);
+  return m.select(b.CreateFCmpOLE(ax, m.c(0.927734375)), small, large); // NaN takes `large`: NaN
 }
 
 } // namespace gradc::codegen

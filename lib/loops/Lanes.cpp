@@ -149,6 +149,7 @@ bool has_vector_form(UnaryOp op, DType dtype) {
   case UnaryOp::Exp:
   case UnaryOp::Log:
   case UnaryOp::Tanh:
+  case UnaryOp::Erf:
     return dtype == DType::Float32 || dtype == DType::Float16;
   default:
     return false;

@@ -181,7 +181,7 @@ StmtPtr substitute(const StmtPtr &s, const VarValues &values);
 bool contains_loop(const StmtPtr &s, std::optional<ForKind> kind = std::nullopt);
 
 /// Whether `s` calls a math function without a vector form (loops/Lanes.h:
-/// erf, sin, cos, pow, float floor division, float64 exp/log/tanh):
+/// sin, cos, pow, float floor division, float64 exp/log/tanh/erf):
 /// vectorizing or unrolling a loop around these only multiplies scalar calls.
 bool calls_math_function(const StmtPtr &s);
 

@@ -20,7 +20,7 @@ constexpr int64_t kMaxLanes = 64;
 
 /// Whether codegen computes `op` on `dtype` with vector instructions on the
 /// CPU: negation, and for floats abs and sqrt, and for float32 and float16
-/// (computed in float32) exp, log and tanh (codegen/VectorMath.h). Other math
+/// (computed in float32) exp, log, tanh and erf (codegen/VectorMath.h). Other math
 /// functions are scalar libm calls.
 bool has_vector_form(UnaryOp op, DType dtype);
 

@@ -3,6 +3,7 @@ vectorizes, not libm calls) against the float64 result rounded to float32, in
 ulps, over 2^22 float32 bit patterns spread over the whole range (both signs,
 subnormals, the overflow and underflow edges) plus the special values.
 Usage: vector_math.py GRADC WORKDIR; prints one line per function."""
+import math
 import os
 import subprocess
 import sys
@@ -19,13 +20,15 @@ x = np.concatenate([bits.view(np.float32), edges])
 n = x.size
 model = os.path.join(work, "math.relay")
 with open(model, "w") as f:
-    f.write('#[version = "0.0.5"]\ndef @main(%%x: Tensor[(%d,), float32]) {\n  (exp(%%x), log(%%x), tanh(%%x))\n}\n' % n)
+    f.write('#[version = "0.0.5"]\ndef @main(%%x: Tensor[(%d,), float32]) {\n  (exp(%%x), log(%%x), tanh(%%x), erf(%%x))\n}\n' % n)
 np.save(os.path.join(work, "x.npy"), x)
 subprocess.run([gradc, "run", model, "--input", "x=" + os.path.join(work, "x.npy"), "--output-dir",
                 os.path.join(work, "out")], check=True, stdout=subprocess.DEVNULL)
 
+erf = np.vectorize(math.erf, otypes=[np.float64])  # libm's double erf, rounded below
+
 with np.errstate(all="ignore"):
-    for i, (name, ref) in enumerate((("exp", np.exp), ("log", np.log), ("tanh", np.tanh))):
+    for i, (name, ref) in enumerate((("exp", np.exp), ("log", np.log), ("tanh", np.tanh), ("erf", erf))):
         got = np.load(os.path.join(work, "out", "output_%d.npy" % i))
         want = ref(x.astype(np.float64)).astype(np.float32)  # correctly rounded but for rare ties
         same_class = (np.isnan(got) == np.isnan(want)) & (np.isinf(got) == np.isinf(want))
