@@ -3,7 +3,13 @@
 this one run, on this host, which is named first with its vector ISA and the
 single-core FMA peak measured by bench/fma_peak.c.
 
-  python3 bench/bench.py [--quick] [--only ROWS]      (bench/run.sh builds gradc and calls this)
+  python3 bench/bench.py [--quick] [--only ROWS] [--cpu CPU --peer-isa ISA]
+  (bench/run.sh builds gradc and calls this)
+
+--cpu compiles gradc's code for another CPU of this host's family (e.g. haswell:
+AVX2 tiles on an AVX-512 host) and --peer-isa pins the peers to the same vector
+ISA (OPENBLAS_CORETYPE and ATEN_CPU_CAPABILITY: avx2 or avx512), so that an
+AVX2 comparison can be made on an AVX-512 machine.
 
 Rows: matrix products (nn.dense x·wᵀ and the gradient layouts dyᵀ·x and dy·w)
 against OpenBLAS through numpy and torch, all single-threaded; a fused
@@ -24,6 +30,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 GRADC = os.path.join(ROOT, "build", "gradc")
 WORK = os.path.join(ROOT, "build", "bench")
 CORES = os.cpu_count() or 1
+CPU = None       # --cpu
+PEER_ISA = None  # --peer-isa
 
 
 def sh(cmd, env=None, cwd=WORK):
@@ -42,7 +50,8 @@ def host():
 
 def fma_peak():
     exe = os.path.join(WORK, "fma_peak")
-    sh(["cc", "-O2", "-march=native", "-ffp-contract=fast", os.path.join(ROOT, "bench", "fma_peak.c"), "-o", exe])
+    sh(["cc", "-O2", "-march=" + (CPU or "native"), "-ffp-contract=fast", os.path.join(ROOT, "bench", "fma_peak.c"),
+        "-o", exe])
     return float(sh([exe]).split()[0])
 
 
@@ -54,7 +63,8 @@ class Model:
         path = os.path.join(WORK, name + ".relay")
         with open(path, "w") as f:
             f.write('#[version = "0.0.5"]\n' + textwrap.dedent(text))
-        sh([GRADC, "compile", path, "-O2", "-o", os.path.join(WORK, name), *compile_flags])
+        cpu = ["--cpu=" + CPU] if CPU else []
+        sh([GRADC, "compile", path, "-O2", "-o", os.path.join(WORK, name), *cpu, *compile_flags])
         with open(os.path.join(WORK, name + ".json")) as f:
             manifest = json.load(f)
         self.functions = {fn["name"]: fn for fn in manifest["functions"]}
@@ -76,12 +86,22 @@ class Model:
         return float(sh([exe, str(iterations), str(threads), str(fn["workspace_bytes"]), *args]))
 
 
-def peer(code, threads=1, blas_threads=None):
-    """Runs a timing snippet in a fresh Python (thread counts are fixed at
-    import); it prints milliseconds."""
+def peer_env():
+    """The environment of a peer: OpenBLAS tuned for this host's own core, or
+    pinned to --peer-isa."""
     env = dict(os.environ)
     env.pop("OPENBLAS_CORETYPE", None)
     env.pop("OPENBLAS_L2_SIZE", None)
+    if PEER_ISA:
+        env["OPENBLAS_CORETYPE"] = {"avx2": "Haswell", "avx512": "SkylakeX"}[PEER_ISA]
+        env["ATEN_CPU_CAPABILITY"] = PEER_ISA
+    return env
+
+
+def peer(code, threads=1, blas_threads=None):
+    """Runs a timing snippet in a fresh Python (thread counts are fixed at
+    import); it prints milliseconds."""
+    env = peer_env()
     for var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
         env[var] = str(blas_threads or threads)
     prelude = textwrap.dedent("""
@@ -188,7 +208,7 @@ def mlp_rows(quick):
         theirs = {}
         for t in sorted({1, CORES}):
             theirs[t] = float(sh(["/usr/bin/python3", os.path.join(ROOT, "bench", "torch_mlp.py"), "200", str(t),
-                                  str(batch)]))
+                                  str(batch)], env=peer_env()))
         detail = "gradc " + ", ".join("%dT %.3f" % kv for kv in ours.items()) + "; PyTorch " + ", ".join(
             "%dT %.3f" % kv for kv in theirs.items())
         row("batch %d" % batch, min(ours.values()), min(theirs.values()), detail)
@@ -198,11 +218,17 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="smaller shapes, fewer rows")
     parser.add_argument("--only", default="gemm,elementwise,softmax,mlp", help="comma list of row groups")
+    parser.add_argument("--cpu", help="compile gradc's code for this CPU (gradc --cpu) instead of the host")
+    parser.add_argument("--peer-isa", choices=["avx2", "avx512"], help="pin OpenBLAS and PyTorch to this ISA")
     args = parser.parse_args()
+    global CPU, PEER_ISA
+    CPU, PEER_ISA = args.cpu, args.peer_isa
     os.makedirs(WORK, exist_ok=True)
     model, isa = host()
     peak = fma_peak()
     print("host: %s, %d cores, %s; measured float32 FMA peak %.1f GFLOP/s per core" % (model, CORES, isa, peak))
+    if CPU or PEER_ISA:
+        print("gradc compiled with --cpu=%s; peers pinned to %s" % (CPU or "(host)", PEER_ISA or "(their default)"))
     only = args.only.split(",")
     if "gemm" in only:
         gemm_rows(peak, args.quick)
