@@ -54,13 +54,17 @@ StmtPtr neumaier(const BufferPtr &s, const BufferPtr &c, const LExprPtr &slot, c
 
 } // namespace
 
-StmtPtr compensated_sum(KernelCtx &k, int64_t count, DType acc,
-                        const std::function<LExprPtr(const LExprPtr &r)> &term,
-                        const std::function<StmtPtr(const LExprPtr &total)> &then) {
+StmtPtr compensated_sum(KernelCtx &k, int64_t count, DType acc, const TermFn &term,
+                        const std::function<StmtPtr(const LExprPtr &total)> &then,
+                        const std::function<StmtPtr(const LExprPtr &r, const LExprPtr &value)> &also) {
   const int64_t lanes = count >= 2 * kSumLanes ? kSumLanes : 1, blocks = count / lanes;
   BufferPtr s = k.local("sum", acc, lanes), c = k.local("carry", acc, lanes);
   LExprPtr zero = constant_of(0, acc), lane0 = int_imm(0);
   auto as_acc = [&](const LExprPtr &r) { return cast(acc, term(r)); };
+  auto step = [&](const LExprPtr &slot, const LExprPtr &r) {
+    StmtPtr add_term = neumaier(s, c, slot, as_acc(r));
+    return also ? seq({also(r, term(r)), add_term}) : add_term;
+  };
   std::vector<StmtPtr> body;
   LVarPtr l = k.var("l");
   body.push_back(for_loop(l, lanes, ForKind::Spatial,
@@ -68,11 +72,11 @@ StmtPtr compensated_sum(KernelCtx &k, int64_t count, DType acc,
   LVarPtr b = k.var("b"), bl = k.var("l");
   LExprPtr r = add(binary(BinaryOp::Mul, var_ref(b), int_imm(lanes)), var_ref(bl));
   body.push_back(for_loop(b, blocks, ForKind::Reduce,
-                          for_loop(bl, lanes, ForKind::Spatial, neumaier(s, c, var_ref(bl), as_acc(r)))));
+                          for_loop(bl, lanes, ForKind::Spatial, step(var_ref(bl), r))));
   if (int64_t tail = count - blocks * lanes) {
     LVarPtr t = k.var("r");
     body.push_back(for_loop(t, tail, ForKind::Reduce,
-                            neumaier(s, c, lane0, as_acc(add(var_ref(t), int_imm(blocks * lanes))))));
+                            step(lane0, add(var_ref(t), int_imm(blocks * lanes)))));
   }
   // Lanes in order into lane 0, then the carry; a non-finite sum is the plain one.
   for (int64_t i = 1; i < lanes; ++i) {

@@ -266,8 +266,8 @@ StmtPtr softmax_kernel(KernelCtx &k, bool log) {
   DType dt = k.out()->dtype, at = dtype_info(dt).accumulator;
   // Both reductions run in lanes (vectorized; exp is vector arithmetic), the
   // sum compensated: a fixed, shape-determined order, accurate on long rows.
-  // softmax in the accumulator dtype writes each exp once, sums what it
-  // wrote and divides it in place: one exp per element, not two.
+  // softmax in the accumulator dtype writes each exp as it sums it, then
+  // divides in place: one exp per element, not two, and three passes.
   return over_axis(shape, axis, [&](const AtAxis &at_axis) {
     auto x = [&](const LExprPtr &j) { return cast(at, k.in(0, at_axis(j))); };
     auto out_at = [&](const LExprPtr &j) { return flat_index(shape, at_axis(j)); };
@@ -280,9 +280,12 @@ StmtPtr softmax_kernel(KernelCtx &k, bool log) {
       auto exp_of = [&](const LExprPtr &j) { return unary(UnaryOp::Exp, shifted(j)); };
       if (!log && dt == at) {
         auto written = [&](const LExprPtr &j) { return load(k.out(), out_at(j)); };
-        return seq({write(exp_of), compensated_sum(k, n, at, written, [&](const LExprPtr &sum) {
-                      return write([&](const LExprPtr &j) { return binary(BinaryOp::Div, written(j), sum); });
-                    })});
+        return compensated_sum(
+            k, n, at, exp_of,
+            [&](const LExprPtr &sum) {
+              return write([&](const LExprPtr &j) { return binary(BinaryOp::Div, written(j), sum); });
+            },
+            [&](const LExprPtr &j, const LExprPtr &e) { return store(k.out(), out_at(j), e); });
       }
       return compensated_sum(k, n, at, exp_of, [&](const LExprPtr &sum) {
         return write([&](const LExprPtr &j) {

@@ -81,10 +81,14 @@ LExprPtr highest_of(DType dtype);
 /// a vectorized loop over the lanes, combined in lane order. Accurate to a
 /// few ulps at any length, where one sequential accumulator loses everything
 /// past 2^24 float32 terms; inf and NaN propagate as in a plain sum. `then`
-/// receives the total (of dtype `acc`) and emits what uses it.
+/// receives the total (of dtype `acc`) and emits what uses it; `also`, if
+/// given, emits a statement beside each term's addition (in the same pass:
+/// softmax writes each exp as it sums it).
 constexpr int64_t kSumLanes = 16; // one AVX-512 vector of float32, two of AVX2
-StmtPtr compensated_sum(KernelCtx &k, int64_t count, DType acc, const std::function<LExprPtr(const LExprPtr &r)> &term,
-                        const std::function<StmtPtr(const LExprPtr &total)> &then);
+using TermFn = std::function<LExprPtr(const LExprPtr &r)>;
+StmtPtr compensated_sum(KernelCtx &k, int64_t count, DType acc, const TermFn &term,
+                        const std::function<StmtPtr(const LExprPtr &total)> &then,
+                        const std::function<StmtPtr(const LExprPtr &r, const LExprPtr &value)> &also = nullptr);
 /// The maximum of `count` terms (of dtype `acc`; -inf, or the dtype's lowest,
 /// for none) in kSumLanes interleaved lanes, a vectorized loop, combined in
 /// lane order: the maximum does not depend on the order, and NaN propagates.
