@@ -142,10 +142,11 @@ private:
       // never reaches the loop vectorizer.
       Metadata *enable[] = {MDString::get(ctx_, "llvm.loop.vectorize.enable"), ConstantAsMetadata::get(b_.getTrue())};
       set_loop_metadata(latch, {MDNode::get(ctx_, enable), unroll_disable()});
-    } else if (calls_math_function(s.body) || contains_loop(s.body, ForKind::Unrolled)) {
-      // Unrolling a loop of scalar exp/log/tanh calls only multiplies the
-      // calls: it made -O2 time grow with the extents (500 softmax kernels:
-      // 9 s with it, 2.6 s without) and buys nothing at run time. A loop
+    } else if (computes_transcendental(s.body) || contains_loop(s.body, ForKind::Unrolled)) {
+      // Unrolling a scalar loop of exp/log/tanh (libm calls or inline
+      // arithmetic) only multiplies a large body: it made -O2 time grow with
+      // the extents (500 softmax kernels: 9 s with it, 2.6 s without) and
+      // buys nothing at run time. A loop
       // around a schedule's unrolled body (a register tile's k loop) is
       // unrolled enough: LLVM unrolling it again cost a third of the MLP's
       // compile time.

@@ -108,6 +108,22 @@ bool contains_loop(const StmtPtr &s, std::optional<ForKind> kind) {
   return finder.found;
 }
 
+bool computes_transcendental(const StmtPtr &s) {
+  struct Finder : LoopVisitor {
+    bool found = false;
+    void on_unary(const LExprPtr &e) override {
+      found |= e->uop != UnaryOp::Neg && e->uop != UnaryOp::Abs && e->uop != UnaryOp::Not && e->uop != UnaryOp::Sqrt;
+      LoopVisitor::on_unary(e);
+    }
+    void on_binary(const LExprPtr &e) override {
+      found |= e->bop == BinaryOp::Pow;
+      LoopVisitor::on_binary(e);
+    }
+  } finder;
+  finder.visit(s);
+  return finder.found;
+}
+
 bool calls_math_function(const StmtPtr &s) {
   struct Finder : LoopVisitor {
     bool found = false;

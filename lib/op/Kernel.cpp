@@ -58,12 +58,13 @@ StmtPtr compensated_sum(KernelCtx &k, int64_t count, DType acc, const TermFn &te
                         const std::function<StmtPtr(const LExprPtr &total)> &then,
                         const std::function<StmtPtr(const LExprPtr &r, const LExprPtr &value)> &also) {
   const int64_t lanes = count >= 2 * kSumLanes ? kSumLanes : 1, blocks = count / lanes;
-  BufferPtr s = k.local("sum", acc, lanes), c = k.local("carry", acc, lanes);
+  BufferPtr s = k.local("sum", acc, lanes), c = k.local("carry", acc, lanes), x = k.local("term", acc, lanes);
   LExprPtr zero = constant_of(0, acc), lane0 = int_imm(0);
-  auto as_acc = [&](const LExprPtr &r) { return cast(acc, term(r)); };
+  // Each term is computed once, into x: Neumaier's step reads it four times,
+  // and an exp written out four times was four times the code to compile.
   auto step = [&](const LExprPtr &slot, const LExprPtr &r) {
-    StmtPtr add_term = neumaier(s, c, slot, as_acc(r));
-    return also ? seq({also(r, term(r)), add_term}) : add_term;
+    LExprPtr value = load(x, slot);
+    return seq({store(x, slot, cast(acc, term(r))), also ? also(r, value) : seq({}), neumaier(s, c, slot, value)});
   };
   std::vector<StmtPtr> body;
   LVarPtr l = k.var("l");
@@ -78,11 +79,13 @@ StmtPtr compensated_sum(KernelCtx &k, int64_t count, DType acc, const TermFn &te
     body.push_back(for_loop(t, tail, ForKind::Reduce,
                             step(lane0, add(var_ref(t), int_imm(blocks * lanes)))));
   }
-  // Lanes in order into lane 0, then the carry; a non-finite sum is the plain one.
-  for (int64_t i = 1; i < lanes; ++i) {
-    body.push_back(neumaier(s, c, lane0, load(s, int_imm(i))));
-    if (is_float(acc))
-      body.push_back(store(c, lane0, add(load(c, lane0), load(c, int_imm(i)))));
+  // The lanes pairwise into lane 0 (16 -> 8 -> 4 -> 2 -> 1, each step a
+  // vector operation), carries alongside; a non-finite sum is the plain one.
+  for (int64_t half = lanes / 2; half >= 1; half /= 2) {
+    LVarPtr h = k.var("h");
+    LExprPtr lo = var_ref(h), hi = add(var_ref(h), int_imm(half));
+    StmtPtr carry = is_float(acc) ? store(c, lo, add(load(c, lo), load(c, hi))) : seq({});
+    body.push_back(for_loop(h, half, ForKind::Spatial, seq({neumaier(s, c, lo, load(s, hi)), carry})));
   }
   LExprPtr total = load(s, lane0);
   if (is_float(acc)) {
@@ -90,7 +93,7 @@ StmtPtr compensated_sum(KernelCtx &k, int64_t count, DType acc, const TermFn &te
     total = select(finite, add(total, load(c, lane0)), total);
   }
   body.push_back(then(total));
-  return alloc(s, alloc(c, seq(std::move(body))));
+  return alloc(s, alloc(c, alloc(x, seq(std::move(body)))));
 }
 
 StmtPtr lane_max(KernelCtx &k, int64_t count, DType acc, const std::function<LExprPtr(const LExprPtr &r)> &term,
@@ -112,8 +115,10 @@ StmtPtr lane_max(KernelCtx &k, int64_t count, DType acc, const std::function<LEx
     body.push_back(
         for_loop(t, tail, ForKind::Reduce, step(lane0, cast(acc, term(add(var_ref(t), int_imm(blocks * lanes)))))));
   }
-  for (int64_t i = 1; i < lanes; ++i)
-    body.push_back(step(lane0, load(m, int_imm(i))));
+  for (int64_t half = lanes / 2; half >= 1; half /= 2) { // pairwise, as compensated_sum
+    LVarPtr h = k.var("h");
+    body.push_back(for_loop(h, half, ForKind::Spatial, step(var_ref(h), load(m, add(var_ref(h), int_imm(half))))));
+  }
   body.push_back(then(load(m, lane0)));
   return alloc(m, seq(std::move(body)));
 }

@@ -185,4 +185,9 @@ bool contains_loop(const StmtPtr &s, std::optional<ForKind> kind = std::nullopt)
 /// vectorizing or unrolling a loop around these only multiplies scalar calls.
 bool calls_math_function(const StmtPtr &s);
 
+/// Whether `s` computes a transcendental function (exp, log, tanh, erf, sin,
+/// cos, pow), vector form or not: unrolling a scalar loop of those only
+/// multiplies a large body.
+bool computes_transcendental(const StmtPtr &s);
+
 } // namespace gradc

@@ -78,20 +78,21 @@ LExprPtr highest_of(DType dtype);
 /// The sum of `count` terms, term(r) for r in [0, count), in a fixed order
 /// that depends only on `count` (so a recomputed sum is bitwise identical):
 /// kSumLanes interleaved compensated (Neumaier) accumulators in dtype `acc`,
-/// a vectorized loop over the lanes, combined in lane order. Accurate to a
+/// a vectorized loop over the lanes, combined pairwise (lane i with lane
+/// i + 8, then i + 4, ...; each step a vector operation). Accurate to a
 /// few ulps at any length, where one sequential accumulator loses everything
 /// past 2^24 float32 terms; inf and NaN propagate as in a plain sum. `then`
 /// receives the total (of dtype `acc`) and emits what uses it; `also`, if
-/// given, emits a statement beside each term's addition (in the same pass:
-/// softmax writes each exp as it sums it).
+/// given, emits a statement beside each term's addition, given the term (in
+/// dtype `acc`): softmax writes each exp in the pass that sums it.
 constexpr int64_t kSumLanes = 16; // one AVX-512 vector of float32, two of AVX2
 using TermFn = std::function<LExprPtr(const LExprPtr &r)>;
 StmtPtr compensated_sum(KernelCtx &k, int64_t count, DType acc, const TermFn &term,
                         const std::function<StmtPtr(const LExprPtr &total)> &then,
                         const std::function<StmtPtr(const LExprPtr &r, const LExprPtr &value)> &also = nullptr);
 /// The maximum of `count` terms (of dtype `acc`; -inf, or the dtype's lowest,
-/// for none) in kSumLanes interleaved lanes, a vectorized loop, combined in
-/// lane order: the maximum does not depend on the order, and NaN propagates.
+/// for none) in kSumLanes interleaved lanes, a vectorized loop, combined
+/// pairwise: the maximum does not depend on the order, and NaN propagates.
 StmtPtr lane_max(KernelCtx &k, int64_t count, DType acc, const std::function<LExprPtr(const LExprPtr &r)> &term,
                  const std::function<StmtPtr(const LExprPtr &max)> &then);
 /// Unravels a flat element index into the indices of `shape`.
