@@ -168,9 +168,16 @@ private:
   /// the L1 at most), then every row tile against it.
   StmtPtr block(const LExprPtr &k0, int64_t steps, const LExprPtr &is_first, const LExprPtr &is_last) {
     int64_t tail = o_.cols % b_.nr;
+    // The partial last panel is one more iteration of the parallel loop (its
+    // own variant behind a branch), not a serial step after it.
     auto over_panels = [&](const std::function<StmtPtr(const LExprPtr &p, int64_t valid)> &panel) {
-      return seq({loop(k_, "p", b_.full_panels, ForKind::Parallel, [&](const LExprPtr &p) { return panel(p, b_.nr); }),
-                  tail ? panel(imm(b_.full_panels), tail) : seq({})});
+      return loop(k_, "p", b_.panels, ForKind::Parallel, [&](const LExprPtr &p) {
+        if (!tail)
+          return panel(p, b_.nr);
+        if (b_.full_panels == 0)
+          return panel(p, tail);
+        return if_then(compare(CompareOp::LT, p, imm(b_.full_panels)), panel(p, b_.nr), panel(p, tail));
+      });
     };
     int64_t rest = o_.rows % b_.mr;
     StmtPtr pack_rows = seq({});
