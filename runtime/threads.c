@@ -26,8 +26,8 @@ struct gradc_rt_job {
 
 /* A model runs its parallel loops in quick succession, and a thread woken through a condition
  * variable (a futex) often arrives after the owner has done all the work alone. So a worker
- * polls for the next job, and the owner for its workers, this many pauses (tens of
- * microseconds) before sleeping. */
+ * polls for the next job, and the owner for its workers, this many pauses before sleeping:
+ * 0.05 to 1 ms, by the CPU's pause latency (OpenMP runtimes spin up to 200 ms by default). */
 enum { GRADC_RT_SPIN = 20000 };
 
 static void gradc_rt_pause(void) {
