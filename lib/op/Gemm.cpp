@@ -80,8 +80,9 @@ struct Blocking {
   int64_t panels = 0, full_panels = 0; // panels of NR columns; the last may be partial
   int64_t tiles = 0, full_tiles = 0;   // tiles of MR rows; the last may be partial
   // The broadcast rows are packed too, [tile][k][MR], when 8 or more panels
-  // reuse them: in place, MR rows a power-of-two stride apart share one L1
-  // set (1024 x 1024: 0.73x OpenBLAS before).
+  // reuse them and they lie along k a multiple of 4 KiB apart: in place, MR
+  // such rows share one L1 set (1024 x 1024: 0.73x OpenBLAS before). Other
+  // strides read well in place, and packing costs a pass and a fork-join.
   bool pack_rows = false;
 };
 
@@ -109,7 +110,7 @@ Blocking blocking(const Target &t, const Gemm &g, const Oriented &o) {
   b.full_panels = o.cols / b.nr;
   b.tiles = (o.rows + b.mr - 1) / b.mr;
   b.full_tiles = o.rows / b.mr;
-  b.pack_rows = b.panels >= 8 && b.tiles >= 2;
+  b.pack_rows = b.panels >= 8 && b.tiles >= 2 && o.bcast_contiguous_in_k && (o.K * acc_bytes) % 4096 == 0;
   return b;
 }
 
