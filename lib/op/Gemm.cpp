@@ -127,13 +127,16 @@ public:
       rows_ = k_.scratch("packed_rows", g_.acc(), b_.kc * b_.tiles * b_.mr);
     if (g_.epilogue && o_.K > b_.kc && !g_.store_raw)
       partial_ = k_.scratch("partial", g_.acc(), o_.rows * o_.cols);
-    int64_t full_blocks = o_.K / b_.kc, rest = o_.K % b_.kc;
-    LExprPtr no = int_imm(0, DType::Bool), yes = int_imm(1, DType::Bool);
-    return seq({loop(k_, "kb", full_blocks, ForKind::Serial,
-                     [&](const LExprPtr &kb) {
-                       return block(mul(kb, imm(b_.kc)), b_.kc, first(kb), rest ? no : last(kb, full_blocks));
-                     }),
-                rest ? block(imm(full_blocks * b_.kc), rest, first(imm(full_blocks)), yes) : seq({})});
+    // With packed rows (shared by every panel) each K block packs them, then
+    // runs the panels in parallel; otherwise each panel runs every K block
+    // on its thread: one fork-join per product, not one per block.
+    if (b_.pack_rows)
+      return over_k_blocks([&](const KBlock &kb) { return seq({pack_rows(kb), over_panels([&](auto p, int64_t valid) {
+                                                               return panel_block(p, valid, kb);
+                                                             })}); });
+    return over_panels([&](const LExprPtr &p, int64_t valid) {
+      return over_k_blocks([&](const KBlock &kb) { return panel_block(p, valid, kb); });
+    });
   }
 
 private:
@@ -164,37 +167,59 @@ private:
   /// Where packed element (step kk of the block, column j) of a panel lives.
   LExprPtr packed_at(const LExprPtr &kk, const LExprPtr &j) const { return add(mul(kk, imm(b_.nr)), j); }
 
-  /// One K block: the broadcast rows packed (if they are), then each panel,
-  /// on a thread of the pool: packed into that thread's stack (KC × NR, half
-  /// the L1 at most), then every row tile against it.
-  StmtPtr block(const LExprPtr &k0, int64_t steps, const LExprPtr &is_first, const LExprPtr &is_last) {
+  /// One block of K: steps [k0, k0 + steps), and whether it is the first and last.
+  struct KBlock {
+    LExprPtr k0;
+    int64_t steps;
+    LExprPtr is_first, is_last;
+  };
+
+  /// The K blocks in order: a loop over the full ones, then the remainder.
+  StmtPtr over_k_blocks(const std::function<StmtPtr(const KBlock &)> &body) {
+    int64_t full_blocks = o_.K / b_.kc, rest = o_.K % b_.kc;
+    LExprPtr no = int_imm(0, DType::Bool), yes = int_imm(1, DType::Bool);
+    return seq({loop(k_, "kb", full_blocks, ForKind::Serial,
+                     [&](const LExprPtr &kb) {
+                       return body({mul(kb, imm(b_.kc)), b_.kc, first(kb), rest ? no : last(kb, full_blocks)});
+                     }),
+                rest ? body({imm(full_blocks * b_.kc), rest, first(imm(full_blocks)), yes}) : seq({})});
+  }
+
+  /// Every panel on the thread pool; the partial last panel is one more
+  /// iteration (its own variant behind a branch), not a serial step after.
+  StmtPtr over_panels(const std::function<StmtPtr(const LExprPtr &p, int64_t valid)> &panel) {
     int64_t tail = o_.cols % b_.nr;
-    // The partial last panel is one more iteration of the parallel loop (its
-    // own variant behind a branch), not a serial step after it.
-    auto over_panels = [&](const std::function<StmtPtr(const LExprPtr &p, int64_t valid)> &panel) {
-      return loop(k_, "p", b_.panels, ForKind::Parallel, [&](const LExprPtr &p) {
-        if (!tail)
-          return panel(p, b_.nr);
-        if (b_.full_panels == 0)
-          return panel(p, tail);
-        return if_then(compare(CompareOp::LT, p, imm(b_.full_panels)), panel(p, b_.nr), panel(p, tail));
-      });
-    };
-    int64_t rest = o_.rows % b_.mr;
-    StmtPtr pack_rows = seq({});
-    if (b_.pack_rows)
-      pack_rows = seq({loop(k_, "rt", b_.full_tiles, ForKind::Parallel,
-                            [&](const LExprPtr &rt) { return pack_tile(k0, steps, rt, b_.mr); }),
-                       rest ? pack_tile(k0, steps, imm(b_.full_tiles), rest) : seq({})});
-    StmtPtr compute = over_panels([&](const LExprPtr &p, int64_t valid) {
-      panel_ = k_.local("panel", g_.acc(), b_.kc * b_.nr);
-      StmtPtr tiles =
-          seq({loop(k_, "rt", b_.full_tiles, ForKind::Serial,
-                    [&](const LExprPtr &rt) { return micro(rt, b_.mr, p, valid, k0, steps, is_first, is_last); }),
-               rest ? micro(imm(b_.full_tiles), rest, p, valid, k0, steps, is_first, is_last) : seq({})});
-      return alloc(panel_, seq({pack_panel(k0, steps, p, valid), tiles}));
+    return loop(k_, "p", b_.panels, ForKind::Parallel, [&](const LExprPtr &p) {
+      auto with_panel = [&](int64_t valid) {
+        panel_ = k_.local("panel", g_.acc(), b_.kc * b_.nr);
+        return alloc(panel_, panel(p, valid));
+      };
+      if (!tail)
+        return with_panel(b_.nr);
+      if (b_.full_panels == 0)
+        return with_panel(tail);
+      return if_then(compare(CompareOp::LT, p, imm(b_.full_panels)), with_panel(b_.nr), with_panel(tail));
     });
-    return seq({pack_rows, compute});
+  }
+
+  /// The broadcast rows of one K block, packed by row tile on the pool.
+  StmtPtr pack_rows(const KBlock &kb) {
+    int64_t rest = o_.rows % b_.mr;
+    return seq({loop(k_, "rt", b_.full_tiles, ForKind::Parallel,
+                     [&](const LExprPtr &rt) { return pack_tile(kb.k0, kb.steps, rt, b_.mr); }),
+                rest ? pack_tile(kb.k0, kb.steps, imm(b_.full_tiles), rest) : seq({})});
+  }
+
+  /// One panel over one K block, on one thread: packed into that thread's
+  /// stack (KC × NR, half the L1 at most), then every row tile against it.
+  StmtPtr panel_block(const LExprPtr &p, int64_t valid, const KBlock &kb) {
+    int64_t rest = o_.rows % b_.mr;
+    auto tile = [&](const LExprPtr &rt, int64_t mrows) {
+      return micro(rt, mrows, p, valid, kb.k0, kb.steps, kb.is_first, kb.is_last);
+    };
+    return seq({pack_panel(kb.k0, kb.steps, p, valid),
+                loop(k_, "rt", b_.full_tiles, ForKind::Serial, [&](const LExprPtr &rt) { return tile(rt, b_.mr); }),
+                rest ? tile(imm(b_.full_tiles), rest) : seq({})});
   }
 
   /// Where packed broadcast element (row tile rt, step kk, row i) lives.

@@ -5,6 +5,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "gradc/driver/Pipeline.h"
+#include "gradc/loops/Functor.h"
 #include "gradc/loops/Verify.h"
 #include "gradc/transform/Verify.h"
 
@@ -94,7 +95,7 @@ LoweredFunction lowered_main(const CompiledModule &c) { return c.lowered.functio
 
 Kernel &first_kernel_with_loop(LoweredFunction &fn) {
   for (Kernel &k : fn.kernels)
-    if (k.body->kind == StmtKind::For || k.body->kind == StmtKind::Seq)
+    if (contains_loop(k.body))
       return k;
   FAIL("no kernel with a loop");
   return fn.kernels[0];
