@@ -95,12 +95,11 @@ Blocking blocking(const Target &t, const Gemm &g, const Oriented &o) {
   // panel and a broadcast (AVX-512: 12 × 2 of 32 registers; AVX2: 6 × 2 of 16).
   int64_t accumulators = t.vector_registers >= 32 ? 24 : 12;
   b.mr = std::max<int64_t>(1, std::min({accumulators / b.nv, int64_t(12), o.rows}));
-  // The packed micro-panel (KC × NR) stays in half the L1 while every row
-  // tile streams past it. A float16 product is one block: its partial sums
-  // are never rounded to float16 between blocks.
+  // The packed micro-panel (KC × NR, on a thread's stack) stays in half the
+  // L1 while every row tile streams past it.
   int64_t acc_bytes = dtype_bytes(g.acc());
   int64_t kc_max = std::max<int64_t>(16, t.l1d_bytes / 2 / (b.nr * acc_bytes));
-  if (g.acc() != g.dtype || o.K <= kc_max) {
+  if (o.K <= kc_max) {
     b.kc = o.K;
   } else {
     int64_t blocks = (o.K + kc_max - 1) / kc_max;
@@ -125,7 +124,11 @@ public:
       return loop_nest({g_.M, g_.N}, [&](const Index &mn) { return g_.store(mn[0], mn[1], constant_of(0, g_.dtype)); });
     if (b_.pack_rows)
       rows_ = k_.scratch("packed_rows", g_.acc(), b_.kc * b_.tiles * b_.mr);
-    if (g_.epilogue && o_.K > b_.kc && !g_.store_raw)
+    // Partial sums between K blocks stay in the output, unless it cannot
+    // hold them unrounded (float16 accumulates in float32) or holds only
+    // final values (an epilogue with no raw store): then in scratch.
+    blocked_ = o_.K > b_.kc;
+    if (blocked_ && (g_.acc() != g_.dtype || (g_.epilogue && !g_.store_raw)))
       partial_ = k_.scratch("partial", g_.acc(), o_.rows * o_.cols);
     // With packed rows (shared by every panel) each K block packs them, then
     // runs the panels in parallel; otherwise each panel runs every K block
@@ -145,7 +148,8 @@ private:
   Oriented o_;
   Blocking b_;
   BufferPtr panel_;                   // the packed panel of the current thread (a Local)
-  BufferPtr rows_, partial_;          // partial_: sums before the last K block, with an epilogue
+  BufferPtr rows_, partial_;          // partial_: sums before the last K block (see build)
+  bool blocked_ = false;              // K is split into blocks
 
   static LExprPtr first(const LExprPtr &kb) {
     if (kb->kind == LExprKind::IntImm)
@@ -313,8 +317,7 @@ private:
         });
       });
     };
-    bool blocked = o_.K > b_.kc;
-    StmtPtr out = g_.epilogue && blocked ? choose(is_last, write(false), write(true)) : write(false);
+    StmtPtr out = blocked_ && (g_.epilogue || partial_) ? choose(is_last, write(false), write(true)) : write(false);
     return alloc(acc, seq({init, steps_loop, out}));
   }
 };

@@ -73,6 +73,20 @@ x, w = operand((20, 600), "float16"), operand((40, 600), "float16")
 got = run("dense_f16", "%%x: %s, %%w: %s" % (t((20, 600)) % "float16", t((40, 600)) % "float16"), "nn.dense(%x, %w)",
           {"x": x, "w": w})
 check("dense x·wT 20x40x600 float16", got, x.astype(np.float64) @ w.astype(np.float64).T, "float16", 1)
+# float16 over many K blocks: partial sums kept in float32 scratch, never
+# rounded to float16 between blocks; K = 2^20 (the register tile's packed
+# panel stays a few KiB on the thread's stack however long K is).
+for m, n, k in ((5, 37, 5000), (1, 3, 1 << 20)):
+    scale = 1.0 if k < 10000 else 1.0 / 32  # sums well inside float16's range
+    x, w = (rng.uniform(0, scale, s).astype(np.float16) for s in ((m, k), (n, k)))
+    got = run("dense_f16_%d" % k, "%%x: %s, %%w: %s" % (t((m, k)) % "float16", t((n, k)) % "float16"),
+              "nn.dense(%x, %w)", {"x": x, "w": w})
+    want = x.astype(np.float64) @ w.astype(np.float64).T
+    # Accumulated in float32: within float32's error bound, then one float16 rounding.
+    err = float(np.abs(got.astype(np.float64) - want).max())
+    bound = float(np.abs(want).max()) * (2.0 ** -11 + (2 * k + 2) * 2.0 ** -24)
+    print("%s dense x·wT %dx%dx%d float16 over K blocks: max error %.3g (bound %.3g)" % (
+        "PASS" if err <= bound else "FAIL", m, n, k, err, bound))
 a, b = operand((9, 300), "int32"), operand((300, 11), "int32")
 got = run("matmul_i32", "%%a: %s, %%b: %s" % (t((9, 300)) % "int32", t((300, 11)) % "int32"), "matmul(%a, %b)",
           {"a": a, "b": b})
