@@ -108,37 +108,43 @@ bool contains_loop(const StmtPtr &s, std::optional<ForKind> kind) {
   return finder.found;
 }
 
-bool computes_transcendental(const StmtPtr &s) {
+namespace {
+
+/// Whether a unary or binary node of `s` satisfies `pred`.
+bool any_arithmetic(const StmtPtr &s, bool (*pred)(const LExpr &)) {
   struct Finder : LoopVisitor {
+    bool (*pred)(const LExpr &);
     bool found = false;
     void on_unary(const LExprPtr &e) override {
-      found |= e->uop != UnaryOp::Neg && e->uop != UnaryOp::Abs && e->uop != UnaryOp::Not && e->uop != UnaryOp::Sqrt;
+      found = found || pred(*e);
       LoopVisitor::on_unary(e);
     }
     void on_binary(const LExprPtr &e) override {
-      found |= e->bop == BinaryOp::Pow;
+      found = found || pred(*e);
       LoopVisitor::on_binary(e);
     }
   } finder;
+  finder.pred = pred;
   finder.visit(s);
   return finder.found;
 }
 
+} // namespace
+
+bool computes_transcendental(const StmtPtr &s) {
+  return any_arithmetic(s, [](const LExpr &e) {
+    if (e.kind == LExprKind::Unary)
+      return e.uop != UnaryOp::Neg && e.uop != UnaryOp::Abs && e.uop != UnaryOp::Not && e.uop != UnaryOp::Sqrt;
+    return e.bop == BinaryOp::Pow;
+  });
+}
+
 bool calls_math_function(const StmtPtr &s) {
-  struct Finder : LoopVisitor {
-    bool found = false;
-    void on_unary(const LExprPtr &e) override {
-      found |= e->uop != UnaryOp::Not && !has_vector_form(e->uop, e->dtype);
-      LoopVisitor::on_unary(e);
-    }
-    void on_binary(const LExprPtr &e) override {
-      found |= e->bop == BinaryOp::Pow ||
-               (is_float(e->dtype) && (e->bop == BinaryOp::FloorDiv || e->bop == BinaryOp::FloorMod));
-      LoopVisitor::on_binary(e);
-    }
-  } finder;
-  finder.visit(s);
-  return finder.found;
+  return any_arithmetic(s, [](const LExpr &e) {
+    if (e.kind == LExprKind::Unary)
+      return e.uop != UnaryOp::Not && !has_vector_form(e.uop, e.dtype);
+    return e.bop == BinaryOp::Pow || (is_float(e.dtype) && (e.bop == BinaryOp::FloorDiv || e.bop == BinaryOp::FloorMod));
+  });
 }
 
 } // namespace gradc
