@@ -335,6 +335,66 @@ StmtPtr gemm_nest(KernelCtx &k, const Gemm &g) {
   });
 }
 
-StmtPtr gemm_cpu_packed(KernelCtx &k, const Gemm &g) { return PackedGemm(k, g).build(); }
+namespace {
+
+/// A few rows of A against all of B, both contiguous along k (x·wᵀ with a
+/// small batch): T × T dot products at once, each in VL lanes along k (FMA),
+/// the lanes added pairwise and then the k tail in order. Nothing is packed
+/// and each row of B is read once per row tile of A, where the panel schedule
+/// needs a broadcast for every FMA when the panel is one vector wide.
+StmtPtr gemm_dot(KernelCtx &k, const Gemm &g) {
+  const int64_t vl = k.target.vector_lanes(g.acc()), t = k.target.vector_registers >= 32 ? 4 : 3;
+  const int64_t steps = g.K / vl, tail = g.K % vl;
+  DType acc_t = g.acc();
+  bool fma = k.target.has_fma && is_float(acc_t);
+  auto tile = [&](const LExprPtr &m0, int64_t mr, const LExprPtr &n0, int64_t nr) {
+    BufferPtr acc = k.local("acc", acc_t, mr * nr * vl);
+    auto slot = [&](int64_t i, int64_t j, const LExprPtr &l) { return add(imm((i * nr + j) * vl), l); };
+    std::vector<StmtPtr> body{loop(k, "s", mr * nr * vl, ForKind::Vectorized,
+                                   [&](const LExprPtr &s) { return store(acc, s, constant_of(0, acc_t)); })};
+    body.push_back(loop(k, "kb", steps, ForKind::Serial, [&](const LExprPtr &kb) {
+      std::vector<StmtPtr> fmas;
+      for (int64_t i = 0; i < mr; ++i)
+        for (int64_t j = 0; j < nr; ++j)
+          fmas.push_back(loop(k, "l", vl, ForKind::Vectorized, [&](const LExprPtr &l) {
+            LExprPtr kk = add(mul(kb, imm(vl)), l), s = slot(i, j, l);
+            LExprPtr a = g.a_acc(add(m0, imm(i)), kk), b = g.b_acc(kk, add(n0, imm(j)));
+            return store(acc, s, fma ? mul_add(a, b, load(acc, s)) : add(load(acc, s), mul(a, b)));
+          }));
+      return seq(std::move(fmas));
+    }));
+    for (int64_t i = 0; i < mr; ++i)
+      for (int64_t j = 0; j < nr; ++j) {
+        for (int64_t half = vl / 2; half >= 1; half /= 2) // the lanes pairwise, then the k tail in order
+          body.push_back(loop(k, "h", half, ForKind::Vectorized, [&](const LExprPtr &h) {
+            return store(acc, slot(i, j, h), add(load(acc, slot(i, j, h)), load(acc, slot(i, j, add(h, imm(half))))));
+          }));
+        LExprPtr s0 = slot(i, j, imm(0));
+        body.push_back(loop(k, "kt", tail, ForKind::Serial, [&](const LExprPtr &kt) {
+          LExprPtr kk = add(kt, imm(steps * vl));
+          LExprPtr a = g.a_acc(add(m0, imm(i)), kk), b = g.b_acc(kk, add(n0, imm(j)));
+          return store(acc, s0, fma ? mul_add(a, b, load(acc, s0)) : add(load(acc, s0), mul(a, b)));
+        }));
+        body.push_back(g.store(add(m0, imm(i)), add(n0, imm(j)), cast(g.dtype, load(acc, s0))));
+      }
+    return alloc(acc, seq(std::move(body)));
+  };
+  auto rows = [&](const LExprPtr &n0, int64_t nr) {
+    return seq({loop(k, "mt", g.M / t, ForKind::Serial, [&](const LExprPtr &mt) { return tile(mul(mt, imm(t)), t, n0, nr); }),
+                g.M % t ? tile(imm(g.M / t * t), g.M % t, n0, nr) : seq({})});
+  };
+  return seq({loop(k, "nt", g.N / t, ForKind::Parallel, [&](const LExprPtr &nt) { return rows(mul(nt, imm(t)), t); }),
+              g.N % t ? rows(imm(g.N / t * t), g.N % t) : seq({})});
+}
+
+} // namespace
+
+StmtPtr gemm_cpu_packed(KernelCtx &k, const Gemm &g) {
+  // A small batch against a weight, both contiguous along k: dot products.
+  const int64_t vl = k.target.vector_lanes(g.acc());
+  if (g.a_contiguous_in_k && g.b_contiguous_in_k && g.M <= 32 && g.N >= 4 && g.K >= 8 * vl)
+    return gemm_dot(k, g);
+  return PackedGemm(k, g).build();
+}
 
 } // namespace gradc
