@@ -20,9 +20,10 @@
 //    fused (or a multiply then an add without FMA): the order is fixed by the
 //    shape and target, so a recomputed value is bitwise identical.
 //  * Panels run on the thread pool (Parallel), packing included.
-//  * A small batch against a weight, both contiguous along k (x·wᵀ with
-//    M <= 32), is instead T × T dot products in VL lanes along k, the lanes
-//    added pairwise at the end (gemm_dot): nothing packed, no broadcasts.
+//  * With 32 vector registers (AVX-512), a small batch against a weight,
+//    both contiguous along k (x·wᵀ with M <= 32), is instead 4 × 4 dot
+//    products in VL lanes along k, the lanes added pairwise at the end
+//    (gemm_dot): nothing packed, no broadcasts.
 //  * gemm_nest: Spatial m and n, a Reduce k loop in order; on the GPU one
 //    thread per output element after binding.
 //
