@@ -3,10 +3,12 @@ against numpy in float64, for every layout the gradients use and for shapes
 that do not divide the tiles. Usage: gemm_reference.py GRADC WORKDIR [gradc
 compile flags...]; prints one line per case."""
 import os
-import subprocess
 import sys
 
 import numpy as np
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "inputs"))
+from gradc_run import run_model  # noqa: E402
 
 gradc, work, flags = sys.argv[1], sys.argv[2], sys.argv[3:]
 os.makedirs(work, exist_ok=True)
@@ -15,16 +17,7 @@ DTYPES = {"float32": np.float32, "float64": np.float64, "float16": np.float16, "
 
 
 def run(name, params, body, inputs):
-    model = os.path.join(work, name + ".relay")
-    with open(model, "w") as f:
-        f.write('#[version = "0.0.5"]\ndef @main(%s) {\n  %s\n}\n' % (params, body))
-    args = [gradc, "run", model, "--output-dir", os.path.join(work, name)] + flags
-    for key, value in inputs.items():
-        path = os.path.join(work, "%s_%s.npy" % (name, key))
-        np.save(path, value)
-        args += ["--input", "%s=%s" % (key, path)]
-    subprocess.run(args, check=True, stdout=subprocess.DEVNULL)
-    return np.load(os.path.join(work, name, "output_0.npy"))
+    return run_model(gradc, work, name, params, body, inputs, flags)[0]
 
 
 def operand(shape, dtype):

@@ -1,14 +1,16 @@
-"""float32 exp, log and tanh (codegen/VectorMath.h: inline arithmetic that
+"""float32 exp, log, tanh and erf (codegen/VectorMath.h: inline arithmetic that
 vectorizes, not libm calls) against the float64 result rounded to float32, in
 ulps, over 2^22 float32 bit patterns spread over the whole range (both signs,
 subnormals, the overflow and underflow edges) plus the special values.
 Usage: vector_math.py GRADC WORKDIR; prints one line per function."""
 import math
 import os
-import subprocess
 import sys
 
 import numpy as np
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "inputs"))
+from gradc_run import run_model  # noqa: E402
 
 gradc, work = sys.argv[1], sys.argv[2]
 os.makedirs(work, exist_ok=True)
@@ -18,18 +20,14 @@ edges = np.array([0.0, -0.0, np.inf, -np.inf, np.nan, 88.72283, 88.72284, 88.722
                  dtype=np.float32)
 x = np.concatenate([bits.view(np.float32), edges])
 n = x.size
-model = os.path.join(work, "math.relay")
-with open(model, "w") as f:
-    f.write('#[version = "0.0.5"]\ndef @main(%%x: Tensor[(%d,), float32]) {\n  (exp(%%x), log(%%x), tanh(%%x), erf(%%x))\n}\n' % n)
-np.save(os.path.join(work, "x.npy"), x)
-subprocess.run([gradc, "run", model, "--input", "x=" + os.path.join(work, "x.npy"), "--output-dir",
-                os.path.join(work, "out")], check=True, stdout=subprocess.DEVNULL)
+outputs = run_model(gradc, work, "math", "%%x: Tensor[(%d,), float32]" % n, "(exp(%x), log(%x), tanh(%x), erf(%x))",
+                    {"x": x})
 
 erf = np.vectorize(math.erf, otypes=[np.float64])  # libm's double erf, rounded below
 
 with np.errstate(all="ignore"):
     for i, (name, ref) in enumerate((("exp", np.exp), ("log", np.log), ("tanh", np.tanh), ("erf", erf))):
-        got = np.load(os.path.join(work, "out", "output_%d.npy" % i))
+        got = outputs[i]
         want = ref(x.astype(np.float64)).astype(np.float32)  # correctly rounded but for rare ties
         same_class = (np.isnan(got) == np.isnan(want)) & (np.isinf(got) == np.isinf(want))
         finite = np.isfinite(want) & np.isfinite(got)

@@ -2,10 +2,12 @@
 float32 sums are compensated (not one sequential accumulator), max/min start from the
 dtype's limits. Usage: reduction_accuracy.py GRADC WORKDIR; prints one line per case."""
 import os
-import subprocess
 import sys
 
 import numpy as np
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "inputs"))
+from gradc_run import run_model  # noqa: E402
 
 gradc, work = sys.argv[1], sys.argv[2]
 os.makedirs(work, exist_ok=True)
@@ -13,16 +15,7 @@ rng = np.random.default_rng(7)
 
 
 def run(name, params, body, inputs):
-    model = os.path.join(work, name + ".relay")
-    with open(model, "w") as f:
-        f.write('#[version = "0.0.5"]\ndef @main(%s) {\n  %s\n}\n' % (params, body))
-    args = [gradc, "run", model, "--output-dir", os.path.join(work, name)]
-    for key, value in inputs.items():
-        path = os.path.join(work, "%s_%s.npy" % (name, key))
-        np.save(path, value)
-        args += ["--input", "%s=%s" % (key, path)]
-    subprocess.run(args, check=True, stdout=subprocess.DEVNULL)
-    return np.load(os.path.join(work, name, "output_0.npy"))
+    return run_model(gradc, work, name, params, body, inputs)[0]
 
 
 def ulps(got, want, dtype):
