@@ -84,7 +84,26 @@ struct Blocking {
   // such rows share one L1 set (1024 x 1024: 0.73x OpenBLAS before). Other
   // strides read well in place, and packing costs a pass and a fork-join.
   bool pack_rows = false;
+  // Few panels (a small batch's panel of x) are too few jobs for the pool:
+  // the row tiles are split into `groups`, each job one panel × one group,
+  // which packs its panel again (see row_groups).
+  int64_t groups = 1, group_tiles = 0; // full tiles per group; the last group has the rest
 };
+
+/// How many groups of row tiles each panel is split into so that the jobs
+/// (panels × groups) keep the cores evenly busy. Each group packs its panel
+/// again, so a group keeps at least 8 full tiles (packing K × NR costs about
+/// what one or two tiles compute).
+int64_t row_groups(const Target &t, const Blocking &b) {
+  int64_t cores = t.cores > 0 ? t.cores : 4, most = std::max<int64_t>(1, b.full_tiles / 8);
+  auto balance = [&](int64_t jobs) { return double(jobs) / double((jobs + cores - 1) / cores * cores); };
+  if (cores == 1 || b.pack_rows || balance(b.panels) >= 0.85 || b.panels >= 4 * cores)
+    return 1;
+  for (int64_t g = 2; g <= most; ++g)
+    if (balance(b.panels * g) >= 0.85)
+      return g;
+  return most;
+}
 
 Blocking blocking(const Target &t, const Gemm &g, const Oriented &o) {
   Blocking b;
@@ -110,6 +129,10 @@ Blocking blocking(const Target &t, const Gemm &g, const Oriented &o) {
   b.tiles = (o.rows + b.mr - 1) / b.mr;
   b.full_tiles = o.rows / b.mr;
   b.pack_rows = b.panels >= 8 && b.tiles >= 2 && o.bcast_contiguous_in_k && (o.K * acc_bytes) % 4096 == 0;
+  b.groups = row_groups(t, b);
+  b.group_tiles = (b.full_tiles + b.groups - 1) / std::max<int64_t>(b.groups, 1);
+  if (b.group_tiles > 0)
+    b.groups = (b.full_tiles + b.group_tiles - 1) / b.group_tiles;
   return b;
 }
 
@@ -134,11 +157,13 @@ public:
     // runs the panels in parallel; otherwise each panel runs every K block
     // on its thread: one fork-join per product, not one per block.
     if (b_.pack_rows)
-      return over_k_blocks([&](const KBlock &kb) { return seq({pack_rows(kb), over_panels([&](auto p, int64_t valid) {
-                                                               return panel_block(p, valid, kb);
-                                                             })}); });
-    return over_panels([&](const LExprPtr &p, int64_t valid) {
-      return over_k_blocks([&](const KBlock &kb) { return panel_block(p, valid, kb); });
+      return over_k_blocks([&](const KBlock &kb) {
+        return seq({pack_rows(kb), over_jobs([&](auto p, int64_t valid, const Tiles &tiles) {
+                      return panel_block(p, valid, tiles, kb);
+                    })});
+      });
+    return over_jobs([&](const LExprPtr &p, int64_t valid, const Tiles &tiles) {
+      return over_k_blocks([&](const KBlock &kb) { return panel_block(p, valid, tiles, kb); });
     });
   }
 
@@ -189,20 +214,37 @@ private:
                 rest ? body({imm(full_blocks * b_.kc), rest, first(imm(full_blocks)), yes}) : seq({})});
   }
 
-  /// Every panel on the thread pool; the partial last panel is one more
-  /// iteration (its own variant behind a branch), not a serial step after.
-  StmtPtr over_panels(const std::function<StmtPtr(const LExprPtr &p, int64_t valid)> &panel) {
-    int64_t tail = o_.cols % b_.nr;
-    return loop(k_, "p", b_.panels, ForKind::Parallel, [&](const LExprPtr &p) {
-      auto with_panel = [&](int64_t valid) {
+  /// A job's row tiles: `count` full tiles from `first`, then the partial
+  /// last tile if `rest`.
+  struct Tiles {
+    LExprPtr first;
+    int64_t count;
+    bool rest;
+  };
+
+  /// Every job (panel × group of row tiles) on the thread pool. The partial
+  /// last panel and the last group are more iterations (their own variants
+  /// behind branches), not serial steps after.
+  StmtPtr over_jobs(const std::function<StmtPtr(const LExprPtr &p, int64_t valid, const Tiles &tiles)> &job) {
+    int64_t tail = o_.cols % b_.nr, groups = b_.groups;
+    bool rest = o_.rows % b_.mr != 0;
+    return loop(k_, "job", b_.panels * groups, ForKind::Parallel, [&](const LExprPtr &j) {
+      LExprPtr p = groups == 1 ? j : binary(BinaryOp::FloorDiv, j, imm(groups));
+      auto with_tiles = [&](int64_t valid) {
         panel_ = k_.local("panel", g_.acc(), b_.kc * b_.nr);
-        return alloc(panel_, panel(p, valid));
+        if (groups == 1)
+          return alloc(panel_, job(p, valid, {imm(0), b_.full_tiles, rest}));
+        LExprPtr g = binary(BinaryOp::FloorMod, j, imm(groups));
+        int64_t last_first = (groups - 1) * b_.group_tiles;
+        StmtPtr some = job(p, valid, {mul(g, imm(b_.group_tiles)), b_.group_tiles, false});
+        StmtPtr last = job(p, valid, {imm(last_first), b_.full_tiles - last_first, rest});
+        return alloc(panel_, if_then(compare(CompareOp::LT, g, imm(groups - 1)), some, last));
       };
       if (!tail)
-        return with_panel(b_.nr);
+        return with_tiles(b_.nr);
       if (b_.full_panels == 0)
-        return with_panel(tail);
-      return if_then(compare(CompareOp::LT, p, imm(b_.full_panels)), with_panel(b_.nr), with_panel(tail));
+        return with_tiles(tail);
+      return if_then(compare(CompareOp::LT, p, imm(b_.full_panels)), with_tiles(b_.nr), with_tiles(tail));
     });
   }
 
@@ -215,15 +257,15 @@ private:
   }
 
   /// One panel over one K block, on one thread: packed into that thread's
-  /// stack (KC × NR, half the L1 at most), then every row tile against it.
-  StmtPtr panel_block(const LExprPtr &p, int64_t valid, const KBlock &kb) {
-    int64_t rest = o_.rows % b_.mr;
+  /// stack (KC × NR, half the L1 at most), then the job's row tiles against it.
+  StmtPtr panel_block(const LExprPtr &p, int64_t valid, const Tiles &tiles, const KBlock &kb) {
     auto tile = [&](const LExprPtr &rt, int64_t mrows) {
       return micro(rt, mrows, p, valid, kb.k0, kb.steps, kb.is_first, kb.is_last);
     };
     return seq({pack_panel(kb.k0, kb.steps, p, valid),
-                loop(k_, "rt", b_.full_tiles, ForKind::Serial, [&](const LExprPtr &rt) { return tile(rt, b_.mr); }),
-                rest ? tile(imm(b_.full_tiles), rest) : seq({})});
+                loop(k_, "rt", tiles.count, ForKind::Serial,
+                     [&](const LExprPtr &rt) { return tile(add(tiles.first, rt), b_.mr); }),
+                tiles.rest ? tile(imm(b_.full_tiles), o_.rows % b_.mr) : seq({})});
   }
 
   /// Where packed broadcast element (row tile rt, step kk, row i) lives.
