@@ -52,6 +52,15 @@ StmtPtr neumaier(const BufferPtr &s, const BufferPtr &c, const LExprPtr &slot, c
   return seq({store(c, slot, add(load(c, slot), err)), store(s, slot, t)});
 }
 
+/// The sum in slot `slot` plus its carry; a non-finite sum is the plain one.
+LExprPtr neumaier_total(const BufferPtr &s, const BufferPtr &c, const LExprPtr &slot) {
+  LExprPtr total = load(s, slot);
+  if (!is_float(s->dtype))
+    return total;
+  LExprPtr finite = compare(CompareOp::EQ, sub(total, total), constant_of(0, s->dtype));
+  return select(finite, add(total, load(c, slot)), total);
+}
+
 } // namespace
 
 StmtPtr compensated_sum(KernelCtx &k, int64_t count, DType acc, const TermFn &term,
@@ -87,12 +96,7 @@ StmtPtr compensated_sum(KernelCtx &k, int64_t count, DType acc, const TermFn &te
     StmtPtr carry = is_float(acc) ? store(c, lo, add(load(c, lo), load(c, hi))) : seq({});
     body.push_back(for_loop(h, half, ForKind::Spatial, seq({neumaier(s, c, lo, load(s, hi)), carry})));
   }
-  LExprPtr total = load(s, lane0);
-  if (is_float(acc)) {
-    LExprPtr finite = compare(CompareOp::EQ, sub(total, total), zero);
-    total = select(finite, add(total, load(c, lane0)), total);
-  }
-  body.push_back(then(total));
+  body.push_back(then(neumaier_total(s, c, lane0)));
   return alloc(s, alloc(c, alloc(x, seq(std::move(body)))));
 }
 
@@ -121,6 +125,49 @@ StmtPtr lane_max(KernelCtx &k, int64_t count, DType acc, const std::function<LEx
   }
   body.push_back(then(load(m, lane0)));
   return alloc(m, seq(std::move(body)));
+}
+
+StmtPtr over_lane_blocks(KernelCtx &k, int64_t count,
+                         const std::function<StmtPtr(const LExprPtr &first, int64_t width)> &body) {
+  int64_t full = count / kSumLanes, rest = count % kSumLanes;
+  LVarPtr b = k.var("lb");
+  return seq({full ? for_loop(b, full, ForKind::Spatial, body(binary(BinaryOp::Mul, var_ref(b), int_imm(kSumLanes)), kSumLanes))
+                   : seq({}),
+              rest ? body(int_imm(full * kSumLanes), rest) : seq({})});
+}
+
+StmtPtr compensated_sums(KernelCtx &k, int64_t width, int64_t count, DType acc, const LaneTermFn &term,
+                         const std::function<StmtPtr(const LExprPtr &l, const LExprPtr &total)> &then,
+                         const std::function<StmtPtr(const LExprPtr &l, const LExprPtr &r, const LExprPtr &value)> &also) {
+  BufferPtr s = k.local("sum", acc, width), c = k.local("carry", acc, width), x = k.local("term", acc, width);
+  LExprPtr zero = constant_of(0, acc);
+  auto lanes = [&](const std::function<StmtPtr(const LExprPtr &l)> &body) {
+    LVarPtr l = k.var("l");
+    return for_loop(l, width, ForKind::Spatial, body(var_ref(l)));
+  };
+  LVarPtr r = k.var("r");
+  StmtPtr terms = for_loop(r, count, ForKind::Reduce, lanes([&](const LExprPtr &l) {
+    LExprPtr value = load(x, l);
+    return seq({store(x, l, cast(acc, term(l, var_ref(r)))), also ? also(l, var_ref(r), value) : seq({}),
+                neumaier(s, c, l, value)});
+  }));
+  return alloc(s, alloc(c, alloc(x, seq({lanes([&](const LExprPtr &l) { return seq({store(s, l, zero), store(c, l, zero)}); }),
+                                         terms, lanes([&](const LExprPtr &l) { return then(l, neumaier_total(s, c, l)); })}))));
+}
+
+StmtPtr lanes_max(KernelCtx &k, int64_t width, int64_t count, DType acc, const LaneTermFn &term,
+                  const std::function<StmtPtr(const LExprPtr &l, const LExprPtr &max)> &then) {
+  BufferPtr m = k.local("max", acc, width);
+  auto lanes = [&](const std::function<StmtPtr(const LExprPtr &l)> &body) {
+    LVarPtr l = k.var("l");
+    return for_loop(l, width, ForKind::Spatial, body(var_ref(l)));
+  };
+  LVarPtr r = k.var("r");
+  StmtPtr terms = for_loop(r, count, ForKind::Reduce, lanes([&](const LExprPtr &l) {
+    return store(m, l, binary(BinaryOp::Max, load(m, l), cast(acc, term(l, var_ref(r)))));
+  }));
+  return alloc(m, seq({lanes([&](const LExprPtr &l) { return store(m, l, lowest_of(acc)); }), terms,
+                       lanes([&](const LExprPtr &l) { return then(l, load(m, l)); })}));
 }
 
 LExprPtr flat_index(const Shape &shape, const Index &idx) {

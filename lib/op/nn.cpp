@@ -264,34 +264,67 @@ StmtPtr softmax_kernel(KernelCtx &k, bool log) {
   const Shape &shape = k.arg_type(0).shape;
   int64_t axis = norm_axis(k.attrs(), int64_t(shape.size())), n = shape[axis];
   DType dt = k.out()->dtype, at = dtype_info(dt).accumulator;
-  // Both reductions run in lanes (vectorized; exp is vector arithmetic), the
-  // sum compensated: a fixed, shape-determined order, accurate on long rows.
   // softmax in the accumulator dtype writes each exp as it sums it, then
   // divides in place: one exp per element, not two, and three passes.
+  bool write_exp = !log && dt == at;
+  // out_j from x_j - m and s' = log(s) (log_softmax) or s.
+  auto finalize = [&](const LExprPtr &shifted, const LExprPtr &written, const LExprPtr &sum) {
+    if (log)
+      return binary(BinaryOp::Sub, shifted, sum);
+    return binary(BinaryOp::Div, write_exp ? written : unary(UnaryOp::Exp, shifted), sum);
+  };
+  auto finish_sum = [&](const LExprPtr &total) { return log ? unary(UnaryOp::Log, total) : total; };
+  int64_t rows = n ? num_elements(shape) / n : 0;
+  if (!k.target.is_gpu() && n < 2 * kSumLanes && rows >= 2) {
+    // On a CPU, short rows side by side, one per lane (64 rows of 10 classes:
+    // 8.5 -> 1.6 us); each row reduced in order. On a GPU a row is a thread's.
+    Shape outer = shape;
+    outer.erase(outer.begin() + axis);
+    return over_lane_blocks(k, rows, [&](const LExprPtr &first, int64_t width) {
+      auto idx = [&](const LExprPtr &l, const LExprPtr &j) {
+        Index i = unravel_index(binary(BinaryOp::Add, first, l), outer);
+        i.insert(i.begin() + axis, j);
+        return i;
+      };
+      auto x = [&](const LExprPtr &l, const LExprPtr &j) { return cast(at, k.in(0, idx(l, j))); };
+      auto out_at = [&](const LExprPtr &l, const LExprPtr &j) { return flat_index(shape, idx(l, j)); };
+      BufferPtr m = k.local("row_max", at, width), s = k.local("row_sum", at, width);
+      auto shifted = [&](const LExprPtr &l, const LExprPtr &j) { return binary(BinaryOp::Sub, x(l, j), load(m, l)); };
+      StmtPtr max = lanes_max(k, width, n, at, x, [&](const LExprPtr &l, const LExprPtr &v) { return store(m, l, v); });
+      StmtPtr sum = compensated_sums(
+          k, width, n, at, [&](const LExprPtr &l, const LExprPtr &j) { return unary(UnaryOp::Exp, shifted(l, j)); },
+          [&](const LExprPtr &l, const LExprPtr &total) { return store(s, l, finish_sum(total)); },
+          write_exp ? [&](const LExprPtr &l, const LExprPtr &j, const LExprPtr &e) { return store(k.out(), out_at(l, j), e); }
+                    : std::function<StmtPtr(const LExprPtr &, const LExprPtr &, const LExprPtr &)>());
+      LVarPtr j = k.var("j"), l = k.var("l");
+      LExprPtr jr = var_ref(j), lr = var_ref(l);
+      StmtPtr write = for_loop(
+          j, n, ForKind::Spatial,
+          for_loop(l, width, ForKind::Spatial,
+                   store(k.out(), out_at(lr, jr),
+                         cast(dt, finalize(shifted(lr, jr), load(k.out(), out_at(lr, jr)), load(s, lr))))));
+      return alloc(m, alloc(s, seq({max, sum, write})));
+    });
+  }
+  // Both reductions run in lanes along the row (vectorized; exp is vector
+  // arithmetic), the sum compensated: a fixed, shape-determined order,
+  // accurate on long rows.
   return over_axis(shape, axis, [&](const AtAxis &at_axis) {
     auto x = [&](const LExprPtr &j) { return cast(at, k.in(0, at_axis(j))); };
     auto out_at = [&](const LExprPtr &j) { return flat_index(shape, at_axis(j)); };
-    auto write = [&](const std::function<LExprPtr(const LExprPtr &j)> &value) {
-      LVarPtr j = k.var("j");
-      return for_loop(j, n, ForKind::Spatial, store(k.out(), out_at(var_ref(j)), cast(dt, value(var_ref(j)))));
-    };
     return lane_max(k, n, at, x, [&](const LExprPtr &max) {
       auto shifted = [&](const LExprPtr &j) { return binary(BinaryOp::Sub, x(j), max); };
       auto exp_of = [&](const LExprPtr &j) { return unary(UnaryOp::Exp, shifted(j)); };
-      if (!log && dt == at) {
-        auto written = [&](const LExprPtr &j) { return load(k.out(), out_at(j)); };
-        return compensated_sum(
-            k, n, at, exp_of,
-            [&](const LExprPtr &sum) {
-              return write([&](const LExprPtr &j) { return binary(BinaryOp::Div, written(j), sum); });
-            },
-            [&](const LExprPtr &j, const LExprPtr &e) { return store(k.out(), out_at(j), e); });
-      }
-      return compensated_sum(k, n, at, exp_of, [&](const LExprPtr &sum) {
-        return write([&](const LExprPtr &j) {
-          return log ? binary(BinaryOp::Sub, shifted(j), unary(UnaryOp::Log, sum)) : binary(BinaryOp::Div, exp_of(j), sum);
-        });
-      });
+      auto also = [&](const LExprPtr &j, const LExprPtr &e) { return store(k.out(), out_at(j), e); };
+      return compensated_sum(
+          k, n, at, exp_of,
+          [&](const LExprPtr &total) {
+            LVarPtr j = k.var("j");
+            LExprPtr jr = var_ref(j), sum = finish_sum(total);
+            return for_loop(j, n, ForKind::Spatial,
+                            store(k.out(), out_at(jr), cast(dt, finalize(shifted(jr), load(k.out(), out_at(jr)), sum))));
+          },
+          write_exp ? std::function<StmtPtr(const LExprPtr &, const LExprPtr &)>(also) : nullptr);
     });
   });
 }

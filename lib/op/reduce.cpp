@@ -73,13 +73,26 @@ StmtPtr sum_kernel(KernelCtx &k, bool mean) {
   ReduceShape r = reduce_shape(k.call);
   const BufferPtr &out = k.out();
   DType acc = dtype_info(out->dtype).accumulator;
+  auto finish = [&](const LExprPtr &total) {
+    return cast(out->dtype, mean ? binary(BinaryOp::Div, total, constant_of(double(r.count), acc)) : total);
+  };
+  // On a CPU, outputs side by side in lanes where the input's innermost axis
+  // is kept (the lanes read along it) or the rows are too short for lanes of
+  // their own. (On a GPU each output is a thread's already.)
+  int64_t outputs = num_elements(r.out);
+  bool innermost_kept = std::find(r.axes.begin(), r.axes.end(), int64_t(r.in.size()) - 1) == r.axes.end();
+  if (!k.target.is_gpu() && outputs >= 2 && (innermost_kept || r.count < 2 * kSumLanes))
+    return over_lane_blocks(k, outputs, [&](const LExprPtr &first, int64_t width) {
+      auto at = [&](const LExprPtr &l) { return binary(BinaryOp::Add, first, l); };
+      return compensated_sums(
+          k, width, r.count, acc,
+          [&](const LExprPtr &l, const LExprPtr &i) { return reduced_element(k, r, unravel_index(at(l), r.out), i); },
+          [&](const LExprPtr &l, const LExprPtr &total) { return store(out, at(l), finish(total)); });
+    });
   return loop_nest(r.out, [&](const Index &oidx) {
     return compensated_sum(
         k, r.count, acc, [&](const LExprPtr &i) { return reduced_element(k, r, oidx, i); },
-        [&](const LExprPtr &total) {
-          LExprPtr v = mean ? binary(BinaryOp::Div, total, constant_of(double(r.count), acc)) : total;
-          return store(out, flat_index(r.out, oidx), cast(out->dtype, v));
-        });
+        [&](const LExprPtr &total) { return store(out, flat_index(r.out, oidx), finish(total)); });
   });
 }
 

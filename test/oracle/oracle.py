@@ -568,6 +568,11 @@ EXTRA_EXAMPLES = {
             ("%x: Tensor[(2, 3, 4), int64]", "sum(subtract(%x, 50i64), axis=[0, 2], keepdims=True)", False, 100),
             # TVM's GetReduceAxes: axis None (or []) reduces every axis, `exclude` notwithstanding
             (F234, "sum(%x, exclude=True)", False, 2),
+            # outputs side by side in lanes on a CPU: column sums (2 blocks of 16 and a
+            # remainder), short rows, float16 columns
+            ("%x: Tensor[(40, 37), float32]", "sum(%x, axis=0)", False, 2),
+            ("%x: Tensor[(37, 5), float64]", "sum(%x, axis=1, keepdims=True)", False, 2),
+            ("%x: Tensor[(9, 33), float16]", "sum(%x, axis=0)", True, 2),
             (F234, "sum(%x, axis=[])", False, 2)],
     "mean": [("%x: Tensor[(2, 3, 4), float16]", "mean(%x, axis=[0, 2], keepdims=True)", False, 2),
              (F234, "mean(%x)", False, 2), (F234, "mean(%x, axis=[0, 2], exclude=True, keepdims=True)",
@@ -642,9 +647,13 @@ EXTRA_EXAMPLES = {
     "nn.softmax": [("%x: Tensor[(3, 1), float64]", "nn.softmax(%x)", False, 2),
                    (F234, "nn.softmax(multiply(%x, 1000f64))", False, 2),
                    ("%x: Tensor[(3, 7), float16]", "nn.softmax(%x)", False, 2),
-                   (F234, "nn.softmax(%x, axis=1)", False, 2), (S234, "nn.softmax(%x, axis=0)", False, 2)],
+                   (F234, "nn.softmax(%x, axis=1)", False, 2), (S234, "nn.softmax(%x, axis=0)", False, 2),
+                   # short rows side by side in lanes on a CPU: 2 blocks of 16 rows and a remainder
+                   ("%x: Tensor[(37, 10), float32]", "nn.softmax(multiply(%x, 30f))", False, 2),
+                   ("%x: Tensor[(5, 19, 3), float16]", "nn.softmax(%x, axis=1)", False, 2)],
     "nn.log_softmax": [(F234, "nn.log_softmax(multiply(%x, 1000f64), axis=0)", False, 2),
-                       (F234, "nn.log_softmax(%x)", False, 2), (S234, "nn.log_softmax(%x, axis=-3)", False, 2)],
+                       (F234, "nn.log_softmax(%x)", False, 2), (S234, "nn.log_softmax(%x, axis=-3)", False, 2),
+                       ("%x: Tensor[(33, 10), float32]", "nn.log_softmax(multiply(%x, 30f))", False, 2)],
     "nn.nll_loss": [("%p: Tensor[(3, 4), float64], %t: Tensor[(3,), int32]",
                      "nn.nll_loss(%p, %t, reduction=\"sum\")", False, 4),
                     ("%p: Tensor[(4,), float64], %t: int64", "nn.nll_loss(%p, %t)", False, 4),

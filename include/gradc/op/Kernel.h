@@ -95,6 +95,25 @@ StmtPtr compensated_sum(KernelCtx &k, int64_t count, DType acc, const TermFn &te
 /// pairwise: the maximum does not depend on the order, and NaN propagates.
 StmtPtr lane_max(KernelCtx &k, int64_t count, DType acc, const std::function<LExprPtr(const LExprPtr &r)> &term,
                  const std::function<StmtPtr(const LExprPtr &max)> &then);
+
+/// Reductions side by side, one per vector lane: where the rows are short
+/// (a sum of 10 classes) or the lanes read contiguously (a sum over the
+/// batch, along its columns), `width` independent reductions of `count`
+/// terms each, term(l, r) for lane l, each summed in order r = 0, 1, ... with
+/// its own compensation: a fixed order that depends only on the shape.
+/// over_lane_blocks splits `count` outputs into blocks of kSumLanes (the last
+/// may be narrower): body(first output, width).
+StmtPtr over_lane_blocks(KernelCtx &k, int64_t count,
+                         const std::function<StmtPtr(const LExprPtr &first, int64_t width)> &body);
+using LaneTermFn = std::function<LExprPtr(const LExprPtr &l, const LExprPtr &r)>;
+/// As compensated_sum, per lane: then(l, total of lane l), also(l, r, term).
+StmtPtr compensated_sums(KernelCtx &k, int64_t width, int64_t count, DType acc, const LaneTermFn &term,
+                         const std::function<StmtPtr(const LExprPtr &l, const LExprPtr &total)> &then,
+                         const std::function<StmtPtr(const LExprPtr &l, const LExprPtr &r, const LExprPtr &value)> &also =
+                             nullptr);
+/// As lane_max, per lane: then(l, maximum of lane l).
+StmtPtr lanes_max(KernelCtx &k, int64_t width, int64_t count, DType acc, const LaneTermFn &term,
+                  const std::function<StmtPtr(const LExprPtr &l, const LExprPtr &max)> &then);
 /// Unravels a flat element index into the indices of `shape`.
 Index unravel_index(const LExprPtr &flat, const Shape &shape);
 
