@@ -105,6 +105,8 @@ private:
     // kernel compiled for the CPU runs its block/thread loops serially too).
     if (device_ == Device::CPU && lane_wise(s)) // vector instructions, one lane per iteration
       return emit_lanes(s);
+    if (device_ == Device::CPU && transposing_copy(s))
+      return emit_transpose(s);
     if (s.for_kind == ForKind::Unrolled) { // the body once per index, the index a constant
       for (int64_t i = 0; i < s.extent; ++i) {
         vars_[var] = b_.getInt64(i);
@@ -274,6 +276,44 @@ private:
       Value *v = lanes.vector(st->value);
       b_.CreateAlignedStore(v, lanes.address(*st->buffer, st->index), Align(dtype_bytes(st->buffer->dtype)));
     }
+  }
+
+  /// A transposing copy (loops/Lanes.h) of an n × n block: row r (lane r,
+  /// the unrolled index 0..n-1) loaded as one vector, then rounds h = n/2,
+  /// n/4, ..., 1 that pair rows a and a + h (a without bit h) and swap their
+  /// off-diagonal h-blocks, then row r stored as the lanes of unrolled index r.
+  void emit_transpose(const Stmt &s) {
+    const Stmt &lanes = *s.body, &st = *lanes.body;
+    const LVar *i = s.var.get(), *l = lanes.var.get();
+    const unsigned n = unsigned(s.extent);
+    const Buffer &from = *st.value->buffer;
+    Align align(dtype_bytes(from.dtype));
+    auto *row_type = FixedVectorType::get(memory_type(ctx_, from.dtype), n);
+    auto at = [&](const Buffer &buf, const LExprPtr &index, unsigned index_i, unsigned index_l) {
+      vars_[i] = b_.getInt64(index_i);
+      vars_[l] = b_.getInt64(index_l);
+      return element_ptr(buf, index);
+    };
+    std::vector<Value *> rows(n);
+    for (unsigned r = 0; r < n; ++r)
+      rows[r] = b_.CreateAlignedLoad(row_type, at(from, st.value->operands[0], 0, r), align);
+    for (unsigned h = n / 2; h >= 1; h /= 2)
+      for (unsigned a = 0; a < n; ++a) {
+        if (a & h)
+          continue;
+        SmallVector<int, kMaxLanes> keep(n), swap(n);
+        for (unsigned c = 0; c < n; ++c) {
+          keep[c] = int(c & h ? n + c - h : c); // row a's own h-blocks, then row a+h's
+          swap[c] = int(c & h ? n + c : c + h);
+        }
+        Value *lo = b_.CreateShuffleVector(rows[a], rows[a + h], keep);
+        rows[a + h] = b_.CreateShuffleVector(rows[a], rows[a + h], swap);
+        rows[a] = lo;
+      }
+    for (unsigned r = 0; r < n; ++r)
+      b_.CreateAlignedStore(rows[r], at(*st.buffer, st.index, r, 0), Align(dtype_bytes(st.buffer->dtype)));
+    vars_.erase(i);
+    vars_.erase(l);
   }
 
   class LaneValues : LExprFunctor<Value *()> {

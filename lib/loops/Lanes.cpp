@@ -169,4 +169,21 @@ bool lane_wise(const Stmt &loop) {
          loop.extent <= kMaxLanes && LaneWiseBody(loop.var.get()).ok(loop.body);
 }
 
+bool transposing_copy(const Stmt &loop) {
+  const int64_t n = loop.extent;
+  if (loop.kind != StmtKind::For || loop.for_kind != ForKind::Unrolled || n < 2 || n > kMaxLanes || (n & (n - 1)))
+    return false;
+  const Stmt &lanes = *loop.body;
+  if (lanes.kind != StmtKind::For || lanes.for_kind != ForKind::Vectorized || lanes.extent != n)
+    return false;
+  const Stmt &st = *lanes.body;
+  if (st.kind != StmtKind::Store || st.value->kind != LExprKind::Load || st.value->buffer == st.buffer ||
+      st.value->dtype != st.buffer->dtype || st.buffer->dtype == DType::Bool)
+    return false;
+  const LVar *i = loop.var.get(), *l = lanes.var.get();
+  const LExprPtr &from = st.value->operands[0];
+  return lane_stride(st.index, l) == Step(1) && lane_stride(st.index, i) && lane_stride(from, i) == Step(1) &&
+         lane_stride(from, l);
+}
+
 } // namespace gradc

@@ -312,10 +312,7 @@ private:
       return store(panel_, packed_at(kk, j), o_.vec(add(k0, kk), add(mul(p, imm(b_.nr)), j)));
     };
     StmtPtr body = o_.vec_contiguous_in_k
-                       ? loop(k_, "j", valid, ForKind::Serial,
-                              [&](const LExprPtr &j) {
-                                return loop(k_, "kk", steps, ForKind::Serial, [&](const LExprPtr &kk) { return copy(kk, j); });
-                              })
+                       ? pack_across(valid, steps, copy)
                        : loop(k_, "kk", steps, ForKind::Serial, [&](const LExprPtr &kk) {
                            return loop(k_, "j", valid, ForKind::Vectorized, [&](const LExprPtr &j) { return copy(kk, j); });
                          });
@@ -325,6 +322,31 @@ private:
       });
     });
     return seq({body, zeros});
+  }
+
+  /// A panel from an operand contiguous along k (x of x·wT): VL × VL blocks
+  /// as transposing copies (loops/Lanes.h: codegen shuffles them in
+  /// registers; 4 cycles an element stored one by one), the ragged edges
+  /// element by element.
+  StmtPtr pack_across(int64_t valid, int64_t steps, const std::function<StmtPtr(const LExprPtr &kk, const LExprPtr &j)> &copy) {
+    const int64_t n = b_.vl, col_blocks = valid / n, step_blocks = steps / n;
+    auto each = [&](const std::string &name, int64_t from, int64_t to, const std::function<StmtPtr(const LExprPtr &)> &f) {
+      return loop(k_, name, to - from, ForKind::Serial, [&](const LExprPtr &v) { return f(add(v, imm(from))); });
+    };
+    StmtPtr blocks = loop(k_, "jb", col_blocks, ForKind::Serial, [&](const LExprPtr &jb) {
+      return loop(k_, "k8", step_blocks, ForKind::Serial, [&](const LExprPtr &kb) {
+        return loop(k_, "kk", n, ForKind::Unrolled, [&](const LExprPtr &kk) {
+          return loop(k_, "j", n, ForKind::Vectorized,
+                      [&](const LExprPtr &j) { return copy(add(mul(kb, imm(n)), kk), add(mul(jb, imm(n)), j)); });
+        });
+      });
+    });
+    auto elementwise = [&](int64_t j0, int64_t j1, int64_t k0, int64_t k1) {
+      return each("j", j0, j1, [&](const LExprPtr &j) {
+        return each("kk", k0, k1, [&](const LExprPtr &kk) { return copy(kk, j); });
+      });
+    };
+    return seq({blocks, elementwise(0, col_blocks * n, step_blocks * n, steps), elementwise(col_blocks * n, valid, 0, steps)});
   }
 
   /// The register tile: rows [rt MR, rt MR + mrows) × the NR columns of panel

@@ -38,4 +38,13 @@ std::optional<int64_t> lane_stride(const LExprPtr &e, const LVar *lane);
 /// multiply-adds; no bool memory.
 bool lane_wise(const Stmt &loop);
 
+/// Whether Unrolled loop `loop` is a transposing copy of an n × n block, n a
+/// power of two up to kMaxLanes: its body one Vectorized loop of n lanes
+/// that stores, at unit stride in the lane, a load of the same dtype (not
+/// bool) from another buffer at unit stride in the unrolled index and a
+/// constant stride in the lane. Codegen emits it as n vector loads, log2(n)
+/// rounds of two-vector shuffles and n vector stores: a packed panel of
+/// x·wT, where element-wise stores cost about a cycle each.
+bool transposing_copy(const Stmt &loop);
+
 } // namespace gradc
