@@ -126,6 +126,8 @@ std::unique_ptr<Module> build_cpu_module(const LoweredModule &module, const Code
                                          const TargetMachine &tm, RuntimeSource runtime) {
   auto [m, entries] = create_host_module(module, opts.prefix, ctx, tm, false);
   bool threads = runtime_supports(tm.getTargetTriple());
+  const Triple &triple = tm.getTargetTriple();
+  bool fma = triple.isAArch64() || (triple.isX86() && tm.getMCSubtargetInfo()->checkFeatures("+fma"));
   // Kernels that compute the same thing on their buffers (a model's repeated
   // layers) share one function: compile time grows with the distinct kernels.
   std::unordered_map<std::string, llvm::Function *> emitted;
@@ -143,7 +145,7 @@ std::unique_ptr<Module> build_cpu_module(const LoweredModule &module, const Code
         ++shared;
       } else {
         std::string symbol = unique_symbol(*m, entries[i]->getName().str() + "_" + kernel.name);
-        f = emit_kernel(*m, kernel, symbol, {Device::CPU, threads});
+        f = emit_kernel(*m, kernel, symbol, {Device::CPU, threads, fma});
       }
       b.CreateCall(f, kernel_arguments(buffers, kernel));
     }

@@ -63,7 +63,7 @@ std::unique_ptr<Module> build_device_module(const LoweredModule &module, const C
       GRADC_CHECK(kernel.grid >= 1 && kernel.grid < (int64_t(1) << 31) && kernel.block >= 1 && kernel.block <= 1024,
                   kPass, "kernel " + kernel.name + " has an impossible launch shape");
       std::string symbol = unique_symbol(*m, opts.prefix + "_" + fn.name + "_" + kernel.name);
-      Function *f = emit_kernel(*m, kernel, symbol, {Device::GPU, false});
+      Function *f = emit_kernel(*m, kernel, symbol, {Device::GPU, false, false});
       f->setCallingConv(CallingConv::PTX_Kernel);
       annotate(f, "kernel", 1);
       annotate(f, "maxntidx", kernel.block); // lets ptxas budget registers for the real block

@@ -602,13 +602,13 @@ private:
     }
     if (device_ == Device::CPU && ty->getScalarType()->isFloatTy()) { // arithmetic that vectorizes
       if (f == MathFn::Exp)
-        return inline_expf(b_, x);
+        return inline_expf(b_, x, opts_.fma);
       if (f == MathFn::Log)
-        return inline_logf(b_, x);
+        return inline_logf(b_, x, opts_.fma);
       if (f == MathFn::Tanh)
-        return inline_tanhf(b_, x);
+        return inline_tanhf(b_, x, opts_.fma);
       if (f == MathFn::Erf)
-        return inline_erff(b_, x);
+        return inline_erff(b_, x, opts_.fma);
     }
     Intrinsic::ID id = Intrinsic::not_intrinsic;
     const char *name = nullptr;

@@ -49,6 +49,8 @@ struct KernelOptions {
   /// CPU: outline the outermost profitable Parallel loop into a task of the
   /// runtime's thread pool (runtime/gradc_runtime.h).
   bool threads = false;
+  /// CPU: the target has fused multiply-add (the inline math functions use it).
+  bool fma = false;
 };
 
 /// Emits `kernel` as `void symbol(ptr buffer...)`, one noalias pointer per

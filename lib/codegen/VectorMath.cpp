@@ -28,7 +28,10 @@ struct Builder {
   Type *f; // float or <N x float>
   Type *i; // i32 or <N x i32>
 
-  Builder(IRBuilder<> &b, Value *x) : b(b), f(x->getType()), i(x->getType()->getWithNewType(b.getInt32Ty())) {}
+  bool fused; // the target has FMA instructions
+
+  Builder(IRBuilder<> &b, Value *x, bool fused)
+      : b(b), f(x->getType()), i(x->getType()->getWithNewType(b.getInt32Ty())), fused(fused) {}
 
   Value *c(double v) const { return ConstantFP::get(f, v); }
   Value *ci(int64_t v) const { return ConstantInt::get(i, v, true); }
@@ -36,11 +39,17 @@ struct Builder {
   Value *sub(Value *x, Value *y) const { return b.CreateFSub(x, y); }
   Value *mul(Value *x, Value *y) const { return b.CreateFMul(x, y); }
   Value *select(Value *cond, Value *x, Value *y) const { return b.CreateSelect(cond, x, y); }
+  /// x y + z, fused where the target has FMA: one rounding instead of two,
+  /// and half the instructions. (gradc compiles with strict FP contraction,
+  /// so llvm.fmuladd would not fuse; the choice is made here, per target.)
+  Value *fma(Value *x, Value *y, Value *z) const {
+    return fused ? b.CreateIntrinsic(Intrinsic::fma, {f}, {x, y, z}) : add(mul(x, y), z);
+  }
   /// coefficients[0] x^(n-1) + ... + coefficients[n-1], by Horner's rule.
   Value *poly(Value *x, std::initializer_list<double> coefficients) const {
     Value *acc = nullptr;
     for (double k : coefficients)
-      acc = acc ? add(mul(acc, x), c(k)) : c(k);
+      acc = acc ? fma(acc, x, c(k)) : c(k);
     return acc;
   }
   /// 2^n for integer n in [-126, 127], as float bits.
@@ -51,28 +60,31 @@ constexpr double kLn2Hi = 0.693359375, kLn2Lo = -2.12194440e-4;
 
 } // namespace
 
-Value *inline_expf(IRBuilder<> &b, Value *x) {
-  Builder m(b, x);
-  // e^88.7228394 is the largest float; below -103.97 even the smallest
-  // subnormal rounds to 0.
-  constexpr double kHi = 88.72283935546875, kLo = -103.972084045410;
-  Value *clamped = b.CreateMinNum(b.CreateMaxNum(x, m.c(kLo)), m.c(kHi)); // NaN gives a number here
+Value *inline_expf(IRBuilder<> &b, Value *x, bool fma) {
+  Builder m(b, x, fma);
+  // The input clamped to [-110, 89] (a compare and a select each: one
+  // vmaxps / vminps; NaN passes through and is returned at the end). The
+  // range ends need no select of their own: at 89, n = 128 and p 2^64 2^64
+  // overflows to inf, as e^x does past 88.7228; at -110, n = -159 and the
+  // second factor rounds to 0, as e^x does below -103.97; in between, the
+  // first factor is exact and the result is rounded once, subnormals too.
+  Value *lo = m.c(-110.0), *hi = m.c(89.0);
+  Value *clamped = m.select(b.CreateFCmpOLT(x, lo), lo, x);
+  clamped = m.select(b.CreateFCmpOGT(clamped, hi), hi, clamped);
   Value *n = b.CreateUnaryIntrinsic(Intrinsic::rint, m.mul(clamped, m.c(1.44269504088896341)));
-  Value *r = m.sub(m.sub(clamped, m.mul(n, m.c(kLn2Hi))), m.mul(n, m.c(kLn2Lo)));
+  Value *r = m.fma(n, m.c(-kLn2Lo), m.fma(n, m.c(-kLn2Hi), clamped));
   Value *p = m.poly(r, {1.9875691500e-4, 1.3981999507e-3, 8.3334519073e-3, 4.1665795894e-2, 1.6666665459e-1,
                         5.0000001201e-1});
-  p = m.add(m.add(m.mul(p, m.mul(r, r)), r), m.c(1.0));
-  // n is in [-150, 128]: 2^n as two factors, each within the normal range.
+  p = m.add(m.fma(p, m.mul(r, r), r), m.c(1.0));
+  // n is in [-159, 128]: 2^n as two factors, each within the normal range.
   Value *ni = b.CreateFPToSI(n, m.i);
   Value *half = b.CreateAShr(ni, m.ci(1));
   Value *result = m.mul(m.mul(p, m.pow2(half)), m.pow2(b.CreateSub(ni, half)));
-  result = m.select(b.CreateFCmpOGT(x, m.c(kHi)), m.c(INFINITY), result);
-  result = m.select(b.CreateFCmpOLT(x, m.c(kLo)), m.c(0.0), result);
   return m.select(b.CreateFCmpUNO(x, x), x, result);
 }
 
-Value *inline_logf(IRBuilder<> &b, Value *x) {
-  Builder m(b, x);
+Value *inline_logf(IRBuilder<> &b, Value *x, bool fma) {
+  Builder m(b, x, fma);
   // Subnormals are scaled into the normal range first.
   Value *tiny = b.CreateFCmpOLT(x, m.c(1.17549435e-38));
   Value *scaled = m.select(tiny, m.mul(x, m.c(8388608.0)), x); // 2^23
@@ -96,8 +108,8 @@ Value *inline_logf(IRBuilder<> &b, Value *x) {
   return m.select(b.CreateFCmpULT(x, m.c(0.0)), m.c(NAN), result); // negative or NaN
 }
 
-Value *inline_tanhf(IRBuilder<> &b, Value *x) {
-  Builder m(b, x);
+Value *inline_tanhf(IRBuilder<> &b, Value *x, bool fma) {
+  Builder m(b, x, fma);
   Value *ax = b.CreateUnaryIntrinsic(Intrinsic::fabs, x);
   // Small |x|: x + x^3 P(x^2).
   Value *z = m.mul(x, x);
@@ -108,13 +120,13 @@ Value *inline_tanhf(IRBuilder<> &b, Value *x) {
                        x);
   // Otherwise 1 - 2 / (e^2|x| + 1), with the sign of x; e^2|x| is inf past
   // |x| = 44 and the quotient then 0, so the result is ±1.
-  Value *large = m.sub(m.c(1.0), b.CreateFDiv(m.c(2.0), m.add(inline_expf(b, m.add(ax, ax)), m.c(1.0))));
+  Value *large = m.sub(m.c(1.0), b.CreateFDiv(m.c(2.0), m.add(inline_expf(b, m.add(ax, ax), fma), m.c(1.0))));
   large = b.CreateBinaryIntrinsic(Intrinsic::copysign, large, x);
   return m.select(b.CreateFCmpOLT(ax, m.c(0.625)), small, large); // NaN takes `large`: NaN
 }
 
-Value *inline_erff(IRBuilder<> &b, Value *x) {
-  Builder m(b, x);
+Value *inline_erff(IRBuilder<> &b, Value *x, bool fma) {
+  Builder m(b, x, fma);
   Value *ax = b.CreateUnaryIntrinsic(Intrinsic::fabs, x), *z = m.mul(x, x);
   // |x| below 0.927734375: x + x P(x^2), an odd minimax polynomial.
   Value *small = m.add(m.mul(m.poly(z, {-5.96761703e-4, 4.99119423e-3, -2.67681349e-2, 1.12819925e-1,
@@ -127,7 +139,7 @@ Value *inline_erff(IRBuilder<> &b, Value *x) {
                    m.add(m.mul(ax, m.c(-3.88396438e-3)), m.c(2.42546219e-2)));
   for (double k : {-1.06777877e-1, -6.34846687e-1, -1.28717512e-1})
     q = m.add(m.mul(q, ax), m.c(k));
-  Value *large = m.sub(m.c(1.0), inline_expf(b, m.sub(m.mul(q, ax), ax)));
+  Value *large = m.sub(m.c(1.0), inline_expf(b, m.sub(m.mul(q, ax), ax), fma));
   large = b.CreateBinaryIntrinsic(Intrinsic::copysign, large, x);
   return m.select(b.CreateFCmpOLE(ax, m.c(0.927734375)), small, large); // NaN takes `large`: NaN
 }

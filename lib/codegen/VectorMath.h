@@ -17,13 +17,15 @@
 
 namespace gradc::codegen {
 
-/// e^x, x a float or a vector of floats.
-llvm::Value *inline_expf(llvm::IRBuilder<> &b, llvm::Value *x);
+/// e^x, x a float or a vector of floats; `fma`: the target has fused
+/// multiply-add, which the polynomials then use (a result may differ from
+/// the unfused one in the last bit; each is within the tested bound).
+llvm::Value *inline_expf(llvm::IRBuilder<> &b, llvm::Value *x, bool fma);
 /// The natural logarithm.
-llvm::Value *inline_logf(llvm::IRBuilder<> &b, llvm::Value *x);
+llvm::Value *inline_logf(llvm::IRBuilder<> &b, llvm::Value *x, bool fma);
 /// The hyperbolic tangent.
-llvm::Value *inline_tanhf(llvm::IRBuilder<> &b, llvm::Value *x);
+llvm::Value *inline_tanhf(llvm::IRBuilder<> &b, llvm::Value *x, bool fma);
 /// The Gauss error function.
-llvm::Value *inline_erff(llvm::IRBuilder<> &b, llvm::Value *x);
+llvm::Value *inline_erff(llvm::IRBuilder<> &b, llvm::Value *x, bool fma);
 
 } // namespace gradc::codegen

@@ -2,7 +2,8 @@
 vectorizes, not libm calls) against the float64 result rounded to float32, in
 ulps, over 2^22 float32 bit patterns spread over the whole range (both signs,
 subnormals, the overflow and underflow edges) plus the special values.
-Usage: vector_math.py GRADC WORKDIR; prints one line per function."""
+Usage: vector_math.py GRADC WORKDIR [gradc run flags, e.g. --cpu=x86-64 for
+the polynomials without FMA]; prints one line per function."""
 import math
 import os
 import sys
@@ -12,7 +13,7 @@ import numpy as np
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "inputs"))
 from gradc_run import run_model  # noqa: E402
 
-gradc, work = sys.argv[1], sys.argv[2]
+gradc, work, flags = sys.argv[1], sys.argv[2], sys.argv[3:]
 os.makedirs(work, exist_ok=True)
 bits = np.arange(0, 1 << 32, 1021, dtype=np.uint64).astype(np.uint32)
 edges = np.array([0.0, -0.0, np.inf, -np.inf, np.nan, 88.72283, 88.72284, 88.7229, -87.33654, -103.972, -103.98,
@@ -21,7 +22,7 @@ edges = np.array([0.0, -0.0, np.inf, -np.inf, np.nan, 88.72283, 88.72284, 88.722
 x = np.concatenate([bits.view(np.float32), edges])
 n = x.size
 outputs = run_model(gradc, work, "math", "%%x: Tensor[(%d,), float32]" % n, "(exp(%x), log(%x), tanh(%x), erf(%x))",
-                    {"x": x})
+                    {"x": x}, flags)
 
 erf = np.vectorize(math.erf, otypes=[np.float64])  # libm's double erf, rounded below
 
