@@ -2,6 +2,7 @@
 #include "gradc/op/Kernel.h"
 #include "gradc/support/Diagnostics.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
@@ -65,9 +66,11 @@ LExprPtr neumaier_total(const BufferPtr &s, const BufferPtr &c, const LExprPtr &
 
 StmtPtr compensated_sum(KernelCtx &k, int64_t count, DType acc, const TermFn &term,
                         const std::function<StmtPtr(const LExprPtr &total)> &then,
-                        const std::function<StmtPtr(const LExprPtr &r, const LExprPtr &value)> &also) {
+                        const std::function<StmtPtr(const LExprPtr &r, const LExprPtr &value)> &also,
+                        int64_t group) {
   const int64_t lanes = count >= 2 * kSumLanes ? kSumLanes : 1, blocks = count / lanes;
   BufferPtr s = k.local("sum", acc, lanes), c = k.local("carry", acc, lanes), x = k.local("term", acc, lanes);
+  BufferPtr part = k.local("part", acc, lanes);
   LExprPtr zero = constant_of(0, acc), lane0 = int_imm(0);
   // Each term is computed once, into x: Neumaier's step reads it four times,
   // and an exp written out four times was four times the code to compile.
@@ -79,10 +82,35 @@ StmtPtr compensated_sum(KernelCtx &k, int64_t count, DType acc, const TermFn &te
   LVarPtr l = k.var("l");
   body.push_back(for_loop(l, lanes, ForKind::Spatial,
                           seq({store(s, var_ref(l), zero), store(c, var_ref(l), zero)})));
+  // Blocks of `lanes` terms: `group` of them at a time added plainly into
+  // x, in order, then x into the sum with one compensated step; the blocks
+  // left over one at a time.
+  group = is_float(acc) ? std::max<int64_t>(1, group) : 1;
+  const int64_t grouped = blocks / group * group;
+  auto block = [&](const LExprPtr &first_block, int64_t n, const LExprPtr &slot) {
+    std::vector<StmtPtr> terms;
+    for (int64_t g = 0; g < n; ++g) {
+      LExprPtr r = add(binary(BinaryOp::Mul, add(first_block, int_imm(g)), int_imm(lanes)), slot);
+      if (n == 1)
+        return step(slot, r);
+      LExprPtr value = load(part, slot);
+      terms.push_back(store(part, slot, cast(acc, term(r))));
+      if (also)
+        terms.push_back(also(r, value));
+      terms.push_back(store(x, slot, g == 0 ? value : add(load(x, slot), value)));
+    }
+    terms.push_back(neumaier(s, c, slot, load(x, slot)));
+    return seq(std::move(terms));
+  };
   LVarPtr b = k.var("b"), bl = k.var("l");
-  LExprPtr r = add(binary(BinaryOp::Mul, var_ref(b), int_imm(lanes)), var_ref(bl));
-  body.push_back(for_loop(b, blocks, ForKind::Reduce,
-                          for_loop(bl, lanes, ForKind::Spatial, step(var_ref(bl), r))));
+  body.push_back(for_loop(b, grouped / group, ForKind::Reduce,
+                          for_loop(bl, lanes, ForKind::Spatial,
+                                   block(binary(BinaryOp::Mul, var_ref(b), int_imm(group)), group, var_ref(bl)))));
+  if (blocks > grouped) {
+    LVarPtr rb = k.var("b"), rl = k.var("l");
+    body.push_back(for_loop(rb, blocks - grouped, ForKind::Reduce,
+                            for_loop(rl, lanes, ForKind::Spatial, block(add(var_ref(rb), int_imm(grouped)), 1, var_ref(rl)))));
+  }
   if (int64_t tail = count - blocks * lanes) {
     LVarPtr t = k.var("r");
     body.push_back(for_loop(t, tail, ForKind::Reduce,
@@ -97,7 +125,7 @@ StmtPtr compensated_sum(KernelCtx &k, int64_t count, DType acc, const TermFn &te
     body.push_back(for_loop(h, half, ForKind::Spatial, seq({neumaier(s, c, lo, load(s, hi)), carry})));
   }
   body.push_back(then(neumaier_total(s, c, lane0)));
-  return alloc(s, alloc(c, alloc(x, seq(std::move(body)))));
+  return alloc(s, alloc(c, alloc(x, alloc(part, seq(std::move(body))))));
 }
 
 StmtPtr lane_max(KernelCtx &k, int64_t count, DType acc, const std::function<LExprPtr(const LExprPtr &r)> &term,

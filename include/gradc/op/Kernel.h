@@ -84,12 +84,18 @@ LExprPtr highest_of(DType dtype);
 /// past 2^24 float32 terms; inf and NaN propagate as in a plain sum. `then`
 /// receives the total (of dtype `acc`) and emits what uses it; `also`, if
 /// given, emits a statement beside each term's addition, given the term (in
-/// dtype `acc`): softmax writes each exp in the pass that sums it.
+/// dtype `acc`): softmax writes each exp in the pass that sums it. With
+/// `group` > 1, each lane adds `group` consecutive terms plainly before one
+/// compensated step: for terms of one sign (softmax's exponentials) the
+/// error stays within a few ulps of the total, at a fraction of the cost
+/// (the compensation's dependent chain bound softmax rows: AVX2 code 4.7 ->
+/// 3.3 ms for 4096 x 1024); terms of mixed signs keep group 1.
 constexpr int64_t kSumLanes = 16; // one AVX-512 vector of float32, two of AVX2
 using TermFn = std::function<LExprPtr(const LExprPtr &r)>;
 StmtPtr compensated_sum(KernelCtx &k, int64_t count, DType acc, const TermFn &term,
                         const std::function<StmtPtr(const LExprPtr &total)> &then,
-                        const std::function<StmtPtr(const LExprPtr &r, const LExprPtr &value)> &also = nullptr);
+                        const std::function<StmtPtr(const LExprPtr &r, const LExprPtr &value)> &also = nullptr,
+                        int64_t group = 1);
 /// The maximum of `count` terms (of dtype `acc`; -inf, or the dtype's lowest,
 /// for none) in kSumLanes interleaved lanes, a vectorized loop, combined
 /// pairwise: the maximum does not depend on the order, and NaN propagates.

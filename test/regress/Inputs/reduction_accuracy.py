@@ -61,6 +61,17 @@ want = (h.astype(np.float32) @ h[:5].astype(np.float32).T).astype(np.float16)
 err = np.abs(got.astype(np.float32) - want.astype(np.float32)) / np.abs(np.spacing(want)).astype(np.float32)
 report("float16 dense accumulates in float32", float(np.max(err)) <= 1, "max error %.1f ulps" % float(np.max(err)))
 
+# float32 softmax rows of 10^6 (sums of exponentials, 4 terms a lane added plainly between
+# compensated steps: Kernel.h, compensated_sum's `group`), against float64 from x - max rounded
+# to float32 as any float32 softmax computes it (that rounding alone moves exp(x - max) by up to
+# ~17 ulps at x - max = -28), in ulps of each output.
+w = (rng.standard_normal((2, 1_000_003)) * 3).astype(np.float32)
+got = run("softmax32", "%x: Tensor[(2, 1000003), float32]", "nn.softmax(%x)", {"x": w})
+e = np.exp((w - w.max(axis=1, keepdims=True)).astype(np.float64))
+want = (e / e.sum(axis=1, keepdims=True)).astype(np.float32)
+err = np.abs(got.astype(np.float64) - want) / np.abs(np.spacing(want)).astype(np.float64)
+report("float32 softmax rows of 10^6", float(np.max(err)) <= 4, "max error %.1f ulps" % float(np.max(err)))
+
 # max/min of bool and at the int64 and int32 limits.
 b = np.array([False, False, False])
 got = run("maxbool", "%x: Tensor[(3,), bool]", "(max(%x), min(%x), max(%x == %x))", {"x": b})
