@@ -268,8 +268,8 @@ StmtPtr softmax_kernel(KernelCtx &k, bool log) {
   // divides in place: one exp per element, not two, and three passes.
   bool write_exp = !log && dt == at;
   // out_j from x_j - m and s' = log(s) (log_softmax) or 1 / s: a multiply
-  // per element, where a divide cost a cycle each (softmax of 4096 x 1024:
-  // 3.6 -> 3.3 ms, at the memory bound); within an ulp of the quotient.
+  // per element, where a divide cost about a cycle each (softmax of 4096 x
+  // 1024: 3.6 -> 3.3 ms); within an ulp of the quotient.
   auto finalize = [&](const LExprPtr &shifted, const LExprPtr &written, const LExprPtr &sum) {
     if (log)
       return binary(BinaryOp::Sub, shifted, sum);
