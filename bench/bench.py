@@ -107,7 +107,9 @@ def peer(code, threads=1, blas_threads=None):
     prelude = textwrap.dedent("""
         import time, statistics, numpy as np
         def median_ms(f, iterations):
-            f()
+            warm = time.perf_counter()  # warm-up: calls for 20 ms at least, as bench/harness.c does
+            while time.perf_counter() - warm < 0.02:
+                f()
             ts = []
             for _ in range(iterations):
                 s = time.perf_counter(); f(); ts.append((time.perf_counter() - s) * 1e3)

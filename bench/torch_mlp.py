@@ -28,7 +28,9 @@ def step():
     loss.backward()
 
 
-step()
+warm = time.perf_counter()  # warm-up: steps for 20 ms at least, as bench/harness.c does
+while time.perf_counter() - warm < 0.02:
+    step()
 times = []
 for _ in range(iters):
     start = time.perf_counter()
