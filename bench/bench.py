@@ -22,6 +22,7 @@ in-process; each figure is the median of many calls.
 import argparse
 import json
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -127,9 +128,9 @@ def row(name, ours, theirs, what, extra=""):
 
 
 def gemm_rows(peak, quick):
-    print("\nmatrix products, float32, 1 thread: ms (gradc, OpenBLAS via numpy), ratio = OpenBLAS / gradc "
-          "(above 1: gradc faster); gradc GFLOP/s and % of the FMA peak")
-    print("  %-34s %10s %10s %9s" % ("", "gradc", "OpenBLAS", "ratio"))
+    print("\nmatrix products, float32, 1 thread: ms (gradc, OpenBLAS via numpy, PyTorch), ratio = the faster peer / "
+          "gradc (above 1: gradc faster); gradc GFLOP/s and % of the FMA peak")
+    print("  %-34s %10s %10s %10s %9s" % ("", "gradc", "OpenBLAS", "PyTorch", "ratio"))
     shapes = [(256, 256, 256), (512, 512, 512)] + ([] if quick else [(1024, 1024, 1024)])
     cases = []
     for m, n, k in shapes:
@@ -165,9 +166,14 @@ def gemm_rows(peak, quick):
         iters = max(5, min(200, int(2e9 / (2 * m * n * k))))
         model = Model("gemm_%s_%d_%d_%d" % (layout, m, n, k), text)
         ours = model.time(iterations=iters)
-        theirs = peer("%s\nprint(median_ms(lambda: %s, %d))" % (arrays, np_expr, iters))
+        blas = peer("%s\nprint(median_ms(lambda: %s, %d))" % (arrays, np_expr, iters))
+        # The same product in PyTorch, on the same arrays (torch.from_numpy shares them).
+        torch = peer(torch_code(1, "%s\n%s\nwith torch.no_grad():\n    print(median_ms(lambda: %s, %d))" % (
+            arrays, "; ".join("%s = torch.from_numpy(%s)" % (v, v) for v in re.findall(r"(\w+) = np", arrays)),
+            np_expr, iters)))
         gflops = 2 * m * n * k / ours / 1e6
-        row(name, ours, theirs, "%6.1f GFLOP/s, %3.0f%% of peak" % (gflops, 100 * gflops / peak))
+        print("  %-34s %10.3f %10.3f %10.3f %8.2fx  %6.1f GFLOP/s, %3.0f%% of peak" % (
+            name, ours, blas, torch, min(blas, torch) / ours, gflops, 100 * gflops / peak), flush=True)
 
 
 def elementwise_rows(quick):
