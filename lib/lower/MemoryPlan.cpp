@@ -2,8 +2,12 @@
 //
 // Runs after lowering. Lifetimes are kernel indices; two buffers may share
 // bytes only if one's last reader runs before the other's writer. Placement
-// is greedy first-fit in order of the first write, largest first on ties:
-// simple, deterministic, and the result is exactly what the code uses.
+// is greedy by size: largest first (earlier first write on ties), each at
+// the lowest offset free of the buffers already placed whose lifetimes
+// overlap its own. In order of the first write instead, a kernel's small
+// buffers scattered over the arena and left no room for a large one after
+// them (the sample MLP's gradient: 196 672 bytes against 133 696 by size).
+// Simple, deterministic, and the result is exactly what the code uses.
 //
 //===----------------------------------------------------------------------===//
 #include "gradc/support/Log.h"
@@ -19,7 +23,7 @@ void plan_memory(LoweredFunction &fn) {
   std::vector<BufferPtr> order = fn.arena;
   std::stable_sort(order.begin(), order.end(), [&](const BufferPtr &a, const BufferPtr &b) {
     auto la = life[a.get()], lb = life[b.get()];
-    return la.first != lb.first ? la.first < lb.first : a->bytes() > b->bytes();
+    return a->bytes() != b->bytes() ? a->bytes() > b->bytes() : la.first < lb.first;
   });
   struct Placed {
     int64_t offset, end;
