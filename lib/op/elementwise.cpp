@@ -187,7 +187,9 @@ void register_elementwise_ops(OpRegistry &reg) {
       [](ElementCtx &c) { return unary(UnaryOp::Abs, c.in(0)); });
   unary_op(
       reg, "nn.relu", "Elementwise max(x, 0).", identity_rel,
-      [](GradCtx &g) -> Grads { return {mask(g, ops::greater, g.arg(0), zero_of(g))}; }, // 1 if x > 0
+      // 1 where relu(x) > 0, that is x > 0 (NaN and -0 alike): from the output, so
+      // that x is not needed after relu and relu fuses into the product before it.
+      [](GradCtx &g) -> Grads { return {mask(g, ops::greater, g.out, zero_of(g))}; },
       [](ElementCtx &c) {
         LExprPtr x = c.in(0);
         return binary(BinaryOp::Max, x, constant_of(0, x->dtype));
