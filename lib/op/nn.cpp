@@ -331,7 +331,7 @@ StmtPtr softmax_kernel(KernelCtx &k, bool log) {
                                           store(k.out(), out_at(jr),
                                                 cast(dt, finalize(shifted(jr), load(k.out(), out_at(jr)), sum))))}));
           },
-          write_exp ? std::function<StmtPtr(const LExprPtr &, const LExprPtr &)>(also) : nullptr, 4);
+          write_exp ? std::function<StmtPtr(const LExprPtr &, const LExprPtr &)>(also) : nullptr, 2);
     });
   });
 }

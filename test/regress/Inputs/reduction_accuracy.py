@@ -61,7 +61,7 @@ want = (h.astype(np.float32) @ h[:5].astype(np.float32).T).astype(np.float16)
 err = np.abs(got.astype(np.float32) - want.astype(np.float32)) / np.abs(np.spacing(want)).astype(np.float32)
 report("float16 dense accumulates in float32", float(np.max(err)) <= 1, "max error %.1f ulps" % float(np.max(err)))
 
-# float32 softmax rows of 10^6 (sums of exponentials, 4 terms a lane added plainly between
+# float32 softmax rows of 10^6 (sums of exponentials, 2 terms a lane added plainly between
 # compensated steps: Kernel.h, compensated_sum's `group`), against float64 from x - max rounded
 # to float32 as any float32 softmax computes it (that rounding alone moves exp(x - max) by up to
 # ~17 ulps at x - max = -28), in ulps of each output.
