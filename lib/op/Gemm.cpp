@@ -278,7 +278,7 @@ private:
   }
 
   /// One panel over one K block, on one thread: packed into that thread's
-  /// stack (KC × NR, half the L1 at most), then the job's row tiles against it.
+  /// stack (KC × NR, the L1 at most), then the job's row tiles against it.
   StmtPtr panel_block(const LExprPtr &p, int64_t valid, const Tiles &tiles, const KBlock &kb) {
     auto tile = [&](const LExprPtr &rt, int64_t mrows) {
       return micro(rt, mrows, p, valid, kb.k0, kb.steps, kb.is_first, kb.is_last);

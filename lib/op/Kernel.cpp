@@ -70,7 +70,8 @@ StmtPtr compensated_sum(KernelCtx &k, int64_t count, DType acc, const TermFn &te
                         int64_t group) {
   const int64_t lanes = count >= 2 * kSumLanes ? kSumLanes : 1, blocks = count / lanes;
   BufferPtr s = k.local("sum", acc, lanes), c = k.local("carry", acc, lanes), x = k.local("term", acc, lanes);
-  BufferPtr part = k.local("part", acc, lanes);
+  group = is_float(acc) ? std::max<int64_t>(1, group) : 1;
+  BufferPtr part = group > 1 ? k.local("part", acc, lanes) : nullptr; // a term of a group
   LExprPtr zero = constant_of(0, acc), lane0 = int_imm(0);
   // Each term is computed once, into x: Neumaier's step reads it four times,
   // and an exp written out four times was four times the code to compile.
@@ -85,7 +86,6 @@ StmtPtr compensated_sum(KernelCtx &k, int64_t count, DType acc, const TermFn &te
   // Blocks of `lanes` terms: `group` of them at a time added plainly into
   // x, in order, then x into the sum with one compensated step; the blocks
   // left over one at a time.
-  group = is_float(acc) ? std::max<int64_t>(1, group) : 1;
   const int64_t grouped = blocks / group * group;
   auto block = [&](const LExprPtr &first_block, int64_t n, const LExprPtr &slot) {
     std::vector<StmtPtr> terms;
@@ -125,7 +125,8 @@ StmtPtr compensated_sum(KernelCtx &k, int64_t count, DType acc, const TermFn &te
     body.push_back(for_loop(h, half, ForKind::Spatial, seq({neumaier(s, c, lo, load(s, hi)), carry})));
   }
   body.push_back(then(neumaier_total(s, c, lane0)));
-  return alloc(s, alloc(c, alloc(x, alloc(part, seq(std::move(body))))));
+  StmtPtr all = seq(std::move(body));
+  return alloc(s, alloc(c, alloc(x, part ? alloc(part, all) : all)));
 }
 
 StmtPtr lane_max(KernelCtx &k, int64_t count, DType acc, const std::function<LExprPtr(const LExprPtr &r)> &term,

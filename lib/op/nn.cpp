@@ -265,7 +265,7 @@ StmtPtr softmax_kernel(KernelCtx &k, bool log) {
   int64_t axis = norm_axis(k.attrs(), int64_t(shape.size())), n = shape[axis];
   DType dt = k.out()->dtype, at = dtype_info(dt).accumulator;
   // softmax in the accumulator dtype writes each exp as it sums it, then
-  // divides in place: one exp per element, not two, and three passes.
+  // scales it in place: one exp per element, not two, and three passes.
   bool write_exp = !log && dt == at;
   // out_j from x_j - m and s' = log(s) (log_softmax) or 1 / s: a multiply
   // per element, where a divide cost about a cycle each (softmax of 4096 x
@@ -311,8 +311,9 @@ StmtPtr softmax_kernel(KernelCtx &k, bool log) {
     });
   }
   // Both reductions run in lanes along the row (vectorized; exp is vector
-  // arithmetic), the sum compensated: a fixed, shape-determined order,
-  // accurate on long rows.
+  // arithmetic), the sum compensated every 2 exponentials of a lane (all of
+  // one sign: Kernel.h, compensated_sum's group): a fixed, shape-determined
+  // order, accurate on long rows.
   return over_axis(shape, axis, [&](const AtAxis &at_axis) {
     auto x = [&](const LExprPtr &j) { return cast(at, k.in(0, at_axis(j))); };
     auto out_at = [&](const LExprPtr &j) { return flat_index(shape, at_axis(j)); };
