@@ -92,7 +92,15 @@ struct Blocking {
   // still make enough jobs for the pool. Each job packs its panel, so a
   // group keeps at least 8 full tiles where it can.
   int64_t groups = 1, group_tiles = 0; // full tiles per group; the last group has the rest
+  // A product with a short K (at most kShortK: each output a few FMAs) is
+  // bound by writing C. Its jobs are then whole groups (every panel, one
+  // group per core): each thread writes its own rows, not column stripes
+  // of every row, and they stay in its cache from one call to the next
+  // (256 x 256 with K = 10 on 2 threads: 17.5 -> 4.8 us; 1 thread 9.0).
+  bool row_jobs = false;
 };
+
+constexpr int64_t kShortK = 32;
 
 /// The number of row groups: as few as spread the jobs (panels × groups)
 /// evenly over the cores and, where a panel packs in whole vectors, keep a
@@ -147,6 +155,11 @@ Blocking blocking(const Target &t, const Gemm &g, const Oriented &o) {
   b.full_tiles = o.rows / b.mr;
   b.pack_rows = b.panels >= 8 && b.tiles >= 2 && o.bcast_contiguous_in_k && (o.K * acc_bytes) % 4096 == 0;
   b.groups = row_groups(t, b, o, acc_bytes);
+  int64_t cores = t.cores > 0 ? t.cores : 4;
+  if (!b.pack_rows && o.K <= kShortK && b.panels > 1 && b.full_tiles >= 2 * cores) {
+    b.row_jobs = true;
+    b.groups = std::max(b.groups, cores);
+  }
   b.group_tiles = (b.full_tiles + b.groups - 1) / std::max<int64_t>(b.groups, 1);
   if (b.group_tiles > 0)
     b.groups = (b.full_tiles + b.group_tiles - 1) / b.group_tiles;
@@ -249,6 +262,26 @@ private:
   StmtPtr over_jobs(const std::function<StmtPtr(const LExprPtr &p, int64_t valid, const Tiles &tiles)> &job) {
     int64_t tail = o_.cols % b_.nr, groups = b_.groups, panels = b_.panels;
     bool rest = o_.rows % b_.mr != 0;
+    if (b_.row_jobs) { // a job is one group against every panel
+      auto every_panel = [&](const Tiles &tiles) {
+        StmtPtr full = loop(k_, "p", b_.full_panels, ForKind::Serial, [&](const LExprPtr &p) {
+          panel_ = k_.local("panel", g_.acc(), b_.kc * b_.nr);
+          return alloc(panel_, job(p, b_.nr, tiles));
+        });
+        if (!tail)
+          return full;
+        panel_ = k_.local("panel", g_.acc(), b_.kc * b_.nr);
+        return seq({full, alloc(panel_, job(imm(b_.full_panels), tail, tiles))});
+      };
+      return loop(k_, "group", groups, ForKind::Parallel, [&](const LExprPtr &g) {
+        if (groups == 1)
+          return every_panel({imm(0), b_.full_tiles, rest});
+        int64_t last_first = (groups - 1) * b_.group_tiles;
+        return if_then(compare(CompareOp::LT, g, imm(groups - 1)),
+                       every_panel({mul(g, imm(b_.group_tiles)), b_.group_tiles, false}),
+                       every_panel({imm(last_first), b_.full_tiles - last_first, rest}));
+      });
+    }
     return loop(k_, "job", panels * groups, ForKind::Parallel, [&](const LExprPtr &j) {
       LExprPtr p = groups == 1 ? j : panels == 1 ? imm(0) : binary(BinaryOp::FloorMod, j, imm(panels));
       auto with_tiles = [&](int64_t valid) {

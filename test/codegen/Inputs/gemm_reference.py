@@ -46,9 +46,10 @@ def t(shape):
 # (M, N, K): tiles and panels that divide, ragged edges on every side, one row,
 # one column, K past several L1 blocks with a remainder, an empty sum, and row
 # tiles split into groups (for the L2 and for the cores) with a last group, a
-# partial tile and a partial panel, or a single partial panel.
+# partial tile and a partial panel, or a single partial panel, and a short K
+# whose jobs are whole groups against every panel (row jobs).
 shapes = [(64, 256, 784), (37, 29, 301), (1, 47, 50), (45, 1, 33), (13, 70, 1000), (100, 17, 5), (6, 5, 0),
-          (301, 40, 1000), (301, 9, 1000)]
+          (301, 40, 1000), (301, 9, 1000), (301, 40, 20)]
 for m, n, k in shapes:
     for dtype in ("float32", "float64"):
         x, w = operand((m, k), dtype), operand((n, k), dtype)
