@@ -62,6 +62,12 @@ LExprPtr neumaier_total(const BufferPtr &s, const BufferPtr &c, const LExprPtr &
   return select(finite, add(total, load(c, slot)), total);
 }
 
+/// A Spatial loop over `width` lanes (vectorized by the schedule).
+StmtPtr for_lanes(KernelCtx &k, int64_t width, const std::function<StmtPtr(const LExprPtr &l)> &body) {
+  LVarPtr l = k.var("l");
+  return for_loop(l, width, ForKind::Spatial, body(var_ref(l)));
+}
+
 } // namespace
 
 StmtPtr compensated_sum(KernelCtx &k, int64_t count, DType acc, const TermFn &term,
@@ -170,10 +176,7 @@ StmtPtr compensated_sums(KernelCtx &k, int64_t width, int64_t count, DType acc, 
                          const std::function<StmtPtr(const LExprPtr &l, const LExprPtr &r, const LExprPtr &value)> &also) {
   BufferPtr s = k.local("sum", acc, width), c = k.local("carry", acc, width), x = k.local("term", acc, width);
   LExprPtr zero = constant_of(0, acc);
-  auto lanes = [&](const std::function<StmtPtr(const LExprPtr &l)> &body) {
-    LVarPtr l = k.var("l");
-    return for_loop(l, width, ForKind::Spatial, body(var_ref(l)));
-  };
+  auto lanes = [&](const std::function<StmtPtr(const LExprPtr &l)> &body) { return for_lanes(k, width, body); };
   LVarPtr r = k.var("r");
   StmtPtr terms = for_loop(r, count, ForKind::Reduce, lanes([&](const LExprPtr &l) {
     LExprPtr value = load(x, l);
@@ -187,10 +190,7 @@ StmtPtr compensated_sums(KernelCtx &k, int64_t width, int64_t count, DType acc, 
 StmtPtr lanes_max(KernelCtx &k, int64_t width, int64_t count, DType acc, const LaneTermFn &term,
                   const std::function<StmtPtr(const LExprPtr &l, const LExprPtr &max)> &then) {
   BufferPtr m = k.local("max", acc, width);
-  auto lanes = [&](const std::function<StmtPtr(const LExprPtr &l)> &body) {
-    LVarPtr l = k.var("l");
-    return for_loop(l, width, ForKind::Spatial, body(var_ref(l)));
-  };
+  auto lanes = [&](const std::function<StmtPtr(const LExprPtr &l)> &body) { return for_lanes(k, width, body); };
   LVarPtr r = k.var("r");
   StmtPtr terms = for_loop(r, count, ForKind::Reduce, lanes([&](const LExprPtr &l) {
     return store(m, l, binary(BinaryOp::Max, load(m, l), cast(acc, term(l, var_ref(r)))));
