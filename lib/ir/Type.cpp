@@ -11,6 +11,10 @@ int64_t num_elements(const Shape &shape) {
   return n;
 }
 
+int64_t num_rows(const Shape &shape) {
+  return shape.empty() ? 1 : num_elements(Shape(shape.begin(), shape.end() - 1));
+}
+
 std::string shape_str(const Shape &shape) {
   std::string s = "(";
   for (size_t i = 0; i < shape.size(); ++i)

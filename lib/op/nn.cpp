@@ -71,7 +71,7 @@ template <GemmStrategy strategy> StmtPtr dense_kernel(KernelCtx &k) {
   Gemm g;
   g.K = xs.back();
   g.N = k.arg_type(1).shape[0];
-  g.M = num_elements(xs) / std::max<int64_t>(g.K, 1);
+  g.M = num_rows(xs);
   g.dtype = k.call.type.dtype;
   g.b_contiguous_in_k = true;
   g.epilogue = bool(k.epilogue);
@@ -607,7 +607,7 @@ void register_nn_ops(OpRegistry &reg) {
         // d(x wᵀ) = dx wᵀ + x dwᵀ:  dx = g w,  dw = gᵀ x (batch axes flattened)
         ExprPtr x = g.arg(0), w = g.arg(1);
         int64_t K = x->type.shape.back(), N = w->type.shape[0];
-        int64_t M = num_elements(x->type.shape) / std::max<int64_t>(K, 1);
+        int64_t M = num_rows(x->type.shape);
         ExprPtr g2 = reshape(g.b, g.grad, {M, N});
         ExprPtr dx = g.b.call(ops::matmul, {g2, w});
         ExprPtr dw = g.b.call(ops::matmul, {transpose_last2(g.b, g2), reshape(g.b, x, {M, K})});

@@ -721,10 +721,12 @@ TEST_CASE("C header: matches the ABI of the object file (link and run)", "[artif
   write_bytes(dir.file("lin.h"), emit_c_header(m, {r}, "lin", TargetKind::CPU));
   write_bytes(dir.file("app.c"), R"(#include "lin.h"
 #include <stdlib.h>
+#include <string.h>
 int main(void) {
   float *x = aligned_alloc(LIN_ALIGNMENT, 64), *k = aligned_alloc(LIN_ALIGNMENT, 64);
   float *y = aligned_alloc(LIN_ALIGNMENT, 64);
   struct lin_scale_inputs in;
+  memset(y, 0xAB, 64);
   struct lin_scale_outputs out;
   int i;
   for (i = 0; i < LIN_SCALE_X_SIZE; ++i)

@@ -71,7 +71,9 @@ public:
       : n_(values.size()), p_(static_cast<T *>(std::aligned_alloc(64, (n_ * sizeof(T) / 64 + 1) * 64))) {
     std::copy(values.begin(), values.end(), p_);
   }
-  explicit Aligned(size_t n) : Aligned(std::vector<T>(n)) {}
+  /// `n` elements of garbage (0xAB bytes): outputs a kernel leaves unwritten
+  /// never pass as zeros.
+  explicit Aligned(size_t n) : Aligned(std::vector<T>(n)) { std::memset(p_, 0xAB, (n_ * sizeof(T) / 64 + 1) * 64); }
   Aligned(const Aligned &) = delete;
   ~Aligned() { std::free(p_); }
   T *data() { return p_; }
@@ -400,9 +402,11 @@ TEST_CASE("codegen: the CPU object is ELF and links with `cc ... -lm`", "[codege
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 int32_t m_main(void *const *, void *const *, void *);
 int main(void) {
   float *a = aligned_alloc(64, 192), *b = aligned_alloc(64, 192), *o = aligned_alloc(64, 192);
+  memset(o, 0xAB, 192);
   for (int i = 0; i < 37; ++i) { a[i] = 0.1f * i; b[i] = 1.0f; }
   void *in[] = {a, b}, *out[] = {o};
   if (m_main(in, out, 0) != 0) return 1;

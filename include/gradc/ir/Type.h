@@ -29,6 +29,9 @@ constexpr int64_t kMaxElements = int64_t(1) << 44;
 /// a located error; Type::tensor itself treats a bad shape as a gradc bug.
 std::optional<std::string> shape_problem(const Shape &shape);
 int64_t num_elements(const Shape &shape);
+/// The rows of `shape` seen as a row-major matrix: the product of every
+/// dimension but the last (1 for a scalar). Exact even when the last is 0.
+int64_t num_rows(const Shape &shape);
 std::string shape_str(const Shape &shape); // "(2, 3)"
 
 struct Type {
