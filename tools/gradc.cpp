@@ -209,7 +209,10 @@ int real_main(int argc, char **argv) {
   add_shared(r, run_shared, run.pipeline.codegen);
   r->add_option("--entry", run.entry, "The function to run (default main, or FN_adjoint with --grad)");
   r->add_option("--input", inputs, "NAME=FILE.npy, one per parameter")->take_all();
+  r->add_option("--inputs-dir", run.inputs_dir, "Read every parameter not given by --input from DIR/NAME.npy");
   r->add_option("--output-dir", run.output_dir, "Write output_i.npy files here");
+  r->add_option("--threads", run.threads, "Threads of parallel loops (default: the online CPUs; 1 starts none)")
+      ->check(CLI::Range(1, 4096));
 
   std::string check_model;
   CLI::App *k = app.add_subcommand("check", "Parse and type-check; print the typed module");

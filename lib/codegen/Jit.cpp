@@ -42,6 +42,7 @@ public:
       : jit_(std::move(jit)), prefix_(std::move(prefix)) {}
 
   Entry lookup(const std::string &name) override { return check(jit_->lookup(prefix_ + "_" + name)).toPtr<Entry>(); }
+  void set_num_threads(int32_t n) override { gradc_rt_set_num_threads(n); }
 
 private:
   std::unique_ptr<orc::LLJIT> jit_;

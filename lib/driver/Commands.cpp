@@ -345,17 +345,22 @@ std::vector<std::string> stale_outputs(const std::string &dir, size_t count, con
   return stale;
 }
 
+constexpr int kGarbageByte = 0xFF;
+
 struct AlignedFree {
   void operator()(void *p) const { std::free(p); }
 };
 using AlignedBuffer = std::unique_ptr<char, AlignedFree>;
 
+/// A 64-byte aligned buffer filled with 0xFF bytes (kGarbageByte): an output
+/// element or workspace byte that a kernel reads or returns unwritten shows as
+/// a NaN (every float dtype) or -1, never as a plausible zero.
 AlignedBuffer aligned_buffer(int64_t bytes) {
   size_t size = size_t((std::max<int64_t>(bytes, 1) + 63) / 64 * 64);
   void *p = std::aligned_alloc(64, size);
   if (!p)
     throw std::bad_alloc();
-  std::memset(p, 0, size);
+  std::memset(p, kGarbageByte, size);
   return AlignedBuffer(static_cast<char *>(p));
 }
 
@@ -396,11 +401,17 @@ int run_command(const RunCommand &cmd, std::ostream &out, std::ostream &err) {
     return 1;
   }
 
-  // Inputs: every parameter exactly once, with its exact dtype and shape.
+  // Inputs: every parameter exactly once, with its exact dtype and shape;
+  // --inputs-dir supplies DIR/NAME.npy for those --input does not name.
+  std::vector<std::pair<std::string, std::string>> inputs = cmd.inputs;
+  if (!cmd.inputs_dir.empty())
+    for (const std::string &p : report->param_names)
+      if (std::none_of(cmd.inputs.begin(), cmd.inputs.end(), [&](const auto &in) { return in.first == p; }))
+        inputs.emplace_back(p, (std::filesystem::path(cmd.inputs_dir) / (p + ".npy")).string());
   std::vector<NpyArray> arrays(fn->inputs.size());
   std::vector<bool> given(fn->inputs.size(), false);
   bool ok = true;
-  for (const auto &[name, path] : cmd.inputs) {
+  for (const auto &[name, path] : inputs) {
     auto it = std::find(report->param_names.begin(), report->param_names.end(), name);
     if (it == report->param_names.end()) {
       std::string valid;
@@ -457,6 +468,7 @@ int run_command(const RunCommand &cmd, std::ostream &out, std::ostream &err) {
     return 1;
   }
   JitSession::Entry call = jit->lookup(entry);
+  jit->set_num_threads(cmd.threads);
 
   std::vector<AlignedBuffer> in_bufs, out_bufs;
   std::vector<void *> in_ptrs, out_ptrs;
@@ -504,7 +516,7 @@ int run_command(const RunCommand &cmd, std::ostream &out, std::ostream &err) {
       return 1;
     }
     std::vector<std::string> keep = {cmd.model};
-    for (const auto &input : cmd.inputs)
+    for (const auto &input : inputs)
       keep.push_back(input.second);
     try {
       write_files_atomic(files, stale_outputs(cmd.output_dir, files.size(), keep));

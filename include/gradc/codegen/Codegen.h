@@ -79,6 +79,8 @@ public:
   virtual ~JitSession() = default;
   /// The entry point of function `name` (internal error if absent).
   virtual Entry lookup(const std::string &name) = 0;
+  /// The thread count of the session's parallel loops (n <= 0: the online CPUs).
+  virtual void set_num_threads(int32_t n) = 0;
 };
 
 } // namespace gradc

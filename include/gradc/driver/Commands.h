@@ -28,7 +28,9 @@ struct RunCommand {
   PipelineOptions pipeline;
   std::string entry;                                       // empty: main, or FN_adjoint with --grad
   std::vector<std::pair<std::string, std::string>> inputs; // name -> .npy path
+  std::string inputs_dir;                                  // --inputs-dir: DIR/NAME.npy for the others
   std::string output_dir;
+  int threads = 0; // --threads: the pool's thread count (0: the online CPUs)
 };
 
 /// The valid `--emit` items.
