@@ -20,59 +20,96 @@
 namespace gradc {
 namespace {
 
+/// The adjoint of one value: an expression for a tensor, and for a tuple one
+/// adjoint per field, at any depth (a field may itself be a tuple). Parts no
+/// path has reached yet are empty.
+struct Adjoint {
+  ExprPtr tensor;
+  std::vector<Adjoint> fields;
+};
+
+/// The adjoints accumulated so far, one tree per forward Var.
 class Adjoints {
 public:
   explicit Adjoints(Builder &b) : b_(b) {}
 
-  /// adj[x] += g, with g summed back to x's shape if it was broadcast.
-  void add(const ExprPtr &x, ExprPtr g) {
-    if (x->kind != ExprKind::Var || !x->type.is_tensor() || !is_float(x->type.dtype) || !g)
+  /// adj[x] += g, where g has x's type (a tuple's adjoint is a tuple); each
+  /// tensor part is summed back to its shape if it was broadcast.
+  void add(const ExprPtr &x, const ExprPtr &g) {
+    if (g)
+      add(x, split(g, x->type));
+  }
+  void add(const ExprPtr &x, const Adjoint &a) {
+    if (x->kind == ExprKind::Var)
+      merge(slots_[x.get()], x->type, a);
+  }
+
+  /// adj[tuple.index] += a: what a projection passes back to its tuple.
+  void add_field(const ExprPtr &tuple, int index, const Adjoint &a) {
+    if (tuple->kind != ExprKind::Var || (!a.tensor && a.fields.empty()))
       return;
-    GRADC_CHECK(g->type.is_tensor() && g->type.dtype == x->type.dtype, "gradient",
-                "adjoint of type " + g->type.str() + " for a value of type " + x->type.str());
-    g = b_.sum_to(g, x->type.shape);
-    auto it = tensor_.find(x.get());
-    if (it == tensor_.end())
-      tensor_[x.get()] = g;
-    else
-      it->second = b_.add(it->second, g);
+    Adjoint &slot = slots_[tuple.get()];
+    slot.fields.resize(tuple->type.fields.size());
+    merge(slot.fields[size_t(index)], tuple->type.fields[size_t(index)], a);
   }
 
-  void add_field(const ExprPtr &tuple, int index, ExprPtr g) {
-    if (tuple->kind != ExprKind::Var || !g)
-      return;
-    auto &fields = tuple_[tuple.get()];
-    fields.resize(tuple->type.fields.size());
-    fields[index] = fields[index] ? b_.add(fields[index], g) : g;
+  /// The tree accumulated for `x` (empty if none).
+  const Adjoint &find(const ExprPtr &x) const {
+    static const Adjoint none;
+    auto it = slots_.find(x.get());
+    return it == slots_.end() ? none : it->second;
   }
 
-  ExprPtr get(const ExprPtr &x) const {
-    auto it = tensor_.find(x.get());
-    return it == tensor_.end() ? nullptr : it->second;
-  }
-
-  /// The adjoint of a tuple value as a tuple, zeros for fields without one.
-  ExprPtr get_tuple(const ExprPtr &x) {
-    auto it = tuple_.find(x.get());
-    if (it == tuple_.end())
-      return nullptr;
-    std::vector<ExprPtr> fields;
-    for (size_t i = 0; i < x->type.fields.size(); ++i) {
-      ExprPtr f = i < it->second.size() ? it->second[i] : nullptr;
-      fields.push_back(f ? f : b_.zeros(x->type.fields[i]));
-    }
-    return b_.tuple(fields);
-  }
-
-  const std::vector<ExprPtr> *fields(const ExprPtr &x) const {
-    auto it = tuple_.find(x.get());
-    return it == tuple_.end() ? nullptr : &it->second;
-  }
+  /// adj[x] as one expression of x's type, zeros for the parts no path
+  /// reached; null if no path reached x at all.
+  ExprPtr value(const ExprPtr &x) { return materialize(find(x), x->type); }
 
 private:
   Builder &b_;
-  std::unordered_map<const Expr *, ExprPtr> tensor_;
-  std::unordered_map<const Expr *, std::vector<ExprPtr>> tuple_;
+  std::unordered_map<const Expr *, Adjoint> slots_; // looked up only, never iterated
+
+  /// g (an expression of type `type`) as a tree: a tuple's fields projected.
+  Adjoint split(const ExprPtr &g, const Type &type) {
+    Adjoint a;
+    if (!type.is_tuple()) {
+      a.tensor = g;
+      return a;
+    }
+    for (size_t i = 0; i < type.fields.size(); ++i)
+      a.fields.push_back(split(b_.get(g, int(i)), type.fields[i]));
+    return a;
+  }
+
+  /// dst += src, part by part; integer and bool parts have no adjoint.
+  void merge(Adjoint &dst, const Type &type, const Adjoint &src) {
+    if (type.is_tuple()) {
+      if (src.fields.empty())
+        return;
+      dst.fields.resize(type.fields.size());
+      for (size_t i = 0; i < type.fields.size(); ++i)
+        merge(dst.fields[i], type.fields[i], src.fields[i]);
+      return;
+    }
+    if (!src.tensor || !type.is_tensor() || !is_float(type.dtype))
+      return;
+    GRADC_CHECK(src.tensor->type.is_tensor() && src.tensor->type.dtype == type.dtype, "gradient",
+                "adjoint of type " + src.tensor->type.str() + " for a value of type " + type.str());
+    ExprPtr g = b_.sum_to(src.tensor, type.shape);
+    dst.tensor = dst.tensor ? b_.add(dst.tensor, g) : g;
+  }
+
+  ExprPtr materialize(const Adjoint &a, const Type &type) {
+    if (!type.is_tuple())
+      return a.tensor;
+    if (a.fields.empty())
+      return nullptr;
+    std::vector<ExprPtr> fields;
+    for (size_t i = 0; i < type.fields.size(); ++i) {
+      ExprPtr f = materialize(a.fields[i], type.fields[i]);
+      fields.push_back(f ? f : b_.zeros(type.fields[i]));
+    }
+    return b_.tuple(fields);
+  }
 };
 
 /// Rebinds the listed Vars under new names (nodes are immutable).
@@ -113,7 +150,7 @@ private:
 
   void on_call(const ExprPtr &e, const ExprPtr &var) override {
     const Expr &value = *e;
-    ExprPtr g = var->type.is_tuple() ? adj_.get_tuple(var) : adj_.get(var);
+    ExprPtr g = adj_.value(var);
     if (!g || value.op->no_gradient || blocked_.count(var.get()))
       return;
     if (!value.op->gradient) {
@@ -130,13 +167,15 @@ private:
     for (size_t k = 0; k < grads.size(); ++k)
       adj_.add(value.args[k], grads[k]);
   }
+  // adj[a_k] += adj[(a_1, ..., a_n)].k, each field a tree of its own.
   void on_tuple(const ExprPtr &e, const ExprPtr &var) override {
-    if (const auto *fields = adj_.fields(var))
-      for (size_t k = 0; k < fields->size(); ++k)
-        adj_.add(e->args[k], (*fields)[k]);
+    const Adjoint &a = adj_.find(var);
+    for (size_t k = 0; k < a.fields.size(); ++k)
+      adj_.add(e->args[k], a.fields[k]);
   }
+  // adj[t].k += adj[t.k]
   void on_tuple_get(const ExprPtr &e, const ExprPtr &var) override {
-    adj_.add_field(e->args[0], e->index, adj_.get(var));
+    adj_.add_field(e->args[0], e->index, adj_.find(var));
   }
   // Anything else cannot be a binding's value in inlined ANF.
   void on_var(const ExprPtr &, const ExprPtr &) override { not_anf(); }
@@ -229,7 +268,7 @@ FunctionPtr build_adjoint(const Function &primal, const std::vector<std::string>
   b.set_span(fn->span);
   std::vector<ExprPtr> grads;
   for (const ExprPtr &p : targets) {
-    ExprPtr g = adj.get(p);
+    ExprPtr g = adj.value(p);
     grads.push_back(g ? g : b.zeros(p->type));
   }
   ExprPtr grad_tuple = b.tuple(grads);
@@ -239,7 +278,7 @@ FunctionPtr build_adjoint(const Function &primal, const std::vector<std::string>
   // so that the grad dump reads like the math.
   std::unordered_map<const Expr *, std::string> names;
   auto name_adjoint = [&](const ExprPtr &x) {
-    if (ExprPtr g = adj.get(x); g && g->kind == ExprKind::Var)
+    if (ExprPtr g = adj.find(x).tensor; g && g->kind == ExprKind::Var)
       names.emplace(g.get(), "d_" + x->name);
   };
   for (const ExprPtr &p : fn->params)
