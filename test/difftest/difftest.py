@@ -1,0 +1,371 @@
+#!/usr/bin/env python3
+"""The gradc differential tester: random well-typed programs built from the operator registry,
+run through gradc in several ways and compared with independent references and with each other.
+
+    difftest.py GRADC [--seed N] [--budget SECONDS] [--programs N] [--jobs N] [--work DIR] [--keep]
+
+For each program (generator.py: chains of 2-8 operators, odd and prime sizes, fan-out, float32 /
+float64 / float16, checkpoint segments, unused and non-differentiated parameters):
+
+  comparison                                            how
+  `gradc run` forward           vs numpy float64        tolerance (reference.py)
+  `gradc run --grad`            vs PyTorch float64      tolerance: result and every gradient
+  object, 1 thread              vs `gradc run`          bitwise (same options, same codegen)
+  object, 2 threads             vs object, 1 thread     bitwise (m.h: results never depend on
+                                                        the number of threads)
+  object -O0                    vs object -O2           bitwise (gradc keeps IEEE semantics at
+                                                        every level: no fast-math, contraction
+                                                        decided per target, not per level)
+  object --remat=none           vs --remat=manual       bitwise (SPEC §6)
+  object --cpu=x86-64           vs object (host CPU)    tolerance (other vector width, no FMA)
+
+The object runs through a generated C harness (execute.py) linked with `cc harness.c m.o -lm
+-lpthread`; it fills outputs and workspace with 0xAB garbage, checks guards after every buffer
+and that the inputs are unchanged. `gradc run` has no thread option: threads are compared
+through the object only.
+
+Every registry operator must have an entry in operators.py (or be listed there as not generated,
+with the reason); otherwise the tester fails before generating anything. Program i of a seed
+always features operator i mod N (the registry's generated operators in name order), so a run of
+at least N programs covers every operator.
+
+Output: a FAIL block per mismatch (the comparison, max abs/rel error, the command, and the
+program shrunk to the fewest bindings that still fail, with its files kept under --work), then a
+summary line. The exit status is 1 on any failure, 2 on a usage error.
+"""
+import argparse
+import collections
+import concurrent.futures
+import json
+import multiprocessing
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+
+import numpy as np  # noqa: E402
+
+import execute  # noqa: E402
+import generator  # noqa: E402
+import operators  # noqa: E402
+import reference  # noqa: E402
+
+# How the object is built for each comparison, beyond the program's --grad/--wrt flags.
+OBJECT_CONFIGS = {"O2": [], "O0": ["-O0"], "remat-none": ["--remat=none"], "x86-64": ["--cpu=x86-64"]}
+LABELS = {
+    "forward": "gradc run forward vs numpy",
+    "grad": "gradc run --grad vs numpy/PyTorch",
+    "object": "object (1 thread) vs gradc run, bitwise",
+    "threads": "object 2 threads vs 1 thread, bitwise",
+    "O0": "object -O0 vs -O2, bitwise",
+    "remat-none": "object --remat=none vs --remat=manual, bitwise",
+    "x86-64": "object --cpu=x86-64 vs host CPU",
+    "reference": "reference self-check (numpy vs PyTorch forward): a bug in test/difftest/operators.py",
+}
+MAX_ATTEMPTS = 8  # programs drawn for one index before giving up (all rejected)
+SHRINK_SECONDS = 60
+
+
+class Failure:
+    def __init__(self, kind, message, command):
+        self.kind, self.message, self.command = kind, message, command
+
+
+def leaf_names(prog):
+    fields = ["result"] if not prog.is_tuple() else [f"result field {i}" for i in range(len(prog.result))]
+    return fields, fields + [f"gradient of {p.name}" for p in prog.wrt_params()]
+
+
+class Checker:
+    """Runs one program every way and collects the failures; `kinds` limits the comparisons
+    (when a failure is re-checked on a shrunk program)."""
+
+    def __init__(self, gradc, prog, workdir, kinds=None):
+        self.gradc, self.prog, self.workdir = gradc, prog, workdir
+        self.kinds = kinds
+        self.failures = []
+        self.gradc_calls = self.object_calls = 0  # gradc run/compile invocations; calls of m_FN
+        self.comparisons = collections.Counter()
+
+    def wanted(self, *kinds):
+        return self.kinds is None or any(k in self.kinds for k in kinds)
+
+    def compare(self, kind, command, results):
+        self.comparisons[kind] += len(results)
+        for r in results:
+            if r is not None:
+                self.failures.append(Failure(kind, str(r), command))
+                return
+
+    def run(self):
+        prog = self.prog
+        execute.write_program(prog, self.workdir)
+        ref_fwd = [v.data for v in prog.result]
+        torch_fwd, ref_grads = reference.evaluate(prog, emulate=False)
+        emu_fwd, emu_grads = reference.evaluate(prog, emulate=True)
+        fwd_names, grad_names = leaf_names(prog)
+        self.compare("reference", "", [reference.close(f"{n}", t, r, 0.0, "float64")
+                                       for n, t, r in zip(fwd_names, torch_fwd, ref_fwd)])
+        if self.failures:
+            return self
+        tol = reference.least_precise(prog.float_dtypes())
+        refs = ref_fwd + ref_grads
+        noises = [reference.noise(e, r) for e, r in zip(emu_fwd + emu_grads, refs)]
+        specs = [(v.dtype, v.shape) for v in prog.result] + [(p.dtype, p.shape) for p in prog.wrt_params()]
+        leaves = {"main": specs[:len(prog.result)], "main_adjoint": specs}
+
+        def against_reference(kind, command, outs, names):
+            results = [reference.check_type(n, o, *s) for n, o, s in zip(names, outs, specs)]
+            if len(outs) != len(names):
+                results.append(reference.Mismatch("outputs", f"{len(outs)} outputs, expected {len(names)}"))
+            if not any(results):
+                results = [reference.close(n, o, r, z, tol) for n, o, r, z in zip(names, outs, refs, noises)]
+            self.compare(kind, command, results)
+
+        run_fwd = run_grad = None
+        if self.wanted("forward", "object"):
+            run_fwd = self.tool("forward", lambda: execute.gradc_run(self.gradc, prog, self.workdir, "run-forward", []))
+            if run_fwd:
+                against_reference("forward", run_fwd[1], run_fwd[0], fwd_names)
+        if self.wanted("grad", "object"):
+            run_grad = self.tool("grad", lambda: execute.gradc_run(self.gradc, prog, self.workdir, "run-grad",
+                                                                   prog.grad_flags()))
+            if run_grad:
+                against_reference("grad", run_grad[1], run_grad[0], grad_names)
+        if not self.wanted("object", "threads", "O0", "remat-none", "x86-64") or self.failures_of("forward", "grad"):
+            return self
+
+        default = self.object("O2", [1, 2], leaves)
+        if default is None:
+            return self
+        outs, command = default
+        names = {"main": fwd_names, "main_adjoint": grad_names}
+        if run_fwd and run_grad and self.wanted("object"):
+            for fn, run in (("main", run_fwd), ("main_adjoint", run_grad)):
+                self.compare("object", command, [reference.bitwise(f"{fn} {n}", o, r)
+                                                 for n, o, r in zip(names[fn], outs[(fn, 1)], run[0])])
+        if self.wanted("threads"):
+            for fn in names:
+                self.compare("threads", command, [reference.bitwise(f"{fn} {n}", o, r)
+                                                  for n, o, r in zip(names[fn], outs[(fn, 2)], outs[(fn, 1)])])
+        for config in ("O0", "remat-none"):
+            if self.wanted(config):
+                other = self.object(config, [1], leaves)
+                if other:
+                    for fn in names:
+                        self.compare(config, other[1], [reference.bitwise(f"{fn} {n}", o, r) for n, o, r in
+                                                        zip(names[fn], other[0][(fn, 1)], outs[(fn, 1)])])
+        if self.wanted("x86-64"):
+            other = self.object("x86-64", [2], leaves)
+            if other:
+                for fn in names:
+                    self.compare("x86-64", other[1], [
+                        reference.close(f"{fn} {n}", o, r.astype(np.float64) if r.dtype.kind == "f" else r, z, tol)
+                        for n, o, r, z in zip(names[fn], other[0][(fn, 2)], outs[(fn, 2)], noises)])
+        return self
+
+    def failures_of(self, *kinds):
+        return [f for f in self.failures if f.kind in kinds]
+
+    def tool(self, kind, action, invokes_gradc=True):
+        self.gradc_calls += invokes_gradc
+        try:
+            return action()
+        except execute.ToolFailure as e:
+            self.failures.append(Failure(kind, f"{e.what} failed: {e.detail}", e.cmd))
+            return None
+
+    def object(self, config, threads, leaves):
+        """Builds the object of CONFIG and calls both functions with each thread count."""
+        kind = "object" if config == "O2" else config
+        flags = self.prog.grad_flags() + OBJECT_CONFIGS[config]
+        build = self.tool(kind, lambda: execute.build_object(self.gradc, self.workdir, config, flags))
+        if build is None:
+            return None
+        result = self.tool(kind, lambda: execute.run_object(self.prog, self.workdir, config, threads, leaves),
+                           invokes_gradc=False)
+        if result is None:
+            return None
+        self.object_calls += len(leaves) * len(threads)
+        outs, run_command = result
+        return outs, f"(cd {self.workdir} && {build}) && {run_command}"
+
+
+def draw(seed, index, registry, forced_op):
+    """Program `index` of `seed`: the first drawn program whose reference is well-posed."""
+    for attempt in range(MAX_ATTEMPTS):
+        sub_seed = np.random.SeedSequence([seed, index, attempt]).generate_state(1)[0]
+        prog = generator.generate(int(sub_seed), registry, forced_op)
+        if prog is None:
+            continue
+        _, grads = reference.evaluate(prog, emulate=False)
+        if all(np.all(np.isfinite(g)) and np.all(np.abs(g) < 1e6) for g in grads):
+            return prog, attempt
+    return None, MAX_ATTEMPTS
+
+
+def shrink(gradc, prog, failure, workdir):
+    """The program with the fewest bindings that still fails the same comparison (by giving each
+    binding's value as the only result, with what it needs), within SHRINK_SECONDS."""
+    start = time.time()
+    candidates = []
+    for b in prog.bindings:
+        if b.out.is_float() and b.op != "grad.start_checkpoint":
+            cut = prog.restricted(b.out)
+            if cut is not None and len(cut.bindings) < len(prog.bindings):
+                candidates.append(cut)
+    candidates.sort(key=lambda p: len(p.bindings))
+    for i, cut in enumerate(candidates):
+        if time.time() - start > SHRINK_SECONDS:
+            break
+        d = os.path.join(workdir, f"shrink{i}")
+        checker = Checker(gradc, cut, d, kinds={failure.kind}).run()
+        same = checker.failures_of(failure.kind)
+        if same:
+            return cut, same[0], d
+        shutil.rmtree(d, ignore_errors=True)
+    return None
+
+
+def test_program(gradc, seed, index, registry, forced_op, work, keep):
+    """One program, every comparison; returns a summary dict for the parent process."""
+    torch_threads()
+    prog, attempts = draw(seed, index, registry, forced_op)
+    summary = {"index": index, "rejected": attempts, "gradc_calls": 0, "object_calls": 0, "comparisons": {},
+               "failures": [], "ops": []}
+    if prog is None:
+        return summary
+    workdir = os.path.join(work, f"p{index}")
+    checker = Checker(gradc, prog, workdir).run()
+    summary.update(gradc_calls=checker.gradc_calls, object_calls=checker.object_calls, comparisons=dict(checker.comparisons), ops=sorted(prog.ops()),
+                   dtype=reference.least_precise(prog.float_dtypes()))
+    for failure in checker.failures:
+        report = {"kind": failure.kind, "message": failure.message, "command": failure.command,
+                  "program": prog.text(), "flags": " ".join(prog.grad_flags()), "dir": workdir,
+                  "bindings": len(prog.bindings)}
+        small = shrink(gradc, prog, failure, workdir) if failure.kind != "reference" else None
+        if small:
+            cut, cut_failure, cut_dir = small
+            report.update(shrunk=cut.text(), shrunk_flags=" ".join(cut.grad_flags()), shrunk_message=cut_failure.message,
+                          shrunk_command=cut_failure.command, shrunk_dir=cut_dir, shrunk_bindings=len(cut.bindings))
+        summary["failures"].append(report)
+    if not checker.failures and not keep:
+        shutil.rmtree(workdir, ignore_errors=True)
+    return summary
+
+
+_TORCH_THREADS_SET = []
+
+
+def torch_threads():
+    if not _TORCH_THREADS_SET:
+        import torch
+        torch.set_num_threads(1)
+        _TORCH_THREADS_SET.append(True)
+
+
+def print_failure(seed, report):
+    print(f"FAIL program {report['index']} (seed {seed}): {LABELS[report['kind']]}")
+    print(f"  {report['message']}")
+    if "shrunk" in report:
+        print(f"  shrunk from {report['bindings']} to {report['shrunk_bindings']} bindings "
+              f"({report['shrunk_dir']}), where it fails with:")
+        print(f"  {report['shrunk_message']}")
+        print(f"  command: {report['shrunk_command']}")
+        print(f"  flags: {report['shrunk_flags']}")
+        text = report["shrunk"]
+    else:
+        print(f"  command: {report['command']}")
+        print(f"  flags: {report['flags']}  (files in {report['dir']})")
+        text = report["program"]
+    print("  " + text.rstrip().replace("\n", "\n  "))
+    sys.stdout.flush()
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("gradc", help="the gradc binary")
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--budget", type=float, default=110.0, help="seconds: no new program starts after it")
+    ap.add_argument("--programs", type=int, default=None, help="at most this many programs")
+    ap.add_argument("--jobs", type=int, default=2, help="worker processes (default 2)")
+    ap.add_argument("--work", default=None, help="keep programs' files here (default: a temporary directory)")
+    ap.add_argument("--keep", action="store_true", help="keep the files of passing programs too")
+    ap.add_argument("--only", default=None, help="feature only this operator in every program")
+    args = ap.parse_args()
+
+    start = time.time()
+    gradc = os.path.abspath(args.gradc)
+    registry = json.loads(subprocess.run([gradc, "ops", "--json"], check=True, capture_output=True,
+                                         text=True).stdout)
+    problems = operators.check_registry(registry)
+    if problems:
+        print("\n".join(problems))
+        return 1
+    generated = sorted(op["name"] for op in registry if op["name"] not in operators.NOT_GENERATED
+                       and op["name"] not in operators.SEGMENT_MARKERS)
+    if args.only and args.only not in generated:
+        ap.error(f"--only {args.only}: not a generated operator")
+    work = os.path.abspath(args.work) if args.work else tempfile.mkdtemp(prefix="gradc-difftest-")
+    os.makedirs(work, exist_ok=True)
+
+    totals = {"programs": 0, "rejected": 0, "gradc_calls": 0, "object_calls": 0, "failures": 0}
+    comparisons, covered = collections.Counter(), collections.Counter()
+    ctx = multiprocessing.get_context("spawn")
+    with concurrent.futures.ProcessPoolExecutor(max_workers=args.jobs, mp_context=ctx) as pool:
+        pending, index = set(), 0
+
+        def submit():
+            nonlocal index
+            forced = args.only or generated[(index + args.seed) % len(generated)]
+            pending.add(pool.submit(test_program, gradc, args.seed, index, registry, forced, work, args.keep))
+            index += 1
+
+        def more():
+            return time.time() - start < args.budget and (args.programs is None or index < args.programs)
+
+        while more() and len(pending) < 2 * args.jobs:
+            submit()
+        while pending:
+            done, _ = concurrent.futures.wait(pending, return_when=concurrent.futures.FIRST_COMPLETED)
+            for fut in done:
+                pending.remove(fut)
+                s = fut.result()
+                totals["rejected"] += s["rejected"]
+                if not s["ops"]:
+                    continue
+                totals["programs"] += 1
+                totals["gradc_calls"] += s["gradc_calls"]
+                totals["object_calls"] += s["object_calls"]
+                comparisons.update(s["comparisons"])
+                covered.update(s["ops"])
+                for report in s["failures"]:
+                    totals["failures"] += 1
+                    print_failure(args.seed, {**report, "index": s["index"]})
+                if more():
+                    submit()
+
+    missing = [op for op in generated if op not in covered]
+    markers = sum(covered[m] for m in operators.SEGMENT_MARKERS)
+    bitwise = sum(n for k, n in comparisons.items() if k in ("object", "threads", "O0", "remat-none"))
+    print(f"difftest: seed {args.seed}: {totals['programs']} programs ({totals['rejected']} drawn and rejected), "
+          f"{totals['gradc_calls']} gradc runs and compiles, {totals['object_calls']} calls of compiled "
+          f"functions, {sum(comparisons.values())} output comparisons ({bitwise} bitwise), "
+          f"{len(generated) - len(missing)}/{len(generated)} generated operators covered, "
+          f"{markers} checkpoint markers, {totals['failures']} failures, {time.time() - start:.0f} s")
+    print("comparisons: " + ", ".join(f"{k} {comparisons[k]}" for k in LABELS if comparisons[k]))
+    if missing:
+        print("operators not covered in this run (more programs cover them): " + ", ".join(missing))
+    print("not generated: " + "; ".join(f"{k} ({v})" for k, v in operators.NOT_GENERATED.items()))
+    if not args.work and totals["failures"] == 0:
+        shutil.rmtree(work, ignore_errors=True)
+    return 1 if totals["failures"] else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,510 @@
+"""Random well-typed gradc programs for the differential tester.
+
+A program is `def @main(PARAMS) { BINDINGS; RESULT }`: a chain of 2-8 operator calls drawn from
+the registry (operators.py says how to call each), over shapes of odd and prime sizes, in float32,
+float64 or float16. The generator evaluates every binding in numpy (float64) as it goes, on the
+very inputs the program will run on, and rejects a call whose result is not finite or too large,
+or whose operands sit on a kink of the operator (operators.py, `ok`), so every program it keeps is
+numerically well-posed and its forward value is known.
+
+What the programs exercise:
+  * fan-out: an operator takes an earlier value, not only the last one, and binary operators may
+    take the same value twice; a result tuple carries every value nobody used (tuples pass through
+    the gradient, SPEC §5);
+  * broadcasting partners, literals (`0.5f`, `2f64`), infix `+ - * /`, `let` bindings with and
+    without a type;
+  * checkpoint segments: `grad.start_checkpoint` on 1-2 values, 0-3 calls inside, and
+    `grad.end_checkpoint` on 1-2 of its values (SPEC §6; a segment starts only on values outside
+    every segment, and every start reaches an end);
+  * parameters: created on demand with the shape a call needs, some never used (their gradient
+    is zeros), integer (nll_loss targets, in range) and bool (conditions) ones; `--wrt` names a
+    random subset in a random order, or is left out (every float parameter);
+  * results: a tensor (its gradient is seeded with ones), a scalar, or a tuple.
+"""
+import math
+
+import numpy as np
+
+import operators
+from operators import FLOAT_DTYPES, Call
+
+SIZES = (1, 2, 3, 5, 7, 11, 13, 17, 19, 23, 29, 31, 37)
+LARGE_SIZES = (47, 64, 67, 97, 131)  # across vector widths, with remainders
+# One program in LARGE_PROGRAMS has tensors of up to 150 000 elements, so that loops do enough
+# work to run on the object's thread pool (gradc's cost rule wants 2^16 operations).
+MAX_ELEMENTS = 6000
+LARGE_PROGRAMS, LARGE_MAX_ELEMENTS, HUGE_SIZES = 0.2, 150000, (257, 509, 1031)
+MAGNITUDE = {"float16": 200.0, "float32": 1e4, "float64": 1e4}
+# How far an operand must be from a kink (operators.py, `ok`): float32 rounding of a chain stays
+# far below it.
+MARGIN = {"float16": 0.05, "float32": 2e-3, "float64": 1e-6}
+LITERAL_SUFFIX = {"float16": "f16", "float32": "f", "float64": "f64", "int32": "", "int64": "i64"}
+
+
+class Value:
+    """A parameter or a binding's result, with its value computed in numpy (float64 for floats)."""
+
+    def __init__(self, name, shape, dtype, data, param=None):
+        self.name, self.shape, self.dtype, self.data = name, tuple(shape), dtype, data
+        self.param = param  # the input array in the parameter's dtype, for a parameter
+        self.segment = None  # the open checkpoint segment it lies in
+        self.dirty = False  # depends on the inside of a segment (so no segment may start on it)
+        self.grad = dtype in FLOAT_DTYPES  # a gradient flows from it to a float parameter
+        self.ops = frozenset()  # (binding index, operator) of every binding that computes it
+
+    def is_float(self):
+        return self.dtype in FLOAT_DTYPES
+
+    def type_text(self):
+        dims = ", ".join(map(str, self.shape)) + ("," if len(self.shape) == 1 else "")
+        return f"Tensor[({dims}), {self.dtype}]"
+
+
+class Literal:
+    """A scalar constant argument such as `0.5f` or `-2f64`."""
+
+    def __init__(self, value, dtype):
+        self.value, self.dtype, self.shape = value, dtype, ()
+        self.data = np.asarray(value, dtype=np.float64)
+        self.segment, self.dirty, self.grad = None, False, False
+
+    def text(self):
+        return f"{self.value!r}{LITERAL_SUFFIX[self.dtype]}"
+
+
+class Binding:
+    def __init__(self, out, op, args, attrs, full_attrs, style, infix):
+        self.out, self.op, self.args = out, op, args
+        self.attrs = attrs  # as written in the text
+        self.full_attrs = full_attrs  # with the registry's defaults, for the references
+        self.style = style  # "graph" (`%3 = ...`), "let" or "let-typed" (`let %v3: TYPE = ...`)
+        self.infix = infix  # `(%a + %b)` rather than `add(%a, %b)`
+
+    def values(self):
+        return [a for a in self.args if isinstance(a, Value)]
+
+
+def attr_text(v):
+    if isinstance(v, bool) or v is None:
+        return str(v)
+    if isinstance(v, str):
+        return '"%s"' % v
+    if isinstance(v, (list, tuple)):
+        return "[" + ", ".join(attr_text(x) for x in v) + "]"
+    return repr(v)
+
+
+INFIX = {"add": "+", "subtract": "-", "multiply": "*", "divide": "/"}
+
+
+class Program:
+    def __init__(self, params, bindings, result, wrt):
+        self.params, self.bindings = params, bindings
+        self.result = result  # list of Values: one (a tensor or scalar result) or a tuple's fields
+        self.wrt = wrt  # list of parameter names for --wrt, or None for the default
+
+    def is_tuple(self):
+        return len(self.result) > 1
+
+    def float_dtypes(self):
+        return {v.dtype for v in self.params + [b.out for b in self.bindings] if v.is_float()}
+
+    def wrt_params(self):
+        names = self.wrt if self.wrt is not None else [p.name for p in self.params if p.is_float()]
+        return [p for p in self.params if p.name in names]  # declared order (SPEC §5)
+
+    def grad_flags(self):
+        return ["--grad"] + ([] if self.wrt is None else ["--wrt=" + ",".join(self.wrt)])
+
+    def ops(self):
+        return {b.op for b in self.bindings}
+
+    def text(self):
+        lines = ['#[version = "0.0.5"]',
+                 "def @main(%s) {" % ", ".join(f"{p.name}: {p.type_text()}" for p in self.params)]
+        for b in self.bindings:
+            args = [a.text() if isinstance(a, Literal) else a.name for a in b.args]
+            if b.infix:
+                expr = f"({args[0]} {INFIX[b.op]} {args[1]})"
+            else:
+                expr = f"{b.op}(" + ", ".join(args + [f"{k}={attr_text(v)}" for k, v in b.attrs.items()]) + ")"
+            if b.style == "graph":
+                lines.append(f"  {b.out.name} = {expr};")
+            elif b.style == "let":
+                lines.append(f"  let {b.out.name} = {expr};")
+            else:
+                lines.append(f"  let {b.out.name}: {b.out.type_text()} = {expr};")
+        names = [v.name for v in self.result]
+        lines.append("  " + (names[0] if len(names) == 1 else "(" + ", ".join(names) + ")"))
+        lines.append("}")
+        return "\n".join(lines) + "\n"
+
+    def restricted(self, keep):
+        """The program computing the result `keep` (a Value) alone, with the bindings it needs and
+        the parameters it uses; None if that would cut a checkpoint segment open."""
+        needed, bindings = {keep.name}, []
+        for b in reversed(self.bindings):
+            if b.out.name in needed:
+                bindings.append(b)
+                needed.update(v.name for v in b.values())
+        bindings.reverse()
+        starts = {b.out.name for b in bindings if b.op == "grad.start_checkpoint"}
+        closed = set()
+        for b in bindings:
+            if b.op == "grad.end_checkpoint":
+                closed |= self._start_ancestors(b.out, bindings)
+        if starts - closed:
+            return None
+        params = [p for p in self.params if p.name in needed]
+        if not any(p.is_float() for p in params):
+            return None
+        wrt = None if self.wrt is None else [n for n in self.wrt if n in needed]
+        return Program(params, bindings, [keep], wrt or None)
+
+    @staticmethod
+    def _start_ancestors(value, bindings):
+        by_name = {b.out.name: b for b in bindings}
+        found, todo = set(), [value.name]
+        while todo:
+            b = by_name.get(todo.pop())
+            if b is None:
+                continue
+            if b.op == "grad.start_checkpoint":
+                found.add(b.out.name)
+            else:
+                todo.extend(v.name for v in b.values())
+        return found
+
+
+class RejectCall(Exception):
+    pass
+
+
+class Generator:
+    """Draws one program; `ops` are the registry records of the operators to generate."""
+
+    def __init__(self, seed, registry, forced_op=None):
+        self.rng = np.random.default_rng(seed)
+        self.registry = {op["name"]: op for op in registry}
+        self.defaults = {op["name"]: {a["name"]: parse_default(a["default"]) for a in op["attributes"]}
+                         for op in registry}
+        self.generated = sorted(n for n in self.registry
+                                if n not in operators.NOT_GENERATED and n not in operators.SEGMENT_MARKERS)
+        self.forced_op = self.featured = forced_op
+        self.dtype = str(self.rng.choice(FLOAT_DTYPES, p=[0.15, 0.55, 0.3]))
+        self.margin = MARGIN[self.dtype]
+        self.large = self.rng.random() < LARGE_PROGRAMS
+        self.max_elements = LARGE_MAX_ELEMENTS if self.large else MAX_ELEMENTS
+        self.params, self.values, self.bindings = [], [], []
+        self.used = set()
+        self.segment = None  # the open segment: its start values
+        self.segments = 0
+
+    # -- shapes ------------------------------------------------------------------------------
+
+    def dim(self):
+        if self.large and self.rng.random() < 0.3:
+            return int(self.rng.choice(HUGE_SIZES))
+        return int(self.rng.choice(LARGE_SIZES if self.rng.random() < 0.08 else SIZES))
+
+    def shape(self, rank=None):
+        if rank is None:
+            rank = int(self.rng.choice(5, p=[0.08, 0.27, 0.35, 0.2, 0.1]))
+        for _ in range(20):
+            s = tuple(self.dim() for _ in range(rank))
+            if math.prod(s) <= self.max_elements:
+                return s
+        return tuple(int(self.rng.choice(SIZES[:4])) for _ in range(rank))
+
+    def sub_shape(self, shape):
+        """A shape that broadcasts to `shape`: leading axes dropped, some axes set to 1."""
+        lead = int(self.rng.integers(0, len(shape) + 1)) if self.rng.random() < 0.5 else 0
+        return tuple(1 if self.rng.random() < 0.3 else d for d in shape[lead:])
+
+    def super_shape(self, shape):
+        """A shape `shape` broadcasts to: its 1-axes widened, leading axes added."""
+        for _ in range(10):
+            lead = self.shape(int(self.rng.integers(0, 3))) if len(shape) < 4 else ()
+            s = lead + tuple(self.dim() if d == 1 and self.rng.random() < 0.7 else d for d in shape)
+            if math.prod(s) <= self.max_elements:
+                return s
+        return tuple(shape)
+
+    def factorize(self, size):
+        """A random list of dimensions whose product is `size` (ones inserted here and there)."""
+        dims, n = [], size
+        for p in (2, 3, 5, 7, 11, 13, 17, 19, 23, 29, 31, 37, 41, 43, 47, 53, 59, 61, 67, 97, 131):
+            while n % p == 0:
+                dims.append(p)
+                n //= p
+        if n > 1:
+            dims.append(n)
+        self.rng.shuffle(dims)
+        out = []
+        for d in dims:  # merge neighbours at random, keep at most 4 dimensions
+            if out and (self.rng.random() < 0.5 or len(out) >= 4):
+                out[-1] *= d
+            else:
+                out.append(d)
+        while len(out) < 5 and self.rng.random() < 0.2:
+            out.insert(int(self.rng.integers(0, len(out) + 1)), 1)
+        return out
+
+    # -- parameters and operands -------------------------------------------------------------
+
+    def _new_param(self, shape, dtype, array):
+        p = Value(f"%p{len(self.params)}", shape, dtype, array.astype(operators.NUMPY_DTYPE[dtype]), param=array)
+        self.params.append(p)
+        self.values.append(p)
+        return p
+
+    def param(self, shape, dtype, positive=False):
+        mag = self.rng.uniform(0.25, 2.0, shape) if not positive else self.rng.uniform(0.5, 1.5, shape)
+        sign = 1 if positive else self.rng.choice([-1.0, 1.0], shape)
+        return self._new_param(shape, dtype, np.asarray(mag * sign).astype(dtype))
+
+    def int_param(self, shape, dtype, high, low=0):
+        return self._new_param(shape, dtype, np.asarray(self.rng.integers(low, high, shape)).astype(dtype))
+
+    def bool_param(self, shape):
+        return self._new_param(shape, "bool", np.asarray(self.rng.random(shape) < 0.5))
+
+    def usable(self, v):
+        """Inside an open segment, only its own values and values outside every segment."""
+        if self.segment is None:
+            return True
+        return v.segment is self.segment or (v.segment is None and not v.dirty)
+
+    def pick(self, pred):
+        """An existing value satisfying `pred`: the newest one, or often any one (fan-out)."""
+        cands = [v for v in self.values if self.usable(v) and pred(v)]
+        if not cands:
+            return None
+        if self.rng.random() < 0.5:
+            return cands[-1]
+        return cands[int(self.rng.integers(len(cands)))]
+
+    def operand(self, shape, dtype, positive=False):
+        """A float operand of exactly this shape: an existing value or a new parameter."""
+        ok = (lambda v: np.all(v.data >= 0.25)) if positive else (lambda v: True)
+        v = self.pick(lambda v: v.dtype == dtype and v.shape == tuple(shape) and ok(v)) \
+            if self.rng.random() < 0.5 else None
+        return v or self.param(tuple(shape), dtype, positive)
+
+    def positive_operand(self, x):
+        """x when all its elements are comfortably positive, else a positive value or parameter."""
+        if np.all(x.data >= 0.25):
+            return x
+        v = self.pick(lambda v: v.dtype == x.dtype and v.is_float() and np.all(v.data >= 0.25))
+        return v or self.param(x.shape, x.dtype, positive=True)
+
+    def scalar_operand(self, dtype):
+        if self.rng.random() < 0.5:
+            return Literal(round(float(self.rng.uniform(-2, 2)), 3), dtype)
+        v = self.pick(lambda v: v.dtype == dtype and v.shape == ())
+        return v or self.param((), dtype)
+
+    def broadcast_partner(self, x, nonzero=False, small=False, fanout=0.1):
+        """A second operand for a binary operator, broadcast-compatible with x."""
+        if self.rng.random() < fanout and not nonzero and not small:
+            return x
+
+        def fits(v):
+            if v.dtype != x.dtype:
+                return False
+            try:
+                out = np.broadcast_shapes(v.shape, x.shape)
+            except ValueError:
+                return False
+            return math.prod(out) <= self.max_elements and (not nonzero or np.all(np.abs(v.data) >= 0.25)) \
+                and (not small or np.all(np.abs(v.data) <= 2))
+
+        r = self.rng.random()
+        if r < 0.15:
+            value = float(self.rng.uniform(0.25, 2) * self.rng.choice([-1, 1]))
+            return Literal(round(value, 3), x.dtype)
+        if r < 0.55:
+            v = self.pick(lambda v: v is not x and fits(v))
+            if v is not None:
+                return v
+        shape = self.sub_shape(x.shape) if self.rng.random() < 0.7 else self.super_shape(x.shape)
+        return self.param(shape, x.dtype)
+
+    def condition(self, x):
+        """A bool operand broadcast-compatible with x (a comparison's result or a parameter)."""
+        c = self.pick(lambda v: v.dtype == "bool" and _broadcasts(v.shape, x.shape))
+        return c or self.bool_param(self.sub_shape(x.shape))
+
+    # -- bindings ----------------------------------------------------------------------------
+
+    def _bind(self, op, call):
+        defaults = self.defaults[op]
+        full_attrs = {**defaults, **call.attrs}
+        args = [v.data for v in call.args]
+        with np.errstate(all="ignore"):
+            out = np.asarray(operators.TABLE[op].numpy(args, full_attrs))
+        first_float = next((a.dtype for a in call.args if a.dtype in FLOAT_DTYPES), None)
+        dtype = call.dtype or first_float or call.args[0].dtype
+        out = out.astype(operators.NUMPY_DTYPE[dtype])
+        if out.size > self.max_elements:
+            raise RejectCall()
+        if dtype in FLOAT_DTYPES:
+            if not np.all(np.isfinite(out)) or np.any(np.abs(out) > MAGNITUDE[dtype]):
+                raise RejectCall()
+        check = operators.TABLE[op].ok
+        if check is not None and not check(args, full_attrs, out, self.margin):
+            raise RejectCall()
+        infix = op in INFIX and self.rng.random() < 0.25
+        style = str(self.rng.choice(["graph", "let", "let-typed"], p=[0.8, 0.1, 0.1]))
+        index = len(self.bindings)
+        v = Value(f"%{index}" if style == "graph" else f"%v{index}", out.shape, dtype, out)
+        inputs = [a for a in call.args if isinstance(a, Value)]
+        v.grad = v.is_float() and operators.TABLE[op].gradient and any(a.grad for a in inputs)
+        v.ops = frozenset({(index, op)}).union(*(a.ops for a in inputs))
+        if op == "grad.start_checkpoint":
+            v.segment = self.segment
+        elif op != "grad.end_checkpoint":
+            v.segment = self.segment if any(a.segment is not None and a.segment is self.segment
+                                            for a in inputs) else None
+            v.dirty = any(a.dirty or a.segment is not None for a in inputs)
+        self.bindings.append(Binding(v, op, call.args, call.attrs, full_attrs, style, infix))
+        self.values.append(v)
+        self.used.update(id(a) for a in inputs)
+        return v
+
+    def try_op(self, op, x):
+        """Binds one call of `op` offered x; returns the result or None (nothing changed)."""
+        n_params, n_values = len(self.params), len(self.values)
+        call = operators.TABLE[op].gen(self, x)
+        try:
+            if call is None:
+                raise RejectCall()
+            return self._bind(op, call)
+        except RejectCall:
+            del self.params[n_params:]
+            del self.values[n_values:]
+            return None
+
+    def current(self):
+        """The value the next call starts from: the newest float result (the chain goes on), or
+        any earlier float value (a branch)."""
+        floats = [v for v in self.values if v.is_float() and self.usable(v)]
+        if self.segment is not None:
+            return [v for v in floats if v.segment is self.segment][-1]
+        results = [v for v in floats if v.param is None and v.grad]
+        if results and self.rng.random() < 0.9:
+            return results[-1]
+        return floats[int(self.rng.integers(len(floats)))]
+
+    def open_segment(self):
+        clean = [v for v in self.values if v.is_float() and v.segment is None and not v.dirty]
+        if not clean:
+            return
+        segment = []
+        self.segment = segment
+        inputs = [clean[-1]]
+        if len(clean) > 1 and self.rng.random() < 0.3:
+            inputs.append(clean[int(self.rng.integers(len(clean) - 1))])
+        for v in inputs:
+            segment.append(self._bind("grad.start_checkpoint", Call([v])))
+        self.segments += 1
+
+    def close_segment(self):
+        segment = self.segment
+        inside = [v for v in self.values if v.segment is segment and v.is_float()]
+        ends = [inside[-1]]
+        if len(inside) > 1 and self.rng.random() < 0.3:
+            ends.append(inside[int(self.rng.integers(len(inside) - 1))])
+        for start in segment:  # every start reaches an end
+            if not any(self._depends(e, start) for e in ends):
+                ends.append(start)
+        for v in ends:
+            self._bind("grad.end_checkpoint", Call([v]))
+        for v in self.values:
+            if v.segment is segment:
+                v.segment, v.dirty = None, True
+        self.segment = None
+
+    def _depends(self, v, start):
+        if v is start:
+            return True
+        producer = next((b for b in self.bindings if b.out is v), None)
+        return producer is not None and any(self._depends(a, start) for a in producer.values())
+
+    def build(self):
+        self.param(self.shape(), self.dtype)
+        if self.rng.random() < 0.4:
+            self.param(self.sub_shape(self.params[0].shape), self.dtype)
+        n_calls = int(self.rng.integers(2, 9))
+        forced_at = int(self.rng.integers(0, n_calls))
+        segment_left = 0  # calls still to place inside the open segment
+        for call in range(n_calls):
+            if self.segment is None and self.rng.random() < 0.08:
+                self.open_segment()
+                segment_left = int(self.rng.choice(4, p=[0.1, 0.4, 0.3, 0.2]))
+            if self.segment is not None and segment_left == 0:
+                self.close_segment()
+            x = self.current()
+            for attempt in range(30):
+                if self.forced_op and call >= forced_at and attempt < 10:
+                    op = self.forced_op
+                else:
+                    op = self.generated[int(self.rng.integers(len(self.generated)))]
+                if self.try_op(op, x) is not None:
+                    if op == self.forced_op:
+                        self.forced_op = None
+                    break
+            segment_left -= 1
+        if self.segment is not None:
+            self.close_segment()
+        return self.finish()
+
+    def finish(self):
+        results = [b.out for b in self.bindings if b.out.is_float() and b.out.grad]
+        if not results:
+            return None
+        # the value computed by the featured operator and the most bindings, the newest of those
+        result = max(reversed(results), key=lambda v: (any(op == self.featured for _, op in v.ops), len(v.ops)))
+        if result.shape and self.rng.random() < 0.3:  # a scalar result
+            try:
+                result = self._bind(str(self.rng.choice(["sum", "mean"])), Call([result]))
+            except RejectCall:
+                pass
+        fields = [result]
+        if self.rng.random() < 0.6:
+            fields += [b.out for b in self.bindings if id(b.out) not in self.used and b.out is not result]
+        for _ in range(int(self.rng.choice(3, p=[0.5, 0.3, 0.2]))):  # unused parameters
+            dtype = str(self.rng.choice([self.dtype, "float32", "int64"]))
+            p = self.param(self.shape(), dtype) if dtype != "int64" else self.int_param(self.shape(), dtype, 5)
+            self.params.remove(p)
+            self.params.insert(int(self.rng.integers(0, len(self.params) + 1)), p)
+        floats = [p.name for p in self.params if p.is_float()]
+        wrt = None
+        if self.rng.random() < 0.6:
+            wrt = [str(n) for n in self.rng.permutation(floats)[:int(self.rng.integers(1, len(floats) + 1))]]
+        return Program(self.params, self.bindings, fields, wrt)
+
+
+def _broadcasts(small, big):
+    try:
+        return np.broadcast_shapes(small, big) == tuple(big)
+    except ValueError:
+        return False
+
+
+def parse_default(text):
+    """A registry attribute default (`None`, `False`, `-1`, `"mean"`, `(required)`) as a value."""
+    if text == "(required)" or text == "None":
+        return None
+    if text in ("True", "False"):
+        return text == "True"
+    if text.startswith('"'):
+        return text.strip('"')
+    try:
+        return int(text)
+    except ValueError:
+        return float(text)
+
+
+def generate(seed, registry, forced_op=None):
+    return Generator(seed, registry, forced_op).build()

@@ -1,0 +1,138 @@
+"""Reference values of a generated program, and how close gradc's must be.
+
+  * forward: numpy in float64 (the generator computed every binding as it drew it);
+  * gradient: PyTorch float64 autograd over the same bindings (operators.py's torch column):
+    the target is result field 0, itself when a scalar and its sum otherwise (SPEC §5: a
+    non-scalar result is seeded with ones); a parameter the target does not reach gets zeros;
+  * a rounding estimate: the same PyTorch evaluation in the program's own dtypes (float16 computed
+    in float32 and rounded after every operator). How far it lands from float64 says how much
+    rounding the program amplifies; gradc may be off by a multiple of that, plus a relative and an
+    absolute tolerance per dtype (TOLERANCE).
+
+The numpy and PyTorch forward values must agree to float64 precision; if not, the reference
+table is wrong and the tester says so.
+"""
+import numpy as np
+import torch
+
+import operators
+from operators import FLOAT_DTYPES
+
+# per dtype: (multiple of the rounding estimate, relative tolerance to the largest reference
+# magnitude, absolute tolerance)
+TOLERANCE = {"float64": (0.0, 1e-9, 1e-12), "float32": (16.0, 2e-5, 1e-6), "float16": (8.0, 2e-2, 2e-3)}
+PRECISION_ORDER = ("float16", "float32", "float64")
+EMULATED = {"float16": torch.float16, "float32": torch.float32, "float64": torch.float64,
+            "int32": torch.int64, "int64": torch.int64, "bool": torch.bool}
+
+
+def least_precise(dtypes):
+    return next(d for d in PRECISION_ORDER if d in dtypes) if dtypes else "float64"
+
+
+def _leaf(value, emulate):
+    if value.dtype in FLOAT_DTYPES:
+        if emulate:
+            return torch.tensor(value.param if value.param is not None else value.data, dtype=EMULATED[value.dtype])
+        return torch.tensor(value.data, dtype=torch.float64)
+    return torch.tensor(value.data, dtype=operators.TORCH_DTYPE[value.dtype])
+
+
+def _compute_dtype(t):
+    return t.float() if t.dtype == torch.float16 else t
+
+
+def evaluate(prog, emulate):
+    """PyTorch forward and gradient of `prog`: (forward leaves, gradients of the --wrt
+    parameters), as float64 numpy arrays for floats."""
+    wrt = {p.name for p in prog.wrt_params()}
+    env = {}
+    leaves = []
+    for p in prog.params:
+        t = _leaf(p, emulate)
+        if p.name in wrt:
+            t.requires_grad_(True)
+            leaves.append(t)
+        env[p.name] = t
+    for b in prog.bindings:
+        args = []
+        for a in b.args:
+            t = env[a.name] if hasattr(a, "name") else torch.tensor(
+                a.value, dtype=EMULATED[a.dtype] if emulate else torch.float64)
+            args.append(_compute_dtype(t) if emulate else t)
+        out = operators.TABLE[b.op].torch(args, b.full_attrs)
+        want = EMULATED[b.out.dtype] if emulate else operators.TORCH_DTYPE[b.out.dtype]
+        env[b.out.name] = out.to(want)
+    forward = [env[v.name] for v in prog.result]
+    target = forward[0] if forward[0].dim() == 0 else forward[0].sum()
+    grads = [None] * len(leaves)
+    if target.requires_grad and leaves:
+        grads = torch.autograd.grad(target, leaves, allow_unused=True)
+    grads = [torch.zeros_like(p) if g is None else g for p, g in zip(leaves, grads)]
+    return [_numpy(t) for t in forward], [_numpy(g) for g in grads]
+
+
+def _numpy(t):
+    t = t.detach()
+    return t.double().numpy() if t.is_floating_point() else t.numpy()
+
+
+class Mismatch:
+    def __init__(self, what, detail, max_abs=None, max_rel=None):
+        self.what, self.detail, self.max_abs, self.max_rel = what, detail, max_abs, max_rel
+
+    def __str__(self):
+        errs = "" if self.max_abs is None else f" (max abs err {self.max_abs:.3g}, max rel err {self.max_rel:.3g})"
+        return f"{self.what}: {self.detail}{errs}"
+
+
+def check_type(what, got, dtype, shape):
+    if got.dtype != np.dtype(dtype) or got.shape != tuple(shape):
+        return Mismatch(what, f"got {got.dtype}{list(got.shape)}, expected {dtype}{list(shape)}")
+    return None
+
+
+def close(what, got, ref, noise, tol_dtype):
+    """gradc's value `got` against the float64 reference `ref`; None when within tolerance."""
+    if ref.dtype.kind != "f":
+        if np.array_equal(got.astype(ref.dtype), ref):
+            return None
+        bad = np.argwhere(got.astype(ref.dtype) != ref)[0]
+        return Mismatch(what, f"differs at {tuple(bad)}: got {got[tuple(bad)]}, expected {ref[tuple(bad)]}")
+    g = got.astype(np.float64)
+    err = np.abs(g - ref)
+    if not np.all(np.isfinite(g)):
+        bad = tuple(np.argwhere(~np.isfinite(g))[0])
+        return Mismatch(what, f"not finite at {bad}: got {g[bad]}, expected {ref[bad]}")
+    if err.size == 0:
+        return None
+    factor, rtol, atol = TOLERANCE[tol_dtype]
+    allowed = factor * noise + rtol * float(np.max(np.abs(ref))) + atol
+    if float(np.max(err)) <= allowed:
+        return None
+    worst = tuple(np.unravel_index(np.argmax(err), err.shape))
+    rel = float(np.max(err / np.maximum(np.abs(ref), 1e-300)))
+    return Mismatch(what, f"worst at {worst}: got {g[worst]!r}, expected {ref[worst]!r}; allowed "
+                          f"{allowed:.3g} ({tol_dtype})", float(np.max(err)), rel)
+
+
+def bitwise(what, got, want):
+    """Two gradc results that must be identical bit for bit."""
+    if got.dtype != want.dtype or got.shape != want.shape:
+        return Mismatch(what, f"{got.dtype}{list(got.shape)} vs {want.dtype}{list(want.shape)}")
+    if got.tobytes() == want.tobytes():
+        return None
+    a, b = got.astype(np.float64), want.astype(np.float64)
+    diff = a != b
+    worst = tuple(np.argwhere(diff)[0]) if got.ndim else ()
+    err = np.abs(a - b)
+    rel = float(np.max(err / np.maximum(np.abs(b), 1e-300)))
+    return Mismatch(what, f"not bitwise identical, first at {worst}: {a[worst]!r} vs {b[worst]!r}",
+                    float(np.max(err)), rel)
+
+
+def noise(emulated, ref):
+    """The rounding estimate of one output: how far the program's own dtypes land from float64."""
+    if ref.dtype.kind != "f" or ref.size == 0:
+        return 0.0
+    return float(np.max(np.abs(emulated.astype(np.float64) - ref)))
