@@ -19,6 +19,9 @@ config.substitutions.append(("%samples", os.path.join(config.gradc_src_dir, "sam
 config.substitutions.append(("%inputs", os.path.join(config.test_source_root, "inputs")))
 config.substitutions.append(("%python", "/usr/bin/python3"))
 
+import platform
+if platform.machine() == "x86_64":
+    config.available_features.add("x86_64-host")
 ptxas = shutil.which("ptxas") or ("/usr/local/cuda/bin/ptxas" if os.path.exists("/usr/local/cuda/bin/ptxas") else None)
 if ptxas:
     config.available_features.add("ptxas")

@@ -120,6 +120,10 @@ bool finish_shared(CLI::App *cmd, const SharedOptions &o, PipelineOptions &p) {
   }
   p.codegen.target = o.target == "cuda" ? TargetKind::CUDA : TargetKind::CPU;
   p.codegen.opt_level = o.opt;
+  if (std::optional<std::string> problem = cpu_target_problem(p.codegen)) {
+    std::cerr << "gradc: error: " << *problem << "\n";
+    return false;
+  }
   if (p.codegen.gpu_arch.rfind("sm_", 0) != 0 || p.codegen.gpu_arch.size() < 5) {
     std::cerr << "gradc: error: --gpu-arch must look like sm_80, found '" << p.codegen.gpu_arch << "'\n";
     return false;

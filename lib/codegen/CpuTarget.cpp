@@ -24,15 +24,95 @@ using namespace llvm;
 
 namespace gradc::codegen {
 
+namespace {
+
+/// The CPU targets gradc is tested on (test/codegen/triples.test compiles and
+/// checks a model for each): Linux, ELF objects, glibc or musl. Anything else
+/// is refused before LLVM is asked, where LLVM might abort or emit an object
+/// nobody has linked.
+struct TestedArch {
+  Triple::ArchType arch;
+  const char *triple;      // as the messages spell it
+  const char *default_cpu; // for --triple without --cpu
+};
+const TestedArch kTestedArchs[] = {
+    {Triple::x86_64, "x86_64-linux-gnu", "generic"},
+    // As clang does for i686: x87 alone cannot select every float operation
+    // gradc emits (a plain softmax aborted LLVM), so SSE2 is the baseline.
+    {Triple::x86, "i686-linux-gnu", "pentium4"},
+    {Triple::aarch64, "aarch64-linux-gnu", "generic"},
+};
+
+const TestedArch *tested_arch(const Triple &t) {
+  if (!t.isOSLinux() || !t.isOSBinFormatELF())
+    return nullptr;
+  Triple::EnvironmentType env = t.getEnvironment();
+  if (env != Triple::GNU && env != Triple::Musl && env != Triple::UnknownEnvironment)
+    return nullptr; // x32, Android, ... : other ABIs
+  for (const TestedArch &a : kTestedArchs)
+    if (a.arch == t.getArch())
+      return &a;
+  return nullptr;
+}
+
+bool is_native(const std::string &cpu) { return cpu.empty() || cpu == "native"; }
+
+} // namespace
+
+} // namespace gradc::codegen
+
+namespace gradc {
+
+using codegen::is_native;
+using codegen::tested_arch;
+
+std::string tested_triples() {
+  using codegen::kTestedArchs;
+  std::string list;
+  for (const codegen::TestedArch &a : kTestedArchs)
+    list += (list.empty() ? "" : ", ") + std::string(a.triple);
+  return list;
+}
+
+std::optional<std::string> cpu_target_problem(const CodegenOptions &opts) {
+  codegen::initialize_llvm();
+  std::string triple = opts.triple.empty() ? sys::getDefaultTargetTriple() : Triple::normalize(opts.triple);
+  std::string error;
+  const llvm::Target *target = TargetRegistry::lookupTarget(triple, error);
+  if (!target)
+    return "unknown target triple '" + opts.triple + "'";
+  Triple t(triple);
+  if (t.isNVPTX())
+    return "--triple=" + opts.triple + ": gradc cannot emit object files for " + triple +
+           " (for GPU kernels use --target=cuda)";
+  if (!tested_arch(t))
+    return "--triple=" + opts.triple + ": gradc is not tested on " + triple + "; it compiles for " + tested_triples();
+  if (is_native(opts.cpu)) {
+    if (!opts.triple.empty() && opts.cpu == "native" && t.getArch() != Triple(sys::getProcessTriple()).getArch())
+      return "--cpu=native names this machine's CPU, which cannot run " + triple + " code";
+    return std::nullopt;
+  }
+  std::unique_ptr<MCSubtargetInfo> info(target->createMCSubtargetInfo(triple, "", ""));
+  if (!info->isCPUStringValid(opts.cpu))
+    return "unknown target CPU '" + opts.cpu + "' for " + triple;
+  std::unique_ptr<MCSubtargetInfo> cpu(target->createMCSubtargetInfo(triple, opts.cpu, ""));
+  if (t.getArch() == Triple::x86_64 && !cpu->checkFeatures("+64bit"))
+    return "--cpu=" + opts.cpu + " cannot run x86_64 code (" + triple + "): it has no 64-bit mode";
+  if (t.getArch() == Triple::x86 && !cpu->checkFeatures("+sse2"))
+    return "--cpu=" + opts.cpu + " has no SSE2, which gradc's 32-bit x86 code needs (" + triple + ")";
+  return std::nullopt;
+}
+
+} // namespace gradc
+
+namespace gradc::codegen {
+
 HostTarget resolve_cpu_target(const CodegenOptions &opts) {
-  initialize_llvm();
+  if (std::optional<std::string> problem = cpu_target_problem(opts))
+    option_error(*problem);
   HostTarget host;
   host.triple = opts.triple.empty() ? sys::getDefaultTargetTriple() : Triple::normalize(opts.triple);
-  std::string error;
-  const llvm::Target *target = TargetRegistry::lookupTarget(host.triple, error);
-  if (!target)
-    option_error("unknown target triple '" + opts.triple + "'");
-  if (opts.cpu.empty() && opts.triple.empty()) {
+  if (is_native(opts.cpu) && (opts.triple.empty() || opts.cpu == "native")) {
     // The host itself, with every feature it has (AVX-512 included).
     host.cpu = sys::getHostCPUName().str();
     SubtargetFeatures features;
@@ -41,18 +121,7 @@ HostTarget resolve_cpu_target(const CodegenOptions &opts) {
     host.features = features.getString();
     return host;
   }
-  host.cpu = opts.cpu.empty() ? "generic" : opts.cpu;
-  if (!target->hasMCAsmBackend())
-    option_error("--triple=" + opts.triple + ": gradc cannot emit object files for " + host.triple +
-                 (Triple(host.triple).isNVPTX() ? " (for GPU kernels use --target=cuda)" : ""));
-  if (!opts.cpu.empty()) {
-    std::unique_ptr<MCSubtargetInfo> info(target->createMCSubtargetInfo(host.triple, "", ""));
-    if (!info->isCPUStringValid(opts.cpu))
-      option_error("unknown target CPU '" + opts.cpu + "' for " + host.triple);
-    std::unique_ptr<MCSubtargetInfo> cpu(target->createMCSubtargetInfo(host.triple, opts.cpu, ""));
-    if (Triple(host.triple).getArch() == Triple::x86_64 && !cpu->checkFeatures("+64bit"))
-      option_error("--cpu=" + opts.cpu + " cannot run x86_64 code (" + host.triple + "): it has no 64-bit mode");
-  }
+  host.cpu = opts.cpu.empty() ? tested_arch(Triple(host.triple))->default_cpu : opts.cpu;
   return host;
 }
 
@@ -80,7 +149,7 @@ Target describe_target(const CodegenOptions &opts) {
     t.vector_registers = triple.isAArch64() ? 32 : 16;
     t.has_fma = triple.isAArch64();
   }
-  if (opts.triple.empty() && opts.cpu.empty()) {
+  if (opts.triple.empty() && is_native(opts.cpu)) {
     t.cores = int(std::thread::hardware_concurrency());
     long l1 = sysconf(_SC_LEVEL1_DCACHE_SIZE), l2 = sysconf(_SC_LEVEL2_CACHE_SIZE);
     if (l1 >= (4 << 10))

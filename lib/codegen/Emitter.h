@@ -118,7 +118,8 @@ llvm::FunctionCallee runtime_function(llvm::Module &m, RuntimeFn which);
 struct HostTarget {
   std::string triple, cpu, features;
 };
-/// The host (its CPU and all its features) unless opts.triple/opts.cpu say otherwise.
+/// The host (its CPU and all its features) unless opts.triple/opts.cpu say
+/// otherwise; an option error for what cpu_target_problem refuses.
 HostTarget resolve_cpu_target(const CodegenOptions &opts);
 std::unique_ptr<llvm::TargetMachine> create_cpu_target_machine(const CodegenOptions &opts);
 /// Where the runtime a CPU module calls comes from: linked into it (an object

@@ -51,15 +51,39 @@ private:
 
 } // namespace
 
+namespace {
+
+/// Whether an x86 feature of LLVM's names instructions that gradc's code can
+/// contain: vector ISA levels, FMA, F16C, the scalar bit-manipulation and
+/// move extensions, and the vector crypto/GF(2^8) instructions that LLVM
+/// selects for plain shuffles and shifts. System instructions (invpcid,
+/// xsaves, rdseed, pku, mwaitx, ...) are never emitted, and a VM often hides
+/// them, so a CPU that implies them still runs here without them.
+bool is_code_feature(StringRef f) {
+  static const char *const exact[] = {"64bit", "cmov",  "cx8",   "cx16",  "x87",        "mmx",     "sse",
+                                      "sse2",  "sse3",  "ssse3", "sse4.1", "sse4.2",    "sse4a",   "popcnt",
+                                      "crc32", "avx",   "avx2",  "fma",   "fma4",       "xop",     "f16c",
+                                      "bmi",   "bmi2",  "lzcnt", "tbm",   "movbe",      "adx",     "sahf",
+                                      "aes",   "pclmul", "sha",  "vaes",  "vpclmulqdq", "gfni",    "evex512"};
+  for (const char *e : exact)
+    if (f == e)
+      return true;
+  return f.starts_with("avx512") || f.starts_with("avx10") || f.starts_with("avxvnni") || f == "avxifma" ||
+         f == "avxneconvert";
+}
+
+} // namespace
+
 std::optional<std::string> JitSession::cannot_run_here(const CodegenOptions &opts) {
   codegen::HostTarget wanted = codegen::resolve_cpu_target(opts);
   Triple here(sys::getProcessTriple()), there(wanted.triple);
-  if (there.getArch() != here.getArch() || there.getOS() != here.getOS())
+  if (there.getArch() != here.getArch() || there.getOS() != here.getOS() ||
+      there.getEnvironment() != here.getEnvironment() || there.getObjectFormat() != here.getObjectFormat())
     return "run executes the code on this machine (" + here.str() + "), which cannot run " + there.str() +
            " code; use `gradc compile` for another target";
-  if (opts.cpu.empty())
+  if (opts.cpu.empty() || opts.cpu == "native" || !here.isX86())
     return std::nullopt;
-  // Every feature the chosen CPU implies must be one this CPU has.
+  // Every code feature the chosen CPU implies must be one this CPU has.
   std::string error;
   const llvm::Target *target = TargetRegistry::lookupTarget(wanted.triple, error);
   std::unique_ptr<MCSubtargetInfo> cpu(target->createMCSubtargetInfo(wanted.triple, opts.cpu, ""));
@@ -67,7 +91,7 @@ std::optional<std::string> JitSession::cannot_run_here(const CodegenOptions &opt
   std::string missing;
   for (const SubtargetFeatureKV &f : cpu->getAllProcessorFeatures()) {
     std::string key = f.Key;
-    if (!cpu->checkFeatures("+" + key))
+    if (!is_code_feature(key) || !cpu->checkFeatures("+" + key))
       continue;
     auto it = host_features.find(key);
     if (it != host_features.end() && !it->second)

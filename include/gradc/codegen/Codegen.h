@@ -29,7 +29,7 @@ namespace gradc {
 struct CodegenOptions {
   TargetKind target = TargetKind::CPU;
   std::string prefix = "model"; // symbol prefix P
-  std::string cpu;              // CPU name; empty = host
+  std::string cpu;              // CPU name; empty or "native" = the host's
   std::string triple;           // target triple; empty = host
   std::string gpu_arch = "sm_80";
   int opt_level = 2;
@@ -61,6 +61,14 @@ CodegenOutput generate_code(const LoweredModule &module, const CodegenOptions &o
 /// it), and for CUDA the GPU's launch limits. Prints a diagnostic and throws
 /// CompileError for an unknown --cpu or --triple.
 Target describe_target(const CodegenOptions &opts);
+
+/// Why --triple/--cpu name no CPU target gradc compiles for (a command-line
+/// error, exit 2): a triple outside the tested list, a CPU unknown for the
+/// triple or unable to run it. nullopt if they are fine. `--cpu=native` (or
+/// none) is the host's CPU.
+std::optional<std::string> cpu_target_problem(const CodegenOptions &opts);
+/// The CPU targets gradc is tested on, for messages: "x86_64-linux-gnu, ...".
+std::string tested_triples();
 
 /// The LLVM version gradc was built with ("19.1.7").
 std::string llvm_version();
