@@ -36,6 +36,8 @@ summary line. The exit status is 1 on any failure, 2 on a usage error.
 import argparse
 import collections
 import concurrent.futures
+import glob
+import itertools
 import json
 import multiprocessing
 import os
@@ -44,6 +46,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import traceback
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 os.environ.setdefault("OMP_NUM_THREADS", "1")
@@ -65,10 +68,20 @@ LABELS = {
     "O0": "object -O0 vs -O2, bitwise",
     "remat-none": "object --remat=none vs --remat=manual, bitwise",
     "x86-64": "object --cpu=x86-64 vs host CPU",
+    "roundtrip": "the dumped adjoint (--dump-ir=grad) run again vs gradc run --grad, bitwise",
+    "second": "second order: --grad of a function calling the dumped adjoint vs PyTorch double backward",
     "reference": "reference self-check (numpy vs PyTorch forward): a bug in test/difftest/operators.py",
+    "tester": "an exception in the tester (test/difftest): a bug there",
 }
+# Always compared; the generator adds some of the others to each program's plan (prog.checks).
+CORE = frozenset({"reference", "forward", "grad", "object", "threads"})
 MAX_ATTEMPTS = 8  # programs drawn for one index before giving up (all rejected)
 SHRINK_SECONDS = 60
+
+
+# What every worker needs: the binary, the seed, the registry, where files go, whether to keep
+# passing programs' files, whether `gradc run` has --threads.
+Setup = collections.namedtuple("Setup", "gradc seed registry work keep run_threads")
 
 
 class Failure:
@@ -82,18 +95,21 @@ def leaf_names(prog):
 
 
 class Checker:
-    """Runs one program every way and collects the failures; `kinds` limits the comparisons
-    (when a failure is re-checked on a shrunk program)."""
+    """Runs one program every way its plan says (the core comparisons, and prog.checks) and
+    collects the failures; `kinds` replaces the plan when a failure is re-checked on a shrunk
+    program."""
 
-    def __init__(self, gradc, prog, workdir, kinds=None):
+    def __init__(self, gradc, prog, workdir, kinds=None, run_threads=False):
         self.gradc, self.prog, self.workdir = gradc, prog, workdir
-        self.kinds = kinds
+        # `gradc run --threads=N` where gradc has it: the forward on 1 thread, the adjoint on 2
+        self.threads = (["--threads=1"], ["--threads=2"]) if run_threads else ([], [])
+        self.kinds = kinds if kinds is not None else CORE | prog.checks
         self.failures = []
         self.gradc_calls = self.object_calls = 0  # gradc run/compile invocations; calls of m_FN
         self.comparisons = collections.Counter()
 
     def wanted(self, *kinds):
-        return self.kinds is None or any(k in self.kinds for k in kinds)
+        return any(k in self.kinds for k in kinds)
 
     def compare(self, kind, command, results):
         self.comparisons[kind] += len(results)
@@ -105,44 +121,87 @@ class Checker:
     def run(self):
         prog = self.prog
         execute.write_program(prog, self.workdir)
+        ref = reference.evaluate(prog, emulate=False)
+        emu = reference.evaluate(prog, emulate=True)
         ref_fwd = [v.data for v in prog.result]
-        torch_fwd, ref_grads = reference.evaluate(prog, emulate=False)
-        emu_fwd, emu_grads = reference.evaluate(prog, emulate=True)
         fwd_names, grad_names = leaf_names(prog)
-        self.compare("reference", "", [reference.close(f"{n}", t, r, 0.0, "float64")
-                                       for n, t, r in zip(fwd_names, torch_fwd, ref_fwd)])
+        self.compare("reference", "", [reference.close(n, t, r, 0.0, "float64")
+                                       for n, t, r in zip(fwd_names, ref.forward, ref_fwd)])
         if self.failures:
             return self
-        tol = reference.least_precise(prog.float_dtypes())
-        refs = ref_fwd + ref_grads
-        noises = [reference.noise(e, r) for e, r in zip(emu_fwd + emu_grads, refs)]
+        self.tol = reference.least_precise(prog.float_dtypes())
+        refs = ref_fwd + ref.grads
+        self.noises = [reference.noise(e, r) for e, r in zip(emu.forward + emu.grads, refs)]
         specs = [(v.dtype, v.shape) for v in prog.result] + [(p.dtype, p.shape) for p in prog.wrt_params()]
         leaves = {"main": specs[:len(prog.result)], "main_adjoint": specs}
 
-        def against_reference(kind, command, outs, names):
-            results = [reference.check_type(n, o, *s) for n, o, s in zip(names, outs, specs)]
-            if len(outs) != len(names):
-                results.append(reference.Mismatch("outputs", f"{len(outs)} outputs, expected {len(names)}"))
-            if not any(results):
-                results = [reference.close(n, o, r, z, tol) for n, o, r, z in zip(names, outs, refs, noises)]
-            self.compare(kind, command, results)
-
         run_fwd = run_grad = None
         if self.wanted("forward", "object"):
-            run_fwd = self.tool("forward", lambda: execute.gradc_run(self.gradc, prog, self.workdir, "run-forward", []))
+            run_fwd = self.tool("forward", lambda: execute.gradc_run(self.gradc, prog, self.workdir, "run-forward",
+                                                                      self.threads[0]))
             if run_fwd:
-                against_reference("forward", run_fwd[1], run_fwd[0], fwd_names)
-        if self.wanted("grad", "object"):
+                self.against_reference("forward", run_fwd, fwd_names, specs, refs, self.noises)
+        if self.wanted("grad", "object", "roundtrip", "second"):
+            dump = ["--dump-ir=grad", "--dump-dir=dumps"] if self.wanted("roundtrip", "second") else []
             run_grad = self.tool("grad", lambda: execute.gradc_run(self.gradc, prog, self.workdir, "run-grad",
-                                                                   prog.grad_flags()))
+                                                                   prog.grad_flags() + self.threads[1] + dump))
             if run_grad:
-                against_reference("grad", run_grad[1], run_grad[0], grad_names)
-        if not self.wanted("object", "threads", "O0", "remat-none", "x86-64") or self.failures_of("forward", "grad"):
+                self.against_reference("grad", run_grad, grad_names, specs, refs, self.noises)
+        if self.failures_of("forward", "grad"):
             return self
+        if run_grad and self.wanted("roundtrip", "second"):
+            self.dumped_adjoint(run_grad, grad_names, ref, emu)
+        if self.wanted("object", "threads", "O0", "remat-none", "x86-64"):
+            self.objects(run_fwd, run_grad, leaves, fwd_names, grad_names)
+        return self
 
+    def against_reference(self, kind, run, names, specs, refs, noises):
+        outs, command = run
+        results = [reference.check_type(n, o, *s) for n, o, s in zip(names, outs, specs)]
+        if len(outs) != len(names):
+            results.append(reference.Mismatch("outputs", f"{len(outs)} outputs, expected {len(names)}"))
+        if not any(results):
+            results = [reference.close(n, o, r, z, self.tol) for n, o, r, z in zip(names, outs, refs, noises)]
+        self.compare(kind, command, results)
+
+    def dumped_adjoint(self, run_grad, grad_names, ref, emu):
+        """The adjoint as `--dump-ir=grad` wrote it, run again (bitwise the same), and
+        differentiated again through a function that calls it (second order)."""
+        prog = self.prog
+        dumped = sorted(glob.glob(os.path.join(self.workdir, "dumps", "*-grad.relay")))
+        if not dumped:
+            self.failures.append(Failure("roundtrip", "--dump-ir=grad --dump-dir wrote no *-grad.relay", run_grad[1]))
+            return
+        model = os.path.relpath(dumped[0], self.workdir)
+        if self.wanted("roundtrip"):
+            again = self.tool("roundtrip", lambda: execute.gradc_run(self.gradc, prog, self.workdir, "run-roundtrip",
+                                                                     ["--entry=main_adjoint"], model))
+            if again:
+                self.compare("roundtrip", again[1], [reference.bitwise(n, o, r) for n, o, r in
+                                                     zip(grad_names, again[0], run_grad[0])])
+        if self.wanted("second") and prog.second is not None:
+            with open(dumped[0]) as f:
+                text = f.read()
+            params = ", ".join(f"{p.name}: {p.type_text()}" for p in prog.params)
+            args = ", ".join(p.name for p in prog.params)
+            text += (f"def @second({params}) {{\n  %r = @main_adjoint({args});\n"
+                     f"  sum((%r.1).{prog.second})\n}}\n")
+            with open(os.path.join(self.workdir, "second.relay"), "w") as f:
+                f.write(text)
+            flags = ["--grad=second"] + prog.grad_flags()[1:]
+            run = self.tool("second", lambda: execute.gradc_run(self.gradc, prog, self.workdir, "run-second",
+                                                                flags, "second.relay"))
+            if run:
+                wrt = prog.wrt_params()
+                names = [f"sum(gradient of {wrt[prog.second].name})"] + [f"its gradient for {p.name}" for p in wrt]
+                specs = [(wrt[prog.second].dtype, ())] + [(p.dtype, p.shape) for p in wrt]
+                noises = [reference.noise(e, r) for e, r in zip(emu.second, ref.second)]
+                self.against_reference("second", run, names, specs, ref.second, noises)
+
+    def objects(self, run_fwd, run_grad, leaves, fwd_names, grad_names):
         default = self.object("O2", [1, 2], leaves)
         if default is None:
-            return self
+            return
         outs, command = default
         names = {"main": fwd_names, "main_adjoint": grad_names}
         if run_fwd and run_grad and self.wanted("object"):
@@ -165,9 +224,8 @@ class Checker:
             if other:
                 for fn in names:
                     self.compare("x86-64", other[1], [
-                        reference.close(f"{fn} {n}", o, r.astype(np.float64) if r.dtype.kind == "f" else r, z, tol)
-                        for n, o, r, z in zip(names[fn], other[0][(fn, 2)], outs[(fn, 2)], noises)])
-        return self
+                        reference.close(f"{fn} {n}", o, r.astype(np.float64) if r.dtype.kind == "f" else r, z, self.tol)
+                        for n, o, r, z in zip(names[fn], other[0][(fn, 2)], outs[(fn, 2)], self.noises)])
 
     def failures_of(self, *kinds):
         return [f for f in self.failures if f.kind in kinds]
@@ -203,13 +261,13 @@ def draw(seed, index, registry, forced_op):
         prog = generator.generate(int(sub_seed), registry, forced_op)
         if prog is None:
             continue
-        _, grads = reference.evaluate(prog, emulate=False)
-        if all(np.all(np.isfinite(g)) and np.all(np.abs(g) < 1e6) for g in grads):
+        ref = reference.evaluate(prog, emulate=False)
+        if all(np.all(np.isfinite(g)) and np.all(np.abs(g) < 1e6) for g in ref.grads + (ref.second or [])):
             return prog, attempt
     return None, MAX_ATTEMPTS
 
 
-def shrink(gradc, prog, failure, workdir):
+def shrink(setup, prog, failure, workdir):
     """The program with the fewest bindings that still fails the same comparison (by giving each
     binding's value as the only result, with what it needs), within SHRINK_SECONDS."""
     start = time.time()
@@ -224,7 +282,7 @@ def shrink(gradc, prog, failure, workdir):
         if time.time() - start > SHRINK_SECONDS:
             break
         d = os.path.join(workdir, f"shrink{i}")
-        checker = Checker(gradc, cut, d, kinds={failure.kind}).run()
+        checker = Checker(setup.gradc, cut, d, {failure.kind}, setup.run_threads).run()
         same = checker.failures_of(failure.kind)
         if same:
             return cut, same[0], d
@@ -232,30 +290,39 @@ def shrink(gradc, prog, failure, workdir):
     return None
 
 
-def test_program(gradc, seed, index, registry, forced_op, work, keep):
-    """One program, every comparison; returns a summary dict for the parent process."""
-    torch_threads()
-    prog, attempts = draw(seed, index, registry, forced_op)
-    summary = {"index": index, "rejected": attempts, "gradc_calls": 0, "object_calls": 0, "comparisons": {},
+def test_program(setup, index, forced_op):
+    """One program, every comparison; returns a summary dict for the parent process. An exception
+    in the tester itself is reported as a failure too (kind "tester")."""
+    summary = {"index": index, "rejected": 0, "gradc_calls": 0, "object_calls": 0, "comparisons": {},
                "failures": [], "ops": []}
-    if prog is None:
-        return summary
-    workdir = os.path.join(work, f"p{index}")
-    checker = Checker(gradc, prog, workdir).run()
-    summary.update(gradc_calls=checker.gradc_calls, object_calls=checker.object_calls, comparisons=dict(checker.comparisons), ops=sorted(prog.ops()),
-                   dtype=reference.least_precise(prog.float_dtypes()))
-    for failure in checker.failures:
-        report = {"kind": failure.kind, "message": failure.message, "command": failure.command,
-                  "program": prog.text(), "flags": " ".join(prog.grad_flags()), "dir": workdir,
-                  "bindings": len(prog.bindings)}
-        small = shrink(gradc, prog, failure, workdir) if failure.kind != "reference" else None
-        if small:
-            cut, cut_failure, cut_dir = small
-            report.update(shrunk=cut.text(), shrunk_flags=" ".join(cut.grad_flags()), shrunk_message=cut_failure.message,
-                          shrunk_command=cut_failure.command, shrunk_dir=cut_dir, shrunk_bindings=len(cut.bindings))
-        summary["failures"].append(report)
-    if not checker.failures and not keep:
-        shutil.rmtree(workdir, ignore_errors=True)
+    prog = None
+    try:
+        torch_threads()
+        prog, summary["rejected"] = draw(setup.seed, index, setup.registry, forced_op)
+        if prog is None:
+            return summary
+        workdir = os.path.join(setup.work, f"p{index}")
+        checker = Checker(setup.gradc, prog, workdir, run_threads=setup.run_threads).run()
+        summary.update(gradc_calls=checker.gradc_calls, object_calls=checker.object_calls,
+                       comparisons=dict(checker.comparisons), ops=sorted(prog.ops()))
+        for failure in checker.failures:
+            report = {"kind": failure.kind, "message": failure.message, "command": failure.command,
+                      "program": prog.text(), "flags": " ".join(prog.grad_flags()), "dir": workdir,
+                      "bindings": len(prog.bindings)}
+            small = shrink(setup, prog, failure, workdir) if failure.kind != "reference" else None
+            if small:
+                cut, cut_failure, cut_dir = small
+                report.update(shrunk=cut.text(), shrunk_flags=" ".join(cut.grad_flags()),
+                              shrunk_message=cut_failure.message, shrunk_command=cut_failure.command,
+                              shrunk_dir=cut_dir, shrunk_bindings=len(cut.bindings))
+            summary["failures"].append(report)
+        if not checker.failures and not setup.keep:
+            shutil.rmtree(workdir, ignore_errors=True)
+    except Exception:
+        summary["failures"].append({
+            "kind": "tester", "message": traceback.format_exc().rstrip().replace("\n", "\n  "),
+            "command": f"{sys.executable} {os.path.abspath(__file__)} {setup.gradc} --seed {setup.seed} --index {index}",
+            "program": prog.text() if prog else "(not drawn)", "flags": "", "dir": setup.work, "bindings": 0})
     return summary
 
 
@@ -277,11 +344,11 @@ def print_failure(seed, report):
               f"({report['shrunk_dir']}), where it fails with:")
         print(f"  {report['shrunk_message']}")
         print(f"  command: {report['shrunk_command']}")
-        print(f"  flags: {report['shrunk_flags']}")
+        print(f"  the program's flags: {report['shrunk_flags']}")
         text = report["shrunk"]
     else:
         print(f"  command: {report['command']}")
-        print(f"  flags: {report['flags']}  (files in {report['dir']})")
+        print(f"  the program's flags: {report['flags']}  (files in {report['dir']})")
         text = report["program"]
     print("  " + text.rstrip().replace("\n", "\n  "))
     sys.stdout.flush()
@@ -297,6 +364,7 @@ def main():
     ap.add_argument("--work", default=None, help="keep programs' files here (default: a temporary directory)")
     ap.add_argument("--keep", action="store_true", help="keep the files of passing programs too")
     ap.add_argument("--only", default=None, help="feature only this operator in every program")
+    ap.add_argument("--index", type=int, default=None, help="run program INDEX of the seed alone (reproduces it)")
     args = ap.parse_args()
 
     start = time.time()
@@ -314,22 +382,25 @@ def main():
     work = os.path.abspath(args.work) if args.work else tempfile.mkdtemp(prefix="gradc-difftest-")
     os.makedirs(work, exist_ok=True)
 
+    run_help = subprocess.run([gradc, "run", "--help"], capture_output=True, text=True).stdout
+    setup = Setup(gradc, args.seed, registry, work, args.keep, "--threads" in run_help)
     totals = {"programs": 0, "rejected": 0, "gradc_calls": 0, "object_calls": 0, "failures": 0}
     comparisons, covered = collections.Counter(), collections.Counter()
     ctx = multiprocessing.get_context("spawn")
     with concurrent.futures.ProcessPoolExecutor(max_workers=args.jobs, mp_context=ctx) as pool:
-        pending, index = set(), 0
+        indices = iter([args.index]) if args.index is not None else itertools.count()
+        pending, submitted = set(), 0
 
         def submit():
-            nonlocal index
+            nonlocal submitted
+            index = next(indices, None)
+            if index is None or time.time() - start > args.budget or submitted == args.programs:
+                return
             forced = args.only or generated[(index + args.seed) % len(generated)]
-            pending.add(pool.submit(test_program, gradc, args.seed, index, registry, forced, work, args.keep))
-            index += 1
+            pending.add(pool.submit(test_program, setup, index, forced))
+            submitted += 1
 
-        def more():
-            return time.time() - start < args.budget and (args.programs is None or index < args.programs)
-
-        while more() and len(pending) < 2 * args.jobs:
+        for _ in range(2 * args.jobs):
             submit()
         while pending:
             done, _ = concurrent.futures.wait(pending, return_when=concurrent.futures.FIRST_COMPLETED)
@@ -337,9 +408,7 @@ def main():
                 pending.remove(fut)
                 s = fut.result()
                 totals["rejected"] += s["rejected"]
-                if not s["ops"]:
-                    continue
-                totals["programs"] += 1
+                totals["programs"] += bool(s["ops"])
                 totals["gradc_calls"] += s["gradc_calls"]
                 totals["object_calls"] += s["object_calls"]
                 comparisons.update(s["comparisons"])
@@ -347,17 +416,15 @@ def main():
                 for report in s["failures"]:
                     totals["failures"] += 1
                     print_failure(args.seed, {**report, "index": s["index"]})
-                if more():
-                    submit()
+                submit()
 
     missing = [op for op in generated if op not in covered]
-    markers = sum(covered[m] for m in operators.SEGMENT_MARKERS)
     bitwise = sum(n for k, n in comparisons.items() if k in ("object", "threads", "O0", "remat-none"))
     print(f"difftest: seed {args.seed}: {totals['programs']} programs ({totals['rejected']} drawn and rejected), "
           f"{totals['gradc_calls']} gradc runs and compiles, {totals['object_calls']} calls of compiled "
           f"functions, {sum(comparisons.values())} output comparisons ({bitwise} bitwise), "
           f"{len(generated) - len(missing)}/{len(generated)} generated operators covered, "
-          f"{markers} checkpoint markers, {totals['failures']} failures, {time.time() - start:.0f} s")
+          f"{covered['grad.start_checkpoint']} with checkpoint segments, {totals['failures']} failures, {time.time() - start:.0f} s")
     print("comparisons: " + ", ".join(f"{k} {comparisons[k]}" for k in LABELS if comparisons[k]))
     if missing:
         print("operators not covered in this run (more programs cover them): " + ", ".join(missing))

@@ -54,9 +54,10 @@ def write_program(prog, workdir):
         f.write(harness_source(prog))
 
 
-def gradc_run(gradc, prog, workdir, outdir, flags):
-    """`gradc run` with FLAGS; returns its outputs (depth-first leaves) as numpy arrays."""
-    cmd = [gradc, "run", "prog.relay", *flags, "--output-dir", outdir]
+def gradc_run(gradc, prog, workdir, outdir, flags, model="prog.relay"):
+    """`gradc run MODEL` with FLAGS on the program's inputs; returns its outputs (depth-first
+    leaves) as numpy arrays, and the command."""
+    cmd = [gradc, "run", model, *flags, "--output-dir", outdir]
     cmd += [f"--input={p.name[1:]}=inputs/{p.name[1:]}.npy" for p in prog.params]
     execute(cmd, workdir, "gradc run " + " ".join(flags))
     outs = []

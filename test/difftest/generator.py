@@ -79,6 +79,7 @@ class Binding:
         self.full_attrs = full_attrs  # with the registry's defaults, for the references
         self.style = style  # "graph" (`%3 = ...`), "let" or "let-typed" (`let %v3: TYPE = ...`)
         self.infix = infix  # `(%a + %b)` rather than `add(%a, %b)`
+        self.group = None  # the BindingGroup it is printed in
 
     def values(self):
         return [a for a in self.args if isinstance(a, Value)]
@@ -97,11 +98,40 @@ def attr_text(v):
 INFIX = {"add": "+", "subtract": "-", "multiply": "*", "divide": "/"}
 
 
+def expr_text(b, names):
+    """The call of binding b, its Value arguments renamed by `names` (name -> text) where given."""
+    args = [a.text() if isinstance(a, Literal) else names.get(a.name, a.name) for a in b.args]
+    if b.infix:
+        return f"({args[0]} {INFIX[b.op]} {args[1]})"
+    return f"{b.op}(" + ", ".join(args + [f"{k}={attr_text(v)}" for k, v in b.attrs.items()]) + ")"
+
+
+def _binding_line(b, expr):
+    if b.style == "graph":
+        return f"  {b.out.name} = {expr};"
+    if b.style == "let":
+        return f"  let {b.out.name} = {expr};"
+    return f"  let {b.out.name}: {b.out.type_text()} = {expr};"
+
+
+class BindingGroup:
+    """Consecutive bindings printed together (the values are the same):
+      helper  1 or 2 bindings (a chain) outlined into `def @hN(...)`, called from @main;
+      tuple   2 independent bindings as `%tN = (call1, call2);` and projections `%tN.0`, `%tN.1`;
+      helper-tuple  the same tuple returned by a helper function."""
+
+    def __init__(self, kind, bindings):
+        self.kind, self.bindings = kind, bindings
+
+
 class Program:
-    def __init__(self, params, bindings, result, wrt):
+    def __init__(self, params, bindings, result, wrt, nest_result=False, second=None, checks=frozenset()):
         self.params, self.bindings = params, bindings
         self.result = result  # list of Values: one (a tensor or scalar result) or a tuple's fields
         self.wrt = wrt  # list of parameter names for --wrt, or None for the default
+        self.nest_result = nest_result  # print a tuple result as `(%a, (%b, %c))`
+        self.second = second  # k: also differentiate sum(d_k), d_k the k-th --wrt gradient
+        self.checks = checks  # the comparisons beyond the core ones (difftest.py, Checker)
 
     def is_tuple(self):
         return len(self.result) > 1
@@ -120,24 +150,53 @@ class Program:
         return {b.op for b in self.bindings}
 
     def text(self):
-        lines = ['#[version = "0.0.5"]',
-                 "def @main(%s) {" % ", ".join(f"{p.name}: {p.type_text()}" for p in self.params)]
-        for b in self.bindings:
-            args = [a.text() if isinstance(a, Literal) else a.name for a in b.args]
-            if b.infix:
-                expr = f"({args[0]} {INFIX[b.op]} {args[1]})"
+        lines, helpers = [], []
+        i = 0
+        while i < len(self.bindings):
+            b = self.bindings[i]
+            group = b.group
+            if group is not None and self.bindings[i:i + len(group.bindings)] == group.bindings:
+                lines += self._group_text(group, helpers)
+                i += len(group.bindings)
             else:
-                expr = f"{b.op}(" + ", ".join(args + [f"{k}={attr_text(v)}" for k, v in b.attrs.items()]) + ")"
-            if b.style == "graph":
-                lines.append(f"  {b.out.name} = {expr};")
-            elif b.style == "let":
-                lines.append(f"  let {b.out.name} = {expr};")
-            else:
-                lines.append(f"  let {b.out.name}: {b.out.type_text()} = {expr};")
+                lines.append(_binding_line(b, expr_text(b, {})))
+                i += 1
         names = [v.name for v in self.result]
-        lines.append("  " + (names[0] if len(names) == 1 else "(" + ", ".join(names) + ")"))
-        lines.append("}")
-        return "\n".join(lines) + "\n"
+        if len(names) == 1:
+            lines.append("  " + names[0])
+        elif self.nest_result and len(names) > 2:  # `(%a, (%b, %c))`: the same leaves, depth-first
+            lines.append("  (%s, (%s))" % (names[0], ", ".join(names[1:])))
+        else:
+            lines.append("  (" + ", ".join(names) + ")")
+        main = ["def @main(%s) {" % ", ".join(f"{p.name}: {p.type_text()}" for p in self.params)] + lines + ["}"]
+        return "\n".join(['#[version = "0.0.5"]'] + main + helpers) + "\n"
+
+    @staticmethod
+    def _group_text(group, helpers):
+        """A helper function call, or a tuple of two calls and its projections (BindingGroup)."""
+        first, last = group.bindings[0], group.bindings[-1]
+        if group.kind == "tuple":
+            tuple_name = "%t" + first.out.name[1:]
+            lines = [f"  {tuple_name} = ({expr_text(first, {})}, {expr_text(last, {})});"]
+            return lines + [_binding_line(b, f"{tuple_name}.{k}") for k, b in enumerate(group.bindings)]
+        inner, outer = {}, []
+        for b in group.bindings:
+            for a in b.values():
+                if a not in outer and a is not first.out:
+                    outer.append(a)
+                    inner[a.name] = f"%a{len(outer) - 1}"
+        name = "@h" + first.out.name.lstrip("%v")
+        head = "def %s(%s) {" % (name, ", ".join(f"{inner[a.name]}: {a.type_text()}" for a in outer))
+        call = f"{name}({', '.join(a.name for a in outer)})"
+        if group.kind == "helper":  # a chain: the first binding feeds the second
+            body = [f"  %0 = {expr_text(first, inner)};"] if len(group.bindings) == 2 else []
+            inner[first.out.name] = "%0"
+            helpers += [head] + body + [f"  {expr_text(last, inner)}", "}"]
+            return [_binding_line(last, call)]
+        helpers += [head, f"  ({expr_text(first, inner)}, {expr_text(last, inner)})", "}"]
+        tuple_name = "%t" + first.out.name[1:]
+        return [f"  {tuple_name} = {call};"] + [_binding_line(b, f"{tuple_name}.{k}")
+                                                 for k, b in enumerate(group.bindings)]
 
     def restricted(self, keep):
         """The program computing the result `keep` (a Value) alone, with the bindings it needs and
@@ -159,7 +218,11 @@ class Program:
         if not any(p.is_float() for p in params):
             return None
         wrt = None if self.wrt is None else [n for n in self.wrt if n in needed]
-        return Program(params, bindings, [keep], wrt or None)
+        cut = Program(params, bindings, [keep], wrt or None, self.nest_result, checks=self.checks)
+        if self.second is not None:
+            name = self.wrt_params()[self.second].name
+            cut.second = next((k for k, p in enumerate(cut.wrt_params()) if p.name == name), 0)
+        return cut
 
     @staticmethod
     def _start_ancestors(value, bindings):
@@ -198,7 +261,6 @@ class Generator:
         self.params, self.values, self.bindings = [], [], []
         self.used = set()
         self.segment = None  # the open segment: its start values
-        self.segments = 0
 
     # -- shapes ------------------------------------------------------------------------------
 
@@ -354,6 +416,8 @@ class Generator:
         check = operators.TABLE[op].ok
         if check is not None and not check(args, full_attrs, out, self.margin):
             raise RejectCall()
+        if dtype in FLOAT_DTYPES:  # kinks downstream of a less precise value need a wider margin
+            self.margin = max(self.margin, MARGIN[dtype])
         infix = op in INFIX and self.rng.random() < 0.25
         style = str(self.rng.choice(["graph", "let", "let-typed"], p=[0.8, 0.1, 0.1]))
         index = len(self.bindings)
@@ -406,8 +470,12 @@ class Generator:
         if len(clean) > 1 and self.rng.random() < 0.3:
             inputs.append(clean[int(self.rng.integers(len(clean) - 1))])
         for v in inputs:
-            segment.append(self._bind("grad.start_checkpoint", Call([v])))
-        self.segments += 1
+            try:
+                segment.append(self._bind("grad.start_checkpoint", Call([v])))
+            except RejectCall:  # too large to mark
+                pass
+        if not segment:
+            self.segment = None
 
     def close_segment(self):
         segment = self.segment
@@ -482,7 +550,45 @@ class Generator:
         wrt = None
         if self.rng.random() < 0.6:
             wrt = [str(n) for n in self.rng.permutation(floats)[:int(self.rng.integers(1, len(floats) + 1))]]
-        return Program(self.params, self.bindings, fields, wrt)
+        self.group_bindings(fields)
+        prog = Program(self.params, self.bindings, fields, wrt, nest_result=self.rng.random() < 0.3)
+        # beyond the core comparisons, each program gets some of the others (they cost a gradc
+        # compile or run each): remat mostly where there are segments, second order with the
+        # round trip of the dumped adjoint it needs
+        segments = any(b.op == "grad.start_checkpoint" for b in self.bindings)
+        checks = {c for c, p in (("O0", 0.5), ("x86-64", 0.5), ("remat-none", 0.9 if segments else 0.2),
+                                 ("roundtrip", 0.5)) if self.rng.random() < p}
+        if "roundtrip" in checks:
+            checks.add("second")
+            prog.second = int(self.rng.integers(len(prog.wrt_params())))
+        prog.checks = frozenset(checks)
+        return prog
+
+    def group_bindings(self, fields):
+        """Chooses the bindings printed as helper functions and tuples (BindingGroup)."""
+        users = {}
+        for b in self.bindings:
+            for a in b.values():
+                users.setdefault(id(a), []).append(b)
+        i = 0
+        while i < len(self.bindings):
+            b = self.bindings[i]
+            nxt = self.bindings[i + 1] if i + 1 < len(self.bindings) else None
+            plain = lambda c: c is not None and c.op not in operators.SEGMENT_MARKERS
+            r = self.rng.random()
+            if not plain(b) or r > 0.15:
+                i += 1
+                continue
+            if plain(nxt) and r < 0.05 and b.out not in nxt.values():
+                kind = "tuple" if self.rng.random() < 0.5 else "helper-tuple"
+                group = BindingGroup(kind, [b, nxt])
+            elif plain(nxt) and r < 0.1 and users.get(id(b.out)) == [nxt] and b.out not in fields:
+                group = BindingGroup("helper", [b, nxt])
+            else:
+                group = BindingGroup("helper", [b])
+            for member in group.bindings:
+                member.group = group
+            i += len(group.bindings)
 
 
 def _broadcasts(small, big):

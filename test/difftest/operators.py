@@ -488,9 +488,12 @@ def gen_nll_loss(g, x):
     reduction = str(g.rng.choice(["mean", "sum", "none"]))
     if reduction != "mean" or g.rng.random() < 0.5:
         attrs["reduction"] = reduction
+    low = 0
     if g.rng.random() < 0.3:
         attrs["ignore_index"] = int(g.rng.integers(0, ncls))
-    target = g.int_param(tshape, str(g.rng.choice(INT_DTYPES)), ncls)
+    elif g.rng.random() < 0.2:  # an out-of-range target that is ignored
+        attrs["ignore_index"] = low = -1
+    target = g.int_param(tshape, str(g.rng.choice(INT_DTYPES)), ncls, low)
     args = [x, target]
     if g.rng.random() < 0.5:
         args.append(g.operand((ncls,), x.dtype, positive=True))

@@ -4,6 +4,9 @@
   * gradient: PyTorch float64 autograd over the same bindings (operators.py's torch column):
     the target is result field 0, itself when a scalar and its sum otherwise (SPEC §5: a
     non-scalar result is seeded with ones); a parameter the target does not reach gets zeros;
+  * second order (for some programs): the gradient of sum(d_k), d_k the gradient of one --wrt
+    parameter, by PyTorch's double backward; gradc gets it by differentiating a function that
+    calls the dumped @main_adjoint (SPEC §5: the adjoint is ordinary IR);
   * a rounding estimate: the same PyTorch evaluation in the program's own dtypes (float16 computed
     in float32 and rounded after every operator). How far it lands from float64 says how much
     rounding the program amplifies; gradc may be off by a multiple of that, plus a relative and an
@@ -42,9 +45,24 @@ def _compute_dtype(t):
     return t.float() if t.dtype == torch.float16 else t
 
 
+class Evaluation:
+    """PyTorch's values of a program, float64 numpy arrays for floats: `forward` (the result's
+    leaves), `grads` (of the --wrt parameters, declared order) and, when `prog.second` names the
+    k-th of them, `second`: [sum(d_k), its gradient for each --wrt parameter] (second order)."""
+
+    def __init__(self, forward, grads, second):
+        self.forward, self.grads, self.second = forward, grads, second
+
+
+def _grad(target, leaves, create_graph=False):
+    grads = [None] * len(leaves)
+    if target.requires_grad and leaves:
+        grads = torch.autograd.grad(target, leaves, allow_unused=True, create_graph=create_graph)
+    return [torch.zeros_like(p) if g is None else g for p, g in zip(leaves, grads)]
+
+
 def evaluate(prog, emulate):
-    """PyTorch forward and gradient of `prog`: (forward leaves, gradients of the --wrt
-    parameters), as float64 numpy arrays for floats."""
+    """`prog` in PyTorch, in float64 or (emulate) in the program's own dtypes."""
     wrt = {p.name for p in prog.wrt_params()}
     env = {}
     leaves = []
@@ -65,11 +83,12 @@ def evaluate(prog, emulate):
         env[b.out.name] = out.to(want)
     forward = [env[v.name] for v in prog.result]
     target = forward[0] if forward[0].dim() == 0 else forward[0].sum()
-    grads = [None] * len(leaves)
-    if target.requires_grad and leaves:
-        grads = torch.autograd.grad(target, leaves, allow_unused=True)
-    grads = [torch.zeros_like(p) if g is None else g for p, g in zip(leaves, grads)]
-    return [_numpy(t) for t in forward], [_numpy(g) for g in grads]
+    grads = _grad(target, leaves, create_graph=prog.second is not None)
+    second = None
+    if prog.second is not None:
+        s = grads[prog.second].sum()
+        second = [_numpy(s)] + [_numpy(g) for g in _grad(s, leaves)]
+    return Evaluation([_numpy(t) for t in forward], [_numpy(g) for g in grads], second)
 
 
 def _numpy(t):
