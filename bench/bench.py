@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
-"""gradc's benchmark table (issue 8): every row a ratio measured side by side in
-this one run, on this host, which is named first with its vector ISA and the
-single-core FMA peak measured by bench/fma_peak.c.
+"""gradc's benchmark table (issue 8): every row a ratio measured in this one run,
+on this host, which is named first with its vector ISA, the single-core FMA
+peak measured by bench/fma_peak.c and the load average.
 
   python3 bench/bench.py [--quick] [--only ROWS] [--cpu CPU --peer-isa ISA]
   (bench/run.sh builds gradc and calls this)
@@ -16,8 +16,16 @@ against OpenBLAS through numpy and torch, all single-threaded; a fused
 elementwise chain against a C memcpy of the same bytes; softmax and
 log_softmax rows against PyTorch; the MLP training step (784-256-10) at batch
 16, 64 and 256, gradc at 1 and all threads against PyTorch eager at its best
-thread count. gradc is timed through its C ABI (bench/harness.c), the peers
-in-process; each figure is the median of many calls.
+thread count.
+
+Every figure is timed in a process of its own, one process at a time: gradc
+through its C ABI (bench/harness.c), OpenBLAS through numpy and PyTorch eager in
+a fresh Python each, memcpy in C. Each process gets its thread count before its
+first operation (OMP_NUM_THREADS, OPENBLAS_NUM_THREADS and MKL_NUM_THREADS in its
+environment; torch.set_num_threads and set_num_interop_threads before any
+PyTorch operation; gradc's set_num_threads before its first call), is warmed up
+until its timings stop falling and reports the best of several passes
+(bench/timing.h, bench/peer_timing.py). The table's legend says so.
 """
 import argparse
 import json
@@ -31,6 +39,9 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 GRADC = os.path.join(ROOT, "build", "gradc")
 WORK = os.path.join(ROOT, "build", "bench")
 CORES = os.cpu_count() or 1
+# The timing policy of every timed process (bench/timing.h): MIN_WARM_MS, MAX_WARM_MS, PASS_MS, PASSES.
+MIN_WARM_MS, MAX_WARM_MS, PASS_MS, PASSES = 1000, 5000, 10, 20
+POLICY = "%d,%d,%d,%d" % (MIN_WARM_MS, MAX_WARM_MS, PASS_MS, PASSES)
 CPU = None       # --cpu
 PEER_ISA = None  # --peer-isa
 
@@ -53,7 +64,7 @@ def fma_peak():
     exe = os.path.join(WORK, "fma_peak")
     sh(["cc", "-O2", "-march=" + (CPU or "native"), "-ffp-contract=fast", os.path.join(ROOT, "bench", "fma_peak.c"),
         "-o", exe])
-    return float(sh([exe]).split()[0])
+    return measure("FMA peak", [exe, POLICY], 1)
 
 
 class Model:
@@ -71,9 +82,9 @@ class Model:
         self.functions = {fn["name"]: fn for fn in manifest["functions"]}
         self.built = set()
 
-    def time(self, function="main", threads=1, iterations=50, scales=None):
-        """Median ms of one call; `scales` maps a parameter to the SCALE of
-        its fill (harness.c), to match the peer's inputs."""
+    def time(self, function="main", threads=1, scales=None):
+        """Milliseconds of one call (measure()); `scales` maps a parameter to
+        the SCALE of its fill (harness.c), to match the peer's inputs."""
         fn = self.functions[function]
         exe = os.path.join(WORK, "%s_%s" % (self.name, function))
         if function not in self.built:
@@ -84,43 +95,43 @@ class Model:
         scales = scales or {}
         args = ["in:%d:%s:%g" % (p["bytes"], p["dtype"], scales.get(p["name"], 1)) for p in fn["parameters"]]
         args += ["out:%d" % r["bytes"] for r in fn["results"]]
-        return float(sh([exe, str(iterations), str(threads), str(fn["workspace_bytes"]), *args]))
+        return measure("gradc %s %dT" % (self.name, threads),
+                       [exe, POLICY, str(threads), str(fn["workspace_bytes"]), *args], threads)
 
 
-def peer_env():
-    """The environment of a peer: OpenBLAS tuned for this host's own core, or
-    pinned to --peer-isa."""
+def timed_env(threads):
+    """The environment of a timed process: its thread count fixed before it
+    starts, OpenBLAS tuned for this host's own core or pinned to --peer-isa,
+    bench/ on Python's path (peer_timing)."""
     env = dict(os.environ)
     env.pop("OPENBLAS_CORETYPE", None)
     env.pop("OPENBLAS_L2_SIZE", None)
+    for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+        env[var] = str(threads)
+    env["PYTHONPATH"] = os.path.join(ROOT, "bench")
     if PEER_ISA:
         env["OPENBLAS_CORETYPE"] = {"avx2": "Haswell", "avx512": "SkylakeX"}[PEER_ISA]
         env["ATEN_CPU_CAPABILITY"] = PEER_ISA
     return env
 
 
-def peer(code, threads=1, blas_threads=None):
-    """Runs a timing snippet in a fresh Python (thread counts are fixed at
-    import); it prints milliseconds."""
-    env = peer_env()
-    for var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
-        env[var] = str(blas_threads or threads)
-    prelude = textwrap.dedent("""
-        import time, statistics, numpy as np
-        def median_ms(f, iterations):
-            warm = time.perf_counter()  # warm-up: calls for 20 ms at least, as bench/harness.c does
-            while time.perf_counter() - warm < 0.02:
-                f()
-            ts = []
-            for _ in range(iterations):
-                s = time.perf_counter(); f(); ts.append((time.perf_counter() - s) * 1e3)
-            return statistics.median(ts)
-        """)
-    return float(sh(["/usr/bin/python3", "-c", prelude + textwrap.dedent(code)], env=env))
+def measure(what, cmd, threads):
+    """Runs one timed process to its end, alone (it prints "FIGURE SETTLED",
+    bench/timing.h) and returns its figure: milliseconds per call, or GFLOP/s
+    for the FMA peak."""
+    figure, settled = sh(cmd, env=timed_env(threads)).split()
+    if settled != "1":
+        print("  (%s: warm-up still falling after %d ms; timed anyway)" % (what, MAX_WARM_MS), flush=True)
+    return float(figure)
 
 
-def torch_code(threads, body):
-    return "import torch\ntorch.set_num_threads(%d)\n" % threads + textwrap.dedent(body)
+def python_peer(what, setup, expr, threads=1, torch=False):
+    """Times `expr` after `setup` in a fresh Python; with `torch`, PyTorch's
+    thread counts are set before anything else and autograd is off."""
+    lines = ["import torch", "torch.set_num_threads(%d)" % threads, "torch.set_num_interop_threads(%d)" % threads,
+             "torch.set_grad_enabled(False)"] if torch else []
+    lines += ["import numpy as np", "import peer_timing", setup, "peer_timing.report(lambda: %s, %r)" % (expr, POLICY)]
+    return measure(what, ["/usr/bin/python3", "-c", "\n".join(lines)], threads)
 
 
 def row(name, ours, theirs, what, extra=""):
@@ -163,14 +174,12 @@ def gemm_rows(peak, quick):
             np_expr = "a @ b"
             arrays = "a = np.random.rand(%d, %d).astype(np.float32); b = np.random.rand(%d, %d).astype(np.float32)" % (
                 m, k, k, n)
-        iters = max(5, min(200, int(2e9 / (2 * m * n * k))))
         model = Model("gemm_%s_%d_%d_%d" % (layout, m, n, k), text)
-        ours = model.time(iterations=iters)
-        blas = peer("%s\nprint(median_ms(lambda: %s, %d))" % (arrays, np_expr, iters))
+        ours = model.time()
+        blas = python_peer("OpenBLAS " + name, arrays, np_expr)
         # The same product in PyTorch, on the same arrays (torch.from_numpy shares them).
-        torch = peer(torch_code(1, "%s\n%s\nwith torch.no_grad():\n    print(median_ms(lambda: %s, %d))" % (
-            arrays, "; ".join("%s = torch.from_numpy(%s)" % (v, v) for v in re.findall(r"(\w+) = np", arrays)),
-            np_expr, iters)))
+        torch = python_peer("PyTorch " + name, arrays + "\n" + "; ".join(
+            "%s = torch.from_numpy(%s)" % (v, v) for v in re.findall(r"(\w+) = np", arrays)), np_expr, torch=True)
         gflops = 2 * m * n * k / ours / 1e6
         print("  %-34s %10.3f %10.3f %10.3f %8.2fx  %6.1f GFLOP/s, %3.0f%% of peak" % (
             name, ours, blas, torch, min(blas, torch) / ours, gflops, 100 * gflops / peak), flush=True)
@@ -183,10 +192,10 @@ def elementwise_rows(quick):
     model = Model("chain", """def @main(%%x: Tensor[(%d,), float32], %%y: Tensor[(%d,), float32]) {
                                 add(multiply(%%x, 2f), maximum(%%y, 0f))
                               }""" % (n, n))
-    ours = model.time(iterations=20)
+    ours = model.time()
     exe = os.path.join(WORK, "memcpy_bench")
     sh(["cc", "-O2", os.path.join(ROOT, "bench", "memcpy_bench.c"), "-o", exe])
-    theirs = float(sh([exe, str(3 * 4 * n), "20"]))  # 3 arrays' bytes moved once each
+    theirs = measure("memcpy", [exe, POLICY, str(3 * 4 * n)], 1)  # 3 arrays' bytes moved once each
     row("add(multiply(x, 2), max(y, 0))", ours, theirs, "%5.1f GB/s moved" % (3 * 4 * n / ours / 1e6))
 
 
@@ -195,11 +204,9 @@ def softmax_rows(quick):
     print("\nrow-wise %s over (%d, %d) float32, 1 thread: ms; ratio = PyTorch / gradc" % ("softmax", rows, cols))
     for op, torch_fn in (("nn.softmax", "torch.softmax"), ("nn.log_softmax", "torch.log_softmax")):
         model = Model(op.replace(".", "_"), "def @main(%%x: Tensor[(%d, %d), float32]) { %s(%%x) }" % (rows, cols, op))
-        ours = model.time(iterations=50)
-        theirs = peer(torch_code(1, """
-            x = torch.rand(%d, %d)
-            with torch.no_grad():
-                print(median_ms(lambda: %s(x, dim=-1), 50))""" % (rows, cols, torch_fn)))
+        ours = model.time()
+        theirs = python_peer("PyTorch " + op, "x = torch.rand(%d, %d)" % (rows, cols), torch_fn + "(x, dim=-1)",
+                             torch=True)
         row(op, ours, theirs, "")
 
 
@@ -212,11 +219,10 @@ def mlp_rows(quick):
         text = sample.replace("(64, 784)", "(%d, 784)" % batch).replace("(64,)", "(%d,)" % batch)
         model = Model("mlp%d" % batch, text, ["--grad", "--wrt=%w1,%b1,%w2,%b2"])
         scales = {"w1": 0.05, "b1": 0.01, "w2": 0.05, "b2": 0.01}  # bench/torch_mlp.py's inputs
-        ours = {t: model.time("main_adjoint", t, iterations=200, scales=scales) for t in sorted({1, CORES})}
-        theirs = {}
-        for t in sorted({1, CORES}):
-            theirs[t] = float(sh(["/usr/bin/python3", os.path.join(ROOT, "bench", "torch_mlp.py"), "200", str(t),
-                                  str(batch)], env=peer_env()))
+        ours = {t: model.time("main_adjoint", t, scales=scales) for t in sorted({1, CORES})}
+        theirs = {t: measure("PyTorch MLP batch %d %dT" % (batch, t), [
+            "/usr/bin/python3", os.path.join(ROOT, "bench", "torch_mlp.py"), str(t), str(batch), POLICY], t)
+            for t in sorted({1, CORES})}
         detail = "gradc " + ", ".join("%dT %.3f" % kv for kv in ours.items()) + "; PyTorch " + ", ".join(
             "%dT %.3f" % kv for kv in theirs.items())
         row("batch %d" % batch, min(ours.values()), min(theirs.values()), detail)
@@ -234,7 +240,17 @@ def main():
     os.makedirs(WORK, exist_ok=True)
     model, isa = host()
     peak = fma_peak()
-    print("host: %s, %d cores, %s; measured float32 FMA peak %.1f GFLOP/s per core" % (model, CORES, isa, peak))
+    print("host: %s, %d cores, %s; measured float32 FMA peak %.1f GFLOP/s per core; load average %s at the start" % (
+        model, CORES, isa, peak, open("/proc/loadavg").read().split()[0]))
+    print(textwrap.fill(
+        "how: every figure below is timed in a process of its own, one process at a time (nothing else of this "
+        "benchmark runs beside it): gradc through its C ABI (bench/harness.c), OpenBLAS through numpy and PyTorch "
+        "eager each in a fresh Python, memcpy in C. Thread counts are fixed before the first operation: "
+        "OMP_NUM_THREADS, OPENBLAS_NUM_THREADS and MKL_NUM_THREADS in the process's environment, "
+        "torch.set_num_threads and set_num_interop_threads before any PyTorch operation, gradc's set_num_threads "
+        "before its first call. Warm-up: passes until at least %d ms and 3 passes have run and a pass is no longer "
+        "2%% faster than the best before it (at most %d ms); then the best of %d passes of about %d ms, in ms per "
+        "call." % (MIN_WARM_MS, MAX_WARM_MS, PASSES, PASS_MS), 118, subsequent_indent="  "))
     if CPU or PEER_ISA:
         print("gradc compiled with --cpu=%s; peers pinned to %s" % (CPU or "(host)", PEER_ISA or "(their default)"))
     only = args.only.split(",")

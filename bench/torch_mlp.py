@@ -1,16 +1,19 @@
-"""The same MLP training step as samples/mlp.relay in PyTorch CPU eager:
-forward, nll loss, backward for w1, b1, w2, b2. Prints median ms per step.
-Usage: torch_mlp.py [ITERATIONS [THREADS [BATCH]]]"""
-import statistics
+"""torch_mlp.py - the same MLP training step as samples/mlp.relay in PyTorch CPU
+eager (forward, nll loss, backward for w1, b1, w2, b2), timed in a process of
+its own under the policy of bench/peer_timing.py; prints "MS SETTLED".
+Usage: torch_mlp.py THREADS BATCH POLICY
+bench/bench.py starts it with OMP_NUM_THREADS, OPENBLAS_NUM_THREADS and
+MKL_NUM_THREADS set to THREADS; PyTorch's own thread counts are set here before
+any operation."""
 import sys
-import time
 
 import torch
 
-iters = int(sys.argv[1]) if len(sys.argv) > 1 else 20
-if len(sys.argv) > 2:
-    torch.set_num_threads(int(sys.argv[2]))
-batch = int(sys.argv[3]) if len(sys.argv) > 3 else 64
+import peer_timing
+
+threads, batch, policy = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
+torch.set_num_threads(threads)
+torch.set_num_interop_threads(threads)
 torch.manual_seed(0)
 x = torch.rand(batch, 784)
 y = torch.arange(batch) % 10
@@ -28,12 +31,4 @@ def step():
     loss.backward()
 
 
-warm = time.perf_counter()  # warm-up: steps for 20 ms at least, as bench/harness.c does
-while time.perf_counter() - warm < 0.02:
-    step()
-times = []
-for _ in range(iters):
-    start = time.perf_counter()
-    step()
-    times.append((time.perf_counter() - start) * 1e3)
-print(f"{statistics.median(times):.4f}")
+peer_timing.report(step, policy)
