@@ -13,7 +13,7 @@
 #include <thread>
 
 #include <unistd.h>
-#include <unordered_map>
+#include <map>
 
 #include <llvm/MC/MCSubtargetInfo.h>
 #include <llvm/MC/TargetRegistry.h>
@@ -199,13 +199,13 @@ std::unique_ptr<Module> build_cpu_module(const LoweredModule &module, const Code
   bool fma = triple.isAArch64() || (triple.isX86() && tm.getMCSubtargetInfo()->checkFeatures("+fma"));
   // Kernels that compute the same thing on their buffers (a model's repeated
   // layers) share one function: compile time grows with the distinct kernels.
-  std::unordered_map<std::string, llvm::Function *> emitted;
+  std::map<KernelKey, llvm::Function *> emitted;
   size_t shared = 0;
   for (size_t i = 0; i < module.functions.size(); ++i) {
     const LoweredFunction &fn = module.functions[i];
     IRBuilder<> b(BasicBlock::Create(ctx, "entry", entries[i]));
     BufferValues buffers = emit_entry_prologue(b, fn);
-    Value *status = fn.status ? buffers.at(fn.status.get()) : nullptr;
+    Value *status = fn.status ? buffers.lookup(fn.status.get()) : nullptr;
     if (status) // what the kernels report into (LoweredFunction::status)
       b.CreateMemSet(status, b.getInt8(0), kStatusWords * 8, MaybeAlign(64));
     for (const Kernel &kernel : fn.kernels) {

@@ -156,9 +156,9 @@ void emit_launches(IRBuilder<> &b, const LoweredFunction &fn, const BufferValues
   }
   // A thread with no current context borrows the one that owns the buffers.
   GRADC_CHECK(!fn.outputs.empty(), kPass, "function " + fn.name + " has no outputs");
-  Value *context_owner = buffers.at(fn.outputs[0].get());
+  Value *context_owner = buffers.lookup(fn.outputs[0].get());
   // The status word kernels report into (LoweredFunction::status), if any.
-  Value *status_word = fn.status ? buffers.at(fn.status.get()) : ConstantPointerNull::get(b.getPtrTy());
+  Value *status_word = fn.status ? buffers.lookup(fn.status.get()) : ConstantPointerNull::get(b.getPtrTy());
   Value *status = b.CreateCall(runtime_function(*entry->getParent(), RuntimeFn::CudaRun),
                                {ptx, launches, b.getInt32(fn.kernels.size()), entry->getArg(3), context_owner,
                                 status_word});

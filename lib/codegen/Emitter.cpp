@@ -61,7 +61,7 @@ public:
   }
 
   /// The body of an outlined parallel loop: `var` runs over [begin, end).
-  void emit_task(const Stmt &loop, std::unordered_map<const LVar *, Value *> vars, Value *begin, Value *end) {
+  void emit_task(const Stmt &loop, ScopeValues<LVar> vars, Value *begin, Value *end) {
     vars_ = std::move(vars);
     counted_loop(loop, begin, end);
     b_.CreateRetVoid();
@@ -191,13 +191,13 @@ private:
     Module &m = *fn_->getParent();
     std::vector<const Buffer *> bufs;
     std::vector<Value *> buf_values;
-    for (const auto &[buf, value] : buffers_) {
+    for (const auto &[buf, value] : buffers_.in_order()) {
       bufs.push_back(buf);
       buf_values.push_back(value);
     }
     std::vector<const LVar *> outer;
     std::vector<Value *> outer_values;
-    for (const auto &[var, value] : vars_) {
+    for (const auto &[var, value] : vars_.in_order()) {
       outer.push_back(var);
       outer_values.push_back(value);
     }
@@ -218,7 +218,7 @@ private:
       arg->addAttr(Attribute::getWithAlignment(ctx_, Align(64)));
       chunk_buffers[bufs[i]] = arg;
     }
-    std::unordered_map<const LVar *, Value *> chunk_vars;
+    ScopeValues<LVar> chunk_vars;
     for (size_t i = 0; i < outer.size(); ++i)
       chunk_vars[outer[i]] = chunk->getArg(bufs.size() + i);
     KernelOptions inner = opts_;
@@ -384,9 +384,9 @@ private:
   }
 
   Value *element_ptr(const Buffer &buf, const LExprPtr &index) {
-    auto it = buffers_.find(&buf);
-    GRADC_CHECK(it != buffers_.end(), kPass, "buffer " + buf.name + " is neither a kernel buffer nor allocated");
-    return b_.CreateInBoundsGEP(memory_type(ctx_, buf.dtype), it->second, expr(index));
+    Value *base = buffers_.lookup(&buf);
+    GRADC_CHECK(base, kPass, "buffer " + buf.name + " is neither a kernel buffer nor allocated");
+    return b_.CreateInBoundsGEP(memory_type(ctx_, buf.dtype), base, expr(index));
   }
 
   Value *on_int_imm(const LExprPtr &e) override {
@@ -397,9 +397,9 @@ private:
   }
   Value *on_float_imm(const LExprPtr &e) override { return ConstantFP::get(register_type(ctx_, e->dtype), e->fvalue); }
   Value *on_var(const LExprPtr &e) override {
-    auto it = vars_.find(e->var.get());
-    GRADC_CHECK(it != vars_.end(), kPass, "loop variable " + e->var->name + " used out of scope");
-    return it->second;
+    Value *index = vars_.lookup(e->var.get());
+    GRADC_CHECK(index, kPass, "loop variable " + e->var->name + " used out of scope");
+    return index;
   }
   Value *on_load(const LExprPtr &e) override {
     Value *v = b_.CreateLoad(memory_type(ctx_, e->dtype), element_ptr(*e->buffer, e->operands[0]));
@@ -657,7 +657,7 @@ private:
   LLVMContext &ctx_;
   IRBuilder<> b_;
   BufferValues buffers_;
-  std::unordered_map<const LVar *, Value *> vars_;
+  ScopeValues<LVar> vars_;
 };
 
 } // namespace
@@ -687,7 +687,7 @@ Function *emit_kernel(Module &m, const Kernel &kernel, const std::string &symbol
     // Buffers never alias (LoopIR.h) and the entry point checked their alignment.
     arg->addAttr(Attribute::NoAlias);
     arg->addAttr(Attribute::getWithAlignment(ctx, Align(64)));
-    GRADC_CHECK(buffers.emplace(&buf, arg).second, kPass,
+    GRADC_CHECK(buffers.emplace(&buf, arg), kPass,
                 "kernel " + kernel.name + " lists buffer " + buf.name + " twice");
   }
   KernelEmitter(fn, opts, std::move(buffers)).emit(kernel.body);
@@ -785,10 +785,9 @@ BufferValues emit_entry_prologue(IRBuilder<> &b, const LoweredFunction &fn) {
 std::vector<Value *> kernel_arguments(const BufferValues &buffers, const Kernel &kernel) {
   std::vector<Value *> args;
   for (const BufferPtr &buf : kernel.buffers) {
-    auto it = buffers.find(buf.get());
-    GRADC_CHECK(it != buffers.end(), kPass,
-                "kernel " + kernel.name + " uses buffer " + buf->name + " its function lacks");
-    args.push_back(it->second);
+    Value *p = buffers.lookup(buf.get());
+    GRADC_CHECK(p, kPass, "kernel " + kernel.name + " uses buffer " + buf->name + " its function lacks");
+    args.push_back(p);
   }
   return args;
 }

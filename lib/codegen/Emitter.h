@@ -13,6 +13,7 @@
 #include <llvm/IR/Module.h>
 #include <llvm/Target/TargetMachine.h>
 
+#include <algorithm>
 #include <chrono>
 #include <unordered_map>
 
@@ -40,8 +41,55 @@ using llvm::Type;
 /// kernel is a PTX entry whose buffers are global-memory pointers.
 enum class Device { CPU, GPU };
 
+/// The LLVM values of the IR nodes in scope (buffers' pointers, loop
+/// variables' indices), looked up by node. A walk over them (the captures of
+/// an outlined parallel loop) goes in the order the entries were made, never
+/// in hash order: that follows where the allocator put the nodes, and would
+/// reach the object's bytes (STYLE 13).
+template <typename Key> class ScopeValues {
+public:
+  /// The value of `k`; an entry made on first use keeps its place in the order.
+  llvm::Value *&operator[](const Key *k) {
+    auto [it, fresh] = map_.try_emplace(k, Entry{next_, nullptr});
+    next_ += fresh;
+    return it->second.value;
+  }
+  /// Adds `k` unless it is there; false if it was.
+  bool emplace(const Key *k, llvm::Value *v) {
+    if (map_.count(k))
+      return false;
+    (*this)[k] = v;
+    return true;
+  }
+  /// The value of `k`, or null if it is not in scope.
+  llvm::Value *lookup(const Key *k) const {
+    auto it = map_.find(k);
+    return it == map_.end() ? nullptr : it->second.value;
+  }
+  void erase(const Key *k) { map_.erase(k); }
+  /// Every entry, in the order the entries were made.
+  std::vector<std::pair<const Key *, llvm::Value *>> in_order() const {
+    std::vector<std::pair<uint64_t, std::pair<const Key *, llvm::Value *>>> entries;
+    for (const auto &[k, e] : map_)
+      entries.push_back({e.order, {k, e.value}});
+    std::sort(entries.begin(), entries.end(), [](const auto &a, const auto &b) { return a.first < b.first; });
+    std::vector<std::pair<const Key *, llvm::Value *>> out;
+    for (const auto &e : entries)
+      out.push_back(e.second);
+    return out;
+  }
+
+private:
+  struct Entry {
+    uint64_t order;
+    llvm::Value *value;
+  };
+  std::unordered_map<const Key *, Entry> map_;
+  uint64_t next_ = 0;
+};
+
 /// The pointer that each non-Local buffer of a function lives at.
-using BufferValues = std::unordered_map<const Buffer *, llvm::Value *>;
+using BufferValues = ScopeValues<Buffer>;
 
 /// How a kernel's loops map onto the machine.
 struct KernelOptions {

@@ -607,3 +607,19 @@ int main(void) { return dlopen("libcuda.so.1", RTLD_NOW) != 0; })");
     WARN("this machine has a libcuda.so.1: status 3 for a missing driver was not checked");
   fs::remove_all(dir);
 }
+
+TEST_CASE("codegen: kernels share a function exactly when their structure is equal", "[codegen]") {
+  // a scaled copy: out[i] = a[i] * c, with names and constant chosen per kernel
+  auto kernel = [](const std::string &a_name, const std::string &var, double c, DType dt) {
+    auto a = input(a_name, dt, 8, 0), out = output(a_name + "_out", dt, 8, 0);
+    StmtPtr body = loop(8, ForKind::Serial, [&](LExprPtr i) {
+      return store(out, i, binary(BinaryOp::Mul, load(a, i), float_imm(c, dt)));
+    }, var);
+    return Kernel{a_name, {a, out}, body};
+  };
+  KernelKey base = structural_key(kernel("x", "i", 0.5, DType::Float32));
+  CHECK(structural_key(kernel("renamed", "j", 0.5, DType::Float32)) == base);  // names never count
+  CHECK(structural_key(kernel("x", "i", std::nextafter(0.5, 1.0), DType::Float32)) != base); // one ulp of float64
+  CHECK(structural_key(kernel("x", "i", 0.5, DType::Float64)) != base);
+  CHECK(structural_key(kernel("x", "i", -0.0, DType::Float32)) != structural_key(kernel("x", "i", 0.0, DType::Float32)));
+}

@@ -195,10 +195,12 @@ std::unordered_map<const Buffer *, std::pair<size_t, size_t>> buffer_lifetimes(c
 /// times stores and branches), for cost rules.
 double estimated_work(const Stmt &s);
 
-/// A text that two kernels share exactly when they compute the same thing on
-/// their buffers (taken in Kernel::buffers order) whatever the buffers' names:
-/// codegen emits one function for all kernels of a key.
-std::string structural_key(const Kernel &kernel);
+/// What two kernels share exactly when they compute the same thing on their
+/// buffers (taken in Kernel::buffers order), whatever the names of buffers
+/// and loop variables: the IR's structure, node by node, constants bit for
+/// bit. Codegen emits one function for all kernels of a key.
+using KernelKey = std::vector<int64_t>;
+KernelKey structural_key(const Kernel &kernel);
 
 /// `tvm.lower(simple_mode=True)`-style text of a module (SPEC §9 `loops`).
 std::string print_loops(const LoweredModule &module);
