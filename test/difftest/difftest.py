@@ -3,9 +3,11 @@
 run through gradc in several ways and compared with independent references and with each other.
 
     difftest.py GRADC [--seed N] [--budget SECONDS] [--programs N] [--jobs N] [--work DIR] [--keep]
+                      [--only OPERATOR] [--index I]
 
 For each program (generator.py: chains of 2-8 operators, odd and prime sizes, fan-out, float32 /
-float64 / float16, checkpoint segments, unused and non-differentiated parameters):
+float64 / float16, checkpoint segments, helper functions and tuples, unused and non-differentiated
+parameters):
 
   comparison                                            how
   `gradc run` forward           vs numpy float64        tolerance (reference.py)
@@ -18,20 +20,26 @@ float64 / float16, checkpoint segments, unused and non-differentiated parameters
                                                         decided per target, not per level)
   object --remat=none           vs --remat=manual       bitwise (SPEC §6)
   object --cpu=x86-64           vs object (host CPU)    tolerance (other vector width, no FMA)
+  the dumped adjoint            vs `gradc run --grad`   bitwise (`--dump-ir=grad` output parses
+    (`--entry=main_adjoint`)                            back to the same module, SPEC §3)
+  --grad of `sum(d_k)` through  vs PyTorch double       tolerance (second order: SPEC §5, the
+    the dumped adjoint             backward             adjoint is ordinary IR)
 
-The object runs through a generated C harness (execute.py) linked with `cc harness.c m.o -lm
--lpthread`; it fills outputs and workspace with 0xAB garbage, checks guards after every buffer
-and that the inputs are unchanged. `gradc run` has no thread option: threads are compared
-through the object only.
+The first four rows run for every program, the others for a part of them (the program's plan,
+drawn with it). The object runs through a generated C harness (execute.py) linked with
+`cc harness.c m.o -lm -lpthread`; it fills outputs and workspace with 0xAB garbage, checks guards
+after every buffer and that the inputs are unchanged. Where `gradc run` has `--threads`, the
+forward runs on 1 thread and the adjoint on 2.
 
 Every registry operator must have an entry in operators.py (or be listed there as not generated,
 with the reason); otherwise the tester fails before generating anything. Program i of a seed
-always features operator i mod N (the registry's generated operators in name order), so a run of
-at least N programs covers every operator.
+always features operator (i + seed) mod N (the registry's generated operators in name order), so a
+run of at least N programs covers every operator.
 
 Output: a FAIL block per mismatch (the comparison, max abs/rel error, the command, and the
-program shrunk to the fewest bindings that still fail, with its files kept under --work), then a
-summary line. The exit status is 1 on any failure, 2 on a usage error.
+program shrunk to the fewest bindings that still fail, with its files kept under --work), a KNOWN
+block for a failure of an open bug of known_bugs.py, then a summary line. The exit status is 1 on
+any failure (a stale known_bugs.py entry included), 2 on a usage error.
 """
 import argparse
 import collections
@@ -55,6 +63,7 @@ import numpy as np  # noqa: E402
 
 import execute  # noqa: E402
 import generator  # noqa: E402
+import known_bugs  # noqa: E402
 import operators  # noqa: E402
 import reference  # noqa: E402
 
@@ -80,8 +89,8 @@ SHRINK_SECONDS = 60
 
 
 # What every worker needs: the binary, the seed, the registry, where files go, whether to keep
-# passing programs' files, whether `gradc run` has --threads.
-Setup = collections.namedtuple("Setup", "gradc seed registry work keep run_threads")
+# passing programs' files, whether `gradc run` has --threads, the open known bugs.
+Setup = collections.namedtuple("Setup", "gradc seed registry work keep run_threads known")
 
 
 class Failure:
@@ -309,7 +318,10 @@ def test_program(setup, index, forced_op):
             report = {"kind": failure.kind, "message": failure.message, "command": failure.command,
                       "program": prog.text(), "flags": " ".join(prog.grad_flags()), "dir": workdir,
                       "bindings": len(prog.bindings)}
-            small = shrink(setup, prog, failure, workdir) if failure.kind != "reference" else None
+            known = next((b.name for b in setup.known if b.matches(failure.kind, failure.message)), None)
+            if known:
+                report["known"] = known
+            small = shrink(setup, prog, failure, workdir) if failure.kind != "reference" and not known else None
             if small:
                 cut, cut_failure, cut_dir = small
                 report.update(shrunk=cut.text(), shrunk_flags=" ".join(cut.grad_flags()),
@@ -337,7 +349,11 @@ def torch_threads():
 
 
 def print_failure(seed, report):
-    print(f"FAIL program {report['index']} (seed {seed}): {LABELS[report['kind']]}")
+    if "known" in report:
+        print(f"KNOWN program {report['index']} (seed {seed}): {LABELS[report['kind']]}")
+        print(f"  a known gradc bug (test/difftest/known_bugs.py): {report['known']}")
+    else:
+        print(f"FAIL program {report['index']} (seed {seed}): {LABELS[report['kind']]}")
     print(f"  {report['message']}")
     if "shrunk" in report:
         print(f"  shrunk from {report['bindings']} to {report['shrunk_bindings']} bindings "
@@ -383,8 +399,14 @@ def main():
     os.makedirs(work, exist_ok=True)
 
     run_help = subprocess.run([gradc, "run", "--help"], capture_output=True, text=True).stdout
-    setup = Setup(gradc, args.seed, registry, work, args.keep, "--threads" in run_help)
-    totals = {"programs": 0, "rejected": 0, "gradc_calls": 0, "object_calls": 0, "failures": 0}
+    known, stale = [], []
+    for i, bug in enumerate(known_bugs.KNOWN_BUGS):
+        (known if bug.still_open(gradc, os.path.join(work, f"known{i}")) else stale).append(bug)
+    for bug in stale:
+        print(f"FAIL: known bug no longer reproduces: remove its entry from test/difftest/known_bugs.py: {bug.name}")
+    setup = Setup(gradc, args.seed, registry, work, args.keep, "--threads" in run_help, known)
+    totals = {"programs": 0, "rejected": 0, "gradc_calls": 0, "object_calls": 0, "failures": len(stale),
+              "known": 0}
     comparisons, covered = collections.Counter(), collections.Counter()
     ctx = multiprocessing.get_context("spawn")
     with concurrent.futures.ProcessPoolExecutor(max_workers=args.jobs, mp_context=ctx) as pool:
@@ -414,7 +436,7 @@ def main():
                 comparisons.update(s["comparisons"])
                 covered.update(s["ops"])
                 for report in s["failures"]:
-                    totals["failures"] += 1
+                    totals["known" if "known" in report else "failures"] += 1
                     print_failure(args.seed, {**report, "index": s["index"]})
                 submit()
 
@@ -424,7 +446,8 @@ def main():
           f"{totals['gradc_calls']} gradc runs and compiles, {totals['object_calls']} calls of compiled "
           f"functions, {sum(comparisons.values())} output comparisons ({bitwise} bitwise), "
           f"{len(generated) - len(missing)}/{len(generated)} generated operators covered, "
-          f"{covered['grad.start_checkpoint']} with checkpoint segments, {totals['failures']} failures, {time.time() - start:.0f} s")
+          f"{covered['grad.start_checkpoint']} with checkpoint segments, {totals['failures']} failures, "
+          f"{totals['known']} failures from known bugs, {time.time() - start:.0f} s")
     print("comparisons: " + ", ".join(f"{k} {comparisons[k]}" for k in LABELS if comparisons[k]))
     if missing:
         print("operators not covered in this run (more programs cover them): " + ", ".join(missing))
