@@ -22,6 +22,7 @@ What the programs exercise:
   * results: a tensor (its gradient is seeded with ones), a scalar, or a tuple.
 """
 import math
+import warnings
 
 import numpy as np
 
@@ -34,6 +35,8 @@ LARGE_SIZES = (47, 64, 67, 97, 131)  # across vector widths, with remainders
 # work to run on the object's thread pool (gradc's cost rule wants 2^16 operations).
 MAX_ELEMENTS = 6000
 LARGE_PROGRAMS, LARGE_MAX_ELEMENTS, HUGE_SIZES = 0.2, 150000, (257, 509, 1031)
+# One program in EMPTY_PROGRAMS may have dimensions of size 0 (empty tensors).
+EMPTY_PROGRAMS = 0.05
 MAGNITUDE = {"float16": 200.0, "float32": 1e4, "float64": 1e4}
 # How far an operand must be from a kink (operators.py, `ok`): float32 rounding of a chain stays
 # far below it.
@@ -258,6 +261,7 @@ class Generator:
         self.margin = MARGIN[self.dtype]
         self.large = self.rng.random() < LARGE_PROGRAMS
         self.max_elements = LARGE_MAX_ELEMENTS if self.large else MAX_ELEMENTS
+        self.empty = not self.large and self.rng.random() < EMPTY_PROGRAMS
         self.params, self.values, self.bindings = [], [], []
         self.used = set()
         self.segment = None  # the open segment: its start values
@@ -265,6 +269,8 @@ class Generator:
     # -- shapes ------------------------------------------------------------------------------
 
     def dim(self):
+        if self.empty and self.rng.random() < 0.2:
+            return 0
         if self.large and self.rng.random() < 0.3:
             return int(self.rng.choice(HUGE_SIZES))
         return int(self.rng.choice(LARGE_SIZES if self.rng.random() < 0.08 else SIZES))
@@ -403,8 +409,12 @@ class Generator:
         defaults = self.defaults[op]
         full_attrs = {**defaults, **call.attrs}
         args = [v.data for v in call.args]
-        with np.errstate(all="ignore"):
-            out = np.asarray(operators.TABLE[op].numpy(args, full_attrs))
+        with np.errstate(all="ignore"), warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)  # the mean of an empty axis: rejected below
+            try:
+                out = np.asarray(operators.TABLE[op].numpy(args, full_attrs))
+            except ValueError:  # no value: the max of an empty axis, say
+                raise RejectCall()
         first_float = next((a.dtype for a in call.args if a.dtype in FLOAT_DTYPES), None)
         dtype = call.dtype or first_float or call.args[0].dtype
         out = out.astype(operators.NUMPY_DTYPE[dtype])

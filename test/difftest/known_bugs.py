@@ -72,6 +72,13 @@ def second_order_nll_loss(gradc, workdir):
     return _gradc(gradc, workdir, "compile", "second.relay", "--grad=second", "--emit=obj", "-o", "s")
 
 
+def empty_expand_dims_gradient(gradc, workdir):
+    with open(os.path.join(workdir, "model.relay"), "w") as f:
+        f.write('#[version = "0.0.5"]\ndef @main(%x: Tensor[(5, 0), float32]) {\n'
+                '  %0 = expand_dims(%x, axis=1);\n  sum(%0)\n}\n')
+    return _gradc(gradc, workdir, "compile", "model.relay", "--grad", "--emit=obj", "-o", "m")
+
+
 KNOWN_BUGS = [
     KnownBug("the adjoint drops a dead grad.end_checkpoint but keeps its grad.start_checkpoint, so the "
              "--dump-ir=grad output neither parses back (SPEC §3) nor differentiates again (SPEC §5)",
@@ -81,4 +88,8 @@ KNOWN_BUGS = [
              "grad.nll_loss_weights_backward have no gradient (SPEC §5: the adjoint differentiates again)",
              {"second"}, r"no gradient is registered for operator 'grad\.nll_loss(_weights)?_backward'",
              second_order_nll_loss),
+    KnownBug("gradients on empty tensors: the adjoint reshapes to a shape with a 0-size dimension "
+             "through newshape, where 0 means 'copy the input dimension' (internal error)",
+             {"grad"}, r"internal error in builder: a pass built an ill-typed value: reshape",
+             empty_expand_dims_gradient),
 ]

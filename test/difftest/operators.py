@@ -262,7 +262,7 @@ def no_ties(a, at, out, m):
     """The two largest (and the two smallest) elements of every reduced group differ by > m."""
     x = a[0]
     ax = reduce_axes(at["axis"], x.ndim, at["exclude"])
-    if not ax:
+    if not ax or x.size == 0:
         return True
     kept = [i for i in range(x.ndim) if i not in ax]
     groups = np.transpose(x, kept + list(ax)).reshape(math.prod(x.shape[i] for i in kept), -1)
@@ -403,6 +403,8 @@ def gen_batch_flatten(g, x):
 
 def gen_reshape(g, x):
     size = math.prod(x.shape)
+    if size == 0:  # Relay's newshape writes no size 0 (0 copies a dimension)
+        return None
     dims = g.factorize(size)
     newshape = [0 if i < len(x.shape) and d == x.shape[i] and g.rng.random() < 0.4 else d
                 for i, d in enumerate(dims)]
@@ -483,6 +485,8 @@ def gen_nll_loss(g, x):
         return None
     cax = 0 if r == 1 else 1
     ncls = x.shape[cax]
+    if ncls == 0:
+        return None
     tshape = tuple(d for i, d in enumerate(x.shape) if i != cax)
     attrs = {}
     reduction = str(g.rng.choice(["mean", "sum", "none"]))
