@@ -251,7 +251,8 @@ class Checker:
         """Builds the object of CONFIG and calls both functions with each thread count."""
         kind = "object" if config == "O2" else config
         flags = self.prog.grad_flags() + OBJECT_CONFIGS[config]
-        build = self.tool(kind, lambda: execute.build_object(self.gradc, self.workdir, config, flags))
+        build = self.tool(kind, lambda: execute.build_object(self.gradc, self.prog, self.workdir, config, flags,
+                                                             leaves))
         if build is None:
             return None
         result = self.tool(kind, lambda: execute.run_object(self.prog, self.workdir, config, threads, leaves),

@@ -10,6 +10,7 @@ result can come from pre-zeroed memory; each buffer is followed by a 64-byte 0xA
 must be intact after the call, and the inputs must be unchanged.
 """
 import os
+import re
 import subprocess
 
 import numpy as np
@@ -50,8 +51,6 @@ def write_program(prog, workdir):
         name = p.name[1:]
         np.save(os.path.join(workdir, "inputs", name + ".npy"), p.param)
         p.param.tofile(os.path.join(workdir, "inputs", name + ".bin"))
-    with open(os.path.join(workdir, "harness.c"), "w") as f:
-        f.write(harness_source(prog))
 
 
 def gradc_run(gradc, prog, workdir, outdir, flags, model="prog.relay"):
@@ -66,14 +65,19 @@ def gradc_run(gradc, prog, workdir, outdir, flags, model="prog.relay"):
     return outs, shell_line(cmd, workdir)
 
 
-def build_object(gradc, workdir, config, flags):
-    """gradc compile into WORKDIR/CONFIG/m.o, then the harness linked with it: CONFIG/harness."""
+def build_object(gradc, prog, workdir, config, flags, outputs):
+    """gradc compile into WORKDIR/CONFIG/m.o, the harness for its m.h (CONFIG/harness.c, see
+    harness_source), linked with the object into CONFIG/harness. Returns the commands."""
     os.makedirs(os.path.join(workdir, config), exist_ok=True)
     compile_cmd = [gradc, "compile", "prog.relay", *flags, "-o", f"{config}/m"]
     execute(compile_cmd, workdir, "gradc compile " + " ".join(flags))
-    link_cmd = ["cc", "-std=c11", "-O1", f"-I{config}", "harness.c", f"{config}/m.o", "-lm", "-lpthread",
+    with open(os.path.join(workdir, config, "m.h")) as f:
+        header = f.read()
+    with open(os.path.join(workdir, config, "harness.c"), "w") as f:
+        f.write(harness_source(prog, header, outputs, shell_line(compile_cmd, workdir)))
+    link_cmd = ["cc", "-std=c11", "-O1", f"-I{config}", f"{config}/harness.c", f"{config}/m.o", "-lm", "-lpthread",
                 "-o", f"{config}/harness"]
-    execute(link_cmd, workdir, "linking the harness with the object")
+    execute(link_cmd, workdir, "compiling the harness against m.h and linking it with m.o")
     return " && ".join([" ".join(compile_cmd), " ".join(link_cmd)])
 
 
@@ -159,40 +163,71 @@ static void check_status(const char *fn, int32_t rc) {
 """
 
 
-def harness_source(prog):
-    params = [p.name[1:] for p in prog.params]
-    n_out = {"main": len(prog.result), "main_adjoint": len(prog.result) + len(prog.wrt_params())}
-    lines = [HARNESS_HEAD, "int main(int argc, char **argv) {",
-             "  if (argc < 4) { fprintf(stderr, \"usage: harness INPUT_DIR OUTPUT_DIR THREADS...\\n\"); return 2; }"]
-    for name in params:
-        size = f"M_MAIN_{name.upper()}_BYTES"
-        lines.append(f"  void *{name} = load(argv[1], \"{name}\", {size});")
-        lines.append(f"  void *{name}_copy = malloc({size} + 1);")
-        lines.append(f"  memcpy({name}_copy, {name}, {size});")
-    lines.append("  for (int a = 3; a < argc; a++) {")
-    lines.append("    int threads = atoi(argv[a]);")
-    lines.append("    m_set_num_threads(threads);")
-    for fn, count in n_out.items():
+def struct_fields(header, struct, command):
+    """The fields of `struct NAME { ... };` in m.h, in order, as (field, comment) pairs."""
+    m = re.search(r"struct %s \{\n(.*?)\n\};" % struct, header, re.S)
+    if m is None:
+        raise ToolFailure("m.h", command, f"no struct {struct}")
+    return re.findall(r"\*\s*(\w+);\s*/\*\s*(.*?)\s*\*/", m.group(1))
+
+
+def nbytes(dtype, shape):
+    return int(np.prod(shape, dtype=np.int64)) * np.dtype(dtype).itemsize
+
+
+def harness_source(prog, header, outputs, command):
+    """The harness of one program, from the m.h gradc wrote: the input fields are found by the
+    parameter each one's comment names (a field is the parameter's name unless that would clash
+    in C), outputs are output_0, output_1, ... `outputs` gives each function's output (dtype,
+    shape) list; every size the header states is checked at compile time (_Static_assert)."""
+    lines = [HARNESS_HEAD]
+    fields = {}
+    for fn, specs in outputs.items():
+        inputs = struct_fields(header, f"m_{fn}_inputs", command)
+        by_param = {comment.split(":")[0]: field for field, comment in inputs}
+        missing = [p.name for p in prog.params if p.name not in by_param]
+        if missing or len(inputs) != len(prog.params):
+            raise ToolFailure("m.h", command, f"struct m_{fn}_inputs has fields {inputs}, expected one per "
+                                              f"parameter {[p.name for p in prog.params]}")
+        fields[fn] = [by_param[p.name] for p in prog.params]
+        outs = [field for field, _ in struct_fields(header, f"m_{fn}_outputs", command)]
+        if outs != [f"output_{i}" for i in range(len(specs))]:
+            raise ToolFailure("m.h", command, f"struct m_{fn}_outputs has fields {outs}, expected "
+                                              f"output_0 ... output_{len(specs) - 1}")
+        for p, field in zip(prog.params, fields[fn]):
+            size = nbytes(p.dtype, p.shape)
+            lines.append(f'_Static_assert(M_{fn.upper()}_{field.upper()}_BYTES == {size}, '
+                         f'"M_{fn.upper()}_{field.upper()}_BYTES: {p.name} is {size} bytes");')
+        for i, (dtype, shape) in enumerate(specs):
+            size = nbytes(dtype, shape)
+            lines.append(f'_Static_assert(M_{fn.upper()}_OUTPUT_{i}_BYTES == {size}, '
+                         f'"M_{fn.upper()}_OUTPUT_{i}_BYTES: {dtype}{list(shape)} is {size} bytes");')
+    lines += ["", "int main(int argc, char **argv) {",
+              '  if (argc < 4) { fprintf(stderr, "usage: harness INPUT_DIR OUTPUT_DIR THREADS...\\n"); return 2; }']
+    for k, p in enumerate(prog.params):
+        size = nbytes(p.dtype, p.shape)
+        lines += [f'  void *in{k} = load(argv[1], "{p.name[1:]}", {size});',
+                  f"  void *in{k}_copy = malloc({size} + 1);",
+                  f"  memcpy(in{k}_copy, in{k}, {size});"]
+    lines += ["  for (int a = 3; a < argc; a++) {",
+              "    int threads = atoi(argv[a]);",
+              "    m_set_num_threads(threads);"]
+    for fn, specs in outputs.items():
         upper = fn.upper()
-        lines.append("    {")
-        fields = ", ".join(f".{n} = {n}" for n in params)
-        lines.append(f"      struct m_{fn}_inputs in = {{{fields}}};")
-        lines.append(f"      struct m_{fn}_outputs out;")
-        for i in range(count):
-            lines.append(f"      out.output_{i} = garbage(M_{upper}_OUTPUT_{i}_BYTES);")
-        lines.append(f"      void *ws = M_{upper}_WORKSPACE_SIZE ? garbage(M_{upper}_WORKSPACE_SIZE) : NULL;")
-        lines.append(f"      check_status(\"m_{fn}\", m_{fn}(&in, &out, ws));")
-        lines.append(f"      if (ws) check_guard(\"m_{fn}\", \"the workspace\", ws, M_{upper}_WORKSPACE_SIZE);")
-        for name in params:
-            lines.append(f"      check_input(\"m_{fn}\", \"{name}\", {name}, {name}_copy, M_MAIN_{name.upper()}_BYTES);")
-        for i in range(count):
-            size = f"M_{upper}_OUTPUT_{i}_BYTES"
-            lines.append(f"      check_guard(\"m_{fn}\", \"output_{i}\", out.output_{i}, {size});")
-            lines.append(f"      save(argv[2], \"{fn}\", threads, {i}, out.output_{i}, {size});")
-            lines.append(f"      free(out.output_{i});")
-        lines.append("      free(ws);")
-        lines.append("    }")
-    lines.append("  }")
-    lines.append("  return 0;")
-    lines.append("}")
+        init = ", ".join(f".{field} = in{k}" for k, field in enumerate(fields[fn]))
+        lines += ["    {", f"      struct m_{fn}_inputs in = {{{init}}};", f"      struct m_{fn}_outputs out;"]
+        for i, (dtype, shape) in enumerate(specs):
+            lines.append(f"      out.output_{i} = garbage({nbytes(dtype, shape)});")
+        lines += [f"      void *ws = M_{upper}_WORKSPACE_SIZE ? garbage(M_{upper}_WORKSPACE_SIZE) : NULL;",
+                  f'      check_status("m_{fn}", m_{fn}(&in, &out, ws));',
+                  f'      if (ws) check_guard("m_{fn}", "the workspace", ws, M_{upper}_WORKSPACE_SIZE);']
+        for k, p in enumerate(prog.params):
+            lines.append(f'      check_input("m_{fn}", "{p.name}", in{k}, in{k}_copy, {nbytes(p.dtype, p.shape)});')
+        for i, (dtype, shape) in enumerate(specs):
+            size = nbytes(dtype, shape)
+            lines += [f'      check_guard("m_{fn}", "output_{i}", out.output_{i}, {size});',
+                      f'      save(argv[2], "{fn}", threads, {i}, out.output_{i}, {size});',
+                      f"      free(out.output_{i});"]
+        lines += ["      free(ws);", "    }"]
+    lines += ["  }", "  return 0;", "}"]
     return "\n".join(lines) + "\n"

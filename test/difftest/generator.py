@@ -19,7 +19,11 @@ What the programs exercise:
   * parameters: created on demand with the shape a call needs, some never used (their gradient
     is zeros), integer (nll_loss targets, in range) and bool (conditions) ones; `--wrt` names a
     random subset in a random order, or is left out (every float parameter);
-  * results: a tensor (its gradient is seeded with ones), a scalar, or a tuple.
+  * helper functions (`def @hN`, some returning tuples) and tuples with projections in @main:
+    the same values, printed differently (BindingGroup);
+  * results: a tensor (its gradient is seeded with ones), a scalar, or a tuple, sometimes nested;
+  * sizes: mostly up to 6000 elements; one program in five up to 150 000 (loops on the thread
+    pool), one in twenty with empty tensors (a dimension of size 0).
 """
 import math
 import warnings
@@ -41,6 +45,11 @@ MAGNITUDE = {"float16": 200.0, "float32": 1e4, "float64": 1e4}
 # How far an operand must be from a kink (operators.py, `ok`): float32 rounding of a chain stays
 # far below it.
 MARGIN = {"float16": 0.05, "float32": 2e-3, "float64": 1e-6}
+# Parameter names that are C keywords, names of m.h (fields, macros) or equal but for case: one
+# program in ODD_NAME_PROGRAMS uses them, and the harness must find its fields in m.h all the same.
+ODD_NAMES = ("int", "for", "float", "inputs", "outputs", "workspace", "output_0", "main", "m_main",
+             "M_ALIGNMENT", "NULL", "_", "w", "W", "data", "threads")
+ODD_NAME_PROGRAMS = 0.15
 LITERAL_SUFFIX = {"float16": "f16", "float32": "f", "float64": "f64", "int32": "", "int64": "i64"}
 
 
@@ -243,11 +252,12 @@ class Program:
 
 
 class RejectCall(Exception):
-    pass
+    """A drawn call that is not kept (see _bind); the generator draws another."""
 
 
 class Generator:
-    """Draws one program; `ops` are the registry records of the operators to generate."""
+    """Draws one program from `registry` (the records of `gradc ops --json`); `forced_op` is the
+    operator the program features: it is tried at a random step until it fits."""
 
     def __init__(self, seed, registry, forced_op=None):
         self.rng = np.random.default_rng(seed)
@@ -263,6 +273,7 @@ class Generator:
         self.max_elements = LARGE_MAX_ELEMENTS if self.large else MAX_ELEMENTS
         self.empty = not self.large and self.rng.random() < EMPTY_PROGRAMS
         self.params, self.values, self.bindings = [], [], []
+        self.names = list(self.rng.permutation(ODD_NAMES)) if self.rng.random() < ODD_NAME_PROGRAMS else []
         self.used = set()
         self.segment = None  # the open segment: its start values
 
@@ -321,7 +332,9 @@ class Generator:
     # -- parameters and operands -------------------------------------------------------------
 
     def _new_param(self, shape, dtype, array):
-        p = Value(f"%p{len(self.params)}", shape, dtype, array.astype(operators.NUMPY_DTYPE[dtype]), param=array)
+        index = len(self.params)
+        name = str(self.names[index]) if index < len(self.names) else f"p{index}"
+        p = Value("%" + name, shape, dtype, array.astype(operators.NUMPY_DTYPE[dtype]), param=array)
         self.params.append(p)
         self.values.append(p)
         return p

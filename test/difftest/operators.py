@@ -244,13 +244,19 @@ def away_from_zero(a, at, out, m):
     return bool(np.all(np.abs(a[0]) > m))
 
 
+def _scaled(m, *xs):
+    """The margin m relative to the operands' magnitudes (at least m)."""
+    return m * np.maximum(1.0, np.maximum.reduce([np.abs(x) for x in xs]))
+
+
 def apart(a, at, out, m):
-    """Two operands apart everywhere, or the very same value (a fan-out such as maximum(%x, %x)
-    is still rejected: its gradient at the tie is a convention)."""
-    return bool(np.all(np.abs(a[0] - a[1]) > m))
+    """Two operands apart everywhere (a fan-out such as maximum(%x, %x) is rejected: its gradient
+    at the tie is a convention)."""
+    return bool(np.all(np.abs(a[0] - a[1]) > _scaled(m, *np.broadcast_arrays(a[0], a[1]))))
 
 
 def compare_apart(a, at, out, m):
+    """Apart, or the very same value (the result is then exact)."""
     return a[0] is a[1] or apart(a, at, out, m)
 
 
@@ -269,14 +275,15 @@ def no_ties(a, at, out, m):
     if groups.shape[1] < 2:
         return True
     s = np.sort(groups, axis=1)
-    return bool(np.all(s[:, -1] - s[:, -2] > m) and np.all(s[:, 1] - s[:, 0] > m))
+    scale = _scaled(m, s[:, 0], s[:, -1])
+    return bool(np.all(s[:, -1] - s[:, -2] > scale) and np.all(s[:, 1] - s[:, 0] > scale))
 
 
 def int_cast_ok(a, at, out, m):
     x = a[0]
     if x.dtype == np.bool_ or at["dtype"] in FLOAT_DTYPES or x.dtype.kind != "f":
         return True
-    return bool(np.all(np.abs(x - np.round(x)) > m) and np.all(np.abs(x) < 1e6))
+    return bool(np.all(np.abs(x - np.round(x)) > _scaled(m, x)) and np.all(np.abs(x) < 1e6))
 
 
 # ------------------------------------------------------------------------------------------------
