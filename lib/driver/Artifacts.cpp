@@ -27,6 +27,7 @@
 #include <regex>
 #include <set>
 #include <sstream>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <thread>
 #include <unistd.h>
@@ -160,6 +161,34 @@ std::string parent_dir(const std::string &path) {
   return parent.empty() ? "." : parent;
 }
 
+void test_commit_delay();
+
+/// Exclusive flock()s of directories, taken in sorted order (so that two
+/// processes never wait for each other crosswise) and released together.
+/// A file system without flock on directories commits unlocked, as before.
+class DirectoryLocks {
+public:
+  explicit DirectoryLocks(const std::set<std::string> &dirs) {
+    for (const std::string &dir : dirs) {
+      int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+      if (fd < 0)
+        continue;
+      while (::flock(fd, LOCK_EX) != 0 && errno == EINTR) {
+      }
+      fds_.push_back(fd);
+    }
+  }
+  DirectoryLocks(const DirectoryLocks &) = delete;
+  DirectoryLocks &operator=(const DirectoryLocks &) = delete;
+  ~DirectoryLocks() {
+    for (int fd : fds_)
+      ::close(fd); // closing the last descriptor releases its lock
+  }
+
+private:
+  std::vector<int> fds_;
+};
+
 /// The temporaries of one write_files_atomic, from creation to commit or
 /// discard. Only one set is open at a time (gradc writes from one thread).
 class TemporarySet {
@@ -214,10 +243,16 @@ public:
       throw FileError(cannot_write(target, errno));
   }
 
-  /// Renames every temporary onto its file, then unlinks `stale`. A signal
-  /// that arrives meanwhile is held until the end.
-  void commit(const std::vector<OutputFile> &files, const std::vector<std::string> &stale) {
+  /// Renames every temporary onto its file, then unlinks what `stale`
+  /// names, holding the lock of every directory touched. A signal that
+  /// arrives meanwhile is held until the end.
+  void commit(const std::vector<OutputFile> &files, const std::function<std::vector<std::string>()> &stale_of) {
     close_set();
+    std::set<std::string> locked;
+    for (const OutputFile &f : files)
+      locked.insert(parent_dir(f.path));
+    DirectoryLocks locks(locked);
+    std::vector<std::string> stale = stale_of ? stale_of() : std::vector<std::string>{};
     std::set<std::string> dirs;
     std::vector<std::string> replaced;
     std::string error;
@@ -229,6 +264,7 @@ public:
       slots_[i].store(nullptr);
       replaced.push_back(files[i].path);
       dirs.insert(parent_dir(files[i].path));
+      test_commit_delay();
     }
     if (!error.empty()) {
       unlink_temporaries();
@@ -304,7 +340,8 @@ void test_commit_delay() {
 
 } // namespace
 
-void write_files_atomic(const std::vector<OutputFile> &files, const std::vector<std::string> &stale) {
+void write_files_atomic(const std::vector<OutputFile> &files,
+                        const std::function<std::vector<std::string>()> &stale) {
   // 1. Every path can be replaced: the renames of the commit cannot fail for
   //    a reason known in advance.
   std::set<std::string> seen;

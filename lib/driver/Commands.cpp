@@ -139,6 +139,17 @@ bool refuse_overwriting_model(const std::string &output, const std::string &mode
   return true;
 }
 
+/// Prints the error and returns true if a dump file `opts` asks for is the
+/// model (`--dump-dir=.` beside `01-parse.relay`, or a dumped adjoint
+/// differentiated again into its own directory).
+bool dumps_overwrite_model(const PipelineOptions &opts, const std::string &model, std::ostream &err) {
+  Dumper dumper(opts, err);
+  for (const std::string &stage : opts.dumps)
+    if (!dumper.path(stage).empty() && refuse_overwriting_model(dumper.path(stage), model, "choose another --dump-dir", err))
+      return true;
+  return false;
+}
+
 ManifestInfo manifest_info(const PipelineOptions &opts, const std::vector<std::string> &argv) {
   ManifestInfo info;
   info.tool_version = kVersion;
@@ -177,6 +188,8 @@ int compile_command(const CompileCommand &cmd, std::ostream &out, std::ostream &
   for (const auto &[kind, extension] : kArtifactExtensions)
     if (wants(kind) && refuse_overwriting_model(base + extension, cmd.model, "choose another -o", err))
       return 1;
+  if (dumps_overwrite_model(opts, cmd.model, err))
+    return 1;
   opts.want_unrematerialized_peak = opts.report || wants("manifest");
   std::optional<CompiledModule> compiled = front_to_loops(cmd.model, opts, err);
   if (!compiled)
@@ -383,6 +396,8 @@ int run_command(const RunCommand &cmd, std::ostream &out, std::ostream &err) {
       return 1; // an unknown --cpu or --triple, already reported
     }
   }
+  if (dumps_overwrite_model(opts, cmd.model, err))
+    return 1;
   std::optional<CompiledModule> compiled = front_to_loops(cmd.model, opts, err);
   if (!compiled)
     return 1;
@@ -519,7 +534,9 @@ int run_command(const RunCommand &cmd, std::ostream &out, std::ostream &err) {
     for (const auto &input : inputs)
       keep.push_back(input.second);
     try {
-      write_files_atomic(files, stale_outputs(cmd.output_dir, files.size(), keep));
+      // Stale files are listed under the commit's lock: a concurrent run's
+      // outputs are never taken for an earlier run's.
+      write_files_atomic(files, [&] { return stale_outputs(cmd.output_dir, files.size(), keep); });
     } catch (FileError &e) {
       err << "gradc: error: " << e.what() << "\n";
       return 1;

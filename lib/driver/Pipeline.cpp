@@ -36,15 +36,9 @@ const std::vector<std::string> &dump_stage_names() {
   return names;
 }
 
-void Dumper::dump(const std::string &stage, const std::string &text) {
-  if (!wants(stage))
-    return;
-  if (opts_.dump_dir.empty()) {
-    err_ << "// ===== gradc --dump-ir=" << stage << " =====\n" << text;
-    if (!text.empty() && text.back() != '\n')
-      err_ << "\n";
-    return;
-  }
+std::string Dumper::path(const std::string &stage) const {
+  if (opts_.dump_dir.empty())
+    return "";
   const auto &names = dump_stage_names();
   size_t n = std::find(names.begin(), names.end(), stage) - names.begin() + 1;
   const char *ext = stage == "loops"  ? "txt"
@@ -54,8 +48,20 @@ void Dumper::dump(const std::string &stage, const std::string &text) {
                                       : "relay";
   char file[64];
   snprintf(file, sizeof file, "%02zu-%s.%s", n, stage.c_str(), ext);
+  return (std::filesystem::path(opts_.dump_dir) / file).string();
+}
+
+void Dumper::dump(const std::string &stage, const std::string &text) {
+  if (!wants(stage))
+    return;
+  if (opts_.dump_dir.empty()) {
+    err_ << "// ===== gradc --dump-ir=" << stage << " =====\n" << text;
+    if (!text.empty() && text.back() != '\n')
+      err_ << "\n";
+    return;
+  }
   std::filesystem::create_directories(opts_.dump_dir);
-  write_file_atomic((std::filesystem::path(opts_.dump_dir) / file).string(), text);
+  write_file_atomic(path(stage), text);
 }
 
 namespace {

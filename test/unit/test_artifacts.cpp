@@ -467,7 +467,7 @@ TEST_CASE("write_files_atomic: a set is written whole or not at all (issue 7, it
   // Success replaces every file and removes the stale ones (a missing one is fine).
   write_bytes(dir.file("output_2.npy"), "stale");
   write_files_atomic({{dir.file("m.o"), "new object"}, {dir.file("m.h"), "new header"}, {dir.file("m.json"), "{}"}},
-                     {dir.file("output_2.npy"), dir.file("output_3.npy")});
+                     [&] { return std::vector<std::string>{dir.file("output_2.npy"), dir.file("output_3.npy")}; });
   CHECK(read_bytes(dir.file("m.o")) == "new object");
   CHECK(read_bytes(dir.file("m.h")) == "new header");
   CHECK(read_bytes(dir.file("m.json")) == "{}");
@@ -475,7 +475,8 @@ TEST_CASE("write_files_atomic: a set is written whole or not at all (issue 7, it
 
   // A failed set leaves its stale files alone.
   write_bytes(dir.file("output_2.npy"), "stale");
-  CHECK_THROWS_AS(write_files_atomic({{dir.file("no/such/x"), "x"}}, {dir.file("output_2.npy")}), FileError);
+  CHECK_THROWS_AS(write_files_atomic({{dir.file("no/such/x"), "x"}},
+                                     [&] { return std::vector<std::string>{dir.file("output_2.npy")}; }), FileError);
   CHECK(read_bytes(dir.file("output_2.npy")) == "stale");
 
   // An empty set is fine.

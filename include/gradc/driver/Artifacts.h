@@ -12,6 +12,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <functional>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -30,13 +31,17 @@ struct OutputFile {
 };
 
 /// Writes every file of `files`, or none of them, then removes the files
-/// `stale` names (outputs of an earlier run that this one does not replace).
+/// `stale()` names (outputs of an earlier run that this one does not replace).
 ///
 ///  1. Checks that each path can be replaced: not a directory, not listed twice.
 ///  2. Writes each file to a new temporary `PATH.tmp.XXXXXX` in its own
 ///     directory and fsyncs it.
-///  3. The commit: renames every temporary onto its path, unlinks `stale`
-///     (missing ones are skipped), fsyncs the directories.
+///  3. The commit, under an exclusive lock (flock) of every directory it
+///     touches, so that concurrent gradc processes commit one whole set after
+///     another (two compiles to one -o never leave an object of one beside a
+///     header of the other): asks `stale()`, renames every temporary onto its
+///     path, unlinks the stale files (missing ones are skipped), fsyncs the
+///     directories.
 ///
 /// A failure in 1 or 2 removes every temporary, leaves every path and every
 /// stale file as it was, and throws FileError. SIGINT, SIGTERM, SIGHUP and
@@ -48,8 +53,10 @@ struct OutputFile {
 ///
 /// Test-only hook: with GRADC_TEST_COMMIT_DELAY_MS=N in the environment it
 /// sleeps N milliseconds between 2 and 3, so that a test can kill gradc while
-/// its temporaries exist. Nothing else reads it.
-void write_files_atomic(const std::vector<OutputFile> &files, const std::vector<std::string> &stale = {});
+/// its temporaries exist, and as long after each rename of 3, so that a test
+/// can run two commits at once. Nothing else reads it.
+void write_files_atomic(const std::vector<OutputFile> &files,
+                        const std::function<std::vector<std::string>()> &stale = {});
 
 /// write_files_atomic of one file: on failure nothing is left under `path`.
 void write_file_atomic(const std::string &path, const std::string &data);

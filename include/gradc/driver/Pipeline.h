@@ -45,6 +45,9 @@ public:
   Dumper(const PipelineOptions &opts, std::ostream &err) : opts_(opts), err_(err) {}
   bool wants(const std::string &stage) const { return opts_.dumps.count(stage) > 0; }
   void dump(const std::string &stage, const std::string &text);
+  /// The file `dump(stage, ...)` writes (`DIR/NN-stage.ext`), or "" when it
+  /// writes to stderr.
+  std::string path(const std::string &stage) const;
 
 private:
   const PipelineOptions &opts_;
