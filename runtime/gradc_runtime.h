@@ -1,7 +1,8 @@
 /* gradc_runtime.h - the C runtime that gradc links, as bitcode, into every module it emits.
  * threads.c runs the parallel loops of CPU kernels on a thread pool; cuda.c is the host side of
  * --target=cuda, launching a module's PTX kernels through libcuda opened at run time.
- * Application code calls only gradc_rt_set_num_threads / gradc_rt_get_num_threads. */
+ * Application code never calls these symbols, which are internal to each object: it calls the
+ * object's P_set_num_threads, P_get_num_threads and P_shutdown_threads, which forward here. */
 #ifndef GRADC_RUNTIME_H
 #define GRADC_RUNTIME_H
 
@@ -14,7 +15,7 @@ extern "C" {
 /* ---- Thread pool (threads.c) ---------------------------------------------------------------
  * The pool is the only global state of an emitted object. It is created on the first
  * gradc_rt_parallel_for that needs more than one thread; its workers sleep on a condition
- * variable between jobs and are neither joined nor woken at process exit. */
+ * variable between jobs, and are joined by gradc_rt_shutdown or when the object is unloaded. */
 
 /* One chunk of a parallel loop: iterations [begin, end) with the loop's captured state. */
 typedef void (*gradc_rt_task)(void *closure, int64_t begin, int64_t end);
@@ -36,6 +37,11 @@ void gradc_rt_set_num_threads(int32_t n);
 
 /* The thread count that the next parallel loop will use (always >= 1). */
 int32_t gradc_rt_get_num_threads(void);
+
+/* Stops and joins the pool's workers, waiting for a loop another thread is running, and frees
+ * the pool; the next parallel loop that needs threads starts them again. The object also does
+ * this by itself when it is unloaded (a destructor), unless a loop is running then. */
+void gradc_rt_shutdown(void);
 
 /* ---- CUDA host launcher (cuda.c) -----------------------------------------------------------
  * Keeps no state between calls: libcuda is looked up with dlopen on every call (dlopen only

@@ -187,3 +187,26 @@ void gradc_rt_parallel_for(int64_t n, int64_t grain, gradc_rt_task task, void *c
   pthread_mutex_unlock(&gradc_rt_pool.lock);
   pthread_mutex_unlock(&gradc_rt_owner);
 }
+
+/* Stops and joins every worker and frees the pool; a later parallel loop starts it again. Runs as
+ * a destructor too, when the object is unloaded (dlclose) or the process exits: workers spinning
+ * or sleeping in code that is about to be unmapped crashed a dlclose right after a call. A pool
+ * busy with another thread's loop at that moment is left alone (waiting could deadlock an exit),
+ * and so is one inherited across fork(), whose workers live in the parent. */
+static void gradc_rt_stop_pool(int wait) {
+  if (wait)
+    pthread_mutex_lock(&gradc_rt_owner);
+  else if (pthread_mutex_trylock(&gradc_rt_owner) != 0)
+    return;
+  if (gradc_rt_pool.started > 0 && gradc_rt_pool.pid == getpid())
+    gradc_rt_resize_pool(0);
+  free(gradc_rt_pool.threads);
+  gradc_rt_pool.threads = NULL;
+  gradc_rt_pool.capacity = 0;
+  gradc_rt_pool.started = 0;
+  pthread_mutex_unlock(&gradc_rt_owner);
+}
+
+void gradc_rt_shutdown(void) { gradc_rt_stop_pool(1); }
+
+__attribute__((destructor)) static void gradc_rt_unload(void) { gradc_rt_stop_pool(0); }

@@ -101,6 +101,9 @@ void option_error(const std::string &message) {
 TargetOptions target_options() {
   TargetOptions options;
   options.AllowFPOpFusion = FPOpFusion::Strict;
+  // The runtime's destructor (it stops the thread pool on dlclose) goes in
+  // .fini_array, as clang puts it on Linux, not in the legacy .dtors.
+  options.UseInitArray = true;
   return options;
 }
 

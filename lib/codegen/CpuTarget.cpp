@@ -171,17 +171,20 @@ std::unique_ptr<TargetMachine> create_cpu_target_machine(const CodegenOptions &o
   return create_target_machine(host.triple, host.cpu, host.features, opts.opt_level);
 }
 
-/// `void P_set_num_threads(int32_t)` and `int32_t P_get_num_threads(void)`
-/// (see the header): the pool's size, or 1 where the runtime is not linked.
+/// `void P_set_num_threads(int32_t)`, `int32_t P_get_num_threads(void)` and
+/// `void P_shutdown_threads(void)` (see the header): the pool's size, or 1
+/// and nothing to stop where the runtime is not linked.
 void emit_thread_count_functions(Module &m, const std::string &prefix, bool threads) {
   LLVMContext &ctx = m.getContext();
-  Type *i32 = Type::getInt32Ty(ctx);
-  Function *set = Function::Create(FunctionType::get(Type::getVoidTy(ctx), {i32}, false), GlobalValue::ExternalLinkage,
-                                   prefix + "_set_num_threads", m);
-  Function *get =
-      Function::Create(FunctionType::get(i32, {}, false), GlobalValue::ExternalLinkage, prefix + "_get_num_threads", m);
-  GRADC_CHECK(set->getName() == prefix + "_set_num_threads" && get->getName() == prefix + "_get_num_threads",
-              "codegen", "the thread-count symbols of " + prefix + " are taken");
+  Type *i32 = Type::getInt32Ty(ctx), *void_ty = Type::getVoidTy(ctx);
+  auto define = [&](const std::string &name, FunctionType *type) {
+    Function *f = Function::Create(type, GlobalValue::ExternalLinkage, prefix + name, m);
+    GRADC_CHECK(f->getName() == prefix + name, "codegen", "the symbol " + prefix + name + " is taken");
+    return f;
+  };
+  Function *set = define("_set_num_threads", FunctionType::get(void_ty, {i32}, false));
+  Function *get = define("_get_num_threads", FunctionType::get(i32, {}, false));
+  Function *stop = define("_shutdown_threads", FunctionType::get(void_ty, {}, false));
   IRBuilder<> sb(BasicBlock::Create(ctx, "entry", set));
   if (threads)
     sb.CreateCall(runtime_function(m, RuntimeFn::SetNumThreads), {set->getArg(0)});
@@ -189,6 +192,10 @@ void emit_thread_count_functions(Module &m, const std::string &prefix, bool thre
   IRBuilder<> gb(BasicBlock::Create(ctx, "entry", get));
   gb.CreateRet(threads ? static_cast<Value *>(gb.CreateCall(runtime_function(m, RuntimeFn::GetNumThreads)))
                        : gb.getInt32(1));
+  IRBuilder<> tb(BasicBlock::Create(ctx, "entry", stop));
+  if (threads)
+    tb.CreateCall(runtime_function(m, RuntimeFn::Shutdown));
+  tb.CreateRetVoid();
 }
 
 std::unique_ptr<Module> build_cpu_module(const LoweredModule &module, const CodegenOptions &opts, LLVMContext &ctx,

@@ -158,7 +158,7 @@ std::string print_module(const llvm::Module &m);
 bool runtime_supports(const llvm::Triple &triple);
 /// Links what `m` uses of the runtime into `m`, every runtime symbol internal.
 void link_runtime(llvm::Module &m);
-enum class RuntimeFn { ParallelFor, SetNumThreads, GetNumThreads, CudaRun };
+enum class RuntimeFn { ParallelFor, SetNumThreads, GetNumThreads, Shutdown, CudaRun };
 llvm::FunctionCallee runtime_function(llvm::Module &m, RuntimeFn which);
 
 // CPU (CpuTarget.cpp); the CUDA host stub and the JIT use it too.

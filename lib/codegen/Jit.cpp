@@ -133,6 +133,7 @@ std::unique_ptr<JitSession> JitSession::create(const LoweredModule &module, cons
   define("gradc_rt_parallel_for", &gradc_rt_parallel_for);
   define("gradc_rt_set_num_threads", &gradc_rt_set_num_threads);
   define("gradc_rt_get_num_threads", &gradc_rt_get_num_threads);
+  define("gradc_rt_shutdown", &gradc_rt_shutdown);
   check(jit->getMainJITDylib().define(orc::absoluteSymbols(std::move(runtime))));
   check(jit->addIRModule(orc::ThreadSafeModule(std::move(m), std::move(ctx))));
   return std::make_unique<LlvmJitSession>(std::move(jit), opts.prefix);

@@ -484,7 +484,7 @@ public:
       CFunction cf;
       cf.symbol = prefix_ + "_" + fn.name;
       cf.macro = upper(cf.symbol);
-      for (const char *reserved : {"strerror", "set_num_threads", "get_num_threads"})
+      for (const char *reserved : {"strerror", "set_num_threads", "get_num_threads", "shutdown_threads"})
         if (fn.name == reserved)
           throw FileError(std::string("cannot write the C header: function @") + reserved + " would clash with " +
                           prefix_ + "_" + reserved + "; rename the function");
@@ -650,7 +650,9 @@ std::string emit_c_header(const LoweredModule &module, const std::vector<Functio
        << " * " << prefix << "_get_num_threads() reads it. The pool is the object's only global\n"
        << " * state. Several threads may call the functions at once, each with its own\n"
        << " * workspace; a call that finds the pool busy runs its loops on its own thread.\n"
-       << " * Results never depend on the number of threads.\n";
+       << " * Results never depend on the number of threads. " << prefix << "_shutdown_threads()\n"
+       << " * stops and joins the workers (waiting for a call in progress); a later call\n"
+       << " * starts them again. Unloading the object (dlclose) stops them by itself.\n";
   os << " *\n"
      << " * Every buffer is dense and row-major, aligned to " << P << "_ALIGNMENT bytes,\n"
      << " * and overlaps no other." << (cuda ? " The functions keep no global state: threads may call\n"
@@ -684,7 +686,8 @@ std::string emit_c_header(const LoweredModule &module, const std::vector<Functio
   if (!cuda)
     os << "\n/* The size of the object's thread pool (see above). */\n"
        << "void " << prefix << "_set_num_threads(int32_t n);\n"
-       << "int32_t " << prefix << "_get_num_threads(void);\n";
+       << "int32_t " << prefix << "_get_num_threads(void);\n"
+       << "void " << prefix << "_shutdown_threads(void);\n";
 
   for (size_t f = 0; f < fns.size(); ++f) {
     const LoweredFunction &fn = module.functions[f];
