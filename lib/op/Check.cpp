@@ -1,7 +1,8 @@
 //===- Check.cpp - checking one call against its operator record ----------===//
 //
 // Arity, then attributes against the schema (unknown or ill-typed attributes
-// are errors; defaults are filled in), then the type relation. Type inference
+// are errors; defaults are filled in), then the type relation, then the
+// limits on the type it infers (ir/Type.h: shape_problem). Type inference
 // runs this on every call of a model; the Builder on every call a pass makes.
 //
 //===----------------------------------------------------------------------===//
@@ -127,6 +128,12 @@ ExprPtr check_call(const OpDef *op, std::vector<ExprPtr> args, const Attrs &attr
     return make_call(op, std::move(args), filled, span);
   }
   GRADC_CHECK(!t.is_unknown(), "type inference", def.name + " relation returned Unknown without an error");
+  // Legal operands can give a result past the limits (a broadcast or a
+  // product of two large tensors): every inferred type is checked here, once.
+  if (auto problem = type_problem(t)) {
+    report(span, def.name + ": the result is over gradc's limits: " + *problem);
+    return make_call(op, std::move(args), filled, span);
+  }
   return make_call(op, std::move(args), std::move(filled), span, std::move(t));
 }
 
