@@ -1,8 +1,9 @@
 //===- Parser.cpp - recursive-descent parser for the Relay text format ----===//
 //
-// Second stage of the front end (after the lexer). Each parse function has
-// its grammar production above it. Every syntax error goes through expect()
-// or fail(), which report at the offending token and unwind with ParseError.
+// Second stage of the front end: it pulls tokens from the lexer one at a
+// time (one token of lookahead). Each parse function has its grammar
+// production above it. Every syntax error goes through expect() or fail(),
+// which report at the offending token and unwind with ParseError.
 // Nesting depth is bounded so adversarial input cannot exhaust the stack.
 //
 //===----------------------------------------------------------------------===//
@@ -11,6 +12,7 @@
 #include "gradc/op/Registry.h"
 #include "gradc/text/Lexer.h"
 
+#include <new>
 #include <unordered_map>
 
 namespace gradc {
@@ -26,19 +28,28 @@ constexpr int kMaxNesting = 1000; // expression trees (see nested())
 
 class Parser {
 public:
-  Parser(std::shared_ptr<const SourceFile> file, DiagEngine &diag) : file_(std::move(file)), diag_(diag) {}
+  Parser(std::shared_ptr<const SourceFile> file, DiagEngine &diag)
+      : file_(std::move(file)), diag_(diag), lexer_(*file_, diag) {}
 
   std::optional<Module> run() {
-    toks_ = lex(*file_, diag_);
-    if (diag_.error_count())
-      return std::nullopt;
     Module m;
     m.source = file_;
     try {
+      cur_ = pull();
       header();
       while (!at(Tok::End))
         m.functions.push_back(definition());
     } catch (ParseError &) {
+      return std::nullopt;
+    } catch (std::bad_alloc &) {
+      // Free what was built, then say where parsing stopped (exit 1: the
+      // input is too large for this machine, not a gradc bug).
+      m.functions.clear();
+      scopes_.clear();
+      nesting_.clear();
+      global_calls_.clear();
+      diag_.error(cur_.span, "out of memory while parsing (the input is " + std::to_string(file_->text().size()) +
+                                 " bytes)");
       return std::nullopt;
     }
     check_global_calls(m);
@@ -50,8 +61,11 @@ public:
 private:
   std::shared_ptr<const SourceFile> file_;
   DiagEngine &diag_;
-  std::vector<Token> toks_;
-  size_t pos_ = 0;
+  Lexer lexer_;
+  Token cur_;                  // the current token
+  std::optional<Token> ahead_; // the one after it, once peeked at
+  uint32_t prev_end_ = 0;      // where the last consumed token ends
+  size_t consumed_ = 0;        // how many tokens were consumed
   int depth_ = 0;
   std::vector<std::unordered_map<std::string, ExprPtr>> scopes_;
   std::vector<ExprPtr> global_calls_;
@@ -78,10 +92,33 @@ private:
 
   //===--- token helpers -------------------------------------------------===//
 
-  const Token &cur() const { return toks_[pos_]; }
+  /// The next token from the lexer; a lexical error (already reported) ends parsing.
+  Token pull() {
+    Token t = lexer_.next();
+    if (lexer_.failed())
+      throw ParseError();
+    return t;
+  }
+  const Token &cur() const { return cur_; }
   bool at(Tok k) const { return cur().kind == k; }
   bool at_ident(const char *word) const { return at(Tok::Ident) && cur().text == word; }
-  Token advance() { return toks_[pos_ < toks_.size() - 1 ? pos_++ : pos_]; }
+  /// The kind of the token after the current one.
+  Tok peek_kind() {
+    if (!ahead_ && !at(Tok::End))
+      ahead_ = pull();
+    return ahead_ ? ahead_->kind : Tok::End;
+  }
+  /// Consumes the current token and returns it (End stays current at the end).
+  Token advance() {
+    if (at(Tok::End))
+      return cur_;
+    Token t = std::move(cur_);
+    prev_end_ = t.span.end;
+    ++consumed_;
+    cur_ = ahead_ ? std::move(*ahead_) : pull();
+    ahead_.reset();
+    return t;
+  }
   bool accept(Tok k) {
     if (!at(k))
       return false;
@@ -128,10 +165,7 @@ private:
     ~DepthGuard() { --p.depth_; }
   };
 
-  Span from(Span begin) const {
-    uint32_t end = pos_ > 0 ? toks_[pos_ - 1].span.end : begin.end;
-    return {begin.begin, std::max(end, begin.end)};
-  }
+  Span from(Span begin) const { return {begin.begin, std::max(prev_end_, begin.end)}; }
 
   //===--- scopes ----------------------------------------------------------===//
 
@@ -203,7 +237,7 @@ private:
     std::vector<ExprPtr> out;
     std::unordered_map<std::string, Span> seen;
     while (!at(Tok::RParen)) {
-      if (at(Tok::Ident) && toks_[pos_ + 1].kind == Tok::Assign) {
+      if (at(Tok::Ident) && peek_kind() == Tok::Assign) {
         ignored_attrs("function", Tok::RParen);
         break;
       }
@@ -241,7 +275,7 @@ private:
         fail(key.span, std::string(what) + " attribute '" + key.text +
                            "' is not supported (only virtual_device, which gradc accepts and ignores)");
       expect(Tok::Assign, "after the attribute name");
-      size_t begin = pos_;
+      size_t begin = consumed_;
       int depth = 0;
       for (; !at(Tok::End); advance()) {
         Tok k = cur().kind;
@@ -251,9 +285,9 @@ private:
           break;
         depth += opens ? 1 : closes ? -1 : 0;
       }
-      if (pos_ == begin)
+      if (consumed_ == begin)
         fail(cur().span, "expected a value for attribute '" + key.text + "', found " + describe(cur()));
-      if (!at(Tok::Comma) || toks_[pos_ + 1].kind == close)
+      if (!at(Tok::Comma) || peek_kind() == close)
         break;
       advance();
     }
@@ -282,7 +316,7 @@ private:
         auto var = make_var(name.text, ann, name.span);
         declare(var);
         b.bindings.push_back({var, value, true});
-      } else if (at(Tok::Local) && toks_[pos_ + 1].kind == Tok::Assign) {
+      } else if (at(Tok::Local) && peek_kind() == Tok::Assign) {
         Token name = advance();
         advance();
         ExprPtr value = expr();
@@ -562,7 +596,7 @@ private:
     Token first = advance();
     std::string name = first.text;
     Span span = first.span;
-    while (at(Tok::Dot) && toks_[pos_ + 1].kind == Tok::Ident) {
+    while (at(Tok::Dot) && peek_kind() == Tok::Ident) {
       advance();
       name += "." + advance().text;
       span = from(first.span);
@@ -590,7 +624,7 @@ private:
     std::vector<ExprPtr> args;
     Attrs attrs;
     while (!at(Tok::RParen)) {
-      if (at(Tok::Ident) && toks_[pos_ + 1].kind == Tok::Assign) {
+      if (at(Tok::Ident) && peek_kind() == Tok::Assign) {
         Token key = advance();
         advance();
         if (attrs.find(key.text))
@@ -617,13 +651,24 @@ private:
     Span start = cur().span;
     AttrValue v;
     if (accept(Tok::LBracket)) {
-      v.kind = AttrValue::List;
+      // Integers are kept as int64s while every element is one (AttrValue).
+      std::vector<int64_t> ints;
+      std::vector<AttrValue> elements;
       while (!at(Tok::RBracket)) {
-        v.list.push_back(attr_value());
+        AttrValue e = attr_value();
+        if (e.kind == AttrValue::Int && elements.empty()) {
+          ints.push_back(e.i);
+        } else {
+          for (int64_t i : ints)
+            elements.push_back(AttrValue::of(i));
+          ints.clear();
+          elements.push_back(std::move(e));
+        }
         if (!accept(Tok::Comma))
           break;
       }
       expect(Tok::RBracket, "to close an attribute list");
+      v = elements.empty() ? AttrValue::ints(std::move(ints)) : AttrValue::of_list(std::move(elements));
     } else if (at(Tok::String)) {
       v = AttrValue::of(advance().text);
     } else if (at(Tok::Ident)) {
