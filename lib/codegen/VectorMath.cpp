@@ -118,11 +118,12 @@ Value *inline_tanhf(IRBuilder<> &b, Value *x, bool fma) {
                                      z),
                                x),
                        x);
-  // Otherwise 1 - 2 / (e^2|x| + 1), with the sign of x; e^2|x| is inf past
-  // |x| = 44 and the quotient then 0, so the result is ±1.
+  // Otherwise 1 - 2 / (e^2|x| + 1); e^2|x| is inf past |x| = 44 and the
+  // quotient then 0, so the result is ±1.
   Value *large = m.sub(m.c(1.0), b.CreateFDiv(m.c(2.0), m.add(inline_expf(b, m.add(ax, ax), fma), m.c(1.0))));
-  large = b.CreateBinaryIntrinsic(Intrinsic::copysign, large, x);
-  return m.select(b.CreateFCmpOLT(ax, m.c(0.625)), small, large); // NaN takes `large`: NaN
+  Value *result = m.select(b.CreateFCmpOLT(ax, m.c(0.625)), small, large); // NaN takes `large`: NaN
+  // tanh is odd: the sign of x, -0 included (x + x^3 P(x^2) is +0 at -0).
+  return b.CreateBinaryIntrinsic(Intrinsic::copysign, result, x);
 }
 
 Value *inline_erff(IRBuilder<> &b, Value *x, bool fma) {
@@ -133,15 +134,16 @@ Value *inline_erff(IRBuilder<> &b, Value *x, bool fma) {
                                         -3.76125336e-1, 1.28379166e-1}),
                              x),
                        x);
-  // Above: 1 - e^(-|x| - |x| Q(|x|)), with the sign of x; e^... underflows to
-  // 0 past |x| = 10 and the result is ±1, as is every erf(x) of float32 there.
+  // Above: 1 - e^(-|x| - |x| Q(|x|)); e^... underflows to 0 past |x| = 10 and
+  // the result is ±1, as is every erf(x) of float32 there.
   Value *q = m.add(m.mul(m.add(m.mul(ax, m.c(-1.72853470e-5)), m.c(3.83197126e-4)), z),
                    m.add(m.mul(ax, m.c(-3.88396438e-3)), m.c(2.42546219e-2)));
   for (double k : {-1.06777877e-1, -6.34846687e-1, -1.28717512e-1})
     q = m.add(m.mul(q, ax), m.c(k));
   Value *large = m.sub(m.c(1.0), inline_expf(b, m.sub(m.mul(q, ax), ax), fma));
-  large = b.CreateBinaryIntrinsic(Intrinsic::copysign, large, x);
-  return m.select(b.CreateFCmpOLE(ax, m.c(0.927734375)), small, large); // NaN takes `large`: NaN
+  Value *result = m.select(b.CreateFCmpOLE(ax, m.c(0.927734375)), small, large); // NaN takes `large`: NaN
+  // erf is odd: the sign of x, -0 included.
+  return b.CreateBinaryIntrinsic(Intrinsic::copysign, result, x);
 }
 
 } // namespace gradc::codegen

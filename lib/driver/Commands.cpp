@@ -44,10 +44,26 @@ std::shared_ptr<const SourceFile> read_model(const std::string &path, std::ostre
     err << "gradc: error: cannot read '" << path << "': " << std::strerror(errno) << "\n";
     return nullptr;
   }
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  std::string text = ss.str();
-  if (text.size() >= (size_t(1) << 32) - 1) {
+  // Spans are 32-bit offsets. The text is read in chunks into one string:
+  // running out of memory is an error about the input (exit 1), never a
+  // silently shortened text.
+  const size_t max_size = (size_t(1) << 32) - 1;
+  auto size = std::filesystem::file_size(path, ec);
+  std::string text;
+  try {
+    text.reserve(ec ? 0 : std::min<size_t>(size, max_size));
+    char chunk[1 << 16];
+    while (text.size() < max_size && (in.read(chunk, sizeof chunk) || in.gcount() > 0))
+      text.append(chunk, size_t(in.gcount()));
+  } catch (const std::bad_alloc &) {
+    err << "gradc: error: out of memory reading '" << path << "'\n";
+    return nullptr;
+  }
+  if (in.bad()) {
+    err << "gradc: error: cannot read '" << path << "': " << std::strerror(errno) << "\n";
+    return nullptr;
+  }
+  if (text.size() >= max_size) {
     err << "gradc: error: '" << path << "' is larger than 4 GiB\n";
     return nullptr;
   }

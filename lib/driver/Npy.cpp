@@ -9,6 +9,7 @@
 #include "gradc/support/Diagnostics.h"
 
 #include <algorithm>
+#include <bit>
 #include <cerrno>
 #include <cstring>
 #include <fcntl.h>
@@ -233,19 +234,38 @@ private:
   size_t pos_ = 0;
 };
 
-/// The gradc dtype of a descr, or a FileError saying why there is none.
+/// The gradc dtype of a descr, or a FileError saying why there is none. A
+/// descr is a byte order then a type code, as numpy reads it: '<', '=' (the
+/// host's), '|' (not applicable) or none all mean little-endian here, '>' is
+/// refused for types wider than a byte; the codes are the dtype table's
+/// (f2 f4 f8 i4 i8 b1), '?' (bool) and u1 (uint8 arrays holding 0 and 1 are
+/// a common way to store masks: read as bool).
 DType dtype_of(const std::string &descr, const std::string &path) {
+  static_assert(std::endian::native == std::endian::little, "the data is read as the host's memory");
+  bool has_order = !descr.empty() && std::string_view("<>=|").find(descr[0]) != std::string_view::npos;
+  std::string code = descr.substr(has_order ? 1 : 0);
+  std::optional<DType> found;
   for (DType dt : {DType::Float16, DType::Float32, DType::Float64, DType::Int32, DType::Int64, DType::Bool})
-    if (descr == npy_descr(dt))
-      return dt;
-  if (descr == "|u1") // uint8 arrays holding 0 and 1 are a common way to store masks
-    return DType::Bool;
-  if (!descr.empty() && descr[0] == '>')
+    if (code == npy_descr(dt) + 1)
+      found = dt;
+  if (code == "?" || code == "u1")
+    found = DType::Bool;
+  if (found && !(descr[0] == '>' && dtype_bytes(*found) > 1))
+    return *found;
+  if (found)
     throw FileError("'" + path + "': big-endian dtype '" + descr + "' is not supported (save with .astype('<" +
-                    descr.substr(1) + "'))");
+                    code + "'))");
   if (descr.find('O') != std::string::npos)
     throw FileError("'" + path + "': unsupported dtype '" + descr + "' (object arrays are not supported)");
   throw FileError("'" + path + "': unsupported dtype '" + descr + "' (gradc reads <f2, <f4, <f8, <i4, <i8 and |b1)");
+}
+
+/// Whether C and Fortran order lay out an array of `shape` the same: no
+/// elements, or at most one dimension longer than 1 (0-D, 1-D, (1, n, 1)).
+bool same_in_both_orders(const Shape &shape) {
+  if (std::find(shape.begin(), shape.end(), 0) != shape.end())
+    return true;
+  return std::count_if(shape.begin(), shape.end(), [](int64_t d) { return d > 1; }) <= 1;
 }
 
 } // namespace
@@ -284,10 +304,9 @@ NpyArray read_npy(const std::string &path) {
   NpyArray array;
   array.dtype = dtype_of(*header.descr, path);
   array.shape = *header.shape;
-  if (*header.fortran_order)
-    throw FileError("'" + path +
-                    "' is stored in Fortran order; save a C-ordered array "
-                    "(numpy.ascontiguousarray)");
+  if (*header.fortran_order && !same_in_both_orders(array.shape))
+    throw FileError("'" + path + "' is stored in Fortran order (column-major) with shape " + shape_str(array.shape) +
+                    "; save a C-ordered array (numpy.ascontiguousarray)");
 
   // The data size, checked for overflow before anything is allocated for it.
   std::string what = shape_str(array.shape) + " " + dtype_name(array.dtype);

@@ -32,31 +32,31 @@ AttrValue AttrValue::of(const std::string &v) {
   a.s = v;
   return a;
 }
-AttrValue AttrValue::ints(const std::vector<int64_t> &v) {
+AttrValue AttrValue::ints(std::vector<int64_t> v) {
   AttrValue a;
   a.kind = List;
-  for (int64_t x : v)
-    a.list.push_back(of(x));
+  a.int_list = std::move(v);
   return a;
 }
 
-bool AttrValue::is_int_list() const {
-  if (kind != List)
-    return false;
-  for (const AttrValue &e : list)
-    if (e.kind != Int)
-      return false;
-  return true;
+AttrValue AttrValue::of_list(std::vector<AttrValue> elements) {
+  for (const AttrValue &e : elements)
+    if (e.kind != Int) {
+      AttrValue a;
+      a.kind = List;
+      a.list = std::move(elements);
+      return a;
+    }
+  std::vector<int64_t> v;
+  v.reserve(elements.size());
+  for (const AttrValue &e : elements)
+    v.push_back(e.i);
+  return ints(std::move(v));
 }
 
-std::vector<int64_t> AttrValue::as_ints() const {
-  if (kind == Int)
-    return {i};
-  std::vector<int64_t> out;
-  for (const AttrValue &e : list)
-    out.push_back(e.i);
-  return out;
-}
+bool AttrValue::is_int_list() const { return kind == List && list.empty(); }
+
+std::vector<int64_t> AttrValue::as_ints() const { return kind == Int ? std::vector<int64_t>{i} : int_list; }
 
 double AttrValue::as_number() const { return kind == Int ? double(i) : f; }
 
@@ -75,7 +75,7 @@ bool AttrValue::operator==(const AttrValue &o) const {
   case Bool:
     return b == o.b;
   case List:
-    return list == o.list;
+    return list == o.list && int_list == o.int_list;
   }
   return false;
 }
@@ -108,6 +108,8 @@ std::string AttrValue::str() const {
     std::string out = "[";
     for (size_t k = 0; k < list.size(); ++k)
       out += (k ? ", " : "") + list[k].str();
+    for (size_t k = 0; k < int_list.size(); ++k)
+      out += (k ? ", " : "") + std::to_string(int_list[k]);
     return out + "]";
   }
   }

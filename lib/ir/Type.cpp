@@ -45,9 +45,18 @@ std::optional<std::string> shape_problem(const Shape &shape) {
   return std::nullopt;
 }
 
+std::optional<std::string> type_problem(const Type &type) {
+  if (type.is_tensor())
+    return shape_problem(type.shape);
+  for (const Type &f : type.fields)
+    if (auto problem = type_problem(f))
+      return problem;
+  return std::nullopt;
+}
+
 Type Type::tensor(Shape shape, DType dtype) {
-  if (auto problem = shape_problem(shape))
-    internal_error("tensor IR", "a tensor type with a bad shape: " + *problem);
+  for (int64_t d : shape)
+    GRADC_CHECK(d >= 0, "tensor IR", "a tensor type with a negative dimension: " + shape_str(shape));
   Type t;
   t.kind = Tensor;
   t.shape = std::move(shape);

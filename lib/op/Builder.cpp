@@ -59,4 +59,13 @@ ExprPtr Builder::sum_to(ExprPtr a, const Shape &shape) {
   return call(ops::collapse_sum_to, {a}, attrs);
 }
 
+ExprPtr Builder::reshape(ExprPtr a, const Shape &shape) {
+  if (a->type.shape == shape)
+    return a;
+  Attrs attrs;
+  attrs.set("newshape", AttrValue::ints(shape));
+  attrs.set("allowzero", AttrValue::of(true));
+  return call(ops::reshape, {a}, attrs);
+}
+
 } // namespace gradc

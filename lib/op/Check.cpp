@@ -1,12 +1,15 @@
 //===- Check.cpp - checking one call against its operator record ----------===//
 //
 // Arity, then attributes against the schema (unknown or ill-typed attributes
-// are errors; defaults are filled in), then the type relation. Type inference
+// are errors; defaults are filled in), then the type relation, then the
+// limits on the type it infers (ir/Type.h: shape_problem). Type inference
 // runs this on every call of a model; the Builder on every call a pass makes.
 //
 //===----------------------------------------------------------------------===//
 #include "gradc/op/Check.h"
 #include "gradc/op/Registry.h"
+
+#include <optional>
 
 namespace gradc {
 namespace {
@@ -72,8 +75,10 @@ ExprPtr check_call(const OpDef *op, std::vector<ExprPtr> args, const Attrs &attr
     return untyped();
   }
   bool attrs_ok = true;
-  Attrs given = attrs, filled;
-  for (auto &[key, value] : given.items) {
+  // Each given attribute conformed to its schema entry (the one copy of its
+  // value: a list may hold millions of entries), by the entry's position.
+  std::vector<std::optional<AttrValue>> conformed(def.attrs.size());
+  for (const auto &[key, value] : attrs.items) {
     const AttrSpec *spec = def.find_attr(key);
     if (!spec) {
       std::string valid;
@@ -96,11 +101,15 @@ ExprPtr check_call(const OpDef *op, std::vector<ExprPtr> args, const Attrs &attr
       continue;
     }
     v.span = value.span;
-    value = v;
+    conformed[spec - def.attrs.data()] = std::move(v);
   }
-  for (const AttrSpec &spec : def.attrs) {
-    if (const AttrValue *value = given.find(spec.name)) {
-      filled.items.emplace_back(spec.name, *value);
+  Attrs filled;
+  for (size_t k = 0; k < def.attrs.size(); ++k) {
+    const AttrSpec &spec = def.attrs[k];
+    if (conformed[k]) {
+      filled.items.emplace_back(spec.name, std::move(*conformed[k]));
+    } else if (attrs.find(spec.name)) {
+      continue; // ill-typed, reported above
     } else if (spec.required) {
       report(span, def.name + ": missing required attribute '" + spec.name + "'");
       attrs_ok = false;
@@ -113,10 +122,10 @@ ExprPtr check_call(const OpDef *op, std::vector<ExprPtr> args, const Attrs &attr
   std::vector<Type> arg_types;
   for (const ExprPtr &a : args) {
     if (a->type.has_unknown())
-      return make_call(op, std::move(args), filled, span);
+      return make_call(op, std::move(args), std::move(filled), span);
     if (a->type.is_function()) {
       report(a->span, def.name + ": a `fn` value is not supported as an operator argument yet");
-      return make_call(op, std::move(args), filled, span);
+      return make_call(op, std::move(args), std::move(filled), span);
     }
     arg_types.push_back(a->type);
   }
@@ -124,9 +133,15 @@ ExprPtr check_call(const OpDef *op, std::vector<ExprPtr> args, const Attrs &attr
   Type t = def.relation(ctx);
   if (!ctx.error.empty()) {
     report(span, ctx.error);
-    return make_call(op, std::move(args), filled, span);
+    return make_call(op, std::move(args), std::move(filled), span);
   }
   GRADC_CHECK(!t.is_unknown(), "type inference", def.name + " relation returned Unknown without an error");
+  // Legal operands can give a result past the limits (a broadcast or a
+  // product of two large tensors): every inferred type is checked here, once.
+  if (auto problem = type_problem(t)) {
+    report(span, def.name + ": the result is over gradc's limits: " + *problem);
+    return make_call(op, std::move(args), std::move(filled), span);
+  }
   return make_call(op, std::move(args), std::move(filled), span, std::move(t));
 }
 

@@ -32,14 +32,6 @@ ExprPtr transpose_last2(Builder &b, ExprPtr x) {
   return b.call(ops::transpose, {x}, a);
 }
 
-ExprPtr reshape(Builder &b, ExprPtr x, const Shape &shape) {
-  if (x->type.shape == shape)
-    return x;
-  Attrs a;
-  a.set("newshape", AttrValue::ints(shape));
-  return b.call(ops::reshape, {x}, a);
-}
-
 //===--- nn.dense ---------------------------------------------------------===//
 
 Type dense_rel(RelationCtx &ctx) {
@@ -71,7 +63,7 @@ template <GemmStrategy strategy> StmtPtr dense_kernel(KernelCtx &k) {
   Gemm g;
   g.K = xs.back();
   g.N = k.arg_type(1).shape[0];
-  g.M = num_rows(xs);
+  g.M = num_rows(xs); // not elements / K: K may be 0
   g.dtype = k.call.type.dtype;
   g.b_contiguous_in_k = true;
   g.epilogue = bool(k.epilogue);
@@ -201,7 +193,7 @@ template <GemmStrategy strategy> StmtPtr matmul_kernel(KernelCtx &k) {
 Grads matmul_grad(GradCtx &g) {
   ExprPtr a = g.arg(0), b = g.arg(1);
   MatmulShapes s(a->type.shape, b->type.shape);
-  ExprPtr A = reshape(g.b, a, s.a), B = reshape(g.b, b, s.b), G = reshape(g.b, g.grad, s.out);
+  ExprPtr A = g.b.reshape(a, s.a), B = g.b.reshape(b, s.b), G = g.b.reshape(g.grad, s.out);
   ExprPtr da = g.b.call(ops::matmul, {G, transpose_last2(g.b, B)});
   ExprPtr db = g.b.call(ops::matmul, {transpose_last2(g.b, A), G});
   auto drop = [&](ExprPtr d, bool vec, size_t axis_from_end) {
@@ -209,7 +201,7 @@ Grads matmul_grad(GradCtx &g) {
       return d;
     Shape sh = d->type.shape;
     sh.erase(sh.end() - axis_from_end);
-    return reshape(g.b, d, sh);
+    return g.b.reshape(d, sh);
   };
   return {drop(da, s.a_vec, 2), drop(db, s.b_vec, 1)};
 }
@@ -608,10 +600,10 @@ void register_nn_ops(OpRegistry &reg) {
         ExprPtr x = g.arg(0), w = g.arg(1);
         int64_t K = x->type.shape.back(), N = w->type.shape[0];
         int64_t M = num_rows(x->type.shape);
-        ExprPtr g2 = reshape(g.b, g.grad, {M, N});
+        ExprPtr g2 = g.b.reshape(g.grad, {M, N});
         ExprPtr dx = g.b.call(ops::matmul, {g2, w});
-        ExprPtr dw = g.b.call(ops::matmul, {transpose_last2(g.b, g2), reshape(g.b, x, {M, K})});
-        return {reshape(g.b, dx, x->type.shape), dw};
+        ExprPtr dw = g.b.call(ops::matmul, {transpose_last2(g.b, g2), g.b.reshape(x, {M, K})});
+        return {g.b.reshape(dx, x->type.shape), dw};
       })
       .kernel(dense_kernel<gemm_nest>)
       .strategy(TargetKind::CPU, dense_kernel<gemm_cpu_packed>)

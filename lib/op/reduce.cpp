@@ -122,9 +122,7 @@ StmtPtr extremum_kernel(KernelCtx &k, BinaryOp op) {
 /// The adjoint of a reduction's output, broadcast back to the input's shape.
 ExprPtr broadcast_back(GradCtx &g, ExprPtr grad) {
   ReduceShape r = reduce_shape(g.call);
-  Attrs rs;
-  rs.set("newshape", AttrValue::ints(reduced_shape(r.in, r.axes, true)));
-  ExprPtr kept = g.b.call(ops::reshape, {grad}, rs);
+  ExprPtr kept = g.b.reshape(grad, reduced_shape(r.in, r.axes, true));
   Attrs bs;
   bs.set("shape", AttrValue::ints(r.in));
   return g.b.call(ops::broadcast_to, {kept}, bs);

@@ -74,9 +74,7 @@ void register_scan_ops(OpRegistry &reg) {
         cs.set("exclusive", g.attrs().get("exclusive"));
         ExprPtr r = g.b.call(ops::reverse, {g.grad}, rev);
         ExprPtr c = g.b.call(ops::reverse, {g.b.call(ops::cumsum, {r}, cs)}, rev);
-        Attrs shape;
-        shape.set("newshape", AttrValue::ints(g.arg(0)->type.shape));
-        return {g.attrs().is_none("axis") ? g.b.call(ops::reshape, {c}, shape) : c};
+        return {g.attrs().is_none("axis") ? g.b.reshape(c, g.arg(0)->type.shape) : c};
       })
       .kernel(cumsum_kernel)
       .example("%x: Tensor[(3, 4), float64]", "cumsum(%x, axis=1, exclusive=True)");

@@ -26,11 +26,7 @@ LExprPtr reshape_element(ElementCtx &c) {
 }
 
 /// d reshape(x) = reshape(g) back to x's shape.
-Grads reshape_grad(GradCtx &g) {
-  Attrs a;
-  a.set("newshape", AttrValue::ints(g.arg(0)->type.shape));
-  return {g.b.call(ops::reshape, {g.grad}, a)};
-}
+Grads reshape_grad(GradCtx &g) { return {g.b.reshape(g.grad, g.arg(0)->type.shape)}; }
 
 Type reshape_rel(RelationCtx &ctx) {
   const Type *x = ctx.tensor(0);
@@ -39,9 +35,10 @@ Type reshape_rel(RelationCtx &ctx) {
   Shape out;
   int infer = -1;
   std::vector<int64_t> spec = ctx.attrs.get_ints("newshape");
+  bool copy_zero = !ctx.attrs.get_bool("allowzero");
   for (size_t i = 0; i < spec.size(); ++i) {
     int64_t d = spec[i];
-    if (d == 0) {
+    if (d == 0 && copy_zero) {
       if (i >= x->shape.size())
         return ctx.fail("newshape entry 0 at position " + std::to_string(i) + " has no input dimension to copy");
       out.push_back(x->shape[i]);
@@ -244,11 +241,14 @@ void register_shape_ops(OpRegistry &reg) {
       .describe("Reshape without moving data; newshape may use Relay's 0 (copy) and -1 (infer).")
       .arg("data", "Tensor", "The input tensor.")
       .required_attr("newshape", AttrKind::IntList, "The new shape.")
+      .attr("allowzero", AttrKind::Bool, AttrValue::of(false),
+            "A 0 in newshape is a dimension of size 0, not a copy of the input's (TVM's allowzero).")
       .support_level(3)
       .relation("Reshape", reshape_rel)
       .gradient(reshape_grad)
       .element(reshape_element)
-      .example(kTypes, "reshape(%x, newshape=[0, -1])");
+      .example(kTypes, "reshape(%x, newshape=[0, -1])")
+      .example(kTypes, "reshape(%x, newshape=[4, 3, 2], allowzero=True)");
 
   reg.add("transpose")
       .describe("Permute the axes (None reverses them).")

@@ -1,7 +1,10 @@
 //===- Diagnostics.cpp - located error printing ---------------------------===//
 //
 // Formats `FILE:LINE:COL: error: message` with the source line and a caret
-// line under the span (SPEC §2).
+// line under the span (SPEC §2). What is printed stays short whatever the
+// input: a long source line is shown as a window around the caret, and a
+// message that echoes a huge value (an attribute list of millions of
+// entries) keeps its head and tail.
 //
 //===----------------------------------------------------------------------===//
 #include "gradc/support/Diagnostics.h"
@@ -9,6 +12,29 @@
 #include <algorithm>
 
 namespace gradc {
+
+namespace {
+
+/// Columns of a source line shown around the caret.
+constexpr size_t kLineWindow = 200;
+/// The longest message printed whole.
+constexpr size_t kMaxMessage = 512;
+
+/// `message`, or its head and tail around " ... " when it is longer than
+/// kMaxMessage (cut between UTF-8 characters).
+std::string shorten(const std::string &message) {
+  if (message.size() <= kMaxMessage)
+    return message;
+  auto boundary = [&](size_t i) {
+    while (i > 0 && (message[i] & 0xC0) == 0x80)
+      --i;
+    return i;
+  };
+  size_t head = boundary(kMaxMessage * 2 / 3), tail = boundary(message.size() - kMaxMessage / 3);
+  return message.substr(0, head) + " ... " + message.substr(tail);
+}
+
+} // namespace
 
 SourceFile::SourceFile(std::string path, std::string text) : path_(std::move(path)), text_(std::move(text)) {
   // A line ends at LF, CRLF or a lone CR (classic Mac files).
@@ -43,21 +69,22 @@ void DiagEngine::error(Span span, const std::string &message) {
 
 void DiagEngine::error(const std::string &message) {
   ++errors_;
-  out_ << "gradc: error: " << message << "\n";
+  out_ << "gradc: error: " << shorten(message) << "\n";
 }
 
 void DiagEngine::note(Span span, const std::string &message) { print(span, "note", message); }
 
 void DiagEngine::print(Span span, const char *kind, const std::string &message) {
   if (!file_) {
-    out_ << "gradc: " << kind << ": " << message << "\n";
+    out_ << "gradc: " << kind << ": " << shorten(message) << "\n";
     return;
   }
   auto [line, col] = file_->line_col(span.begin);
-  out_ << file_->path() << ":" << line << ":" << col << ": " << kind << ": " << message << "\n";
+  out_ << file_->path() << ":" << line << ":" << col << ": " << kind << ": " << shorten(message) << "\n";
   std::string_view text = file_->line_text(span.begin);
-  // Very long lines are clipped around the caret so a 1 GB line stays usable.
-  const size_t window = 160;
+  // A long line is shown as kLineWindow columns around the caret, "..."
+  // marking each end that is cut, so a 1 GB line stays usable.
+  const size_t window = kLineWindow;
   size_t start = 0;
   if (col > window)
     start = col - window / 2;
@@ -65,7 +92,8 @@ void DiagEngine::print(Span span, const char *kind, const std::string &message) 
   std::string line_out;
   for (char c : shown)
     line_out += (c == '\t' || (unsigned char)c >= 32) ? c : ' ';
-  out_ << (start ? "..." : "") << line_out << "\n";
+  bool cut_end = std::min(start, text.size()) + shown.size() < text.size();
+  out_ << (start ? "..." : "") << line_out << (cut_end ? "..." : "") << "\n";
   std::string caret(start ? 3 : 0, ' ');
   for (size_t i = start; i + 1 < col && i - start < shown.size(); ++i)
     caret += (shown[i - start] == '\t') ? '\t' : ' ';

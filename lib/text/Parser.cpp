@@ -1,16 +1,22 @@
 //===- Parser.cpp - recursive-descent parser for the Relay text format ----===//
 //
-// Second stage of the front end (after the lexer). Each parse function has
-// its grammar production above it. Every syntax error goes through expect()
-// or fail(), which report at the offending token and unwind with ParseError.
-// Nesting depth is bounded so adversarial input cannot exhaust the stack.
+// Second stage of the front end: it pulls tokens from the lexer one at a
+// time (one token of lookahead). Each parse function has its grammar
+// production above it. Every syntax error goes through expect() or fail(),
+// which report at the offending token and unwind with ParseError.
+// Nesting depth is bounded (kMaxNesting) and the parser runs on a stack of
+// its own sized for it, so adversarial input cannot exhaust the stack.
 //
 //===----------------------------------------------------------------------===//
-#include "gradc/op/Ops.h"
 #include "gradc/text/Parser.h"
+#include "gradc/op/Ops.h"
 #include "gradc/op/Registry.h"
 #include "gradc/text/Lexer.h"
 
+#include <exception>
+#include <functional>
+#include <new>
+#include <pthread.h>
 #include <unordered_map>
 
 namespace gradc {
@@ -21,24 +27,35 @@ namespace {
 
 struct ParseError {};
 
-constexpr int kMaxDepth = 256;    // parser recursion: parentheses, calls, tuples
-constexpr int kMaxNesting = 1000; // expression trees (see nested())
+/// How deep an input may nest (README "Limits"): parentheses, brackets and
+/// calls as written (DepthGuard, which bounds the parser's recursion), and
+/// the expression trees built (nested(), which bounds every later walk).
+constexpr int kMaxNesting = 1000;
 
 class Parser {
 public:
-  Parser(std::shared_ptr<const SourceFile> file, DiagEngine &diag) : file_(std::move(file)), diag_(diag) {}
+  Parser(std::shared_ptr<const SourceFile> file, DiagEngine &diag)
+      : file_(std::move(file)), diag_(diag), lexer_(*file_, diag) {}
 
   std::optional<Module> run() {
-    toks_ = lex(*file_, diag_);
-    if (diag_.error_count())
-      return std::nullopt;
     Module m;
     m.source = file_;
     try {
+      cur_ = pull();
       header();
       while (!at(Tok::End))
         m.functions.push_back(definition());
     } catch (ParseError &) {
+      return std::nullopt;
+    } catch (std::bad_alloc &) {
+      // Free what was built, then say where parsing stopped (exit 1: the
+      // input is too large for this machine, not a gradc bug).
+      m.functions.clear();
+      scopes_.clear();
+      nesting_.clear();
+      global_calls_.clear();
+      diag_.error(cur_.span,
+                  "out of memory while parsing (the input is " + std::to_string(file_->text().size()) + " bytes)");
       return std::nullopt;
     }
     check_global_calls(m);
@@ -50,8 +67,11 @@ public:
 private:
   std::shared_ptr<const SourceFile> file_;
   DiagEngine &diag_;
-  std::vector<Token> toks_;
-  size_t pos_ = 0;
+  Lexer lexer_;
+  Token cur_;                  // the current token
+  std::optional<Token> ahead_; // the one after it, once peeked at
+  uint32_t prev_end_ = 0;      // where the last consumed token ends
+  size_t consumed_ = 0;        // how many tokens were consumed
   int depth_ = 0;
   std::vector<std::unordered_map<std::string, ExprPtr>> scopes_;
   std::vector<ExprPtr> global_calls_;
@@ -78,10 +98,33 @@ private:
 
   //===--- token helpers -------------------------------------------------===//
 
-  const Token &cur() const { return toks_[pos_]; }
+  /// The next token from the lexer; a lexical error (already reported) ends parsing.
+  Token pull() {
+    Token t = lexer_.next();
+    if (lexer_.failed())
+      throw ParseError();
+    return t;
+  }
+  const Token &cur() const { return cur_; }
   bool at(Tok k) const { return cur().kind == k; }
   bool at_ident(const char *word) const { return at(Tok::Ident) && cur().text == word; }
-  Token advance() { return toks_[pos_ < toks_.size() - 1 ? pos_++ : pos_]; }
+  /// The kind of the token after the current one.
+  Tok peek_kind() {
+    if (!ahead_ && !at(Tok::End))
+      ahead_ = pull();
+    return ahead_ ? ahead_->kind : Tok::End;
+  }
+  /// Consumes the current token and returns it (End stays current at the end).
+  Token advance() {
+    if (at(Tok::End))
+      return cur_;
+    Token t = std::move(cur_);
+    prev_end_ = t.span.end;
+    ++consumed_;
+    cur_ = ahead_ ? std::move(*ahead_) : pull();
+    ahead_.reset();
+    return t;
+  }
   bool accept(Tok k) {
     if (!at(k))
       return false;
@@ -119,19 +162,20 @@ private:
     return advance();
   }
 
+  /// One level of nesting as written, held while a construct that recurses
+  /// is parsed: parentheses or a tuple, a call's arguments, a unary minus, a
+  /// `fn`, a tuple type, an attribute list.
   struct DepthGuard {
     Parser &p;
     explicit DepthGuard(Parser &p) : p(p) {
-      if (++p.depth_ > kMaxDepth)
-        p.fail(p.cur().span, "nesting is too deep (more than " + std::to_string(kMaxDepth) + " levels)");
+      if (++p.depth_ > kMaxNesting)
+        p.fail(p.cur().span, "nested more than " + std::to_string(kMaxNesting) +
+                                 " levels deep (each parenthesis, bracket and call is a level)");
     }
     ~DepthGuard() { --p.depth_; }
   };
 
-  Span from(Span begin) const {
-    uint32_t end = pos_ > 0 ? toks_[pos_ - 1].span.end : begin.end;
-    return {begin.begin, std::max(end, begin.end)};
-  }
+  Span from(Span begin) const { return {begin.begin, std::max(prev_end_, begin.end)}; }
 
   //===--- scopes ----------------------------------------------------------===//
 
@@ -203,7 +247,7 @@ private:
     std::vector<ExprPtr> out;
     std::unordered_map<std::string, Span> seen;
     while (!at(Tok::RParen)) {
-      if (at(Tok::Ident) && toks_[pos_ + 1].kind == Tok::Assign) {
+      if (at(Tok::Ident) && peek_kind() == Tok::Assign) {
         ignored_attrs("function", Tok::RParen);
         break;
       }
@@ -241,7 +285,7 @@ private:
         fail(key.span, std::string(what) + " attribute '" + key.text +
                            "' is not supported (only virtual_device, which gradc accepts and ignores)");
       expect(Tok::Assign, "after the attribute name");
-      size_t begin = pos_;
+      size_t begin = consumed_;
       int depth = 0;
       for (; !at(Tok::End); advance()) {
         Tok k = cur().kind;
@@ -251,9 +295,9 @@ private:
           break;
         depth += opens ? 1 : closes ? -1 : 0;
       }
-      if (pos_ == begin)
+      if (consumed_ == begin)
         fail(cur().span, "expected a value for attribute '" + key.text + "', found " + describe(cur()));
-      if (!at(Tok::Comma) || toks_[pos_ + 1].kind == close)
+      if (!at(Tok::Comma) || peek_kind() == close)
         break;
       advance();
     }
@@ -282,7 +326,7 @@ private:
         auto var = make_var(name.text, ann, name.span);
         declare(var);
         b.bindings.push_back({var, value, true});
-      } else if (at(Tok::Local) && toks_[pos_ + 1].kind == Tok::Assign) {
+      } else if (at(Tok::Local) && peek_kind() == Tok::Assign) {
         Token name = advance();
         advance();
         ExprPtr value = expr();
@@ -310,8 +354,8 @@ private:
   // type := 'Tensor' '[' '(' dims? ')' ',' DTYPE ']' | DTYPE | '(' (type (',' type)*)? ')'
   // dims := INT (',' INT)* ','?
   Type type() {
-    DepthGuard guard(*this);
     if (accept(Tok::LParen)) {
+      DepthGuard guard(*this);
       std::vector<Type> fields;
       bool trailing_comma = false;
       while (!at(Tok::RParen)) {
@@ -366,40 +410,41 @@ private:
 
   //===--- expressions ----------------------------------------------------===//
   // Relay precedence, loosest first: == != ; < <= > >= ; + - ; * / ; unary - ;
-  // postfix projection `.N`.
+  // postfix projection `.N`. Every level of nesting as written costs a few
+  // stack frames (expr, unary, postfix, primary and a call's arguments), so
+  // kMaxNesting levels stay far below the default 8 MiB stack.
 
   struct InfixOp {
     Tok tok;
+    int level; // precedence, loosest 0
     const OpRef &op;
   };
 
-  ExprPtr binary_level(int level) {
-    static const std::vector<std::vector<InfixOp>> levels = {
-        {{Tok::EqEq, ops::equal}, {Tok::Ne, ops::not_equal}},
-        {{Tok::Lt, ops::less}, {Tok::Le, ops::less_equal}, {Tok::Gt, ops::greater}, {Tok::Ge, ops::greater_equal}},
-        {{Tok::Plus, ops::add}, {Tok::Minus, ops::subtract}},
-        {{Tok::Star, ops::multiply}, {Tok::Slash, ops::divide}},
-    };
-    if (level == (int)levels.size())
-      return unary();
-    ExprPtr lhs = binary_level(level + 1);
-    while (true) {
-      const InfixOp *match = nullptr;
-      for (const InfixOp &o : levels[level])
-        if (at(o.tok))
-          match = &o;
-      if (!match)
-        return lhs;
-      Token optok = advance();
-      ExprPtr rhs = binary_level(level + 1);
-      lhs = nested(make_call(match->op, {lhs, rhs}, {}, optok.span));
-    }
+  /// The infix operator at the current token, or null.
+  const InfixOp *infix_op() const {
+    static const InfixOp table[] = {{Tok::EqEq, 0, ops::equal},    {Tok::Ne, 0, ops::not_equal},
+                                    {Tok::Lt, 1, ops::less},       {Tok::Le, 1, ops::less_equal},
+                                    {Tok::Gt, 1, ops::greater},    {Tok::Ge, 1, ops::greater_equal},
+                                    {Tok::Plus, 2, ops::add},      {Tok::Minus, 2, ops::subtract},
+                                    {Tok::Star, 3, ops::multiply}, {Tok::Slash, 3, ops::divide}};
+    for (const InfixOp &o : table)
+      if (at(o.tok))
+        return &o;
+    return nullptr;
   }
 
-  // expr := equality
-  ExprPtr expr() {
-    DepthGuard guard(*this);
-    return binary_level(0);
+  // expr := unary (INFIX unary)*   (precedence climbing: operators of one
+  // level associate to the left, in a loop rather than by recursion)
+  ExprPtr expr(int min_level = 0) {
+    ExprPtr lhs = unary();
+    while (const InfixOp *op = infix_op()) {
+      if (op->level < min_level)
+        break;
+      Span at = advance().span;
+      ExprPtr rhs = expr(op->level + 1);
+      lhs = nested(make_call(op->op, {lhs, rhs}, {}, at));
+    }
+    return lhs;
   }
 
   // unary := '-' literal | '-' unary | postfix
@@ -408,9 +453,9 @@ private:
   ExprPtr unary() {
     if (at(Tok::Minus)) {
       Token minus = advance();
-      DepthGuard guard(*this);
       if (at(Tok::Int) || at(Tok::Float))
         return literal(&minus);
+      DepthGuard guard(*this);
       ExprPtr operand = unary();
       return nested(make_call(ops::negative, {operand}, {}, minus.span));
     }
@@ -437,15 +482,18 @@ private:
   //          | '(' ')' | '(' expr ',' ')' | '(' expr (',' expr)+ ')' | '(' expr ')'
   //          | 'fn' params ('->' type)? '{' body '}'
   ExprPtr primary() {
-    DepthGuard guard(*this);
     reject_unsupported();
     const Token &t = cur();
-    switch (t.kind) {
-    case Tok::Local:
+    if (t.kind == Tok::Local)
       return lookup(advance());
-    case Tok::Int:
-    case Tok::Float:
+    if (t.kind == Tok::Int || t.kind == Tok::Float)
       return literal();
+    if (t.kind == Tok::Ident && (t.text == "True" || t.text == "False")) {
+      Token b = advance();
+      return make_int_constant(b.text == "True", DType::Bool, b.span);
+    }
+    DepthGuard guard(*this); // the other primaries nest
+    switch (t.kind) {
     case Tok::Global: {
       Token name = advance();
       auto [args, attrs] = call_args();
@@ -472,10 +520,6 @@ private:
       return nested(make_tuple(std::move(fields), from(open.span)));
     }
     case Tok::Ident:
-      if (t.text == "True" || t.text == "False") {
-        Token b = advance();
-        return make_int_constant(b.text == "True", DType::Bool, b.span);
-      }
       if (t.text == "fn")
         return function_expr();
       return op_call();
@@ -562,7 +606,7 @@ private:
     Token first = advance();
     std::string name = first.text;
     Span span = first.span;
-    while (at(Tok::Dot) && toks_[pos_ + 1].kind == Tok::Ident) {
+    while (at(Tok::Dot) && peek_kind() == Tok::Ident) {
       advance();
       name += "." + advance().text;
       span = from(first.span);
@@ -590,7 +634,7 @@ private:
     std::vector<ExprPtr> args;
     Attrs attrs;
     while (!at(Tok::RParen)) {
-      if (at(Tok::Ident) && toks_[pos_ + 1].kind == Tok::Assign) {
+      if (at(Tok::Ident) && peek_kind() == Tok::Assign) {
         Token key = advance();
         advance();
         if (attrs.find(key.text))
@@ -613,17 +657,28 @@ private:
   // attr_value := '-'? INT | '-'? FLOAT | STRING | 'True' | 'False' | 'None'
   //             | '[' (attr_value (',' attr_value)*)? ']' | dtype name
   AttrValue attr_value() {
-    DepthGuard guard(*this);
     Span start = cur().span;
     AttrValue v;
     if (accept(Tok::LBracket)) {
-      v.kind = AttrValue::List;
+      DepthGuard guard(*this);
+      // Integers are kept as int64s while every element is one (AttrValue).
+      std::vector<int64_t> ints;
+      std::vector<AttrValue> elements;
       while (!at(Tok::RBracket)) {
-        v.list.push_back(attr_value());
+        AttrValue e = attr_value();
+        if (e.kind == AttrValue::Int && elements.empty()) {
+          ints.push_back(e.i);
+        } else {
+          for (int64_t i : ints)
+            elements.push_back(AttrValue::of(i));
+          ints.clear();
+          elements.push_back(std::move(e));
+        }
         if (!accept(Tok::Comma))
           break;
       }
       expect(Tok::RBracket, "to close an attribute list");
+      v = elements.empty() ? AttrValue::ints(std::move(ints)) : AttrValue::of_list(std::move(elements));
     } else if (at(Tok::String)) {
       v = AttrValue::of(advance().text);
     } else if (at(Tok::Ident)) {
@@ -657,10 +712,51 @@ private:
   }
 };
 
+/// The parser recurses a few frames per level of nesting: about 1.5 KB a
+/// level in a release build, several times that with sanitizers at -O0 (the
+/// fuzzing and sanitizer builds). It runs on a stack of its own, so that
+/// kMaxNesting levels fit in any build, whatever the caller's stack.
+constexpr size_t kParserStack = size_t(64) << 20;
+
+/// Runs `fn` on a thread with a stack of `bytes` (on this thread if none can
+/// be started) and rethrows here what it throws.
+void run_on_stack(size_t bytes, const std::function<void()> &fn) {
+  struct Job {
+    const std::function<void()> &fn;
+    std::exception_ptr error;
+  } job{fn, nullptr};
+  auto body = [](void *arg) -> void * {
+    Job &j = *static_cast<Job *>(arg);
+    try {
+      j.fn();
+    } catch (...) {
+      j.error = std::current_exception();
+    }
+    return nullptr;
+  };
+  pthread_attr_t attr;
+  pthread_t thread;
+  if (pthread_attr_init(&attr) != 0) {
+    fn();
+    return;
+  }
+  bool started = pthread_attr_setstacksize(&attr, bytes) == 0 && pthread_create(&thread, &attr, body, &job) == 0;
+  pthread_attr_destroy(&attr);
+  if (!started) {
+    fn();
+    return;
+  }
+  pthread_join(thread, nullptr);
+  if (job.error)
+    std::rethrow_exception(job.error);
+}
+
 } // namespace
 
 std::optional<Module> parse_module(std::shared_ptr<const SourceFile> file, DiagEngine &diag) {
-  return Parser(std::move(file), diag).run();
+  std::optional<Module> module;
+  run_on_stack(kParserStack, [&] { module = Parser(std::move(file), diag).run(); });
+  return module;
 }
 
 } // namespace gradc

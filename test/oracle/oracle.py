@@ -96,9 +96,9 @@ def _log_softmax(x, axis):
     return x - m - np.log(np.sum(np.exp(x - m), axis=axis, keepdims=True))
 
 
-def _reshape(x, newshape):
-    """Relay reshape: 0 copies the input dimension at that position, -1 is inferred."""
-    out = [x.shape[i] if d == 0 else d for i, d in enumerate(newshape)]
+def _reshape(x, newshape, allowzero):
+    """Relay reshape: 0 copies the input dimension at that position (unless allowzero), -1 is inferred."""
+    out = [x.shape[i] if d == 0 and not allowzero else d for i, d in enumerate(newshape)]
     return x.reshape(out)
 
 
@@ -398,7 +398,7 @@ REFERENCE = {
         a[0], axis=_axes(at["axis"], a[0].ndim, at.get("exclude", False)), keepdims=at["keepdims"],
         ddof=1 if at.get("unbiased", False) else 0)).astype(a[0].dtype),
     # shape
-    "reshape": lambda a, at: _reshape(a[0], at["newshape"]),
+    "reshape": lambda a, at: _reshape(a[0], at["newshape"], at["allowzero"]),
     "transpose": lambda a, at: np.transpose(a[0], None if at["axes"] is None else
                                             [_norm(i, a[0].ndim) for i in at["axes"]]),
     "expand_dims": lambda a, at: _expand_dims(a[0], at["axis"], at["num_newaxis"]),
@@ -591,6 +591,7 @@ EXTRA_EXAMPLES = {
                 ("%x: float64", "reshape(%x, newshape=[1, 1])", False, 2),
                 (F234, "reshape(%x, newshape=[-1])", False, 2),
                 (F234, "reshape(%x, newshape=[4, 0, 2])", False, 2),
+                ("%x: Tensor[(2, 0, 4), float64]", "reshape(%x, newshape=[0, 8], allowzero=True)", False, 2),
                 ("%x: Tensor[(2, 3, 4), int32]", "reshape(%x, newshape=[2, -1, 3])", False, 50)],
     "transpose": [("%x: Tensor[(2, 3, 4), float64], %y: Tensor[(4, 1), float64]",
                    "exp(add(transpose(reshape(%x, newshape=[4, 6]), axes=[1, 0]), transpose(%y)))", False, 2),

@@ -322,6 +322,37 @@ TEST_CASE("npy: format versions 2.0 and 3.0, Python 2 headers, uint8 as bool", "
   CHECK(u8.dtype == DType::Bool);
 }
 
+// Regression (issue 14, item 13b): '=f4', 'f4', '|b1'... and a 1-D array marked Fortran-ordered
+// were refused, though numpy reads them and their bytes are the same.
+TEST_CASE("npy: every spelling of a byte order, and Fortran order where it is C order", "[artifacts]") {
+  auto file = [](const std::string &descr, const std::string &fortran, const std::string &shape, size_t bytes) {
+    return npy_v1("{'descr': '" + descr + "', 'fortran_order': " + fortran + ", 'shape': " + shape + ", }") +
+           std::string(bytes, '\1');
+  };
+  struct Case {
+    const char *descr;
+    DType dtype;
+  };
+  for (Case c : {Case{"=f4", DType::Float32}, {"f4", DType::Float32}, {"|f4", DType::Float32}, {"=f8", DType::Float64},
+                 {"f8", DType::Float64}, {"f2", DType::Float16}, {"=f2", DType::Float16}, {"i4", DType::Int32},
+                 {"=i4", DType::Int32}, {"i8", DType::Int64}, {"=i8", DType::Int64}, {"|b1", DType::Bool},
+                 {"b1", DType::Bool}, {"<b1", DType::Bool}, {"=b1", DType::Bool}, {">b1", DType::Bool},
+                 {"?", DType::Bool}, {"|?", DType::Bool}, {"u1", DType::Bool}, {">u1", DType::Bool}}) {
+    INFO(c.descr);
+    NpyArray a = read_bytes_as_npy(file(c.descr, "False", "(3,)", 3 * dtype_bytes(c.dtype)));
+    CHECK(a.dtype == c.dtype);
+    CHECK(a.shape == Shape{3});
+  }
+  // Column-major and row-major are the same bytes when at most one dimension is longer than 1.
+  for (const char *shape : {"()", "(5,)", "(1, 5)", "(5, 1)", "(1, 5, 1)", "(0, 3)", "(2, 0, 3)"}) {
+    INFO(shape);
+    std::string text = std::string(shape);
+    int64_t n = text == "()" ? 1 : text.find('0') != std::string::npos ? 0 : 5;
+    NpyArray a = read_bytes_as_npy(file("<f4", "True", shape, size_t(n) * 4));
+    CHECK(a.data.size() == size_t(n) * 4);
+  }
+}
+
 TEST_CASE("npy: malformed and unsupported files are clear errors", "[artifacts]") {
   auto header = [](const std::string &descr, const std::string &fortran, const std::string &shape) {
     return npy_v1("{'descr': '" + descr + "', 'fortran_order': " + fortran + ", 'shape': " + shape + ", }");
@@ -337,7 +368,17 @@ TEST_CASE("npy: malformed and unsupported files are clear errors", "[artifacts]"
   CHECK(npy_error(f4x2 + std::string(9, '\0')) ==
         "'x.npy': unexpected bytes after the 8 bytes of data of shape (2,) float32");
   CHECK(npy_error(header("<f4", "True", "(2, 2)") + std::string(16, '\0')) ==
-        "'x.npy' is stored in Fortran order; save a C-ordered array (numpy.ascontiguousarray)");
+        "'x.npy' is stored in Fortran order (column-major) with shape (2, 2); save a C-ordered array "
+        "(numpy.ascontiguousarray)");
+  CHECK(npy_error(header("<f4", "True", "(1, 2, 1, 3)") + std::string(24, '\0')) ==
+        "'x.npy' is stored in Fortran order (column-major) with shape (1, 2, 1, 3); save a C-ordered array "
+        "(numpy.ascontiguousarray)");
+  CHECK(npy_error(header(">i8", "False", "(2,)") + std::string(16, '\0')) ==
+        "'x.npy': big-endian dtype '>i8' is not supported (save with .astype('<i8'))");
+  CHECK(npy_error(header("f", "False", "(2,)") + std::string(8, '\0')) ==
+        "'x.npy': unsupported dtype 'f' (gradc reads <f2, <f4, <f8, <i4, <i8 and |b1)");
+  CHECK(npy_error(header("<b2", "False", "(2,)") + std::string(4, '\0')) ==
+        "'x.npy': unsupported dtype '<b2' (gradc reads <f2, <f4, <f8, <i4, <i8 and |b1)");
   CHECK(npy_error(header(">f4", "False", "(2,)") + std::string(8, '\0')) ==
         "'x.npy': big-endian dtype '>f4' is not supported (save with .astype('<f4'))");
   CHECK(npy_error(header("<u2", "False", "(2,)") + std::string(4, '\0')) ==

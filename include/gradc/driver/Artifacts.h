@@ -74,8 +74,11 @@ struct NpyArray {
 };
 
 /// Reads .npy format 1.0/2.0/3.0 with dtypes <f2 <f4 <f8 <i4 <i8 |b1 (and
-/// |u1 as bool), C order. Throws FileError naming the file and the problem
-/// (not a .npy file, unsupported dtype, Fortran order, truncated data, ...).
+/// |u1 as bool; the byte order may also be written '=', '|' or not at all),
+/// C order, or Fortran order where it is the same layout (at most one
+/// dimension longer than 1). Throws FileError naming the file and the problem
+/// (not a .npy file, unsupported dtype, a real Fortran-ordered array,
+/// truncated data, ...).
 NpyArray read_npy(const std::string &path);
 /// Serializes an array as .npy 1.0 (bytes only; use write_file_atomic).
 std::string encode_npy(const NpyArray &array);

@@ -37,7 +37,10 @@ struct Function;
 using ExprPtr = std::shared_ptr<const Expr>;
 using FunctionPtr = std::shared_ptr<const Function>;
 
-/// An attribute value as written in the text format.
+/// An attribute value as written in the text format. A list whose elements
+/// are all integers (shapes, axes) is held as int64s in `int_list`, any other in
+/// `list`: an input may write millions of entries, and a whole AttrValue per
+/// entry would take a dozen times the memory.
 struct AttrValue {
   enum Kind { None, Int, Float, String, Bool, List };
   Kind kind = None;
@@ -45,7 +48,8 @@ struct AttrValue {
   double f = 0;
   std::string s;
   bool b = false;
-  std::vector<AttrValue> list;
+  std::vector<AttrValue> list;   // List: the elements, unless they are all integers
+  std::vector<int64_t> int_list; // List: the elements when they are all integers (`list` empty)
   Span span;
 
   static AttrValue none() { return {}; }
@@ -55,7 +59,9 @@ struct AttrValue {
   static AttrValue of(bool v);
   static AttrValue of(const std::string &v);
   static AttrValue of(const char *v) { return of(std::string(v)); }
-  static AttrValue ints(const std::vector<int64_t> &v);
+  static AttrValue ints(std::vector<int64_t> v);
+  /// A list of these elements, held as `int_list` when they are all integers.
+  static AttrValue of_list(std::vector<AttrValue> elements);
 
   bool is_int_list() const;
   std::vector<int64_t> as_ints() const; // Int or list of Int

@@ -17,6 +17,7 @@
 namespace gradc {
 
 using Shape = std::vector<int64_t>;
+struct Type;
 /// numpy's limit on the number of dimensions.
 constexpr size_t kMaxRank = 64;
 /// The most elements a tensor may have (2^44: 128 TiB of float64), so that
@@ -25,9 +26,14 @@ constexpr size_t kMaxRank = 64;
 constexpr int64_t kMaxElements = int64_t(1) << 44;
 /// Why `shape` cannot be a tensor's (rank over kMaxRank, a negative
 /// dimension, more than kMaxElements elements), or nullopt if it can.
-/// Everything that builds a type from user input asks this first and reports
-/// a located error; Type::tensor itself treats a bad shape as a gradc bug.
+/// Types come from three places, and each asks this and reports a located
+/// error: the parser (annotations), attribute checking (`shape=[...]`) and
+/// op/Check.h for every type a relation infers. Type::tensor itself only
+/// refuses a negative dimension (a gradc bug), so a relation may build an
+/// over-limit result for its caller to report.
 std::optional<std::string> shape_problem(const Shape &shape);
+/// shape_problem of every tensor in `type` (tuple fields included).
+std::optional<std::string> type_problem(const Type &type);
 int64_t num_elements(const Shape &shape);
 /// The rows of `shape` seen as a row-major matrix: the product of every
 /// dimension but the last (1 for a scalar). Exact even when the last is 0.

@@ -47,6 +47,10 @@ public:
   ExprPtr zeros(const Type &type);
   /// `a` summed over broadcast axes down to `shape` (no-op when equal).
   ExprPtr sum_to(ExprPtr a, const Shape &shape);
+  /// `a` reshaped to exactly `shape` (no-op when equal): built with
+  /// allowzero=True, so a 0 in `shape` is a dimension of size 0, never
+  /// Relay's "copy the input's dimension", and the dump means the same.
+  ExprPtr reshape(ExprPtr a, const Shape &shape);
 
   Span span() const { return span_; }
   void set_span(Span span) { span_ = span; }

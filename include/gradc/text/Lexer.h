@@ -4,7 +4,6 @@
 #include "gradc/support/Diagnostics.h"
 
 #include <string>
-#include <vector>
 
 namespace gradc {
 
@@ -49,20 +48,40 @@ const char *tok_name(Tok kind);
 struct Token {
   Tok kind;
   Span span;
-  std::string text;   // identifier, name or unescaped string
-  std::string suffix; // numeric literal suffix: "", "f", "f16", "f32", "f64", "i32", "i64"
-  double fvalue = 0;  // Float: the value rounded to double (inf for `inff` or beyond double's range)
-                      // Int: the value as a double
-  int64_t ivalue = 0; // Int: the value, saturated at INT64_MAX
+  std::string text;       // identifier, name or unescaped string
+  std::string suffix;     // numeric literal suffix: "", "f", "f16", "f32", "f64", "i32", "i64"
+  double fvalue = 0;      // Float: the value rounded to double (inf for `inff` or beyond double's range)
+                          // Int: the value as a double
+  int64_t ivalue = 0;     // Int: the value, saturated at INT64_MAX
   uint64_t magnitude = 0; // Int: the exact value
   bool too_large = false; // Int: beyond 2^64 - 1
   bool nonzero = false;   // Float: the digits are not all zero (0 in fvalue then means underflow)
 };
 
-/// Splits the whole file into tokens. Skips whitespace, `// line` comments and
-/// nested `/* block */` comments; a line comment ends at LF, CRLF or a lone
-/// CR. On a lexical error, reports it and returns the tokens so far followed
-/// by End (the parser then stops at that point).
-std::vector<Token> lex(const SourceFile &file, DiagEngine &diag);
+/// Splits a file into tokens on demand: the parser pulls them one at a time,
+/// so memory does not grow with the number of tokens (an attribute list of
+/// millions of entries costs its values, not a Token each). Skips whitespace,
+/// `// line` comments and nested `/* block */` comments; a line comment ends
+/// at LF, CRLF or a lone CR. On a lexical error, reports it, returns End from
+/// then on and failed() is true (the parser stops there).
+class Lexer {
+public:
+  Lexer(const SourceFile &file, DiagEngine &diag) : src_(file.text()), diag_(diag) {}
+  Token next();
+  bool failed() const { return failed_; }
+
+private:
+  const std::string &src_;
+  DiagEngine &diag_;
+  size_t pos_ = 0;
+  bool failed_ = false;
+
+  char peek(size_t k = 0) const { return pos_ + k < src_.size() ? src_[pos_ + k] : '\0'; }
+  void error(size_t begin, size_t end, const std::string &msg);
+  bool skip_space_and_comments();
+  bool token(Token &t);
+  bool number(Token &t);
+  bool string(Token &t);
+};
 
 } // namespace gradc

@@ -1,7 +1,8 @@
 """float32 exp, log, tanh and erf (codegen/VectorMath.h: inline arithmetic that
 vectorizes, not libm calls) against the float64 result rounded to float32, in
 ulps, over 2^22 float32 bit patterns spread over the whole range (both signs,
-subnormals, the overflow and underflow edges) plus the special values.
+subnormals, the overflow and underflow edges) plus the special values (a zero
+result with the reference's sign).
 Usage: vector_math.py GRADC WORKDIR [gradc run flags, e.g. --cpu=x86-64 for
 the polynomials without FMA]; prints one line per function."""
 import math
@@ -34,11 +35,12 @@ with np.errstate(all="ignore"):
         finite = np.isfinite(want) & np.isfinite(got)
         both_special = ~np.isfinite(want) & ~np.isfinite(got)
         sign_ok = both_special & (np.isnan(want) | (np.sign(got) == np.sign(want)))
+        zero_sign_wrong = (want == 0) & (got == 0) & (np.signbit(got) != np.signbit(want))  # tanh(-0) is -0
         spacing = np.spacing(np.abs(want[finite])).astype(np.float64)
         spacing[spacing == 0] = np.float64(np.float32(1.4e-45))
         ulps = np.abs(got[finite].astype(np.float64) - want[finite].astype(np.float64)) / spacing
         worst = float(ulps.max()) if ulps.size else 0.0
-        bad_special = int(np.sum(~same_class) + np.sum(both_special & ~sign_ok))
+        bad_special = int(np.sum(~same_class) + np.sum(both_special & ~sign_ok) + np.sum(zero_sign_wrong))
         ok = worst <= 2.0 and bad_special == 0
         print("%s %s: %d values, max %.2f ulp, %.4f%% not correctly rounded, %d special values wrong" % (
             "PASS" if ok else "FAIL", name, n, worst, 100.0 * float(np.mean(ulps > 0.5)), bad_special))
