@@ -41,8 +41,8 @@ namespace {
 LExprPtr add(LExprPtr a, LExprPtr b) { return binary(BinaryOp::Add, std::move(a), std::move(b)); }
 LExprPtr sub(LExprPtr a, LExprPtr b) { return binary(BinaryOp::Sub, std::move(a), std::move(b)); }
 
-/// Neumaier's step: s + x into s, the rounding error of that addition into c.
-/// Integer and bool sums are exact (wrapping, or logical or): no carry.
+} // namespace
+
 StmtPtr neumaier(const BufferPtr &s, const BufferPtr &c, const LExprPtr &slot, const LExprPtr &x) {
   LExprPtr sv = load(s, slot);
   if (!is_float(s->dtype))
@@ -53,7 +53,6 @@ StmtPtr neumaier(const BufferPtr &s, const BufferPtr &c, const LExprPtr &slot, c
   return seq({store(c, slot, add(load(c, slot), err)), store(s, slot, t)});
 }
 
-/// The sum in slot `slot` plus its carry; a non-finite sum is the plain one.
 LExprPtr neumaier_total(const BufferPtr &s, const BufferPtr &c, const LExprPtr &slot) {
   LExprPtr total = load(s, slot);
   if (!is_float(s->dtype))
@@ -61,6 +60,8 @@ LExprPtr neumaier_total(const BufferPtr &s, const BufferPtr &c, const LExprPtr &
   LExprPtr finite = compare(CompareOp::EQ, sub(total, total), constant_of(0, s->dtype));
   return select(finite, add(total, load(c, slot)), total);
 }
+
+namespace {
 
 /// A Spatial loop over `width` lanes (vectorized by the schedule).
 StmtPtr for_lanes(KernelCtx &k, int64_t width, const std::function<StmtPtr(const LExprPtr &l)> &body) {

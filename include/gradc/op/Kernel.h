@@ -77,6 +77,12 @@ LExprPtr highest_of(DType dtype);
 
 /// The sum of `count` terms, term(r) for r in [0, count), in a fixed order
 /// that depends only on `count` (so a recomputed sum is bitwise identical):
+/// Neumaier's step: s[slot] + x into s[slot], the rounding error of that
+/// addition into c[slot]. Integer and bool sums are exact: no carry.
+StmtPtr neumaier(const BufferPtr &s, const BufferPtr &c, const LExprPtr &slot, const LExprPtr &x);
+/// s[slot] plus its carry; a non-finite sum is the plain one.
+LExprPtr neumaier_total(const BufferPtr &s, const BufferPtr &c, const LExprPtr &slot);
+
 /// kSumLanes interleaved compensated (Neumaier) accumulators in dtype `acc`,
 /// a vectorized loop over the lanes, combined pairwise (lane i with lane
 /// i + 8, then i + 4, ...; each step a vector operation). Accurate to a

@@ -13,15 +13,16 @@
 namespace gradc {
 
 struct ScanLoop {
-  int64_t steps = 0; // T: result[0] = init, result[t] = update(result[t-1], t)
+  int64_t steps = 0; // T
   Shape state;       // the shape of one time step
-  /// Flat index into the output buffer of step `t`, state element `s`.
-  std::function<LExprPtr(const LExprPtr &t, const Index &s)> out_index;
-  std::function<LExprPtr(const Index &s)> init;
-  /// Step t >= 1; `prev(s')` reads element s' of step t-1.
-  std::function<LExprPtr(const LExprPtr &t, const Index &s, const std::function<LExprPtr(const Index &)> &prev)> update;
+  /// Writes step 0 of state element `s`.
+  std::function<StmtPtr(const Index &s)> first;
+  /// Writes step `t` >= 1 of state element `s`; step t-1 is written.
+  std::function<StmtPtr(const LExprPtr &t, const Index &s)> step;
 };
 
-StmtPtr lower_scan(const BufferPtr &out, const ScanLoop &scan);
+/// for s: first(s); for t in [1, T) (ScanTime): for s: step(t, s). Nothing
+/// at all for T = 0: no step, not even the first, may be written.
+StmtPtr lower_scan(const ScanLoop &scan);
 
 } // namespace gradc
