@@ -78,7 +78,6 @@ class Literal:
     def __init__(self, value, dtype):
         self.value, self.dtype, self.shape = value, dtype, ()
         self.data = np.asarray(value, dtype=np.float64)
-        self.segment, self.dirty, self.grad = None, False, False
 
     def text(self):
         return f"{self.value!r}{LITERAL_SUFFIX[self.dtype]}"

@@ -8,9 +8,11 @@
     parameter, by PyTorch's double backward; gradc gets it by differentiating a function that
     calls the dumped @main_adjoint (SPEC §5: the adjoint is ordinary IR);
   * a rounding estimate: the same PyTorch evaluation in the program's own dtypes (float16 computed
-    in float32 and rounded after every operator). How far it lands from float64 says how much
-    rounding the program amplifies; gradc may be off by a multiple of that, plus a relative and an
-    absolute tolerance per dtype (TOLERANCE).
+    in float32 and rounded after every operator), and float64 evaluations whose every result is
+    perturbed by a few units of its dtype's roundoff. How far they land from float64 says how
+    much rounding the program amplifies (a sin of a large float16 sum, a difference of near
+    values); gradc may be off by a multiple of the largest, plus a relative and an absolute
+    tolerance per dtype (TOLERANCE).
 
 The numpy and PyTorch forward values must agree to float64 precision; if not, the reference
 table is wrong and the tester says so.
@@ -23,7 +25,9 @@ from operators import FLOAT_DTYPES
 
 # per dtype: (multiple of the rounding estimate, relative tolerance to the largest reference
 # magnitude, absolute tolerance)
-TOLERANCE = {"float64": (0.0, 1e-9, 1e-12), "float32": (16.0, 2e-5, 1e-6), "float16": (8.0, 2e-2, 2e-3)}
+TOLERANCE = {"float64": (8.0, 1e-12, 1e-14), "float32": (8.0, 1e-6, 1e-7), "float16": (4.0, 2e-3, 2e-4)}
+EPSILON = {"float16": 2.0 ** -11, "float32": 2.0 ** -24, "float64": 2.0 ** -53}  # unit roundoff
+PERTURB_ULPS, PERTURB_SAMPLES = 4, 2
 PRECISION_ORDER = ("float16", "float32", "float64")
 EMULATED = {"float16": torch.float16, "float32": torch.float32, "float64": torch.float64,
             "int32": torch.int64, "int64": torch.int64, "bool": torch.bool}
@@ -61,8 +65,24 @@ def _grad(target, leaves, create_graph=False):
     return [torch.zeros_like(p) if g is None else g for p, g in zip(leaves, grads)]
 
 
-def evaluate(prog, emulate):
-    """`prog` in PyTorch, in float64 or (emulate) in the program's own dtypes."""
+def _perturbed(t, dtype, gen):
+    """t times 1 + PERTURB_ULPS * eps(dtype) * u (u uniform in [-1, 1], per element), and the
+    gradient that flows back through it likewise: a sample of the rounding of one value."""
+    if gen is None or dtype not in FLOAT_DTYPES:
+        return t
+    scale = PERTURB_ULPS * EPSILON[dtype]
+    out = t * (1 + scale * (torch.rand(t.shape, generator=gen, dtype=torch.float64) * 2 - 1))
+    if out.requires_grad:
+        v = 1 + scale * (torch.rand(t.shape, generator=gen, dtype=torch.float64) * 2 - 1)
+        out.register_hook(lambda g: g * v)
+    return out
+
+
+def evaluate(prog, emulate, perturb=None):
+    """`prog` in PyTorch, in float64 or (emulate) in the program's own dtypes. With `perturb` (a
+    torch.Generator), every operand and result of an operator, and their gradients, are
+    perturbed by a few units of their dtype's roundoff (_perturbed): operands too, since the
+    rounding of a sum or a product scales with its terms, not with its result."""
     wrt = {p.name for p in prog.wrt_params()}
     env = {}
     leaves = []
@@ -77,22 +97,24 @@ def evaluate(prog, emulate):
         for a in b.args:
             t = env[a.name] if hasattr(a, "name") else torch.tensor(
                 a.value, dtype=EMULATED[a.dtype] if emulate else torch.float64)
-            args.append(_compute_dtype(t) if emulate else t)
+            args.append(_compute_dtype(t) if emulate else _perturbed(t, a.dtype, perturb))
         out = operators.TABLE[b.op].torch(args, b.full_attrs)
         want = EMULATED[b.out.dtype] if emulate else operators.TORCH_DTYPE[b.out.dtype]
-        env[b.out.name] = out.to(want)
+        env[b.out.name] = _perturbed(out.to(want), b.out.dtype, perturb)
     forward = [env[v.name] for v in prog.result]
     target = forward[0] if forward[0].dim() == 0 else forward[0].sum()
     grads = _grad(target, leaves, create_graph=prog.second is not None)
     second = None
     if prog.second is not None:
-        s = grads[prog.second].sum()
+        s = _perturbed(grads[prog.second], prog.wrt_params()[prog.second].dtype, perturb).sum()
         second = [_numpy(s)] + [_numpy(g) for g in _grad(s, leaves)]
     return Evaluation([_numpy(t) for t in forward], [_numpy(g) for g in grads], second)
 
 
 def _numpy(t):
-    t = t.detach()
+    # clone: autograd may return an unmaterialised zero tensor (PyTorch's ZeroTensor, e.g. the
+    # second derivative of abs), whose .numpy() reads unallocated memory
+    t = t.detach().clone()
     return t.double().numpy() if t.is_floating_point() else t.numpy()
 
 
@@ -150,8 +172,16 @@ def bitwise(what, got, want):
                     float(np.max(err)), rel)
 
 
-def noise(emulated, ref):
-    """The rounding estimate of one output: how far the program's own dtypes land from float64."""
-    if ref.dtype.kind != "f" or ref.size == 0:
-        return 0.0
-    return float(np.max(np.abs(emulated.astype(np.float64) - ref)))
+def rounding_estimates(prog, ref, seed):
+    """Per output leaf (forward leaves, gradients, then the second-order values if any): the
+    largest distance from the float64 reference `ref` of the evaluation in the program's own
+    dtypes and of PERTURB_SAMPLES perturbed ones."""
+    gen = torch.Generator().manual_seed(seed)
+    runs = [evaluate(prog, emulate=True)] + [evaluate(prog, False, gen) for _ in range(PERTURB_SAMPLES)]
+    refs = ref.forward + ref.grads + (ref.second or [])
+    out = [0.0] * len(refs)
+    for run in runs:
+        for i, (e, r) in enumerate(zip(run.forward + run.grads + (run.second or []), refs)):
+            if r.dtype.kind == "f" and r.size:
+                out[i] = max(out[i], float(np.max(np.abs(e.astype(np.float64) - r))))
+    return out
