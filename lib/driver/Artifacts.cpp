@@ -488,9 +488,10 @@ public:
         if (fn.name == reserved)
           throw FileError(std::string("cannot write the C header: function @") + reserved + " would clash with " +
                           prefix_ + "_" + reserved + "; rename the function");
-      if (!claim(cf.macro + "_WORKSPACE_SIZE"))
-        throw FileError("cannot write the C header: function @" + fn.name + " needs the name " + cf.macro +
-                        "_WORKSPACE_SIZE, which another function has; rename one");
+      for (const char *suffix : {"_WORKSPACE_SIZE", "_STACK_SIZE"})
+        if (!claim(cf.macro + suffix))
+          throw FileError("cannot write the C header: function @" + fn.name + " needs the name " + cf.macro +
+                          suffix + ", which another function has; rename one");
       fns.push_back(cf);
     }
     for (size_t f = 0; f < fns.size(); ++f)
@@ -697,7 +698,10 @@ std::string emit_c_header(const LoweredModule &module, const std::vector<Functio
     os << "\n";
     emit_struct(os, cf.symbol + "_outputs", cf.outputs, "");
     os << "\n/* The planned peak of intermediates (bytes, a multiple of " << P << "_ALIGNMENT). */\n"
-       << "#define " << cf.macro << "_WORKSPACE_SIZE " << fn.workspace_bytes << "\n";
+       << "#define " << cf.macro << "_WORKSPACE_SIZE " << fn.workspace_bytes << "\n"
+       << "/* The stack its kernels' scratch (register tiles, matrix panels) takes on the calling\n"
+       << " * thread and on each pool worker, in bytes; frames add a few KiB. */\n"
+       << "#define " << cf.macro << "_STACK_SIZE " << stack_bytes(fn) << "\n";
     for (const CTensor &t : cf.inputs)
       emit_tensor_macros(os, t);
     for (const CTensor &t : cf.outputs)
@@ -760,6 +764,7 @@ nlohmann::json build_manifest(const LoweredModule &module, const std::vector<Fun
         {"parameters", params},
         {"results", results},
         {"workspace_bytes", fn.workspace_bytes},
+        {"stack_bytes", stack_bytes(fn)},
         {"planned_peak_bytes", {{"before_remat", report.peak_before_remat}, {"after_remat", report.peak_after_remat}}},
         {"remat", {{"segments", report.remat_segments}, {"recomputed_bindings", report.remat_recomputed}}},
         {"flops", report.flops},

@@ -527,7 +527,10 @@ int run_command(const RunCommand &cmd, std::ostream &out, std::ostream &err) {
 
   // Every output is encoded first, then written as one set that also removes
   // the output_K.npy files an earlier run with more outputs left behind.
+  // The summary goes to stdout only once the files are written: a run whose
+  // write fails prints no results it did not keep.
   std::vector<OutputFile> files;
+  std::ostringstream summary;
   for (size_t i = 0; i < fn->outputs.size(); ++i) {
     const Buffer &o = *fn->outputs[i];
     NpyArray a;
@@ -535,7 +538,7 @@ int run_command(const RunCommand &cmd, std::ostream &out, std::ostream &err) {
     a.shape = o.shape;
     a.data.assign(out_bufs[i].get(), size_t(o.bytes()));
     out_bufs[i].reset();
-    out << "output_" << i << ": " << Type::tensor(o.shape, o.dtype).str() << " = " << format_values(a, 8) << "\n";
+    summary << "output_" << i << ": " << Type::tensor(o.shape, o.dtype).str() << " = " << format_values(a, 8) << "\n";
     if (!cmd.output_dir.empty())
       files.push_back({(std::filesystem::path(cmd.output_dir) / output_file_name(i)).string(), encode_npy(a)});
   }
@@ -558,6 +561,7 @@ int run_command(const RunCommand &cmd, std::ostream &out, std::ostream &err) {
       return 1;
     }
   }
+  out << summary.str();
   if (opts.report)
     print_report(*compiled, err);
   return 0;

@@ -234,6 +234,32 @@ double estimated_work(const Stmt &s) {
   return WorkEstimate().of(alias);
 }
 
+namespace {
+
+/// The sum of the Local buffers a statement allocates, however nested.
+class LocalBytes : public LoopVisitor {
+public:
+  int64_t bytes = 0;
+
+protected:
+  void on_alloc(const StmtPtr &s) override {
+    bytes += s->buffer->bytes();
+    LoopVisitor::on_alloc(s);
+  }
+};
+
+} // namespace
+
+int64_t stack_bytes(const LoweredFunction &fn) {
+  int64_t most = 0;
+  for (const Kernel &k : fn.kernels) {
+    LocalBytes locals;
+    locals.visit(k.body);
+    most = std::max(most, locals.bytes);
+  }
+  return most;
+}
+
 //===----------------------------------------------------------------------===//
 // Printer
 //===----------------------------------------------------------------------===//

@@ -195,6 +195,12 @@ std::unordered_map<const Buffer *, std::pair<size_t, size_t>> buffer_lifetimes(c
 /// times stores and branches), for cost rules.
 double estimated_work(const Stmt &s);
 
+/// The bytes of Local buffers a function's kernels put on the stack of the
+/// thread that runs them (the caller, and each pool worker): every Alloc of
+/// a kernel at once (codegen places them all in the entry block), for the
+/// kernel that needs most. Frames and spills come on top.
+int64_t stack_bytes(const LoweredFunction &fn);
+
 /// What two kernels share exactly when they compute the same thing on their
 /// buffers (taken in Kernel::buffers order), whatever the names of buffers
 /// and loop variables: the IR's structure, node by node, constants bit for
