@@ -334,7 +334,8 @@ def test_program(setup, index, forced_op):
     except Exception:
         summary["failures"].append({
             "kind": "tester", "message": traceback.format_exc().rstrip().replace("\n", "\n  "),
-            "command": f"{sys.executable} {os.path.abspath(__file__)} {setup.gradc} --seed {setup.seed} --index {index}",
+            "command": f"{sys.executable} {os.path.abspath(__file__)} {setup.gradc} --seed {setup.seed} "
+                       f"--index {index}",
             "program": prog.text() if prog else "(not drawn)", "flags": "", "dir": setup.work, "bindings": 0})
     return summary
 

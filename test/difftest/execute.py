@@ -139,7 +139,10 @@ static void *load(const char *dir, const char *name, size_t bytes) {
   snprintf(path, sizeof path, "%s/%s.bin", dir, name);
   unsigned char *p = garbage(bytes);
   FILE *f = fopen(path, "rb");
-  if (!f || fread(p, 1, bytes, f) != bytes) { fprintf(stderr, "cannot read %zu bytes from %s\n", bytes, path); exit(21); }
+  if (!f || fread(p, 1, bytes, f) != bytes) {
+    fprintf(stderr, "cannot read %zu bytes from %s\n", bytes, path);
+    exit(21);
+  }
   fclose(f);
   return p;
 }

@@ -21,6 +21,9 @@ What the programs exercise:
     random subset in a random order, or is left out (every float parameter);
   * helper functions (`def @hN`, some returning tuples) and tuples with projections in @main:
     the same values, printed differently (BindingGroup);
+  * integer chains: calls of the operators that take int32/int64 tensors too (truncating
+    division, int reductions and products, ...) on integer parameters, casts or nll_loss targets,
+    compared exactly; one program in seven is mostly integer;
   * results: a tensor (its gradient is seeded with ones), a scalar, or a tuple, sometimes nested;
   * sizes: mostly up to 6000 elements; one program in five up to 150 000 (loops on the thread
     pool), one in twenty with empty tensors (a dimension of size 0).
@@ -31,7 +34,7 @@ import warnings
 import numpy as np
 
 import operators
-from operators import FLOAT_DTYPES, Call
+from operators import FLOAT_DTYPES, INT_DTYPES, Call
 
 SIZES = (1, 2, 3, 5, 7, 11, 13, 17, 19, 23, 29, 31, 37)
 LARGE_SIZES = (47, 64, 67, 97, 131)  # across vector widths, with remainders
@@ -41,7 +44,10 @@ MAX_ELEMENTS = 6000
 LARGE_PROGRAMS, LARGE_MAX_ELEMENTS, HUGE_SIZES = 0.2, 150000, (257, 509, 1031)
 # One program in EMPTY_PROGRAMS may have dimensions of size 0 (empty tensors).
 EMPTY_PROGRAMS = 0.05
-MAGNITUDE = {"float16": 200.0, "float32": 1e4, "float64": 1e4}
+MAGNITUDE = {"float16": 200.0, "float32": 1e4, "float64": 1e4, "int32": 1e6, "int64": 1e6}
+# The share of calls that continue an integer chain (operators.py, `ints`) when there is one; one
+# program in INT_PROGRAMS starts with an integer parameter and makes half of its calls on integers.
+INT_CALLS, INT_PROGRAMS = 0.1, 0.15
 # How far an operand must be from a kink (operators.py, `ok`): float32 rounding of a chain stays
 # far below it.
 MARGIN = {"float16": 0.05, "float32": 2e-3, "float64": 1e-6}
@@ -73,11 +79,11 @@ class Value:
 
 
 class Literal:
-    """A scalar constant argument such as `0.5f` or `-2f64`."""
+    """A scalar constant argument such as `0.5f`, `-2f64` or `3i64`."""
 
     def __init__(self, value, dtype):
         self.value, self.dtype, self.shape = value, dtype, ()
-        self.data = np.asarray(value, dtype=np.float64)
+        self.data = np.asarray(value, dtype=operators.NUMPY_DTYPE[dtype])
 
     def text(self):
         return f"{self.value!r}{LITERAL_SUFFIX[self.dtype]}"
@@ -265,6 +271,7 @@ class Generator:
                          for op in registry}
         self.generated = sorted(n for n in self.registry
                                 if n not in operators.NOT_GENERATED and n not in operators.SEGMENT_MARKERS)
+        self.int_ops = [n for n in self.generated if operators.TABLE[n].ints]
         self.forced_op = self.featured = forced_op
         self.dtype = str(self.rng.choice(FLOAT_DTYPES, p=[0.15, 0.55, 0.3]))
         self.margin = MARGIN[self.dtype]
@@ -339,6 +346,10 @@ class Generator:
         return p
 
     def param(self, shape, dtype, positive=False):
+        """A new float parameter of ±[0.25, 2] ([0.5, 1.5] if positive), or an integer one of ±[1, 4]."""
+        if dtype in INT_DTYPES:
+            sign = 1 if positive else self.rng.choice([-1, 1], shape)
+            return self._new_param(shape, dtype, np.asarray(self.rng.integers(1, 5, shape) * sign).astype(dtype))
         mag = self.rng.uniform(0.25, 2.0, shape) if not positive else self.rng.uniform(0.5, 1.5, shape)
         sign = 1 if positive else self.rng.choice([-1.0, 1.0], shape)
         return self._new_param(shape, dtype, np.asarray(mag * sign).astype(dtype))
@@ -378,9 +389,19 @@ class Generator:
         v = self.pick(lambda v: v.dtype == x.dtype and v.is_float() and np.all(v.data >= 0.25))
         return v or self.param(x.shape, x.dtype, positive=True)
 
+    def literal(self, dtype, nonzero=False):
+        """A scalar constant: for floats one of ±[0.25, 2] (or [-2, 2]), for integers of ±[1, 4]
+        (or [-4, 4])."""
+        if dtype in INT_DTYPES:
+            if nonzero:
+                return Literal(int(self.rng.integers(1, 5) * self.rng.choice([-1, 1])), dtype)
+            return Literal(int(self.rng.integers(-4, 5)), dtype)
+        value = self.rng.uniform(0.25, 2) * self.rng.choice([-1, 1]) if nonzero else self.rng.uniform(-2, 2)
+        return Literal(round(float(value), 3), dtype)
+
     def scalar_operand(self, dtype):
         if self.rng.random() < 0.5:
-            return Literal(round(float(self.rng.uniform(-2, 2)), 3), dtype)
+            return self.literal(dtype)
         v = self.pick(lambda v: v.dtype == dtype and v.shape == ())
         return v or self.param((), dtype)
 
@@ -401,8 +422,7 @@ class Generator:
 
         r = self.rng.random()
         if r < 0.15:
-            value = float(self.rng.uniform(0.25, 2) * self.rng.choice([-1, 1]))
-            return Literal(round(value, 3), x.dtype)
+            return self.literal(x.dtype, nonzero=True)
         if r < 0.55:
             v = self.pick(lambda v: v is not x and fits(v))
             if v is not None:
@@ -432,11 +452,11 @@ class Generator:
         out = out.astype(operators.NUMPY_DTYPE[dtype])
         if out.size > self.max_elements:
             raise RejectCall()
-        if dtype in FLOAT_DTYPES:
-            if not np.all(np.isfinite(out)) or np.any(np.abs(out) > MAGNITUDE[dtype]):
-                raise RejectCall()
+        if dtype in MAGNITUDE and (not np.all(np.isfinite(out)) or np.any(np.abs(out) > MAGNITUDE[dtype])):
+            raise RejectCall()
         check = operators.TABLE[op].ok
-        if check is not None and not check(args, full_attrs, out, self.margin):
+        exact = not any(a.dtype in FLOAT_DTYPES for a in call.args)  # integers: no kinks
+        if check is not None and not exact and not check(args, full_attrs, out, self.margin):
             raise RejectCall()
         if dtype in FLOAT_DTYPES:  # kinks downstream of a less precise value need a wider margin
             self.margin = max(self.margin, MARGIN[dtype])
@@ -523,6 +543,10 @@ class Generator:
 
     def build(self):
         self.param(self.shape(), self.dtype)
+        self.int_calls = INT_CALLS
+        if self.rng.random() < INT_PROGRAMS:
+            self.param(self.shape(), str(self.rng.choice(INT_DTYPES)))
+            self.int_calls = 0.5
         if self.rng.random() < 0.4:
             self.param(self.sub_shape(self.params[0].shape), self.dtype)
         n_calls = int(self.rng.integers(2, 9))
@@ -534,12 +558,15 @@ class Generator:
                 segment_left = int(self.rng.choice(4, p=[0.1, 0.4, 0.3, 0.2]))
             if self.segment is not None and segment_left == 0:
                 self.close_segment()
-            x = self.current()
+            x, ops = self.current(), self.generated
+            ints = [v for v in self.values if v.dtype in INT_DTYPES and self.usable(v)]
+            if ints and self.rng.random() < self.int_calls:  # an integer chain
+                x, ops = ints[-1], self.int_ops
             for attempt in range(30):
-                if self.forced_op and call >= forced_at and attempt < 10:
+                if self.forced_op and call >= forced_at and attempt < 10 and x.is_float():
                     op = self.forced_op
                 else:
-                    op = self.generated[int(self.rng.integers(len(self.generated)))]
+                    op = ops[int(self.rng.integers(len(ops)))]
                 if self.try_op(op, x) is not None:
                     if op == self.forced_op:
                         self.forced_op = None

@@ -17,7 +17,9 @@ Each entry of TABLE is an `Op`:
                  is not smooth (relu at 0, ties of max, clip bounds, comparisons of near-equal
                  values): there float32 rounding could legitimately flip the result.
   gradient       False where no gradient flows through the operator (creation, *_like,
-                 no_grad): the generator does not continue its chain from such a value.
+                 no_grad): the generator does not continue its chain from such a value;
+  ints           True where the operator takes integer tensors too (SPEC §4): the generator
+                 also builds integer chains of those, compared exactly (`ok` does not apply).
 
 `a` holds the evaluated arguments (numpy arrays or torch tensors; float64 for float values, bool
 for bools, int64 for integers), `at` the attributes with the registry's defaults filled in.
@@ -46,11 +48,12 @@ class Call:
 
 
 class Op:
-    def __init__(self, gen, numpy, torch, attrs=(), ok=None, gradient=True):
+    def __init__(self, gen, numpy, torch, attrs=(), ok=None, gradient=True, ints=False):
         self.gen, self.numpy, self.torch = gen, numpy, torch
         self.attrs = frozenset(attrs)
         self.ok = ok
         self.gradient = gradient  # False: the result does not depend differentiably on the operands
+        self.ints = ints  # the generator may also call it on int32/int64 values (exact results)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -300,6 +303,9 @@ def gen_positive_unary(g, x):
 
 
 def gen_clip(g, x):
+    if x.dtype in INT_DTYPES:
+        lo, hi = sorted(int(v) for v in g.rng.integers(-4, 5, 2))
+        return Call([x], {"a_min": lo, "a_max": hi})
     lo, hi = sorted(g.rng.uniform(-1.5, 1.5, 2))
     return Call([x], {"a_min": round(float(lo), 2), "a_max": round(float(hi) + 0.1, 2)})
 
@@ -324,7 +330,7 @@ def gen_compare(g, x):
 
 def gen_where(g, x):
     y = g.broadcast_partner(x)
-    return Call([g.condition(x), x, y])
+    return Call([g.condition(x), x, y], dtype=x.dtype)
 
 
 def gen_cast(g, x):
@@ -520,6 +526,17 @@ def nll_ok(a, at, out, m):
     return float(np.sum(np.where(counted, weights[np.where(counted, a[1], 0)], 0))) > 0.1
 
 
+def np_divide(a, at):
+    """Float division; for integers TVM's truncating division (towards zero)."""
+    if a[0].dtype.kind == "f":
+        return a[0] / a[1]
+    return np.trunc(a[0] / a[1]).astype(np.int64)
+
+
+def t_divide(a, at):
+    return a[0] / a[1] if a[0].is_floating_point() else torch.div(a[0], a[1], rounding_mode="trunc")
+
+
 def identity_np(a, at):
     return a[0].copy()
 
@@ -536,8 +553,8 @@ REDUCE_ATTRS = ("axis", "keepdims", "exclude")
 
 TABLE = {
     # unary
-    "negative": Op(gen_unary, lambda a, at: -a[0], lambda a, at: -a[0]),
-    "abs": Op(gen_unary, lambda a, at: np.abs(a[0]), lambda a, at: torch.abs(a[0]), ok=away_from_zero),
+    "negative": Op(gen_unary, lambda a, at: -a[0], lambda a, at: -a[0], ints=True),
+    "abs": Op(gen_unary, lambda a, at: np.abs(a[0]), lambda a, at: torch.abs(a[0]), ok=away_from_zero, ints=True),
     "exp": Op(gen_unary, lambda a, at: np.exp(a[0]), lambda a, at: torch.exp(a[0])),
     "log": Op(gen_positive_unary, lambda a, at: np.log(a[0]), lambda a, at: torch.log(a[0])),
     "sqrt": Op(gen_positive_unary, lambda a, at: np.sqrt(a[0]), lambda a, at: torch.sqrt(a[0])),
@@ -548,31 +565,34 @@ TABLE = {
     "cos": Op(gen_unary, lambda a, at: np.cos(a[0]), lambda a, at: torch.cos(a[0])),
     "erf": Op(gen_unary, lambda a, at: np_erf(a[0]), lambda a, at: torch.erf(a[0])),
     "nn.relu": Op(gen_unary, lambda a, at: np.maximum(a[0], 0.0), lambda a, at: torch.relu(a[0]),
-                  ok=away_from_zero),
+                  ok=away_from_zero, ints=True),
     "clip": Op(gen_clip, lambda a, at: np.clip(a[0], at["a_min"], at["a_max"]),
-               lambda a, at: torch.clamp(a[0], at["a_min"], at["a_max"]), ("a_min", "a_max"), ok=clip_ok),
-    "copy": Op(gen_unary, identity_np, lambda a, at: a[0].clone()),
+               lambda a, at: torch.clamp(a[0], at["a_min"], at["a_max"]), ("a_min", "a_max"), ok=clip_ok, ints=True),
+    "copy": Op(gen_unary, identity_np, lambda a, at: a[0].clone(), ints=True),
     # binary, numpy broadcasting
-    "add": Op(gen_binary, lambda a, at: a[0] + a[1], lambda a, at: a[0] + a[1]),
-    "subtract": Op(gen_binary, lambda a, at: a[0] - a[1], lambda a, at: a[0] - a[1]),
-    "multiply": Op(gen_binary, lambda a, at: a[0] * a[1], lambda a, at: a[0] * a[1]),
-    "divide": Op(gen_divide, lambda a, at: a[0] / a[1], lambda a, at: a[0] / a[1]),
+    "add": Op(gen_binary, lambda a, at: a[0] + a[1], lambda a, at: a[0] + a[1], ints=True),
+    "subtract": Op(gen_binary, lambda a, at: a[0] - a[1], lambda a, at: a[0] - a[1], ints=True),
+    "multiply": Op(gen_binary, lambda a, at: a[0] * a[1], lambda a, at: a[0] * a[1], ints=True),
+    "divide": Op(gen_divide, np_divide, t_divide, ints=True),
     "power": Op(gen_power, lambda a, at: np.power(a[0], a[1]), lambda a, at: torch.pow(a[0], a[1])),
     "maximum": Op(gen_binary, lambda a, at: np.maximum(a[0], a[1]), lambda a, at: torch.maximum(a[0], a[1]),
-                  ok=apart),
+                  ok=apart, ints=True),
     "minimum": Op(gen_binary, lambda a, at: np.minimum(a[0], a[1]), lambda a, at: torch.minimum(a[0], a[1]),
-                  ok=apart),
+                  ok=apart, ints=True),
     # comparisons (bool) and selection
-    "equal": Op(gen_compare, lambda a, at: a[0] == a[1], lambda a, at: torch.eq(a[0], a[1]), ok=compare_apart),
+    "equal": Op(gen_compare, lambda a, at: a[0] == a[1], lambda a, at: torch.eq(a[0], a[1]), ok=compare_apart,
+                ints=True),
     "not_equal": Op(gen_compare, lambda a, at: a[0] != a[1], lambda a, at: torch.ne(a[0], a[1]),
-                    ok=compare_apart),
-    "less": Op(gen_compare, lambda a, at: a[0] < a[1], lambda a, at: torch.lt(a[0], a[1]), ok=compare_apart),
+                    ok=compare_apart, ints=True),
+    "less": Op(gen_compare, lambda a, at: a[0] < a[1], lambda a, at: torch.lt(a[0], a[1]), ok=compare_apart, ints=True),
     "less_equal": Op(gen_compare, lambda a, at: a[0] <= a[1], lambda a, at: torch.le(a[0], a[1]),
-                     ok=compare_apart),
-    "greater": Op(gen_compare, lambda a, at: a[0] > a[1], lambda a, at: torch.gt(a[0], a[1]), ok=compare_apart),
+                     ok=compare_apart, ints=True),
+    "greater": Op(gen_compare, lambda a, at: a[0] > a[1], lambda a, at: torch.gt(a[0], a[1]), ok=compare_apart,
+                  ints=True),
     "greater_equal": Op(gen_compare, lambda a, at: a[0] >= a[1], lambda a, at: torch.ge(a[0], a[1]),
-                        ok=compare_apart),
-    "where": Op(gen_where, lambda a, at: np.where(a[0], a[1], a[2]), lambda a, at: torch.where(a[0], a[1], a[2])),
+                        ok=compare_apart, ints=True),
+    "where": Op(gen_where, lambda a, at: np.where(a[0], a[1], a[2]), lambda a, at: torch.where(a[0], a[1], a[2]),
+                ints=True),
     # creation (no gradient)
     "zeros": Op(gen_creation, lambda a, at: np.zeros(at["shape"]),
                 lambda a, at: torch.zeros(tuple(at["shape"]), dtype=TORCH_DTYPE[at["dtype"]]), ("shape", "dtype"),
@@ -584,52 +604,53 @@ TABLE = {
                lambda a, at: torch.full(tuple(at["shape"]), float(a[0]), dtype=torch.float64), ("shape", "dtype"),
                gradient=False),
     "zeros_like": Op(gen_unary, lambda a, at: np.zeros_like(a[0]), lambda a, at: torch.zeros_like(a[0]),
-                     gradient=False),
+                     gradient=False, ints=True),
     "ones_like": Op(gen_unary, lambda a, at: np.ones_like(a[0]), lambda a, at: torch.ones_like(a[0]),
-                    gradient=False),
+                    gradient=False, ints=True),
     "full_like": Op(gen_full_like, lambda a, at: np.full(a[0].shape, a[1]),
                     lambda a, at: torch.full(tuple(a[0].shape), float(a[1]), dtype=torch.float64),
-                    gradient=False),
+                    gradient=False, ints=True),
     "cast": Op(gen_cast, lambda a, at: np.trunc(a[0]).astype(np.int64) if at["dtype"] in INT_DTYPES
                and a[0].dtype.kind == "f" else a[0].astype(NUMPY_DTYPE[at["dtype"]]),
-               lambda a, at: t_cast(a[0], at["dtype"]), ("dtype",), ok=int_cast_ok),
+               lambda a, at: t_cast(a[0], at["dtype"]), ("dtype",), ok=int_cast_ok, ints=True),
     # reductions
-    "sum": Op(gen_reduce, np_reduce(np.sum), t_reduce(torch.sum), REDUCE_ATTRS),
+    "sum": Op(gen_reduce, np_reduce(np.sum), t_reduce(torch.sum), REDUCE_ATTRS, ints=True),
     "mean": Op(gen_reduce, np_reduce(np.mean), t_reduce(torch.mean), REDUCE_ATTRS),
-    "max": Op(gen_reduce, np_reduce(np.max), t_reduce(torch.amax), REDUCE_ATTRS, ok=no_ties),
-    "min": Op(gen_reduce, np_reduce(np.min), t_reduce(torch.amin), REDUCE_ATTRS, ok=no_ties),
+    "max": Op(gen_reduce, np_reduce(np.max), t_reduce(torch.amax), REDUCE_ATTRS, ok=no_ties, ints=True),
+    "min": Op(gen_reduce, np_reduce(np.min), t_reduce(torch.amin), REDUCE_ATTRS, ok=no_ties, ints=True),
     # shape
     "broadcast_to": Op(gen_broadcast_to, lambda a, at: np.broadcast_to(a[0], at["shape"]).copy(),
-                       lambda a, at: torch.broadcast_to(a[0], tuple(at["shape"])), ("shape",)),
+                       lambda a, at: torch.broadcast_to(a[0], tuple(at["shape"])), ("shape",), ints=True),
     "collapse_sum_to": Op(gen_collapse_sum_to, lambda a, at: np_collapse_sum(a[0], tuple(at["shape"])),
-                          lambda a, at: t_collapse_sum(a[0], tuple(at["shape"])), ("shape",)),
+                          lambda a, at: t_collapse_sum(a[0], tuple(at["shape"])), ("shape",), ints=True),
     "collapse_sum_like": Op(gen_collapse_sum_like, lambda a, at: np_collapse_sum(a[0], a[1].shape),
-                            lambda a, at: t_collapse_sum(a[0], tuple(a[1].shape))),
+                            lambda a, at: t_collapse_sum(a[0], tuple(a[1].shape)), ints=True),
     "expand_dims": Op(gen_expand_dims,
                       lambda a, at: a[0].reshape(expand_target(a[0].shape, at["axis"], at["num_newaxis"])),
                       lambda a, at: a[0].reshape(expand_target(tuple(a[0].shape), at["axis"], at["num_newaxis"])),
-                      ("axis", "num_newaxis")),
+                      ("axis", "num_newaxis"), ints=True),
     "squeeze": Op(gen_squeeze, lambda a, at: a[0].reshape(squeeze_target(a[0].shape, at["axis"])),
-                  lambda a, at: a[0].reshape(squeeze_target(tuple(a[0].shape), at["axis"])), ("axis",)),
+                  lambda a, at: a[0].reshape(squeeze_target(tuple(a[0].shape), at["axis"])), ("axis",), ints=True),
     "nn.batch_flatten": Op(gen_batch_flatten, lambda a, at: a[0].reshape(a[0].shape[0], -1),
-                           lambda a, at: a[0].reshape(a[0].shape[0], -1)),
+                           lambda a, at: a[0].reshape(a[0].shape[0], -1), ints=True),
     "reshape": Op(gen_reshape, lambda a, at: a[0].reshape(reshape_target(a[0].shape, at["newshape"])),
-                  lambda a, at: a[0].reshape(reshape_target(tuple(a[0].shape), at["newshape"])), ("newshape",)),
+                  lambda a, at: a[0].reshape(reshape_target(tuple(a[0].shape), at["newshape"])), ("newshape",),
+                  ints=True),
     "reverse": Op(gen_reverse, lambda a, at: np.flip(a[0], axis=at["axis"]).copy(),
-                  lambda a, at: torch.flip(a[0], dims=(norm_axis(at["axis"], a[0].dim()),)), ("axis",)),
+                  lambda a, at: torch.flip(a[0], dims=(norm_axis(at["axis"], a[0].dim()),)), ("axis",), ints=True),
     "transpose": Op(gen_transpose, lambda a, at: np.transpose(a[0], permutation(at["axes"], a[0].ndim)),
-                    lambda a, at: a[0].permute(permutation(at["axes"], a[0].dim())), ("axes",)),
+                    lambda a, at: a[0].permute(permutation(at["axes"], a[0].dim())), ("axes",), ints=True),
     # recurrences
     "cumsum": Op(gen_cumsum, lambda a, at: np_cumsum(a[0], at), lambda a, at: t_cumsum(a[0], at),
-                 ("axis", "exclusive")),
+                 ("axis", "exclusive"), ints=True),
     # linear algebra
-    "matmul": Op(gen_matmul, lambda a, at: np.matmul(a[0], a[1]), lambda a, at: torch.matmul(a[0], a[1])),
+    "matmul": Op(gen_matmul, lambda a, at: np.matmul(a[0], a[1]), lambda a, at: torch.matmul(a[0], a[1]), ints=True),
     "nn.dense": Op(gen_dense, lambda a, at: np.matmul(a[0], a[1].T), lambda a, at: torch.matmul(a[0], a[1].T),
-                   ("units", "out_dtype")),
+                   ("units", "out_dtype"), ints=True),
     "nn.bias_add": Op(gen_bias_add,
                       lambda a, at: a[0] + a[1].reshape(bias_shape(a[0].ndim, at["axis"], a[1].shape[0])),
                       lambda a, at: a[0] + a[1].reshape(bias_shape(a[0].dim(), at["axis"], a[1].shape[0])),
-                      ("axis",)),
+                      ("axis",), ints=True),
     # nn
     "nn.softmax": Op(gen_softmax, lambda a, at: np_softmax(a[0], at["axis"]),
                      lambda a, at: torch.softmax(a[0], dim=at["axis"]), ("axis",)),
@@ -637,7 +658,7 @@ TABLE = {
                          lambda a, at: torch.log_softmax(a[0], dim=at["axis"]), ("axis",)),
     "nn.nll_loss": Op(gen_nll_loss, np_nll_loss, t_nll_loss, ("reduction", "ignore_index"), ok=nll_ok),
     # gradient helpers the generator places itself (no_grad on a value, checkpoint segments)
-    "grad.no_grad": Op(gen_unary, identity_np, lambda a, at: a[0].detach(), gradient=False),
+    "grad.no_grad": Op(gen_unary, identity_np, lambda a, at: a[0].detach(), gradient=False, ints=True),
     "grad.start_checkpoint": Op(None, identity_np, identity_torch),
     "grad.end_checkpoint": Op(None, identity_np, identity_torch),
 }

@@ -96,7 +96,7 @@ def evaluate(prog, emulate, perturb=None):
         args = []
         for a in b.args:
             t = env[a.name] if hasattr(a, "name") else torch.tensor(
-                a.value, dtype=EMULATED[a.dtype] if emulate else torch.float64)
+                a.value, dtype=EMULATED[a.dtype] if emulate else operators.TORCH_DTYPE[a.dtype])
             args.append(_compute_dtype(t) if emulate else _perturbed(t, a.dtype, perturb))
         out = operators.TABLE[b.op].torch(args, b.full_attrs)
         want = EMULATED[b.out.dtype] if emulate else operators.TORCH_DTYPE[b.out.dtype]
