@@ -77,9 +77,10 @@ def reduce_axes(axis, rank, exclude):
     return tuple(ax)
 
 
-def reshape_target(shape, newshape):
-    """Relay's reshape: 0 copies the input dimension at that position, -1 is inferred."""
-    out = [shape[i] if d == 0 else d for i, d in enumerate(newshape)]
+def reshape_target(shape, newshape, allowzero):
+    """Relay's reshape: 0 copies the input dimension at that position (a size 0 with allowzero),
+    -1 is inferred."""
+    out = [shape[i] if d == 0 and not allowzero else d for i, d in enumerate(newshape)]
     if -1 in out:
         known = math.prod(d for d in out if d != -1)
         out[out.index(-1)] = math.prod(shape) // known
@@ -415,15 +416,22 @@ def gen_batch_flatten(g, x):
 
 
 def gen_reshape(g, x):
+    """A random factorisation of the size, with Relay's 0 (copy) and -1 (infer); allowzero=True
+    sometimes, and always for an empty tensor (its 0 is then written as a size)."""
     size = math.prod(x.shape)
-    if size == 0:  # Relay's newshape writes no size 0 (0 copies a dimension)
-        return None
-    dims = g.factorize(size)
-    newshape = [0 if i < len(x.shape) and d == x.shape[i] and g.rng.random() < 0.4 else d
-                for i, d in enumerate(dims)]
-    if newshape and g.rng.random() < 0.5:
-        newshape[int(g.rng.integers(len(newshape)))] = -1
-    return Call([x], {"newshape": newshape})
+    allowzero = size == 0 or g.rng.random() < 0.3
+    if size == 0:
+        newshape = g.factorize(math.prod(d for d in x.shape if d))
+        newshape.insert(int(g.rng.integers(0, len(newshape) + 1)), 0)
+    else:
+        newshape = [0 if i < len(x.shape) and d == x.shape[i] and not allowzero and g.rng.random() < 0.4 else d
+                    for i, d in enumerate(g.factorize(size))]
+        if newshape and g.rng.random() < 0.5:
+            newshape[int(g.rng.integers(len(newshape)))] = -1
+    attrs = {"newshape": newshape}
+    if allowzero or g.rng.random() < 0.2:
+        attrs["allowzero"] = allowzero
+    return Call([x], attrs)
 
 
 def gen_reverse(g, x):
@@ -633,8 +641,10 @@ TABLE = {
                   lambda a, at: a[0].reshape(squeeze_target(tuple(a[0].shape), at["axis"])), ("axis",), ints=True),
     "nn.batch_flatten": Op(gen_batch_flatten, lambda a, at: a[0].reshape(a[0].shape[0], -1),
                            lambda a, at: a[0].reshape(a[0].shape[0], -1), ints=True),
-    "reshape": Op(gen_reshape, lambda a, at: a[0].reshape(reshape_target(a[0].shape, at["newshape"])),
-                  lambda a, at: a[0].reshape(reshape_target(tuple(a[0].shape), at["newshape"])), ("newshape",),
+    "reshape": Op(gen_reshape,
+                  lambda a, at: a[0].reshape(reshape_target(a[0].shape, at["newshape"], at["allowzero"])),
+                  lambda a, at: a[0].reshape(reshape_target(tuple(a[0].shape), at["newshape"], at["allowzero"])),
+                  ("newshape", "allowzero"),
                   ints=True),
     "reverse": Op(gen_reverse, lambda a, at: np.flip(a[0], axis=at["axis"]).copy(),
                   lambda a, at: torch.flip(a[0], dims=(norm_axis(at["axis"], a[0].dim()),)), ("axis",), ints=True),
