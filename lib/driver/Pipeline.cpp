@@ -168,6 +168,10 @@ Module expand_composites_all(const Module &m, PassContext &) {
   return each_function(m, [](const Function &fn) { return expand_composites(fn); });
 }
 
+Module drop_checkpoint_markers_all(const Module &m, PassContext &) {
+  return each_function(m, [](const Function &fn) { return drop_checkpoint_markers(fn); });
+}
+
 Module eliminate_dead_code_all(const Module &m, PassContext &) {
   return each_function(m, [](const Function &fn) { return eliminate_dead_code(fn); });
 }
@@ -207,7 +211,8 @@ const Stage kTensorStages[] = {
       {"differentiate", differentiate, IRForm::ANF}}},
     {"remat", {{"rematerialize", rematerialize, IRForm::ANF}}},
     {"fused",
-     {{"expand composites", expand_composites_all, IRForm::ANF}, // gradient rules may emit composites
+     {{"drop checkpoint markers", drop_checkpoint_markers_all, IRForm::ANF}, // remat has consumed them
+      {"expand composites", expand_composites_all, IRForm::ANF},             // gradient rules may emit composites
       {"dead-code elimination", eliminate_dead_code_all, IRForm::ANF},
       {"fuse", fuse_all, IRForm::Fused}}},
 };

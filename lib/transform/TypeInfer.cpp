@@ -13,6 +13,7 @@
 
 #include <algorithm>
 #include <set>
+#include <functional>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -151,6 +152,18 @@ void check_checkpoints(const Function &fn, DiagEngine &diag) {
     auto it = bound.find(e);
     return it == bound.end() ? e : it->second;
   };
+  // Tuples are followed field by field: `(%y, %inside).0` is %y, on no
+  // segment's path (a projection of a tuple built elsewhere stays opaque).
+  std::function<const Expr *(const Expr *)> field_source = [&](const Expr *e) -> const Expr * {
+    if (e->kind != ExprKind::TupleGet)
+      return nullptr;
+    const Expr *tuple = resolve(e->args[0].get());
+    if (tuple->kind != ExprKind::Tuple || size_t(e->index) >= tuple->args.size())
+      return nullptr;
+    const Expr *field = resolve(tuple->args[size_t(e->index)].get());
+    const Expr *deeper = field_source(field);
+    return deeper ? deeper : field;
+  };
   auto visit = [&](const Expr *root) {
     std::vector<std::pair<const Expr *, size_t>> stack{{root, 0}};
     while (!stack.empty()) {
@@ -181,10 +194,14 @@ void check_checkpoints(const Function &fn, DiagEngine &diag) {
   };
   for (const Expr *e : order) {
     const Expr *in = nullptr; // the first open segment among the operands
-    if (e->kind != ExprKind::Func)
+    if (const Expr *field = field_source(e)) {
+      if (auto it = open.find(field); it != open.end())
+        in = it->second;
+    } else if (e->kind != ExprKind::Func) {
       for (const ExprPtr &a : e->args)
         if (auto it = open.find(resolve(a.get())); !in && it != open.end())
           in = it->second;
+    }
     bool reported = e->type.has_unknown(); // its call's error
     switch (marker(e)) {
     case CheckpointMarker::Start:
@@ -211,10 +228,13 @@ void check_checkpoints(const Function &fn, DiagEngine &diag) {
     CheckpointMarker m = marker(e);
     if (m == CheckpointMarker::Start && reaches_end.count(e))
       closed.insert(e);
-    if (m == CheckpointMarker::End || (m == CheckpointMarker::None && reaches_end.count(e)))
-      for (const ExprPtr &a : e->args)
-        if (e->kind != ExprKind::Func)
+    if (m == CheckpointMarker::End || (m == CheckpointMarker::None && reaches_end.count(e))) {
+      if (const Expr *field = field_source(e))
+        reaches_end.insert(field);
+      else if (e->kind != ExprKind::Func)
+        for (const ExprPtr &a : e->args)
           reaches_end.insert(resolve(a.get()));
+    }
   }
   for (const Expr *e : order)
     if (marker(e) == CheckpointMarker::Start && !closed.count(e) && !e->type.has_unknown())

@@ -38,8 +38,13 @@ FunctionPtr inline_calls(const Function &fn, const Module &module);
 /// pass and again before fusion (gradient rules may emit composites).
 FunctionPtr expand_composites(const Function &fn);
 
+/// Replaces every grad.start_checkpoint / grad.end_checkpoint binding by its
+/// input: after rematerialization the markers have served. Pre and post: ANF.
+FunctionPtr drop_checkpoint_markers(const Function &fn);
+
 /// Removes bindings whose value the result does not depend on (a use inside
-/// the body of a `fn` value counts). Pre and post: ANF.
+/// the body of a `fn` value counts), except that a grad.end_checkpoint of a
+/// live value stays: it closes its segment. Pre and post: ANF.
 FunctionPtr eliminate_dead_code(const Function &fn);
 
 } // namespace gradc
