@@ -84,6 +84,7 @@ LABELS = {
 }
 # Always compared; the generator adds some of the others to each program's plan (prog.checks).
 CORE = frozenset({"reference", "forward", "grad", "object", "threads"})
+BITWISE = frozenset({"object", "threads", "O0", "remat-none", "roundtrip"})
 MAX_ATTEMPTS = 8  # programs drawn for one index before giving up (all rejected)
 SHRINK_SECONDS = 60
 
@@ -307,7 +308,6 @@ def test_program(setup, index, forced_op):
                "failures": [], "ops": []}
     prog = None
     try:
-        torch_threads()
         prog, summary["rejected"] = draw(setup.seed, index, setup.registry, forced_op)
         if prog is None:
             return summary
@@ -340,14 +340,9 @@ def test_program(setup, index, forced_op):
     return summary
 
 
-_TORCH_THREADS_SET = []
-
-
-def torch_threads():
-    if not _TORCH_THREADS_SET:
-        import torch
-        torch.set_num_threads(1)
-        _TORCH_THREADS_SET.append(True)
+def init_worker():
+    """Each worker process uses one core: the machine's other core runs the other worker."""
+    reference.torch.set_num_threads(1)
 
 
 def print_failure(seed, report):
@@ -411,7 +406,8 @@ def main():
               "known": 0}
     comparisons, covered = collections.Counter(), collections.Counter()
     ctx = multiprocessing.get_context("spawn")
-    with concurrent.futures.ProcessPoolExecutor(max_workers=args.jobs, mp_context=ctx) as pool:
+    with concurrent.futures.ProcessPoolExecutor(max_workers=args.jobs, mp_context=ctx,
+                                                initializer=init_worker) as pool:
         indices = iter([args.index]) if args.index is not None else itertools.count()
         pending, submitted = set(), 0
 
@@ -443,7 +439,7 @@ def main():
                 submit()
 
     missing = [op for op in generated if op not in covered]
-    bitwise = sum(n for k, n in comparisons.items() if k in ("object", "threads", "O0", "remat-none"))
+    bitwise = sum(n for k, n in comparisons.items() if k in BITWISE)
     print(f"difftest: seed {args.seed}: {totals['programs']} programs ({totals['rejected']} drawn and rejected), "
           f"{totals['gradc_calls']} gradc runs and compiles, {totals['object_calls']} calls of compiled "
           f"functions, {sum(comparisons.values())} output comparisons ({bitwise} bitwise), "
