@@ -562,6 +562,8 @@ StmtPtr nll_loss_weights_backward_kernel(KernelCtx &k) {
 
 constexpr const char *kNllWeighted =
     "%p: Tensor[(2, 3, 2), float64], %t: Tensor[(2, 2), int64], %w: Tensor[(3,), float64]";
+constexpr const char *kNllBackward =
+    "%g: float64, %p: Tensor[(2, 3, 2), float64], %t: Tensor[(2, 2), int64], %w: Tensor[(3,), float64]";
 
 OpBuilder &nll_attrs(OpBuilder &b) {
   return b.attr("reduction", AttrKind::String, AttrValue::of("mean"), "\"mean\", \"sum\" or \"none\".")
@@ -705,7 +707,23 @@ void register_nn_ops(OpRegistry &reg) {
       reg.add("grad.nll_loss_backward").describe("The gradient of nn.nll_loss with respect to its predictions."))
       .arity(3, 4)
       .relation("NLLLossBackward", nll_loss_backward_rel)
-      .kernel(nll_loss_backward_kernel);
+      // dp = nll_loss_backward(g, p, t, w) is linear in g and free of p, and
+      // sum(G * dp) = g · nll_loss(G, t, w) for every reduction (per element
+      // for "none"), so for an adjoint G of dp:
+      //   d/dg = nll_loss(G, t, w),  d/dp = 0,  d/dw = nll_loss_weights_backward(g, G, t, w)
+      .gradient([](GradCtx &g) -> Grads {
+        const auto &a = g.call.args;
+        std::vector<ExprPtr> loss_args{g.grad, a[2]};
+        if (a.size() == 4)
+          loss_args.push_back(a[3]);
+        Grads out{g.b.call(ops::nll_loss, loss_args, g.attrs()), nullptr, nullptr};
+        if (a.size() == 4)
+          out.push_back(g.b.call(ops::nll_loss_weights_backward, {a[0], g.grad, a[2], a[3]}, g.attrs()));
+        return out;
+      })
+      .kernel(nll_loss_backward_kernel)
+      .example(kNllBackward, "grad.nll_loss_backward(%g, %p, %t, %w)", true, 3)
+      .example(kNllBackward, "grad.nll_loss_backward(%g, %p, %t, %w, reduction=\"sum\", ignore_index=1)", true, 3);
 
   nll_backward(reg.add("grad.nll_loss_weights_backward")
                    .describe("The gradient of nn.nll_loss with respect to its class weights."))
