@@ -1,4 +1,13 @@
 //===- DeadCode.cpp - remove bindings the result does not need ------------===//
+//
+// A binding is live when the result or a live binding reads it, also from
+// inside the body of a `fn` value (free_vars sees into those). Checkpoint
+// segments stay whole: a segment whose start is live keeps its ends (and
+// what leads to them) even when nobody reads them, or the start would be
+// left open and the module (a dumped adjoint) would no longer type-check.
+// The markers cost nothing: the `fused` stage drops them after remat.
+//
+//===----------------------------------------------------------------------===//
 #include "gradc/ir/Functor.h"
 #include "gradc/op/Registry.h"
 #include "gradc/transform/Passes.h"
@@ -6,38 +15,53 @@
 #include <unordered_set>
 
 namespace gradc {
+namespace {
+
+CheckpointMarker marker(const Expr &e) {
+  return e.kind == ExprKind::Call ? e.op->checkpoint : CheckpointMarker::None;
+}
+
+/// Adds to `live` what the live bindings read, walking back from the last.
+void propagate(const std::vector<Binding> &bindings, std::unordered_set<const Expr *> &live) {
+  for (auto it = bindings.rbegin(); it != bindings.rend(); ++it)
+    if (live.count(it->var.get()))
+      for (const ExprPtr &v : free_vars(it->value))
+        live.insert(v.get());
+}
+
+} // namespace
 
 FunctionPtr eliminate_dead_code(const Function &fn) {
-  // A binding is live when the result or a live binding reads it, also from
-  // inside the body of a `fn` value (free_vars sees into those).
+  const std::vector<Binding> &bindings = fn.body.bindings;
   std::unordered_set<const Expr *> live;
   for (const ExprPtr &v : free_vars(fn.body.result))
     live.insert(v.get());
-  std::vector<Binding> kept;
-  for (auto it = fn.body.bindings.rbegin(); it != fn.body.bindings.rend(); ++it) {
-    if (!live.count(it->var.get()))
+  propagate(bindings, live);
+
+  // The values downstream of a live start, up to the ends: an end among
+  // them is kept with its inputs.
+  std::unordered_set<const Expr *> in_live_segment;
+  bool kept_end = false;
+  for (const Binding &b : bindings) {
+    CheckpointMarker m = marker(*b.value);
+    bool reached = m == CheckpointMarker::Start && live.count(b.var.get());
+    for (const ExprPtr &v : free_vars(b.value))
+      reached = reached || (m != CheckpointMarker::Start && in_live_segment.count(v.get()));
+    if (!reached)
       continue;
-    for (const ExprPtr &v : free_vars(it->value))
-      live.insert(v.get());
-    kept.push_back(*it);
+    if (m == CheckpointMarker::End)
+      kept_end |= live.insert(b.var.get()).second;
+    else
+      in_live_segment.insert(b.var.get());
   }
-  // A grad.end_checkpoint nobody reads still closes its segment: dropping
-  // it while the segment's values stay live would leave a start that no
-  // end closes, which the type checker rejects when the dump is read back.
-  std::vector<Binding> out_bindings;
-  auto next_kept = kept.rbegin();
-  for (const Binding &b : fn.body.bindings) {
-    if (next_kept != kept.rend() && next_kept->var == b.var) {
-      out_bindings.push_back(*next_kept++);
-      continue;
-    }
-    const Expr &v = *b.value;
-    if (v.kind == ExprKind::Call && v.op->checkpoint == CheckpointMarker::End && !v.args.empty() &&
-        live.count(v.args[0].get()))
-      out_bindings.push_back(b);
-  }
+  if (kept_end)
+    propagate(bindings, live);
+
   auto out = std::make_shared<Function>(fn);
-  out->body.bindings = std::move(out_bindings);
+  out->body.bindings.clear();
+  for (const Binding &b : bindings)
+    if (live.count(b.var.get()))
+      out->body.bindings.push_back(b);
   return out;
 }
 

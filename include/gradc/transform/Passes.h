@@ -43,8 +43,8 @@ FunctionPtr expand_composites(const Function &fn);
 FunctionPtr drop_checkpoint_markers(const Function &fn);
 
 /// Removes bindings whose value the result does not depend on (a use inside
-/// the body of a `fn` value counts), except that a grad.end_checkpoint of a
-/// live value stays: it closes its segment. Pre and post: ANF.
+/// the body of a `fn` value counts); a checkpoint segment whose start is live
+/// keeps its ends, so that no start is left open. Pre and post: ANF.
 FunctionPtr eliminate_dead_code(const Function &fn);
 
 } // namespace gradc
