@@ -297,8 +297,10 @@ int main(int argc, char **argv) {
     std::cerr << "gradc: " << e.what() << " (this is a bug in gradc)\n";
     return 3;
   } catch (const std::bad_alloc &) {
-    std::cerr << "gradc: internal error: out of memory\n";
-    return 3;
+    // Running out of memory is the input's size meeting the process's limit
+    // (issue 14 item 12), not a bug: an error about the model, exit 1.
+    std::cerr << "gradc: error: out of memory: the model needs more memory than this process may use\n";
+    return 1;
   } catch (const std::exception &e) {
     std::cerr << "gradc: internal error: " << e.what() << " (this is a bug in gradc)\n";
     return 3;
