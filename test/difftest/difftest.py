@@ -15,11 +15,12 @@ parameters):
   object, 1 thread              vs `gradc run`          bitwise (same options, same codegen)
   object, 2 threads             vs object, 1 thread     bitwise (m.h: results never depend on
                                                         the number of threads)
-  object -O0                    vs object -O2           bitwise (gradc keeps IEEE semantics at
+  object -O0, -O1 or -O3        vs object -O2           bitwise (gradc keeps IEEE semantics at
                                                         every level: no fast-math, contraction
                                                         decided per target, not per level)
   object --remat=none           vs --remat=manual       bitwise (SPEC §6)
-  object --cpu=x86-64           vs object (host CPU)    tolerance (other vector width, no FMA)
+  object --cpu=x86-64 or        vs object (host CPU)    tolerance (other vector width, FMA or
+    --cpu=haswell                                       not)
   the dumped adjoint            vs `gradc run --grad`   bitwise (`--dump-ir=grad` output parses
     (`--entry=main_adjoint`)                            back to the same module, SPEC §3)
   --grad of `sum(d_k)` through  vs PyTorch double       tolerance (second order: SPEC §5, the
@@ -67,16 +68,18 @@ import known_bugs  # noqa: E402
 import operators  # noqa: E402
 import reference  # noqa: E402
 
-# How the object is built for each comparison, beyond the program's --grad/--wrt flags.
-OBJECT_CONFIGS = {"O2": [], "O0": ["-O0"], "remat-none": ["--remat=none"], "x86-64": ["--cpu=x86-64"]}
+# How the object is built for each comparison, beyond the program's --grad/--wrt flags (the
+# optimisation level and the CPU of a program's "olevel" and "cpu" comparisons are in its plan).
+OBJECT_CONFIGS = {"O2": lambda prog: [], "olevel": lambda prog: [f"-O{prog.olevel}"],
+                  "remat-none": lambda prog: ["--remat=none"], "cpu": lambda prog: [f"--cpu={prog.cpu}"]}
 LABELS = {
     "forward": "gradc run forward vs numpy",
     "grad": "gradc run --grad vs numpy/PyTorch",
     "object": "object (1 thread) vs gradc run, bitwise",
     "threads": "object 2 threads vs 1 thread, bitwise",
-    "O0": "object -O0 vs -O2, bitwise",
+    "olevel": "object -O0/-O1/-O3 vs -O2, bitwise",
     "remat-none": "object --remat=none vs --remat=manual, bitwise",
-    "x86-64": "object --cpu=x86-64 vs host CPU",
+    "cpu": "object --cpu=x86-64/haswell vs the host CPU",
     "roundtrip": "the dumped adjoint (--dump-ir=grad) run again vs gradc run --grad, bitwise",
     "second": "second order: --grad of a function calling the dumped adjoint vs PyTorch double backward",
     "reference": "reference self-check (numpy vs PyTorch forward): a bug in test/difftest/operators.py",
@@ -84,7 +87,7 @@ LABELS = {
 }
 # Always compared; the generator adds some of the others to each program's plan (prog.checks).
 CORE = frozenset({"reference", "forward", "grad", "object", "threads"})
-BITWISE = frozenset({"object", "threads", "O0", "remat-none", "roundtrip"})
+BITWISE = frozenset({"object", "threads", "olevel", "remat-none", "roundtrip"})
 MAX_ATTEMPTS = 8  # programs drawn for one index before giving up (all rejected)
 SHRINK_SECONDS = 60
 
@@ -162,7 +165,7 @@ class Checker:
             return self
         if run_grad and self.wanted("roundtrip", "second"):
             self.dumped_adjoint(run_grad, grad_names, ref, noises[len(refs):])
-        if self.wanted("object", "threads", "O0", "remat-none", "x86-64"):
+        if self.wanted("object", "threads", "olevel", "remat-none", "cpu"):
             self.objects(run_fwd, run_grad, leaves, fwd_names, grad_names)
         return self
 
@@ -222,18 +225,18 @@ class Checker:
             for fn in names:
                 self.compare("threads", command, [reference.bitwise(f"{fn} {n}", o, r)
                                                   for n, o, r in zip(names[fn], outs[(fn, 2)], outs[(fn, 1)])])
-        for config in ("O0", "remat-none"):
+        for config in ("olevel", "remat-none"):
             if self.wanted(config):
                 other = self.object(config, [1], leaves)
                 if other:
                     for fn in names:
                         self.compare(config, other[1], [reference.bitwise(f"{fn} {n}", o, r) for n, o, r in
                                                         zip(names[fn], other[0][(fn, 1)], outs[(fn, 1)])])
-        if self.wanted("x86-64"):
-            other = self.object("x86-64", [2], leaves)
+        if self.wanted("cpu"):
+            other = self.object("cpu", [2], leaves)
             if other:
                 for fn in names:
-                    self.compare("x86-64", other[1], [
+                    self.compare("cpu", other[1], [
                         reference.close(f"{fn} {n}", o, r.astype(np.float64) if r.dtype.kind == "f" else r, z, self.tol)
                         for n, o, r, z in zip(names[fn], other[0][(fn, 2)], outs[(fn, 2)], self.noises)])
 
@@ -251,7 +254,7 @@ class Checker:
     def object(self, config, threads, leaves):
         """Builds the object of CONFIG and calls both functions with each thread count."""
         kind = "object" if config == "O2" else config
-        flags = self.prog.grad_flags() + OBJECT_CONFIGS[config]
+        flags = self.prog.grad_flags() + OBJECT_CONFIGS[config](self.prog)
         build = self.tool(kind, lambda: execute.build_object(self.gradc, self.prog, self.workdir, config, flags,
                                                              leaves))
         if build is None:

@@ -142,13 +142,15 @@ class BindingGroup:
 
 
 class Program:
-    def __init__(self, params, bindings, result, wrt, nest_result=False, second=None, checks=frozenset()):
+    def __init__(self, params, bindings, result, wrt, nest_result=False, second=None, checks=frozenset(),
+                 olevel=0, cpu="x86-64"):
         self.params, self.bindings = params, bindings
         self.result = result  # list of Values: one (a tensor or scalar result) or a tuple's fields
         self.wrt = wrt  # list of parameter names for --wrt, or None for the default
         self.nest_result = nest_result  # print a tuple result as `(%a, (%b, %c))`
         self.second = second  # k: also differentiate sum(d_k), d_k the k-th --wrt gradient
         self.checks = checks  # the comparisons beyond the core ones (difftest.py, Checker)
+        self.olevel, self.cpu = olevel, cpu  # the -O level and --cpu of the "olevel" and "cpu" ones
 
     def is_tuple(self):
         return len(self.result) > 1
@@ -235,7 +237,8 @@ class Program:
         if not any(p.is_float() for p in params):
             return None
         wrt = None if self.wrt is None else [n for n in self.wrt if n in needed]
-        cut = Program(params, bindings, [keep], wrt or None, self.nest_result, checks=self.checks)
+        cut = Program(params, bindings, [keep], wrt or None, self.nest_result, checks=self.checks,
+                      olevel=self.olevel, cpu=self.cpu)
         if self.second is not None:
             name = self.wrt_params()[self.second].name
             cut.second = next((k for k, p in enumerate(cut.wrt_params()) if p.name == name), 0)
@@ -605,8 +608,10 @@ class Generator:
         # compile or run each): remat mostly where there are segments, second order with the
         # round trip of the dumped adjoint it needs
         segments = any(b.op == "grad.start_checkpoint" for b in self.bindings)
-        checks = {c for c, p in (("O0", 0.5), ("x86-64", 0.5), ("remat-none", 0.9 if segments else 0.2),
+        checks = {c for c, p in (("olevel", 0.5), ("cpu", 0.5), ("remat-none", 0.9 if segments else 0.2),
                                  ("roundtrip", 0.5)) if self.rng.random() < p}
+        prog.olevel = int(self.rng.choice([0, 1, 3]))
+        prog.cpu = str(self.rng.choice(["x86-64", "haswell"]))
         if "roundtrip" in checks:
             checks.add("second")
             prog.second = int(self.rng.integers(len(prog.wrt_params())))
