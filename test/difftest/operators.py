@@ -525,6 +525,51 @@ def gen_nll_loss(g, x):
     return Call(args, attrs)
 
 
+def gen_nll_loss_backward(g, x):
+    """(g, pred, target[, weights]): the gradient of nn.nll_loss with respect to pred times g, a
+    scalar (mean, sum) or target-shaped (none); x is the prediction."""
+    call = gen_nll_loss(g, x)
+    if call is None:
+        return None
+    reduction = call.attrs.get("reduction", "mean")
+    tshape = call.args[1].shape
+    seed = g.operand(tshape, x.dtype) if reduction == "none" else g.scalar_operand(x.dtype)
+    return Call([seed] + call.args, call.attrs, dtype=x.dtype)
+
+
+def np_nll_loss_backward(a, at):
+    seed, pred, target = a[0], a[1], a[2]
+    cax = nll_class_axis(pred)
+    ncls = pred.shape[cax]
+    weights = a[3] if len(a) > 3 else np.ones(ncls)
+    counted = target != at["ignore_index"]
+    cls = np.where(counted, target, 0)
+    coef = -np.where(counted, weights[cls], 0.0) * np.broadcast_to(seed, target.shape)
+    if at["reduction"] == "mean":
+        coef = coef / np.sum(np.where(counted, weights[cls], 0.0))
+    onehot = np.expand_dims(cls, cax) == np.arange(ncls).reshape([-1 if i == cax else 1 for i in range(pred.ndim)])
+    return np.where(onehot, np.expand_dims(coef, cax), 0.0)
+
+
+def t_nll_loss_backward(a, at):
+    seed, pred, target = a[0], a[1], a[2]
+    cax = nll_class_axis(pred)
+    ncls = pred.shape[cax]
+    weights = a[3] if len(a) > 3 else torch.ones(ncls, dtype=pred.dtype)
+    counted = target != at["ignore_index"]
+    cls = torch.where(counted, target, torch.zeros_like(target))
+    wt = torch.where(counted, weights[cls], torch.zeros((), dtype=weights.dtype))
+    coef = -wt * torch.broadcast_to(seed, tuple(target.shape))
+    if at["reduction"] == "mean":
+        coef = coef / torch.sum(wt)
+    onehot = cls.unsqueeze(cax) == torch.arange(ncls).reshape([-1 if i == cax else 1 for i in range(pred.dim())])
+    return torch.where(onehot, coef.unsqueeze(cax), torch.zeros((), dtype=coef.dtype))
+
+
+def nll_backward_ok(a, at, out, m):
+    return nll_ok(a[1:], at, out, m)
+
+
 def nll_ok(a, at, out, m):
     """"mean" divides by the total weight of the counted targets: keep it away from 0."""
     if at["reduction"] != "mean":
@@ -667,6 +712,8 @@ TABLE = {
     "nn.log_softmax": Op(gen_softmax, lambda a, at: np_log_softmax(a[0], at["axis"]),
                          lambda a, at: torch.log_softmax(a[0], dim=at["axis"]), ("axis",)),
     "nn.nll_loss": Op(gen_nll_loss, np_nll_loss, t_nll_loss, ("reduction", "ignore_index"), ok=nll_ok),
+    "grad.nll_loss_backward": Op(gen_nll_loss_backward, np_nll_loss_backward, t_nll_loss_backward,
+                                 ("reduction", "ignore_index"), ok=nll_backward_ok),
     # gradient helpers the generator places itself (no_grad on a value, checkpoint segments)
     "grad.no_grad": Op(gen_unary, identity_np, lambda a, at: a[0].detach(), gradient=False, ints=True),
     "grad.start_checkpoint": Op(None, identity_np, identity_torch),
@@ -678,10 +725,9 @@ TABLE = {
 SEGMENT_MARKERS = ("grad.start_checkpoint", "grad.end_checkpoint")
 
 NOT_GENERATED = {
-    "grad.nll_loss_backward": "a gradient helper with no gradient of its own: it runs in every "
-                              "adjoint of nn.nll_loss, where the reference gradient checks it",
     "grad.nll_loss_weights_backward": "a gradient helper with no gradient of its own: it runs in the "
-                                      "adjoint of nn.nll_loss with weights, checked there",
+                                      "adjoint of nn.nll_loss with weights, where the reference gradient "
+                                      "checks it",
 }
 
 
