@@ -27,7 +27,7 @@ for limit in range(64 * MiB, 2048 * MiB, 16 * MiB):
         break
 else:
     # A sanitizer build reserves terabytes of address space: nothing to measure.
-    print("skipped: gradc does not start under 2 GiB of address space")
+    print("skipped: gradc does not start under 2 GiB of address space: nothing measured, skipped")
     sys.exit(0)
 r = run(limit + 48 * MiB, model)
 print("exit %d" % r.returncode)
