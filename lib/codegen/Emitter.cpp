@@ -43,8 +43,8 @@ Type *register_type(LLVMContext &ctx, DType dt) {
 
 enum class MathFn { Exp, Log, Sqrt, Fabs, Sin, Cos, Tanh, Erf, Pow, Floor };
 
-// A Parallel loop (chosen by the schedule pass, lower/Schedule.h) is split
-// across the pool in chunks of at least kChunkWork operations.
+// A Parallel loop (chosen by the CPU schedule, schedule_cpu in lower/Passes.h)
+// is split across the pool in chunks of at least kChunkWork operations.
 constexpr double kChunkWork = 1 << 14;
 
 /// Emits the body of one kernel function.

@@ -1,4 +1,4 @@
-//===- Type.cpp - dtypes, shapes and types --------------------------------===//
+//===- Type.cpp - shapes and types of the tensor IR -----------------------===//
 #include "gradc/ir/Type.h"
 #include "gradc/support/Diagnostics.h"
 

@@ -3,7 +3,8 @@
 // One kernel per top-level binding. Injective roots become one loop nest over
 // the output whose element expression is built by calling each fused
 // operator's ElementFn; other operators emit their own nest through KernelFn.
-// Tuples and projections only alias buffers and emit nothing.
+// Tuples and projections only alias buffers (a constant among their fields is
+// materialized by a one-element fill kernel).
 //
 //===----------------------------------------------------------------------===//
 #include "gradc/lower/Lower.h"

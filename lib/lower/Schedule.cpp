@@ -106,14 +106,4 @@ void schedule_cpu(LoweredFunction &fn, const Target &target) {
     k.body = CpuSchedule(target, k.name).mutate(k.body);
 }
 
-StmtPtr serialize_unscheduled(const StmtPtr &body) {
-  struct Serialize : LoopMutator {
-    StmtPtr on_for(const StmtPtr &s) override {
-      StmtPtr b = mutate(s->body);
-      return unscheduled(s->for_kind) ? with_for(*s, ForKind::Serial, b) : b == s->body ? s : with_for(*s, s->for_kind, b);
-    }
-  };
-  return Serialize().mutate(body);
-}
-
 } // namespace gradc

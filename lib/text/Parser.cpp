@@ -351,7 +351,7 @@ private:
 
   //===--- types ----------------------------------------------------------===//
 
-  // type := 'Tensor' '[' '(' dims? ')' ',' DTYPE ']' | DTYPE | '(' (type (',' type)*)? ')'
+  // type := 'Tensor' '[' ('(' dims? ')' | INT) ',' DTYPE ']' | DTYPE | '(' (type (',' type)* ','?)? ')'
   // dims := INT (',' INT)* ','?
   Type type() {
     if (accept(Tok::LParen)) {

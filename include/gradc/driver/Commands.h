@@ -1,7 +1,8 @@
 //===- Commands.h - the gradc subcommands ---------------------------------===//
 //
-// Each returns the process exit code of SPEC §1 (0 ok, 1 the model or input
-// is wrong). Internal errors propagate as InternalError (exit 3, in main).
+// Each returns the process exit code of SPEC §1: 0 ok, 1 the model or an input
+// is wrong, 2 the command line is wrong (the checks only a subcommand can
+// make). Internal errors propagate as InternalError (exit 3, in main).
 //
 //===----------------------------------------------------------------------===//
 #pragma once

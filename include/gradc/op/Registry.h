@@ -9,7 +9,7 @@
 //       .describe("Elementwise e^x.")
 //       .arg("data", "Tensor", "The input tensor.")
 //       .support_level(1)
-//       .relation("Identity", identity_rel)
+//       .relation("FloatIdentity", float_identity_rel)
 //       .gradient([](GradCtx &g) -> Grads { return {g.b.mul(g.grad, g.out)}; }) // d/dx e^x = e^x
 //       .element([](ElementCtx &c) { return unary(UnaryOp::Exp, c.in(0)); });
 //
