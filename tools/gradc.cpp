@@ -60,7 +60,6 @@ std::vector<std::string> split_list(const std::string &s) {
 
 struct SharedOptions {
   std::string grad = "";
-  bool grad_given = false;
   std::string wrt, remat = "manual", budget, target = "cpu", dump, dump_dir;
   int opt = 2;
   bool report = false;

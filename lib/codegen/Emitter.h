@@ -106,10 +106,6 @@ struct KernelOptions {
 llvm::Function *emit_kernel(llvm::Module &m, const Kernel &kernel, const std::string &symbol,
                             const KernelOptions &opts);
 
-/// Declares the exported `int32_t symbol(void *const *inputs, void *const
-/// *outputs, void *workspace[, void *stream])` of the ABI (SPEC §8).
-llvm::Function *create_entry(llvm::Module &m, const std::string &symbol, bool with_stream);
-
 /// A host module for `module` (triple and data layout of `tm`) with the
 /// entry of every function declared first, so that no kernel or global can
 /// take an exported name. entries[i] belongs to module.functions[i].

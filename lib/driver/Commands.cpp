@@ -33,6 +33,9 @@ const std::vector<std::string> &emit_kinds() {
   return kinds;
 }
 
+namespace {
+
+/// Reads a model file; nullptr (after printing an error) if it cannot.
 std::shared_ptr<const SourceFile> read_model(const std::string &path, std::ostream &err) {
   std::error_code ec;
   if (std::filesystem::is_directory(path, ec)) {
@@ -69,8 +72,6 @@ std::shared_ptr<const SourceFile> read_model(const std::string &path, std::ostre
   }
   return std::make_shared<SourceFile>(path, std::move(text));
 }
-
-namespace {
 
 /// Parse, type-check, differentiate, lower; nullopt after printing errors.
 std::optional<CompiledModule> front_to_loops(const std::string &model, const PipelineOptions &opts, std::ostream &err) {
@@ -171,7 +172,7 @@ ManifestInfo manifest_info(const PipelineOptions &opts, const std::vector<std::s
   info.tool_version = kVersion;
   info.llvm_version = llvm_version();
   info.argv = argv;
-  info.target = opts.codegen.target == TargetKind::CUDA ? "cuda" : "cpu";
+  info.target = target_kind_name(opts.codegen.target);
   info.triple = opts.codegen.triple;
   info.cpu = opts.codegen.cpu;
   info.gpu_arch = opts.codegen.gpu_arch;

@@ -91,7 +91,6 @@ bool Type::has_unknown() const {
   return false;
 }
 
-int64_t Type::bytes() const { return num_elements(shape) * dtype_bytes(dtype); }
 
 bool Type::operator==(const Type &o) const {
   if (kind != o.kind)

@@ -180,7 +180,8 @@ private:
                     BufferPtr s = make_buffer(kname + "_" + name, Type::tensor({size}, dtype), BufferScope::Arena);
                     produced_.push_back(s);
                     return s;
-                  }};
+                  },
+                  {}};
     if (anchor)
       ctx.epilogue = [this, &b, anchor](const Index &idx, const LExprPtr &value) {
         anchor_ = {anchor, value};

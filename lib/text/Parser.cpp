@@ -21,8 +21,6 @@
 
 namespace gradc {
 
-std::string format_float(double v, DType dt); // Expr.cpp
-
 namespace {
 
 struct ParseError {};
@@ -357,15 +355,12 @@ private:
     if (accept(Tok::LParen)) {
       DepthGuard guard(*this);
       std::vector<Type> fields;
-      bool trailing_comma = false;
       while (!at(Tok::RParen)) {
         fields.push_back(type());
-        trailing_comma = accept(Tok::Comma);
-        if (!trailing_comma)
+        if (!accept(Tok::Comma))
           break;
       }
       expect(Tok::RParen, "to close a tuple type");
-      (void)trailing_comma;
       return Type::tuple(std::move(fields));
     }
     Token t = expect(Tok::Ident, "as a type");

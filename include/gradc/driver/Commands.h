@@ -42,7 +42,4 @@ int run_command(const RunCommand &cmd, std::ostream &out, std::ostream &err);
 int check_command(const std::string &model, std::ostream &out, std::ostream &err);
 int ops_command(const std::string &name, bool json, std::ostream &out, std::ostream &err);
 
-/// Reads a model file; nullptr (after printing an error) if it cannot.
-std::shared_ptr<const SourceFile> read_model(const std::string &path, std::ostream &err);
-
 } // namespace gradc

@@ -12,8 +12,6 @@
 
 #include "gradc/loops/LoopIR.h"
 
-#include <optional>
-
 namespace gradc {
 
 constexpr int64_t kMaxLanes = 64;
@@ -26,10 +24,6 @@ bool has_vector_form(UnaryOp op, DType dtype);
 
 /// Whether `e` reads loop variable `var`.
 bool uses_var(const LExprPtr &e, const LVar *var);
-
-/// The constant step of the Int64 index `e` when `lane` steps by one (0 when
-/// it does not use `lane`); nullopt where `e` is not affine in `lane`.
-std::optional<int64_t> lane_stride(const LExprPtr &e, const LVar *lane);
 
 /// Whether the body of Vectorized loop `loop` can be emitted lane-wise: a
 /// sequence of stores at unit stride in the loop variable of values built from

@@ -71,7 +71,7 @@ enum class LExprKind {
   MulAdd,   // operands[0] * operands[1] + operands[2], equal float dtypes, rounded once (fused)
 };
 
-enum class UnaryOp { Neg, Exp, Log, Sqrt, Tanh, Abs, Erf, Sin, Cos, Not };
+enum class UnaryOp { Neg, Exp, Log, Sqrt, Tanh, Abs, Erf, Sin, Cos };
 enum class BinaryOp { Add, Sub, Mul, Div, Min, Max, Pow, FloorDiv, FloorMod, And, Or };
 enum class CompareOp { LT, LE, GT, GE, EQ, NE };
 

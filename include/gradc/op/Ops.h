@@ -22,7 +22,6 @@ public:
   OpRef(const OpRef &) = delete;
   const OpDef *get() const;
   operator const OpDef *() const { return get(); }
-  const OpDef *operator->() const { return get(); }
   const char *name() const { return name_; }
 
 private:

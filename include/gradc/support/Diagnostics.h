@@ -20,7 +20,6 @@ namespace gradc {
 struct Span {
   uint32_t begin = 0;
   uint32_t end = 0;
-  bool valid() const { return end > begin || begin > 0; }
 };
 
 /// The text of one input file, with an index of line starts.
@@ -51,7 +50,6 @@ public:
   void note(Span span, const std::string &message);
   unsigned error_count() const { return errors_; }
   const SourceFile *file() const { return file_.get(); }
-  std::shared_ptr<const SourceFile> file_ptr() const { return file_; }
   /// Throws CompileError if any error has been reported.
   void check() const;
 
