@@ -134,8 +134,8 @@ void initialize_llvm();
 /// Keeps LLVM's warnings and remarks ("loop not vectorized") off the user's
 /// terminal; optimize and emit_file turn LLVM errors into internal errors.
 void quiet_diagnostics(llvm::LLVMContext &ctx);
-/// A user error in the codegen options: prints `gradc: error: MESSAGE` and
-/// throws CompileError.
+/// A user error in the codegen options: prints it (print_error) and throws
+/// CompileError.
 [[noreturn]] void option_error(const std::string &message);
 /// No FP contraction: results must not depend on where a computation is compiled.
 llvm::TargetOptions target_options();

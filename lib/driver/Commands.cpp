@@ -39,12 +39,13 @@ namespace {
 std::shared_ptr<const SourceFile> read_model(const std::string &path, std::ostream &err) {
   std::error_code ec;
   if (std::filesystem::is_directory(path, ec)) {
-    err << "gradc: error: '" << path << "' is a directory, not a model file\n";
+    print_error(err, "'" + path + "' is a directory, not a model file");
     return nullptr;
   }
   std::ifstream in(path, std::ios::binary);
   if (!in) {
-    err << "gradc: error: cannot read '" << path << "': " << std::strerror(errno) << "\n";
+    int e = errno;
+    print_error(err, "cannot read '" + path + "': " + std::strerror(e));
     return nullptr;
   }
   // Spans are 32-bit offsets. The text is read in chunks into one string:
@@ -59,15 +60,16 @@ std::shared_ptr<const SourceFile> read_model(const std::string &path, std::ostre
     while (text.size() < max_size && (in.read(chunk, sizeof chunk) || in.gcount() > 0))
       text.append(chunk, size_t(in.gcount()));
   } catch (const std::bad_alloc &) {
-    err << "gradc: error: out of memory reading '" << path << "'\n";
+    print_error(err, "out of memory reading '" + path + "'");
     return nullptr;
   }
   if (in.bad()) {
-    err << "gradc: error: cannot read '" << path << "': " << std::strerror(errno) << "\n";
+    int e = errno;
+    print_error(err, "cannot read '" + path + "': " + std::strerror(e));
     return nullptr;
   }
   if (text.size() >= max_size) {
-    err << "gradc: error: '" << path << "' is larger than 4 GiB\n";
+    print_error(err, "'" + path + "' is larger than 4 GiB");
     return nullptr;
   }
   return std::make_shared<SourceFile>(path, std::move(text));
@@ -107,8 +109,9 @@ std::string symbol_prefix(const std::string &base) {
 bool check_output_base(const std::string &base, std::ostream &err) {
   std::string name = std::filesystem::path(base).filename().string();
   if (name.empty() || name == "." || name == "..") {
-    err << "gradc: error: -o '" << base << "' names a directory; -o takes a base name for the files it writes "
-        << "(-o out/model writes out/model.o, out/model.h and out/model.json)\n";
+    print_error(err, "-o '" + base +
+                         "' names a directory; -o takes a base name for the files it writes "
+                         "(-o out/model writes out/model.o, out/model.h and out/model.json)");
     return false;
   }
   return true;
@@ -123,8 +126,8 @@ bool check_output_dir(const std::string &base, std::ostream &err) {
   if (::stat(dir.c_str(), &st) == 0 && S_ISDIR(st.st_mode))
     return true;
   int e = errno;
-  err << "gradc: error: cannot write '" << base << ".*': " << dir.string() << ": "
-      << std::strerror(::stat(dir.c_str(), &st) == 0 ? ENOTDIR : e) << "\n";
+  const char *why = std::strerror(::stat(dir.c_str(), &st) == 0 ? ENOTDIR : e);
+  print_error(err, "cannot write '" + base + ".*': " + dir.string() + ": " + why);
   return false;
 }
 
@@ -151,8 +154,8 @@ bool refuse_overwriting_model(const std::string &output, const std::string &mode
                               std::ostream &err) {
   if (!is_the_model(output, model))
     return false;
-  err << "gradc: error: the output '" << output << "' is the model '" << model << "' itself; " << advice
-      << " (the model is left as it is)\n";
+  print_error(err, "the output '" + output + "' is the model '" + model + "' itself; " + advice +
+                       " (the model is left as it is)");
   return true;
 }
 
@@ -193,7 +196,7 @@ int compile_command(const CompileCommand &cmd, std::ostream &out, std::ostream &
                 : std::vector<std::string>{"obj", "header", "manifest"};
   auto wants = [&](const char *k) { return std::find(emit.begin(), emit.end(), k) != emit.end(); };
   if (wants("ptx") && !cuda) {
-    err << "gradc: error: --emit=ptx needs --target=cuda\n";
+    print_error(err, "--emit=ptx needs --target=cuda");
     return 2;
   }
   if (!cmd.output_base.empty() && !check_output_base(cmd.output_base, err))
@@ -258,7 +261,7 @@ int compile_command(const CompileCommand &cmd, std::ostream &out, std::ostream &
       files.push_back({base + ".ptx", std::move(code.ptx)});
     write_files_atomic(files);
   } catch (FileError &e) {
-    err << "gradc: error: " << e.what() << "\n";
+    print_error(err, e.what());
     return 1;
   }
   if (opts.report)
@@ -400,13 +403,13 @@ int run_command(const RunCommand &cmd, std::ostream &out, std::ostream &err) {
   PipelineOptions opts = cmd.pipeline;
   opts.want_unrematerialized_peak = opts.report;
   if (opts.codegen.target != TargetKind::CPU) {
-    err << "gradc: error: run executes on the host CPU; --target=cuda is not supported here\n";
+    print_error(err, "run executes on the host CPU; --target=cuda is not supported here");
     return 2;
   }
   if (!opts.codegen.cpu.empty() || !opts.codegen.triple.empty()) {
     try {
       if (std::optional<std::string> why = JitSession::cannot_run_here(opts.codegen)) {
-        err << "gradc: error: " << *why << "\n";
+        print_error(err, *why);
         return 2;
       }
     } catch (CompileError &) {
@@ -429,7 +432,7 @@ int run_command(const RunCommand &cmd, std::ostream &out, std::ostream &err) {
       report = &compiled->reports[i];
     }
   if (!fn) {
-    err << "gradc: error: --entry names @" << entry << ", which is not defined in " << cmd.model << "\n";
+    print_error(err, "--entry names @" + entry + ", which is not defined in " + cmd.model);
     return 1;
   }
 
@@ -449,14 +452,13 @@ int run_command(const RunCommand &cmd, std::ostream &out, std::ostream &err) {
       std::string valid;
       for (const std::string &p : report->param_names)
         valid += (valid.empty() ? "" : ", ") + p;
-      err << "gradc: error: --input " << name << ": @" << entry << " has no parameter %" << name
-          << " (parameters: " << valid << ")\n";
+      print_error(err, "--input " + name + ": @" + entry + " has no parameter %" + name + " (parameters: " + valid + ")");
       ok = false;
       continue;
     }
     size_t i = size_t(it - report->param_names.begin());
     if (given[i]) {
-      err << "gradc: error: --input " << name << " is given more than once\n";
+      print_error(err, "--input " + name + " is given more than once");
       ok = false;
       continue;
     }
@@ -464,22 +466,22 @@ int run_command(const RunCommand &cmd, std::ostream &out, std::ostream &err) {
     try {
       arrays[i] = read_npy(path);
     } catch (FileError &e) {
-      err << "gradc: error: --input " << name << ": " << e.what() << "\n";
+      print_error(err, "--input " + name + ": " + e.what());
       ok = false;
       continue;
     }
     const Buffer &b = *fn->inputs[i];
     if (arrays[i].dtype != b.dtype || arrays[i].shape != b.shape) {
-      err << "gradc: error: --input " << name << ": %" << name << " is " << Type::tensor(b.shape, b.dtype).str()
-          << " but '" << path << "' holds a " << dtype_name(arrays[i].dtype) << " array of shape "
-          << shape_str(arrays[i].shape) << "\n";
+      print_error(err, "--input " + name + ": %" + name + " is " + Type::tensor(b.shape, b.dtype).str() + " but '" +
+                           path + "' holds a " + dtype_name(arrays[i].dtype) + " array of shape " +
+                           shape_str(arrays[i].shape));
       ok = false;
     }
   }
   for (size_t i = 0; i < given.size(); ++i)
     if (!given[i]) {
-      err << "gradc: error: missing --input " << report->param_names[i] << "=FILE.npy for %" << report->param_names[i]
-          << ": " << Type::tensor(fn->inputs[i]->shape, fn->inputs[i]->dtype).str() << "\n";
+      print_error(err, "missing --input " + report->param_names[i] + "=FILE.npy for %" + report->param_names[i] +
+                           ": " + Type::tensor(fn->inputs[i]->shape, fn->inputs[i]->dtype).str());
       ok = false;
     }
   if (!ok)
@@ -518,8 +520,9 @@ int run_command(const RunCommand &cmd, std::ostream &out, std::ostream &err) {
   if (status == kStatusIndexOutOfRange && fn->status) {
     int64_t words[kStatusWords];
     std::memcpy(words, static_cast<char *>(workspace.get()) + fn->status->offset, sizeof words);
-    err << "gradc: error: @" << entry << ": a class index of nn.nll_loss is out of range: element " << words[2]
-        << " of its targets is " << words[1] << ", outside [0, " << words[3] << ")\n";
+    print_error(err, "@" + entry + ": a class index of nn.nll_loss is out of range: element " +
+                         std::to_string(words[2]) + " of its targets is " + std::to_string(words[1]) +
+                         ", outside [0, " + std::to_string(words[3]) + ")");
     return 1;
   }
   if (status != 0)
@@ -544,7 +547,7 @@ int run_command(const RunCommand &cmd, std::ostream &out, std::ostream &err) {
     std::error_code ec;
     std::filesystem::create_directories(cmd.output_dir, ec);
     if (ec) {
-      err << "gradc: error: cannot create '" << cmd.output_dir << "': " << ec.message() << "\n";
+      print_error(err, "cannot create '" + cmd.output_dir + "': " + ec.message());
       return 1;
     }
     std::vector<std::string> keep = {cmd.model};
@@ -555,7 +558,7 @@ int run_command(const RunCommand &cmd, std::ostream &out, std::ostream &err) {
       // outputs are never taken for an earlier run's.
       write_files_atomic(files, [&] { return stale_outputs(cmd.output_dir, files.size(), keep); });
     } catch (FileError &e) {
-      err << "gradc: error: " << e.what() << "\n";
+      print_error(err, e.what());
       return 1;
     }
   }
@@ -586,7 +589,7 @@ int ops_command(const std::string &name, bool json, std::ostream &out, std::ostr
   } else if (const OpDef *d = OpRegistry::global().find(name)) {
     ops = {d};
   } else {
-    err << "gradc: error: no operator named '" << name << "' (see `gradc ops`)\n";
+    print_error(err, "no operator named '" + name + "' (see `gradc ops`)");
     return 1;
   }
   if (json) {
