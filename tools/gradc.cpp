@@ -200,7 +200,7 @@ int real_main(int argc, char **argv) {
                 "Writes BASE.o, BASE.h, BASE.json (default: the model's stem, here). BASE must end in a file "
                 "name: '-o .' or '-o out/' is an error, as with cc -o; write -o out/model")
       ->option_text("BASE");
-  c->add_option("--emit", emit, "Comma list of obj,header,manifest,llvm,asm,ptx");
+  c->add_option("--emit", emit, "Comma list of " + artifact_names(","));
 
   RunCommand run;
   SharedOptions run_shared;
@@ -247,15 +247,15 @@ int real_main(int argc, char **argv) {
       return 2;
     }
     for (const std::string &e : split_list(emit)) {
-      const auto &kinds = emit_kinds();
-      if (std::find(kinds.begin(), kinds.end(), e) == kinds.end()) {
-        print_error(std::cerr, "--emit: unknown item '" + e + "' (valid: obj, header, manifest, llvm, asm, ptx)");
+      const ArtifactKind *kind = find_artifact(e);
+      if (!kind) {
+        print_error(std::cerr, "--emit: unknown item '" + e + "' (valid: " + artifact_names(", ") + ")");
         return 2;
       }
-      compile.emit.push_back(e);
+      compile.emit.push_back(kind->kind);
     }
     if (!emit.empty() && compile.emit.empty()) {
-      print_error(std::cerr, "--emit is empty (valid: obj, header, manifest, llvm, asm, ptx)");
+      print_error(std::cerr, "--emit is empty (valid: " + artifact_names(", ") + ")");
       return 2;
     }
     compile.argv.assign(argv, argv + argc);

@@ -28,11 +28,6 @@ namespace gradc {
 
 const char *kVersion = "0.1.0";
 
-const std::vector<std::string> &emit_kinds() {
-  static const std::vector<std::string> kinds = {"obj", "header", "manifest", "llvm", "asm", "ptx"};
-  return kinds;
-}
-
 namespace {
 
 /// Reads a model file; nullptr (after printing an error) if it cannot.
@@ -131,10 +126,6 @@ bool check_output_dir(const std::string &base, std::ostream &err) {
   return false;
 }
 
-/// The file each --emit item writes: BASE + extension.
-const std::pair<const char *, const char *> kArtifactExtensions[] = {
-    {"obj", ".o"}, {"header", ".h"}, {"manifest", ".json"}, {"llvm", ".ll"}, {"asm", ".s"}, {"ptx", ".ptx"}};
-
 /// True if writing `output` would replace the file `model`: the same inode
 /// (through any name, link or symlink) or, where either does not exist, the
 /// same path once `.`, `..` and symlinks are resolved.
@@ -190,27 +181,33 @@ ManifestInfo manifest_info(const PipelineOptions &opts, const std::vector<std::s
 int compile_command(const CompileCommand &cmd, std::ostream &out, std::ostream &err) {
   PipelineOptions opts = cmd.pipeline;
   bool cuda = opts.codegen.target == TargetKind::CUDA;
-  std::vector<std::string> emit = cmd.emit;
-  if (emit.empty())
-    emit = cuda ? std::vector<std::string>{"ptx", "obj", "header", "manifest"}
-                : std::vector<std::string>{"obj", "header", "manifest"};
-  auto wants = [&](const char *k) { return std::find(emit.begin(), emit.end(), k) != emit.end(); };
-  if (wants("ptx") && !cuda) {
-    print_error(err, "--emit=ptx needs --target=cuda");
-    return 2;
+  // What --emit asks for, or the target's default; in table order.
+  std::vector<const ArtifactKind *> emit;
+  for (const ArtifactKind &a : artifact_kinds()) {
+    bool asked = std::find(cmd.emit.begin(), cmd.emit.end(), a.kind) != cmd.emit.end();
+    if (cmd.emit.empty() ? (cuda ? a.cuda_default : a.cpu_default) : asked)
+      emit.push_back(&a);
   }
+  auto wants = [&](Artifact kind) {
+    return std::any_of(emit.begin(), emit.end(), [&](const ArtifactKind *a) { return a->kind == kind; });
+  };
+  for (const ArtifactKind *a : emit)
+    if (a->cuda_only && !cuda) {
+      print_error(err, std::string("--emit=") + a->name + " needs --target=cuda");
+      return 2;
+    }
   if (!cmd.output_base.empty() && !check_output_base(cmd.output_base, err))
     return 2;
   std::string base = cmd.output_base.empty() ? stem_of(cmd.model) : cmd.output_base;
   if (!check_output_dir(base, err))
     return 1;
   // Never overwrite the model with an artifact (a model named m.h, -o m).
-  for (const auto &[kind, extension] : kArtifactExtensions)
-    if (wants(kind) && refuse_overwriting_model(base + extension, cmd.model, "choose another -o", err))
+  for (const ArtifactKind *a : emit)
+    if (refuse_overwriting_model(base + a->extension, cmd.model, "choose another -o", err))
       return 1;
   if (dumps_overwrite_model(opts, cmd.model, err))
     return 1;
-  opts.want_unrematerialized_peak = opts.report || wants("manifest");
+  opts.want_unrematerialized_peak = opts.report || wants(Artifact::Manifest);
   std::optional<CompiledModule> compiled = front_to_loops(cmd.model, opts, err);
   if (!compiled)
     return 1;
@@ -218,10 +215,10 @@ int compile_command(const CompileCommand &cmd, std::ostream &out, std::ostream &
   cg.prefix = symbol_prefix(base);
 
   CodegenRequest req;
-  req.object = wants("obj");
-  req.llvm_ir = wants("llvm") || cmd.pipeline.dumps.count("llvm");
-  req.assembly = wants("asm") || cmd.pipeline.dumps.count("asm");
-  req.ptx = cuda && (wants("ptx") || cmd.pipeline.dumps.count("ptx"));
+  req.object = wants(Artifact::Obj);
+  req.llvm_ir = wants(Artifact::Llvm) || cmd.pipeline.dumps.count("llvm");
+  req.assembly = wants(Artifact::Asm) || cmd.pipeline.dumps.count("asm");
+  req.ptx = cuda && (wants(Artifact::Ptx) || cmd.pipeline.dumps.count("ptx"));
   CodegenOutput code;
   auto start = std::chrono::steady_clock::now();
   try {
@@ -242,23 +239,28 @@ int compile_command(const CompileCommand &cmd, std::ostream &out, std::ostream &
   // Every artifact is produced in memory first (the header can still fail,
   // on names it cannot give), then the set is written all or nothing: never
   // a new object beside an old header.
+  auto contents = [&](Artifact kind) -> std::string {
+    switch (kind) {
+    case Artifact::Obj:
+      return std::move(code.object);
+    case Artifact::Header:
+      return emit_c_header(compiled->lowered, compiled->reports, cg.prefix, cg.target);
+    case Artifact::Manifest:
+      return build_manifest(compiled->lowered, compiled->reports, manifest_info(opts, cmd.argv), cg.prefix).dump(2) +
+             "\n";
+    case Artifact::Llvm:
+      return std::move(code.llvm_ir);
+    case Artifact::Asm:
+      return std::move(code.assembly);
+    case Artifact::Ptx:
+      return std::move(code.ptx);
+    }
+    internal_error("compile", "an artifact kind with no contents");
+  };
   try {
     std::vector<OutputFile> files;
-    if (wants("obj"))
-      files.push_back({base + ".o", std::move(code.object)});
-    if (wants("header"))
-      files.push_back({base + ".h", emit_c_header(compiled->lowered, compiled->reports, cg.prefix, cg.target)});
-    if (wants("manifest"))
-      files.push_back(
-          {base + ".json",
-           build_manifest(compiled->lowered, compiled->reports, manifest_info(opts, cmd.argv), cg.prefix).dump(2) +
-               "\n"});
-    if (wants("llvm"))
-      files.push_back({base + ".ll", std::move(code.llvm_ir)});
-    if (wants("asm"))
-      files.push_back({base + ".s", std::move(code.assembly)});
-    if (wants("ptx"))
-      files.push_back({base + ".ptx", std::move(code.ptx)});
+    for (const ArtifactKind *a : emit)
+      files.push_back({base + a->extension, contents(a->kind)});
     write_files_atomic(files);
   } catch (FileError &e) {
     print_error(err, e.what());

@@ -7,6 +7,7 @@
 //===----------------------------------------------------------------------===//
 #pragma once
 
+#include "gradc/driver/ArtifactKinds.h"
 #include "gradc/driver/Pipeline.h"
 
 #include <map>
@@ -20,7 +21,7 @@ struct CompileCommand {
   std::string model;
   PipelineOptions pipeline;
   std::string output_base;       // -o; empty: model stem in the current directory
-  std::vector<std::string> emit; // empty: the target's default
+  std::vector<Artifact> emit;    // empty: the target's default
   std::vector<std::string> argv; // for the manifest
 };
 
@@ -33,9 +34,6 @@ struct RunCommand {
   std::string output_dir;
   int threads = 0; // --threads: the pool's thread count (0: the online CPUs)
 };
-
-/// The valid `--emit` items.
-const std::vector<std::string> &emit_kinds();
 
 int compile_command(const CompileCommand &cmd, std::ostream &out, std::ostream &err);
 int run_command(const RunCommand &cmd, std::ostream &out, std::ostream &err);
