@@ -188,7 +188,7 @@ void install_signal_handlers() {
 int real_main(int argc, char **argv) {
   CLI::App app{"gradc: an ahead-of-time compiler for differentiable tensor programs"};
   app.require_subcommand(1);
-  app.set_version_flag("--version", "gradc 0.1.0");
+  app.set_version_flag("--version", std::string("gradc ") + gradc_version());
 
   CompileCommand compile;
   SharedOptions compile_shared;

@@ -26,7 +26,7 @@
 
 namespace gradc {
 
-const char *kVersion = "0.1.0";
+const char *gradc_version() { return GRADC_VERSION; }
 
 namespace {
 
@@ -163,7 +163,7 @@ bool dumps_overwrite_model(const PipelineOptions &opts, const std::string &model
 
 ManifestInfo manifest_info(const PipelineOptions &opts, const std::vector<std::string> &argv) {
   ManifestInfo info;
-  info.tool_version = kVersion;
+  info.tool_version = gradc_version();
   info.llvm_version = llvm_version();
   info.argv = argv;
   info.target = target_kind_name(opts.codegen.target);

@@ -198,15 +198,15 @@ private:
   // header := '#[' 'version' '=' STRING ']'
   void header() {
     if (!at(Tok::HashBracket))
-      fail(cur().span, "expected the version header #[version = \"0.0.5\"] at the start of the file");
+      fail(cur().span, "expected the version header " + relay_version_header() + " at the start of the file");
     advance();
     Token key = expect(Tok::Ident, "in the version header");
     if (key.text != "version")
       fail(key.span, "expected 'version' in the header, found '" + key.text + "'");
     expect(Tok::Assign, "after 'version'");
     Token v = expect(Tok::String, "as the version");
-    if (v.text != "0.0.5")
-      fail(v.span, "unsupported Relay text format version \"" + v.text + "\" (expected \"0.0.5\")");
+    if (v.text != kRelayVersion)
+      fail(v.span, "unsupported Relay text format version \"" + v.text + "\" (expected \"" + kRelayVersion + "\")");
     expect(Tok::RBracket, "to close the version header");
   }
 

@@ -6,6 +6,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "gradc/text/Printer.h"
+#include "gradc/text/Lexer.h"
 #include "gradc/ir/Functor.h"
 #include "gradc/op/Registry.h"
 
@@ -159,7 +160,7 @@ std::string print_function(const Function &fn, const PrintOptions &opts) {
 } // namespace
 
 std::string print_module(const Module &module, const PrintOptions &opts) {
-  std::string out = "#[version = \"0.0.5\"]\n";
+  std::string out = relay_version_header() + "\n";
   for (const FunctionPtr &fn : module.functions)
     out += print_function(*fn, opts);
   return out;

@@ -35,6 +35,9 @@ struct RunCommand {
   int threads = 0; // --threads: the pool's thread count (0: the online CPUs)
 };
 
+/// gradc's version (project() in CMakeLists.txt): `--version` and the manifest.
+const char *gradc_version();
+
 int compile_command(const CompileCommand &cmd, std::ostream &out, std::ostream &err);
 int run_command(const RunCommand &cmd, std::ostream &out, std::ostream &err);
 int check_command(const std::string &model, std::ostream &out, std::ostream &err);

@@ -12,7 +12,7 @@ struct PrintOptions {
   bool show_types = false;
 };
 
-/// Relay text format 0.0.5 that parse_module reads back to the same module.
+/// Relay text (kRelayVersion, text/Lexer.h) that parse_module reads back to the same module.
 /// Distinct Vars that share a name are printed with a numeric suffix.
 std::string print_module(const Module &module, const PrintOptions &opts = {});
 
