@@ -215,7 +215,7 @@ bool compile(const std::shared_ptr<SourceFile> &file, const FuzzOptions &o, bool
     std::string header = emit_c_header(compiled.lowered, compiled.reports, opts.codegen.prefix, opts.codegen.target);
     std::string manifest = build_manifest(compiled.lowered, compiled.reports, info, opts.codegen.prefix).dump(2);
   } catch (const FileError &e) {
-    diags << "gradc: error: " << e.what() << "\n";
+    print_error(diags, e.what());
     return false;
   }
   ++outcomes.compiled;

@@ -60,7 +60,6 @@ std::vector<std::string> split_list(const std::string &s) {
 
 struct SharedOptions {
   std::string grad = "";
-  bool grad_given = false;
   std::string wrt, remat = "manual", budget, target = "cpu", dump, dump_dir;
   int opt = 2;
   bool report = false;
@@ -98,7 +97,7 @@ bool finish_shared(CLI::App *cmd, const SharedOptions &o, PipelineOptions &p) {
     p.wrt.push_back(w);
   }
   if (!p.wrt.empty() && !p.grad_fn) {
-    std::cerr << "gradc: error: --wrt needs --grad\n";
+    print_error(std::cerr, "--wrt needs --grad");
     return false;
   }
   p.remat = o.remat == "none" ? RematMode::None : o.remat == "auto" ? RematMode::Auto : RematMode::Manual;
@@ -109,23 +108,22 @@ bool finish_shared(CLI::App *cmd, const SharedOptions &o, PipelineOptions &p) {
   if (!o.budget.empty()) {
     p.memory_budget = parse_size(o.budget);
     if (p.memory_budget < 0) {
-      std::cerr << "gradc: error: --memory-budget: cannot read '" << o.budget
-                << "' as a size (examples: 123456, 64KiB, 1.5MiB)\n";
+      print_error(std::cerr, "--memory-budget: cannot read '" + o.budget + "' as a size (examples: 123456, 64KiB, 1.5MiB)");
       return false;
     }
   }
   if (p.remat == RematMode::Auto && p.memory_budget < 0) {
-    std::cerr << "gradc: error: --remat=auto needs --memory-budget\n";
+    print_error(std::cerr, "--remat=auto needs --memory-budget");
     return false;
   }
   p.codegen.target = o.target == "cuda" ? TargetKind::CUDA : TargetKind::CPU;
   p.codegen.opt_level = o.opt;
   if (std::optional<std::string> problem = cpu_target_problem(p.codegen)) {
-    std::cerr << "gradc: error: " << *problem << "\n";
+    print_error(std::cerr, *problem);
     return false;
   }
   if (p.codegen.gpu_arch.rfind("sm_", 0) != 0 || p.codegen.gpu_arch.size() < 5) {
-    std::cerr << "gradc: error: --gpu-arch must look like sm_80, found '" << p.codegen.gpu_arch << "'\n";
+    print_error(std::cerr, "--gpu-arch must look like sm_80, found '" + p.codegen.gpu_arch + "'");
     return false;
   }
   const auto &stages = dump_stage_names();
@@ -135,10 +133,10 @@ bool finish_shared(CLI::App *cmd, const SharedOptions &o, PipelineOptions &p) {
     } else if (std::find(stages.begin(), stages.end(), s) != stages.end()) {
       p.dumps.insert(s);
     } else {
-      std::cerr << "gradc: error: --dump-ir: unknown stage '" << s << "' (valid: all";
+      std::string valid = "all";
       for (const std::string &v : stages)
-        std::cerr << ", " << v;
-      std::cerr << ")\n";
+        valid += ", " + v;
+      print_error(std::cerr, "--dump-ir: unknown stage '" + s + "' (valid: " + valid + ")");
       return false;
     }
   }
@@ -151,12 +149,12 @@ bool finish_shared(CLI::App *cmd, const SharedOptions &o, PipelineOptions &p) {
     std::error_code ec;
     std::filesystem::create_directories(p.dump_dir, ec);
     if (ec || !std::filesystem::is_directory(p.dump_dir)) {
-      std::cerr << "gradc: error: --dump-dir: cannot create directory '" << p.dump_dir << "'"
-                << (ec ? ": " + ec.message() : std::string(": a file of that name exists")) << "\n";
+      print_error(std::cerr, "--dump-dir: cannot create directory '" + p.dump_dir + "'" +
+                                 (ec ? ": " + ec.message() : std::string(": a file of that name exists")));
       return false;
     }
     if (access(p.dump_dir.c_str(), W_OK | X_OK) != 0) {
-      std::cerr << "gradc: error: --dump-dir: directory '" << p.dump_dir << "' is not writable\n";
+      print_error(std::cerr, "--dump-dir: directory '" + p.dump_dir + "' is not writable");
       return false;
     }
   }
@@ -168,8 +166,7 @@ bool finish_shared(CLI::App *cmd, const SharedOptions &o, PipelineOptions &p) {
 extern "C" void on_fatal_signal(int sig) {
   // A crash while artifacts are being written leaves none of their temporaries.
   remove_temporary_files();
-  const char msg[] = "gradc: internal error: fatal signal (this is a bug in gradc)\n";
-  ssize_t ignored = write(2, msg, sizeof msg - 1);
+  ssize_t ignored = write(2, kFatalSignalLine.data(), kFatalSignalLine.size());
   (void)ignored;
   (void)sig;
   _exit(3);
@@ -191,7 +188,7 @@ void install_signal_handlers() {
 int real_main(int argc, char **argv) {
   CLI::App app{"gradc: an ahead-of-time compiler for differentiable tensor programs"};
   app.require_subcommand(1);
-  app.set_version_flag("--version", "gradc 0.1.0");
+  app.set_version_flag("--version", std::string("gradc ") + gradc_version());
 
   CompileCommand compile;
   SharedOptions compile_shared;
@@ -203,7 +200,7 @@ int real_main(int argc, char **argv) {
                 "Writes BASE.o, BASE.h, BASE.json (default: the model's stem, here). BASE must end in a file "
                 "name: '-o .' or '-o out/' is an error, as with cc -o; write -o out/model")
       ->option_text("BASE");
-  c->add_option("--emit", emit, "Comma list of obj,header,manifest,llvm,asm,ptx");
+  c->add_option("--emit", emit, "Comma list of " + artifact_names(","));
 
   RunCommand run;
   SharedOptions run_shared;
@@ -237,7 +234,7 @@ int real_main(int argc, char **argv) {
   } catch (const CLI::CallForVersion &e) {
     return app.exit(e);
   } catch (const CLI::ParseError &e) {
-    std::cerr << "gradc: error: " << e.what() << "\n";
+    print_error(std::cerr, e.what());
     std::cerr << "run 'gradc --help' or 'gradc SUBCOMMAND --help' for usage\n";
     return 2;
   }
@@ -246,21 +243,19 @@ int real_main(int argc, char **argv) {
     if (!finish_shared(c, compile_shared, compile.pipeline))
       return 2;
     if (c->count("-o") && compile.output_base.empty()) {
-      std::cerr << "gradc: error: -o needs a base name (-o out/model writes out/model.o, out/model.h and "
-                   "out/model.json)\n";
+      print_error(std::cerr, "-o needs a base name (-o out/model writes out/model.o, out/model.h and out/model.json)");
       return 2;
     }
     for (const std::string &e : split_list(emit)) {
-      const auto &kinds = emit_kinds();
-      if (std::find(kinds.begin(), kinds.end(), e) == kinds.end()) {
-        std::cerr << "gradc: error: --emit: unknown item '" << e
-                  << "' (valid: obj, header, manifest, llvm, asm, ptx)\n";
+      const ArtifactKind *kind = find_artifact(e);
+      if (!kind) {
+        print_error(std::cerr, "--emit: unknown item '" + e + "' (valid: " + artifact_names(", ") + ")");
         return 2;
       }
-      compile.emit.push_back(e);
+      compile.emit.push_back(kind->kind);
     }
     if (!emit.empty() && compile.emit.empty()) {
-      std::cerr << "gradc: error: --emit is empty (valid: obj, header, manifest, llvm, asm, ptx)\n";
+      print_error(std::cerr, "--emit is empty (valid: " + artifact_names(", ") + ")");
       return 2;
     }
     compile.argv.assign(argv, argv + argc);
@@ -272,7 +267,7 @@ int real_main(int argc, char **argv) {
     for (const std::string &in : inputs) {
       size_t eq = in.find('=');
       if (eq == std::string::npos || eq == 0) {
-        std::cerr << "gradc: error: --input expects NAME=FILE.npy, found '" << in << "'\n";
+        print_error(std::cerr, "--input expects NAME=FILE.npy, found '" + in + "'");
         return 2;
       }
       std::string name = in.substr(0, eq);
@@ -293,16 +288,13 @@ int main(int argc, char **argv) {
   install_signal_handlers();
   try {
     return real_main(argc, argv);
-  } catch (const InternalError &e) {
-    std::cerr << "gradc: " << e.what() << " (this is a bug in gradc)\n";
-    return 3;
   } catch (const std::bad_alloc &) {
     // Running out of memory is the input's size meeting the process's limit
     // (issue 14 item 12), not a bug: an error about the model, exit 1.
-    std::cerr << "gradc: error: out of memory: the model needs more memory than this process may use\n";
+    print_error(std::cerr, "out of memory: the model needs more memory than this process may use");
     return 1;
-  } catch (const std::exception &e) {
-    std::cerr << "gradc: internal error: " << e.what() << " (this is a bug in gradc)\n";
+  } catch (const std::exception &e) { // InternalError, ...
+    print_internal_error(std::cerr, e);
     return 3;
   }
 }

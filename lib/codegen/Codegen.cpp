@@ -94,7 +94,7 @@ void check_diagnostics(LLVMContext &ctx) {
 void quiet_diagnostics(LLVMContext &ctx) { ctx.setDiagnosticHandler(std::make_unique<QuietDiagnostics>()); }
 
 void option_error(const std::string &message) {
-  std::cerr << "gradc: error: " << message << "\n";
+  print_error(std::cerr, message);
   throw CompileError();
 }
 

@@ -171,6 +171,8 @@ std::unique_ptr<TargetMachine> create_cpu_target_machine(const CodegenOptions &o
   return create_target_machine(host.triple, host.cpu, host.features, opts.opt_level);
 }
 
+namespace {
+
 /// `void P_set_num_threads(int32_t)`, `int32_t P_get_num_threads(void)` and
 /// `void P_shutdown_threads(void)` (see the header): the pool's size, or 1
 /// and nothing to stop where the runtime is not linked.
@@ -197,6 +199,8 @@ void emit_thread_count_functions(Module &m, const std::string &prefix, bool thre
     tb.CreateCall(runtime_function(m, RuntimeFn::Shutdown));
   tb.CreateRetVoid();
 }
+
+} // namespace
 
 std::unique_ptr<Module> build_cpu_module(const LoweredModule &module, const CodegenOptions &opts, LLVMContext &ctx,
                                          const TargetMachine &tm, RuntimeSource runtime) {

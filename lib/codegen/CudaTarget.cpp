@@ -119,7 +119,8 @@ void link_libdevice(Module &m) {
 
 /// The body of one entry point after its argument checks: describe every
 /// launch in entry-block allocas, then hand them to the runtime's launcher,
-/// whose status (0, 3 or 4) the entry returns.
+/// whose status the entry returns: 0, 3 or 4, or the nonzero code a kernel
+/// wrote to the status word (kStatusIndexOutOfRange).
 void emit_launches(IRBuilder<> &b, const LoweredFunction &fn, const BufferValues &buffers,
                    const std::vector<std::string> &symbols, Value *ptx) {
   if (fn.kernels.empty()) {

@@ -43,8 +43,8 @@ Type *register_type(LLVMContext &ctx, DType dt) {
 
 enum class MathFn { Exp, Log, Sqrt, Fabs, Sin, Cos, Tanh, Erf, Pow, Floor };
 
-// A Parallel loop (chosen by the schedule pass, lower/Schedule.h) is split
-// across the pool in chunks of at least kChunkWork operations.
+// A Parallel loop (chosen by the CPU schedule, schedule_cpu in lower/Passes.h)
+// is split across the pool in chunks of at least kChunkWork operations.
 constexpr double kChunkWork = 1 << 14;
 
 /// Emits the body of one kernel function.
@@ -438,9 +438,6 @@ private:
       if (dt == DType::Bool)
         return a;
       return b_.CreateBinaryIntrinsic(Intrinsic::abs, a, b_.getFalse()); // abs(INT_MIN) wraps
-    case UnaryOp::Not:
-      GRADC_CHECK(!fp, kPass, "`not` of a float");
-      return b_.CreateNot(a); // logical for bool (i1), bitwise for integers
     default:
       break;
     }
@@ -694,16 +691,10 @@ Function *emit_kernel(Module &m, const Kernel &kernel, const std::string &symbol
   return fn;
 }
 
-HostModule create_host_module(const LoweredModule &module, const std::string &prefix, LLVMContext &ctx,
-                              const TargetMachine &tm, bool with_stream) {
-  HostModule host{std::make_unique<Module>(prefix, ctx), {}};
-  host.module->setTargetTriple(tm.getTargetTriple().str());
-  host.module->setDataLayout(tm.createDataLayout());
-  for (const LoweredFunction &fn : module.functions)
-    host.entries.push_back(create_entry(*host.module, prefix + "_" + fn.name, with_stream));
-  return host;
-}
+namespace {
 
+/// Declares the exported `int32_t symbol(void *const *inputs, void *const
+/// *outputs, void *workspace[, void *stream])` of the ABI (SPEC §8).
 Function *create_entry(Module &m, const std::string &symbol, bool with_stream) {
   LLVMContext &ctx = m.getContext();
   SmallVector<Type *, 4> params(with_stream ? 4 : 3, PointerType::get(ctx, 0));
@@ -721,6 +712,18 @@ Function *create_entry(Module &m, const std::string &symbol, bool with_stream) {
   for (unsigned i = 0; i < params.size(); ++i)
     fn->getArg(i)->setName(names[i]);
   return fn;
+}
+
+} // namespace
+
+HostModule create_host_module(const LoweredModule &module, const std::string &prefix, LLVMContext &ctx,
+                              const TargetMachine &tm, bool with_stream) {
+  HostModule host{std::make_unique<Module>(prefix, ctx), {}};
+  host.module->setTargetTriple(tm.getTargetTriple().str());
+  host.module->setDataLayout(tm.createDataLayout());
+  for (const LoweredFunction &fn : module.functions)
+    host.entries.push_back(create_entry(*host.module, prefix + "_" + fn.name, with_stream));
+  return host;
 }
 
 BufferValues emit_entry_prologue(IRBuilder<> &b, const LoweredFunction &fn) {

@@ -106,10 +106,6 @@ struct KernelOptions {
 llvm::Function *emit_kernel(llvm::Module &m, const Kernel &kernel, const std::string &symbol,
                             const KernelOptions &opts);
 
-/// Declares the exported `int32_t symbol(void *const *inputs, void *const
-/// *outputs, void *workspace[, void *stream])` of the ABI (SPEC §8).
-llvm::Function *create_entry(llvm::Module &m, const std::string &symbol, bool with_stream);
-
 /// A host module for `module` (triple and data layout of `tm`) with the
 /// entry of every function declared first, so that no kernel or global can
 /// take an exported name. entries[i] belongs to module.functions[i].
@@ -138,8 +134,8 @@ void initialize_llvm();
 /// Keeps LLVM's warnings and remarks ("loop not vectorized") off the user's
 /// terminal; optimize and emit_file turn LLVM errors into internal errors.
 void quiet_diagnostics(llvm::LLVMContext &ctx);
-/// A user error in the codegen options: prints `gradc: error: MESSAGE` and
-/// throws CompileError.
+/// A user error in the codegen options: prints it (print_error) and throws
+/// CompileError.
 [[noreturn]] void option_error(const std::string &message);
 /// No FP contraction: results must not depend on where a computation is compiled.
 llvm::TargetOptions target_options();

@@ -26,22 +26,21 @@
 
 namespace gradc {
 
-const char *kVersion = "0.1.0";
+const char *gradc_version() { return GRADC_VERSION; }
 
-const std::vector<std::string> &emit_kinds() {
-  static const std::vector<std::string> kinds = {"obj", "header", "manifest", "llvm", "asm", "ptx"};
-  return kinds;
-}
+namespace {
 
+/// Reads a model file; nullptr (after printing an error) if it cannot.
 std::shared_ptr<const SourceFile> read_model(const std::string &path, std::ostream &err) {
   std::error_code ec;
   if (std::filesystem::is_directory(path, ec)) {
-    err << "gradc: error: '" << path << "' is a directory, not a model file\n";
+    print_error(err, "'" + path + "' is a directory, not a model file");
     return nullptr;
   }
   std::ifstream in(path, std::ios::binary);
   if (!in) {
-    err << "gradc: error: cannot read '" << path << "': " << std::strerror(errno) << "\n";
+    int e = errno;
+    print_error(err, "cannot read '" + path + "': " + std::strerror(e));
     return nullptr;
   }
   // Spans are 32-bit offsets. The text is read in chunks into one string:
@@ -56,21 +55,20 @@ std::shared_ptr<const SourceFile> read_model(const std::string &path, std::ostre
     while (text.size() < max_size && (in.read(chunk, sizeof chunk) || in.gcount() > 0))
       text.append(chunk, size_t(in.gcount()));
   } catch (const std::bad_alloc &) {
-    err << "gradc: error: out of memory reading '" << path << "'\n";
+    print_error(err, "out of memory reading '" + path + "'");
     return nullptr;
   }
   if (in.bad()) {
-    err << "gradc: error: cannot read '" << path << "': " << std::strerror(errno) << "\n";
+    int e = errno;
+    print_error(err, "cannot read '" + path + "': " + std::strerror(e));
     return nullptr;
   }
   if (text.size() >= max_size) {
-    err << "gradc: error: '" << path << "' is larger than 4 GiB\n";
+    print_error(err, "'" + path + "' is larger than 4 GiB");
     return nullptr;
   }
   return std::make_shared<SourceFile>(path, std::move(text));
 }
-
-namespace {
 
 /// Parse, type-check, differentiate, lower; nullopt after printing errors.
 std::optional<CompiledModule> front_to_loops(const std::string &model, const PipelineOptions &opts, std::ostream &err) {
@@ -106,8 +104,9 @@ std::string symbol_prefix(const std::string &base) {
 bool check_output_base(const std::string &base, std::ostream &err) {
   std::string name = std::filesystem::path(base).filename().string();
   if (name.empty() || name == "." || name == "..") {
-    err << "gradc: error: -o '" << base << "' names a directory; -o takes a base name for the files it writes "
-        << "(-o out/model writes out/model.o, out/model.h and out/model.json)\n";
+    print_error(err, "-o '" + base +
+                         "' names a directory; -o takes a base name for the files it writes "
+                         "(-o out/model writes out/model.o, out/model.h and out/model.json)");
     return false;
   }
   return true;
@@ -122,14 +121,10 @@ bool check_output_dir(const std::string &base, std::ostream &err) {
   if (::stat(dir.c_str(), &st) == 0 && S_ISDIR(st.st_mode))
     return true;
   int e = errno;
-  err << "gradc: error: cannot write '" << base << ".*': " << dir.string() << ": "
-      << std::strerror(::stat(dir.c_str(), &st) == 0 ? ENOTDIR : e) << "\n";
+  const char *why = std::strerror(::stat(dir.c_str(), &st) == 0 ? ENOTDIR : e);
+  print_error(err, "cannot write '" + base + ".*': " + dir.string() + ": " + why);
   return false;
 }
-
-/// The file each --emit item writes: BASE + extension.
-const std::pair<const char *, const char *> kArtifactExtensions[] = {
-    {"obj", ".o"}, {"header", ".h"}, {"manifest", ".json"}, {"llvm", ".ll"}, {"asm", ".s"}, {"ptx", ".ptx"}};
 
 /// True if writing `output` would replace the file `model`: the same inode
 /// (through any name, link or symlink) or, where either does not exist, the
@@ -150,8 +145,8 @@ bool refuse_overwriting_model(const std::string &output, const std::string &mode
                               std::ostream &err) {
   if (!is_the_model(output, model))
     return false;
-  err << "gradc: error: the output '" << output << "' is the model '" << model << "' itself; " << advice
-      << " (the model is left as it is)\n";
+  print_error(err, "the output '" + output + "' is the model '" + model + "' itself; " + advice +
+                       " (the model is left as it is)");
   return true;
 }
 
@@ -168,10 +163,10 @@ bool dumps_overwrite_model(const PipelineOptions &opts, const std::string &model
 
 ManifestInfo manifest_info(const PipelineOptions &opts, const std::vector<std::string> &argv) {
   ManifestInfo info;
-  info.tool_version = kVersion;
+  info.tool_version = gradc_version();
   info.llvm_version = llvm_version();
   info.argv = argv;
-  info.target = opts.codegen.target == TargetKind::CUDA ? "cuda" : "cpu";
+  info.target = target_kind_name(opts.codegen.target);
   info.triple = opts.codegen.triple;
   info.cpu = opts.codegen.cpu;
   info.gpu_arch = opts.codegen.gpu_arch;
@@ -186,27 +181,33 @@ ManifestInfo manifest_info(const PipelineOptions &opts, const std::vector<std::s
 int compile_command(const CompileCommand &cmd, std::ostream &out, std::ostream &err) {
   PipelineOptions opts = cmd.pipeline;
   bool cuda = opts.codegen.target == TargetKind::CUDA;
-  std::vector<std::string> emit = cmd.emit;
-  if (emit.empty())
-    emit = cuda ? std::vector<std::string>{"ptx", "obj", "header", "manifest"}
-                : std::vector<std::string>{"obj", "header", "manifest"};
-  auto wants = [&](const char *k) { return std::find(emit.begin(), emit.end(), k) != emit.end(); };
-  if (wants("ptx") && !cuda) {
-    err << "gradc: error: --emit=ptx needs --target=cuda\n";
-    return 2;
+  // What --emit asks for, or the target's default; in table order.
+  std::vector<const ArtifactKind *> emit;
+  for (const ArtifactKind &a : artifact_kinds()) {
+    bool asked = std::find(cmd.emit.begin(), cmd.emit.end(), a.kind) != cmd.emit.end();
+    if (cmd.emit.empty() ? (cuda ? a.cuda_default : a.cpu_default) : asked)
+      emit.push_back(&a);
   }
+  auto wants = [&](Artifact kind) {
+    return std::any_of(emit.begin(), emit.end(), [&](const ArtifactKind *a) { return a->kind == kind; });
+  };
+  for (const ArtifactKind *a : emit)
+    if (a->cuda_only && !cuda) {
+      print_error(err, std::string("--emit=") + a->name + " needs --target=cuda");
+      return 2;
+    }
   if (!cmd.output_base.empty() && !check_output_base(cmd.output_base, err))
     return 2;
   std::string base = cmd.output_base.empty() ? stem_of(cmd.model) : cmd.output_base;
   if (!check_output_dir(base, err))
     return 1;
   // Never overwrite the model with an artifact (a model named m.h, -o m).
-  for (const auto &[kind, extension] : kArtifactExtensions)
-    if (wants(kind) && refuse_overwriting_model(base + extension, cmd.model, "choose another -o", err))
+  for (const ArtifactKind *a : emit)
+    if (refuse_overwriting_model(base + a->extension, cmd.model, "choose another -o", err))
       return 1;
   if (dumps_overwrite_model(opts, cmd.model, err))
     return 1;
-  opts.want_unrematerialized_peak = opts.report || wants("manifest");
+  opts.want_unrematerialized_peak = opts.report || wants(Artifact::Manifest);
   std::optional<CompiledModule> compiled = front_to_loops(cmd.model, opts, err);
   if (!compiled)
     return 1;
@@ -214,10 +215,10 @@ int compile_command(const CompileCommand &cmd, std::ostream &out, std::ostream &
   cg.prefix = symbol_prefix(base);
 
   CodegenRequest req;
-  req.object = wants("obj");
-  req.llvm_ir = wants("llvm") || cmd.pipeline.dumps.count("llvm");
-  req.assembly = wants("asm") || cmd.pipeline.dumps.count("asm");
-  req.ptx = cuda && (wants("ptx") || cmd.pipeline.dumps.count("ptx"));
+  req.object = wants(Artifact::Obj);
+  req.llvm_ir = wants(Artifact::Llvm) || cmd.pipeline.dumps.count("llvm");
+  req.assembly = wants(Artifact::Asm) || cmd.pipeline.dumps.count("asm");
+  req.ptx = cuda && (wants(Artifact::Ptx) || cmd.pipeline.dumps.count("ptx"));
   CodegenOutput code;
   auto start = std::chrono::steady_clock::now();
   try {
@@ -238,26 +239,31 @@ int compile_command(const CompileCommand &cmd, std::ostream &out, std::ostream &
   // Every artifact is produced in memory first (the header can still fail,
   // on names it cannot give), then the set is written all or nothing: never
   // a new object beside an old header.
+  auto contents = [&](Artifact kind) -> std::string {
+    switch (kind) {
+    case Artifact::Obj:
+      return std::move(code.object);
+    case Artifact::Header:
+      return emit_c_header(compiled->lowered, compiled->reports, cg.prefix, cg.target);
+    case Artifact::Manifest:
+      return build_manifest(compiled->lowered, compiled->reports, manifest_info(opts, cmd.argv), cg.prefix).dump(2) +
+             "\n";
+    case Artifact::Llvm:
+      return std::move(code.llvm_ir);
+    case Artifact::Asm:
+      return std::move(code.assembly);
+    case Artifact::Ptx:
+      return std::move(code.ptx);
+    }
+    internal_error("compile", "an artifact kind with no contents");
+  };
   try {
     std::vector<OutputFile> files;
-    if (wants("obj"))
-      files.push_back({base + ".o", std::move(code.object)});
-    if (wants("header"))
-      files.push_back({base + ".h", emit_c_header(compiled->lowered, compiled->reports, cg.prefix, cg.target)});
-    if (wants("manifest"))
-      files.push_back(
-          {base + ".json",
-           build_manifest(compiled->lowered, compiled->reports, manifest_info(opts, cmd.argv), cg.prefix).dump(2) +
-               "\n"});
-    if (wants("llvm"))
-      files.push_back({base + ".ll", std::move(code.llvm_ir)});
-    if (wants("asm"))
-      files.push_back({base + ".s", std::move(code.assembly)});
-    if (wants("ptx"))
-      files.push_back({base + ".ptx", std::move(code.ptx)});
+    for (const ArtifactKind *a : emit)
+      files.push_back({base + a->extension, contents(a->kind)});
     write_files_atomic(files);
   } catch (FileError &e) {
-    err << "gradc: error: " << e.what() << "\n";
+    print_error(err, e.what());
     return 1;
   }
   if (opts.report)
@@ -399,13 +405,13 @@ int run_command(const RunCommand &cmd, std::ostream &out, std::ostream &err) {
   PipelineOptions opts = cmd.pipeline;
   opts.want_unrematerialized_peak = opts.report;
   if (opts.codegen.target != TargetKind::CPU) {
-    err << "gradc: error: run executes on the host CPU; --target=cuda is not supported here\n";
+    print_error(err, "run executes on the host CPU; --target=cuda is not supported here");
     return 2;
   }
   if (!opts.codegen.cpu.empty() || !opts.codegen.triple.empty()) {
     try {
       if (std::optional<std::string> why = JitSession::cannot_run_here(opts.codegen)) {
-        err << "gradc: error: " << *why << "\n";
+        print_error(err, *why);
         return 2;
       }
     } catch (CompileError &) {
@@ -428,7 +434,7 @@ int run_command(const RunCommand &cmd, std::ostream &out, std::ostream &err) {
       report = &compiled->reports[i];
     }
   if (!fn) {
-    err << "gradc: error: --entry names @" << entry << ", which is not defined in " << cmd.model << "\n";
+    print_error(err, "--entry names @" + entry + ", which is not defined in " + cmd.model);
     return 1;
   }
 
@@ -448,14 +454,13 @@ int run_command(const RunCommand &cmd, std::ostream &out, std::ostream &err) {
       std::string valid;
       for (const std::string &p : report->param_names)
         valid += (valid.empty() ? "" : ", ") + p;
-      err << "gradc: error: --input " << name << ": @" << entry << " has no parameter %" << name
-          << " (parameters: " << valid << ")\n";
+      print_error(err, "--input " + name + ": @" + entry + " has no parameter %" + name + " (parameters: " + valid + ")");
       ok = false;
       continue;
     }
     size_t i = size_t(it - report->param_names.begin());
     if (given[i]) {
-      err << "gradc: error: --input " << name << " is given more than once\n";
+      print_error(err, "--input " + name + " is given more than once");
       ok = false;
       continue;
     }
@@ -463,22 +468,22 @@ int run_command(const RunCommand &cmd, std::ostream &out, std::ostream &err) {
     try {
       arrays[i] = read_npy(path);
     } catch (FileError &e) {
-      err << "gradc: error: --input " << name << ": " << e.what() << "\n";
+      print_error(err, "--input " + name + ": " + e.what());
       ok = false;
       continue;
     }
     const Buffer &b = *fn->inputs[i];
     if (arrays[i].dtype != b.dtype || arrays[i].shape != b.shape) {
-      err << "gradc: error: --input " << name << ": %" << name << " is " << Type::tensor(b.shape, b.dtype).str()
-          << " but '" << path << "' holds a " << dtype_name(arrays[i].dtype) << " array of shape "
-          << shape_str(arrays[i].shape) << "\n";
+      print_error(err, "--input " + name + ": %" + name + " is " + Type::tensor(b.shape, b.dtype).str() + " but '" +
+                           path + "' holds a " + dtype_name(arrays[i].dtype) + " array of shape " +
+                           shape_str(arrays[i].shape));
       ok = false;
     }
   }
   for (size_t i = 0; i < given.size(); ++i)
     if (!given[i]) {
-      err << "gradc: error: missing --input " << report->param_names[i] << "=FILE.npy for %" << report->param_names[i]
-          << ": " << Type::tensor(fn->inputs[i]->shape, fn->inputs[i]->dtype).str() << "\n";
+      print_error(err, "missing --input " + report->param_names[i] + "=FILE.npy for %" + report->param_names[i] +
+                           ": " + Type::tensor(fn->inputs[i]->shape, fn->inputs[i]->dtype).str());
       ok = false;
     }
   if (!ok)
@@ -517,8 +522,9 @@ int run_command(const RunCommand &cmd, std::ostream &out, std::ostream &err) {
   if (status == kStatusIndexOutOfRange && fn->status) {
     int64_t words[kStatusWords];
     std::memcpy(words, static_cast<char *>(workspace.get()) + fn->status->offset, sizeof words);
-    err << "gradc: error: @" << entry << ": a class index of nn.nll_loss is out of range: element " << words[2]
-        << " of its targets is " << words[1] << ", outside [0, " << words[3] << ")\n";
+    print_error(err, "@" + entry + ": a class index of nn.nll_loss is out of range: element " +
+                         std::to_string(words[2]) + " of its targets is " + std::to_string(words[1]) +
+                         ", outside [0, " + std::to_string(words[3]) + ")");
     return 1;
   }
   if (status != 0)
@@ -546,7 +552,7 @@ int run_command(const RunCommand &cmd, std::ostream &out, std::ostream &err) {
     std::error_code ec;
     std::filesystem::create_directories(cmd.output_dir, ec);
     if (ec) {
-      err << "gradc: error: cannot create '" << cmd.output_dir << "': " << ec.message() << "\n";
+      print_error(err, "cannot create '" + cmd.output_dir + "': " + ec.message());
       return 1;
     }
     std::vector<std::string> keep = {cmd.model};
@@ -557,7 +563,7 @@ int run_command(const RunCommand &cmd, std::ostream &out, std::ostream &err) {
       // outputs are never taken for an earlier run's.
       write_files_atomic(files, [&] { return stale_outputs(cmd.output_dir, files.size(), keep); });
     } catch (FileError &e) {
-      err << "gradc: error: " << e.what() << "\n";
+      print_error(err, e.what());
       return 1;
     }
   }
@@ -589,7 +595,7 @@ int ops_command(const std::string &name, bool json, std::ostream &out, std::ostr
   } else if (const OpDef *d = OpRegistry::global().find(name)) {
     ops = {d};
   } else {
-    err << "gradc: error: no operator named '" << name << "' (see `gradc ops`)\n";
+    print_error(err, "no operator named '" + name + "' (see `gradc ops`)");
     return 1;
   }
   if (json) {

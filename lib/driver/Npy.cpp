@@ -245,9 +245,9 @@ DType dtype_of(const std::string &descr, const std::string &path) {
   bool has_order = !descr.empty() && std::string_view("<>=|").find(descr[0]) != std::string_view::npos;
   std::string code = descr.substr(has_order ? 1 : 0);
   std::optional<DType> found;
-  for (DType dt : {DType::Float16, DType::Float32, DType::Float64, DType::Int32, DType::Int64, DType::Bool})
-    if (code == npy_descr(dt) + 1)
-      found = dt;
+  for (const DTypeInfo &row : all_dtypes())
+    if (code == row.npy_descr + 1)
+      found = row.dtype;
   if (code == "?" || code == "u1")
     found = DType::Bool;
   if (found && !(descr[0] == '>' && dtype_bytes(*found) > 1))

@@ -8,6 +8,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "gradc/op/Ops.h"
+#include "gradc/driver/ArtifactKinds.h"
 #include "gradc/driver/Pipeline.h"
 #include "gradc/text/Printer.h"
 #include "gradc/lower/Lower.h"
@@ -41,13 +42,11 @@ std::string Dumper::path(const std::string &stage) const {
     return "";
   const auto &names = dump_stage_names();
   size_t n = std::find(names.begin(), names.end(), stage) - names.begin() + 1;
-  const char *ext = stage == "loops"  ? "txt"
-                    : stage == "llvm" ? "ll"
-                    : stage == "asm"  ? "s"
-                    : stage == "ptx"  ? "ptx"
-                                      : "relay";
+  // llvm, asm and ptx are artifacts too: their dumps take the artifact's extension.
+  const ArtifactKind *artifact = find_artifact(stage);
+  const char *ext = artifact ? artifact->extension : stage == "loops" ? ".txt" : ".relay";
   char file[64];
-  snprintf(file, sizeof file, "%02zu-%s.%s", n, stage.c_str(), ext);
+  snprintf(file, sizeof file, "%02zu-%s%s", n, stage.c_str(), ext);
   return (std::filesystem::path(opts_.dump_dir) / file).string();
 }
 

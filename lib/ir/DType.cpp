@@ -27,10 +27,7 @@ const DTypeInfo kTable[] = {
 
 const DTypeInfo &dtype_info(DType dt) { return kTable[static_cast<int>(dt)]; }
 
-const DTypeInfo *all_dtypes(size_t *count) {
-  *count = sizeof kTable / sizeof kTable[0];
-  return kTable;
-}
+std::span<const DTypeInfo> all_dtypes() { return kTable; }
 
 std::optional<DType> parse_dtype(const std::string &name) {
   for (const DTypeInfo &row : kTable)

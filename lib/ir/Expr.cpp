@@ -60,26 +60,6 @@ std::vector<int64_t> AttrValue::as_ints() const { return kind == Int ? std::vect
 
 double AttrValue::as_number() const { return kind == Int ? double(i) : f; }
 
-bool AttrValue::operator==(const AttrValue &o) const {
-  if (kind != o.kind)
-    return false;
-  switch (kind) {
-  case None:
-    return true;
-  case Int:
-    return i == o.i;
-  case Float:
-    return f == o.f;
-  case String:
-    return s == o.s;
-  case Bool:
-    return b == o.b;
-  case List:
-    return list == o.list && int_list == o.int_list;
-  }
-  return false;
-}
-
 std::string format_float(double v, DType dt) {
   char buf[64];
   if (std::isinf(v))

@@ -1,4 +1,4 @@
-//===- Type.cpp - dtypes, shapes and types --------------------------------===//
+//===- Type.cpp - shapes and types of the tensor IR -----------------------===//
 #include "gradc/ir/Type.h"
 #include "gradc/support/Diagnostics.h"
 
@@ -91,7 +91,6 @@ bool Type::has_unknown() const {
   return false;
 }
 
-int64_t Type::bytes() const { return num_elements(shape) * dtype_bytes(dtype); }
 
 bool Type::operator==(const Type &o) const {
   if (kind != o.kind)

@@ -9,6 +9,10 @@ void unhandled_loop_kind(const char *what) {
   internal_error("loop IR", std::string("a walk reached a ") + what + " kind it does not handle");
 }
 
+namespace {
+
+/// `e` with the same kind and attributes as `like` and new operands, built by
+/// the checked constructor of its kind (so binary folding applies).
 LExprPtr with_operands(const LExpr &like, std::vector<LExprPtr> ops) {
   switch (like.kind) {
   case LExprKind::Load:
@@ -32,6 +36,8 @@ LExprPtr with_operands(const LExpr &like, std::vector<LExprPtr> ops) {
   }
   internal_error("loop IR", "with_operands of a leaf expression");
 }
+
+} // namespace
 
 StmtPtr with_for(const Stmt &loop, ForKind kind, StmtPtr body) {
   GRADC_CHECK(loop.kind == StmtKind::For, "loop IR", "with_for of a statement that is not a loop");
@@ -134,7 +140,7 @@ bool any_arithmetic(const StmtPtr &s, bool (*pred)(const LExpr &)) {
 bool computes_transcendental(const StmtPtr &s) {
   return any_arithmetic(s, [](const LExpr &e) {
     if (e.kind == LExprKind::Unary)
-      return e.uop != UnaryOp::Neg && e.uop != UnaryOp::Abs && e.uop != UnaryOp::Not && e.uop != UnaryOp::Sqrt;
+      return e.uop != UnaryOp::Neg && e.uop != UnaryOp::Abs && e.uop != UnaryOp::Sqrt;
     return e.bop == BinaryOp::Pow;
   });
 }
@@ -142,7 +148,7 @@ bool computes_transcendental(const StmtPtr &s) {
 bool calls_math_function(const StmtPtr &s) {
   return any_arithmetic(s, [](const LExpr &e) {
     if (e.kind == LExprKind::Unary)
-      return e.uop != UnaryOp::Not && !has_vector_form(e.uop, e.dtype);
+      return !has_vector_form(e.uop, e.dtype);
     return e.bop == BinaryOp::Pow || (is_float(e.dtype) && (e.bop == BinaryOp::FloorDiv || e.bop == BinaryOp::FloorMod));
   });
 }

@@ -3,6 +3,8 @@
 
 #include "gradc/loops/Functor.h"
 
+#include <optional>
+
 namespace gradc {
 namespace {
 
@@ -63,6 +65,10 @@ protected:
 private:
   const LVar *lane_;
 };
+
+/// The constant step of the Int64 index `e` when `lane` steps by one (0 when
+/// it does not use `lane`); nullopt where `e` is not affine in `lane`.
+Step lane_stride(const LExprPtr &e, const LVar *lane) { return LaneStride(lane).of(e); }
 
 /// Whether each node of an expression that uses the lane has a vector form.
 class LaneWiseExpr : public LExprFunctor<bool()> {
@@ -161,8 +167,6 @@ bool uses_var(const LExprPtr &e, const LVar *var) {
   finder.visit(e);
   return finder.found;
 }
-
-std::optional<int64_t> lane_stride(const LExprPtr &e, const LVar *lane) { return LaneStride(lane).of(e); }
 
 bool lane_wise(const Stmt &loop) {
   return loop.kind == StmtKind::For && loop.for_kind == ForKind::Vectorized && loop.extent >= 2 &&

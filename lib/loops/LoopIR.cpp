@@ -286,8 +286,6 @@ const char *unary_name(UnaryOp op) {
     return "sin";
   case UnaryOp::Cos:
     return "cos";
-  case UnaryOp::Not:
-    return "not";
   }
   return "?";
 }

@@ -22,6 +22,17 @@ bool data_parallel(const Stmt &s) {
          (s.for_kind == ForKind::Spatial || s.for_kind == ForKind::Parallel || s.for_kind == ForKind::Vectorized);
 }
 
+/// What runs in one thread: loops still unscheduled become Serial.
+StmtPtr serialize_unscheduled(const StmtPtr &body) {
+  struct Serialize : LoopMutator {
+    StmtPtr on_for(const StmtPtr &s) override {
+      StmtPtr b = mutate(s->body);
+      return unscheduled(s->for_kind) ? with_for(*s, ForKind::Serial, b) : b == s->body ? s : with_for(*s, s->for_kind, b);
+    }
+  };
+  return Serialize().mutate(body);
+}
+
 } // namespace
 
 void bind_gpu_threads(LoweredFunction &fn, const Target &target) {

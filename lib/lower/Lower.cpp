@@ -3,7 +3,8 @@
 // One kernel per top-level binding. Injective roots become one loop nest over
 // the output whose element expression is built by calling each fused
 // operator's ElementFn; other operators emit their own nest through KernelFn.
-// Tuples and projections only alias buffers and emit nothing.
+// Tuples and projections only alias buffers (a constant among their fields is
+// materialized by a one-element fill kernel).
 //
 //===----------------------------------------------------------------------===//
 #include "gradc/lower/Lower.h"
@@ -179,7 +180,8 @@ private:
                     BufferPtr s = make_buffer(kname + "_" + name, Type::tensor({size}, dtype), BufferScope::Arena);
                     produced_.push_back(s);
                     return s;
-                  }};
+                  },
+                  {}};
     if (anchor)
       ctx.epilogue = [this, &b, anchor](const Index &idx, const LExprPtr &value) {
         anchor_ = {anchor, value};

@@ -8,9 +8,11 @@
 //    iterations), when it does at least kParallelWork operations: waking the
 //    pool costs microseconds, so small loops stay serial. One per nest.
 //  * Vectorized: an innermost Spatial loop (its body has no loop) that calls
-//    no math function without a vector form (exp, log, tanh, ...).
-//  * A loop that is both is strip-mined: a Parallel loop over strips of
-//    kStrip iterations, each a Vectorized loop, and a Vectorized remainder.
+//    no math function without a vector form (calls_math_function: sin, cos,
+//    pow, float floor division; exp, log, tanh and erf in float64).
+//  * A loop that is both, with at least 2 * kStrip iterations, is strip-mined:
+//    a Parallel loop over strips of kStrip iterations, each a Vectorized loop,
+//    and a Vectorized remainder.
 //  * Everything else (Reduce, the Spatial loops between) runs Serial.
 //
 //===----------------------------------------------------------------------===//
@@ -61,7 +63,8 @@ private:
         parallel_taken_ = true;
         StmtPtr body = mutate(s->body);
         parallel_taken_ = false;
-        if (s->for_kind == ForKind::Spatial && !contains_loop(body) && s->extent >= 2 * kStrip)
+        if (s->for_kind == ForKind::Spatial && !contains_loop(body) && !calls_math_function(body) &&
+            s->extent >= 2 * kStrip)
           return strips(*s, body);
         return with_for(*s, ForKind::Parallel, body);
       }
@@ -101,16 +104,6 @@ private:
 void schedule_cpu(LoweredFunction &fn, const Target &target) {
   for (Kernel &k : fn.kernels)
     k.body = CpuSchedule(target, k.name).mutate(k.body);
-}
-
-StmtPtr serialize_unscheduled(const StmtPtr &body) {
-  struct Serialize : LoopMutator {
-    StmtPtr on_for(const StmtPtr &s) override {
-      StmtPtr b = mutate(s->body);
-      return unscheduled(s->for_kind) ? with_for(*s, ForKind::Serial, b) : b == s->body ? s : with_for(*s, s->for_kind, b);
-    }
-  };
-  return Serialize().mutate(body);
 }
 
 } // namespace gradc

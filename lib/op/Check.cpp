@@ -31,10 +31,6 @@ bool conform(AttrValue &v, AttrKind kind, std::string &why) {
       return true;
     }
     return v.kind == AttrValue::Float;
-  case AttrKind::OptFloat:
-    if (is_int())
-      v = AttrValue::of(double(v.i));
-    return v.kind == AttrValue::Float || v.kind == AttrValue::None;
   case AttrKind::OptInt:
     return is_int() || v.kind == AttrValue::None;
   case AttrKind::IntList:

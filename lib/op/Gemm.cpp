@@ -1,8 +1,8 @@
 //===- Gemm.cpp - matrix products in the loop IR --------------------------===//
 //
-// See Gemm.h for the two schedules. Tiles and panels that do not divide the
-// product are emitted as separate, smaller instances, so every loop has a
-// constant extent.
+// See Gemm.h for the schedules (gemm_nest, the packed panels, gemm_dot).
+// Tiles and panels that do not divide the product are emitted as separate,
+// smaller instances, so every loop has a constant extent.
 //
 //===----------------------------------------------------------------------===//
 #include "gradc/op/Gemm.h"

@@ -29,8 +29,6 @@ const char *attr_kind_name(AttrKind kind) {
     return "int or None";
   case AttrKind::OptIntList:
     return "None, int or list of int";
-  case AttrKind::OptFloat:
-    return "float or None";
   case AttrKind::DTypeName:
     return "dtype";
   case AttrKind::Shape:
@@ -119,6 +117,9 @@ OpBuilder &OpBuilder::kernel(KernelFn fn) {
   def_.kernel = fn;
   return *this;
 }
+
+namespace {
+
 /// The relation of a composite: its composition built on placeholders of the
 /// argument types; the first failing part's message is the call's error.
 Type decomposed_relation(RelationCtx &ctx) {
@@ -136,6 +137,8 @@ Type decomposed_relation(RelationCtx &ctx) {
     return ctx.fail(error.empty() ? "its composition is ill-typed" : error);
   return result->type;
 }
+
+} // namespace
 
 OpBuilder &OpBuilder::decompose(DecomposeFn fn) {
   def_.decompose = fn;

@@ -1,8 +1,8 @@
 //===- nn.cpp - dense, matmul, bias_add, softmax, log_softmax, nll_loss ---===//
 //
-// The neural-network operators. None is injective: each lowers to its own
-// loop nest, and each accumulates in a fixed order so that a recomputed value
-// is bitwise identical to the original.
+// The neural-network operators. All but nn.bias_add (injective: it fuses)
+// lower to a loop nest of their own, and each accumulates in a fixed order so
+// that a recomputed value is bitwise identical to the original.
 //
 //===----------------------------------------------------------------------===//
 #include "gradc/op/Ops.h"
@@ -183,8 +183,9 @@ template <GemmStrategy strategy> StmtPtr matmul_kernel(KernelCtx &k) {
           };
         return strategy(k, g);
       },
-      // The packed schedule's panels are scratch shared by the whole kernel:
-      // its batch iterations run one after another (its panels in parallel).
+      // The packed schedule's jobs are Parallel loops already (which may not
+      // nest) and share its packed rows and partial sums (kernel scratch):
+      // its batch iterations run one after another.
       strategy == gemm_cpu_packed ? ForKind::Serial : ForKind::Spatial);
 }
 

@@ -1,4 +1,4 @@
-//===- reduce.cpp - sum, mean, max, min, variance -------------------------===//
+//===- reduce.cpp - sum, mean, max, min -----------------------------------===//
 //
 // Reductions over `axis` (None = all, negative allowed, `exclude` inverts the
 // set) with `keepdims`. Each lowers to a loop nest over the output with the

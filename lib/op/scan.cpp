@@ -1,7 +1,7 @@
 //===- scan.cpp - recurrences: cumsum -------------------------------------===//
 //
-// cumsum lowers through the shared scan machinery (op/Scan.h: lower_scan):
-// the scanned axis is the time loop, the other axes are the state.
+// cumsum lowers through the shared scan machinery (lower_scan, op/Scan.h): the
+// scanned axis is the time loop, the other axes are the state.
 //
 //===----------------------------------------------------------------------===//
 #include "gradc/op/Ops.h"

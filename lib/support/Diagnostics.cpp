@@ -10,6 +10,7 @@
 #include "gradc/support/Diagnostics.h"
 
 #include <algorithm>
+#include <new>
 
 namespace gradc {
 
@@ -19,6 +20,14 @@ namespace {
 constexpr size_t kLineWindow = 200;
 /// The longest message printed whole.
 constexpr size_t kMaxMessage = 512;
+
+/// Said after every internal error but running out of memory.
+constexpr std::string_view kBugNote = " (this is a bug in gradc)";
+
+/// `gradc: KIND: MESSAGE`: a diagnostic with no source location.
+void print_unlocated(std::ostream &out, std::string_view kind, const std::string &message) {
+  out << "gradc: " << kind << ": " << message << "\n";
+}
 
 /// `message`, or its head and tail around " ... " when it is longer than
 /// kMaxMessage (cut between UTF-8 characters).
@@ -69,14 +78,14 @@ void DiagEngine::error(Span span, const std::string &message) {
 
 void DiagEngine::error(const std::string &message) {
   ++errors_;
-  out_ << "gradc: error: " << shorten(message) << "\n";
+  print_error(out_, shorten(message));
 }
 
 void DiagEngine::note(Span span, const std::string &message) { print(span, "note", message); }
 
 void DiagEngine::print(Span span, const char *kind, const std::string &message) {
   if (!file_) {
-    out_ << "gradc: " << kind << ": " << shorten(message) << "\n";
+    print_unlocated(out_, kind, shorten(message));
     return;
   }
   auto [line, col] = file_->line_col(span.begin);
@@ -111,5 +120,16 @@ void DiagEngine::check() const {
 }
 
 void internal_error(const std::string &where, const std::string &what) { throw InternalError(where, what); }
+
+void print_error(std::ostream &out, const std::string &message) { print_unlocated(out, "error", message); }
+
+void print_internal_error(std::ostream &out, const std::exception &e) {
+  if (dynamic_cast<const InternalError *>(&e)) // what(): "internal error in WHERE: WHAT"
+    out << "gradc: " << e.what() << kBugNote << "\n";
+  else
+    print_unlocated(out, "internal error", e.what() + std::string(kBugNote));
+}
+
+const std::string_view kFatalSignalLine = "gradc: internal error: fatal signal (this is a bug in gradc)\n";
 
 } // namespace gradc

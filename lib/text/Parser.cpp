@@ -21,8 +21,6 @@
 
 namespace gradc {
 
-std::string format_float(double v, DType dt); // Expr.cpp
-
 namespace {
 
 struct ParseError {};
@@ -200,15 +198,15 @@ private:
   // header := '#[' 'version' '=' STRING ']'
   void header() {
     if (!at(Tok::HashBracket))
-      fail(cur().span, "expected the version header #[version = \"0.0.5\"] at the start of the file");
+      fail(cur().span, "expected the version header " + relay_version_header() + " at the start of the file");
     advance();
     Token key = expect(Tok::Ident, "in the version header");
     if (key.text != "version")
       fail(key.span, "expected 'version' in the header, found '" + key.text + "'");
     expect(Tok::Assign, "after 'version'");
     Token v = expect(Tok::String, "as the version");
-    if (v.text != "0.0.5")
-      fail(v.span, "unsupported Relay text format version \"" + v.text + "\" (expected \"0.0.5\")");
+    if (v.text != kRelayVersion)
+      fail(v.span, "unsupported Relay text format version \"" + v.text + "\" (expected \"" + kRelayVersion + "\")");
     expect(Tok::RBracket, "to close the version header");
   }
 
@@ -351,21 +349,18 @@ private:
 
   //===--- types ----------------------------------------------------------===//
 
-  // type := 'Tensor' '[' '(' dims? ')' ',' DTYPE ']' | DTYPE | '(' (type (',' type)*)? ')'
+  // type := 'Tensor' '[' ('(' dims? ')' | INT) ',' DTYPE ']' | DTYPE | '(' (type (',' type)* ','?)? ')'
   // dims := INT (',' INT)* ','?
   Type type() {
     if (accept(Tok::LParen)) {
       DepthGuard guard(*this);
       std::vector<Type> fields;
-      bool trailing_comma = false;
       while (!at(Tok::RParen)) {
         fields.push_back(type());
-        trailing_comma = accept(Tok::Comma);
-        if (!trailing_comma)
+        if (!accept(Tok::Comma))
           break;
       }
       expect(Tok::RParen, "to close a tuple type");
-      (void)trailing_comma;
       return Type::tuple(std::move(fields));
     }
     Token t = expect(Tok::Ident, "as a type");

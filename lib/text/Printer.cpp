@@ -6,6 +6,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "gradc/text/Printer.h"
+#include "gradc/text/Lexer.h"
 #include "gradc/ir/Functor.h"
 #include "gradc/op/Registry.h"
 
@@ -18,9 +19,9 @@
 #include <unordered_map>
 
 namespace gradc {
+namespace {
 
-std::string format_float(double v, DType dt); // Expr.cpp
-
+/// A constant literal as written in the text format (`0.5f`, `3i64`, ...).
 std::string format_constant(const Expr &c) {
   const DTypeInfo &info = dtype_info(c.dtype);
   if (c.dtype == DType::Bool)
@@ -34,8 +35,6 @@ std::string format_constant(const Expr &c) {
     digits = format_float(c.fvalue, DType::Float64);
   return digits + info.literal_suffix;
 }
-
-namespace {
 
 class Printer : ExprFunctor<std::string(int)> {
 public:
@@ -78,7 +77,6 @@ public:
   }
 
   std::string str() const { return os_.str(); }
-  std::ostringstream &os() { return os_; }
 
 private:
   const PrintOptions &opts_;
@@ -153,16 +151,16 @@ private:
   }
 };
 
-} // namespace
-
 std::string print_function(const Function &fn, const PrintOptions &opts) {
   Printer p(opts);
   p.function(fn, 0);
   return p.str() + "\n";
 }
 
+} // namespace
+
 std::string print_module(const Module &module, const PrintOptions &opts) {
-  std::string out = "#[version = \"0.0.5\"]\n";
+  std::string out = relay_version_header() + "\n";
   for (const FunctionPtr &fn : module.functions)
     out += print_function(*fn, opts);
   return out;

@@ -131,8 +131,6 @@ private:
   const std::unordered_map<const Expr *, std::string> &names_;
 };
 
-} // namespace
-
 /// The adjoint rule of one forward binding, chosen by the kind of its value:
 /// a call's registered gradient, a tuple's fields, a projection's field.
 class BackwardStep : ExprFunctor<void(const ExprPtr &)> {
@@ -186,6 +184,8 @@ private:
     internal_error("gradient", "unexpected binding (input not in ANF or not inlined)");
   }
 };
+
+} // namespace
 
 FunctionPtr build_adjoint(const Function &primal, const std::vector<std::string> &wrt, DiagEngine &diag) {
   auto fn = std::make_shared<Function>(*clone_function(primal)); // a fresh copy, built up below

@@ -1,6 +1,6 @@
 //===- Remat.cpp - recompute checkpoint segments in the backward pass -----===//
 //
-// Runs after the gradient pass on the adjoint. Deciding what is "inside" is
+// Runs after the gradient pass, on every function. Deciding what is "inside" is
 // purely structural, so a dumped and re-parsed adjoint is rematerialized the
 // same way as one built in memory.
 //

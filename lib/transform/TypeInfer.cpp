@@ -28,7 +28,7 @@ public:
     report_ = [this](Span s, const std::string &msg) { diag_.error(s, msg); };
   }
 
-  /// The typed version of `fn` (memoized by name: a callee is typed first).
+  /// The typed version of `fn` (memoized per Function: a callee is typed first).
   FunctionPtr function(const Function &fn) {
     if (auto it = typed_.find(&fn); it != typed_.end())
       return it->second;

@@ -2,7 +2,7 @@
 //
 // The last stage of the pipeline: a LoweredModule becomes an LLVM module, then
 // a relocatable object, assembly, or PTX. This header is LLVM-free on purpose:
-// only lib/codegen/*.cpp include LLVM headers.
+// only files under lib/codegen/ include LLVM headers.
 //
 // ABI (SPEC §8), for each function FN and symbol prefix P:
 //   int32_t P_FN(void *const *inputs, void *const *outputs, void *workspace);

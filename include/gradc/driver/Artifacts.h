@@ -58,7 +58,8 @@ struct OutputFile {
 void write_files_atomic(const std::vector<OutputFile> &files,
                         const std::function<std::vector<std::string>()> &stale = {});
 
-/// write_files_atomic of one file: on failure nothing is left under `path`.
+/// write_files_atomic of one file: on failure `path` keeps what it held and
+/// no temporary is left.
 void write_file_atomic(const std::string &path, const std::string &data);
 
 /// Unlinks the temporaries of a write_files_atomic in progress, if any, and

@@ -1,11 +1,13 @@
 //===- Commands.h - the gradc subcommands ---------------------------------===//
 //
-// Each returns the process exit code of SPEC §1 (0 ok, 1 the model or input
-// is wrong). Internal errors propagate as InternalError (exit 3, in main).
+// Each returns the process exit code of SPEC §1: 0 ok, 1 the model or an input
+// is wrong, 2 the command line is wrong (the checks only a subcommand can
+// make). Internal errors propagate as InternalError (exit 3, in main).
 //
 //===----------------------------------------------------------------------===//
 #pragma once
 
+#include "gradc/driver/ArtifactKinds.h"
 #include "gradc/driver/Pipeline.h"
 
 #include <map>
@@ -19,7 +21,7 @@ struct CompileCommand {
   std::string model;
   PipelineOptions pipeline;
   std::string output_base;       // -o; empty: model stem in the current directory
-  std::vector<std::string> emit; // empty: the target's default
+  std::vector<Artifact> emit;    // empty: the target's default
   std::vector<std::string> argv; // for the manifest
 };
 
@@ -33,15 +35,12 @@ struct RunCommand {
   int threads = 0; // --threads: the pool's thread count (0: the online CPUs)
 };
 
-/// The valid `--emit` items.
-const std::vector<std::string> &emit_kinds();
+/// gradc's version (project() in CMakeLists.txt): `--version` and the manifest.
+const char *gradc_version();
 
 int compile_command(const CompileCommand &cmd, std::ostream &out, std::ostream &err);
 int run_command(const RunCommand &cmd, std::ostream &out, std::ostream &err);
 int check_command(const std::string &model, std::ostream &out, std::ostream &err);
 int ops_command(const std::string &name, bool json, std::ostream &out, std::ostream &err);
-
-/// Reads a model file; nullptr (after printing an error) if it cannot.
-std::shared_ptr<const SourceFile> read_model(const std::string &path, std::ostream &err);
 
 } // namespace gradc

@@ -66,8 +66,9 @@ struct CompiledModule {
   std::vector<StageTime> times;
 };
 
-/// Parse to loop IR: everything target-independent, plus GPU binding for
-/// --target=cuda. Throws CompileError after reporting user errors.
+/// Parse to loop IR for the target that opts.codegen describes: the tensor
+/// stages, lowering (with the target's strategies), the CPU schedule or GPU
+/// binding, and memory planning. Throws CompileError after reporting user errors.
 CompiledModule compile_to_loops(std::shared_ptr<const SourceFile> source, const PipelineOptions &opts, DiagEngine &diag,
                                 Dumper &dumper);
 

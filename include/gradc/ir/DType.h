@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <span>
 #include <string>
 
 namespace gradc {
@@ -32,8 +33,8 @@ struct DTypeInfo {
 
 /// The row of `dt`.
 const DTypeInfo &dtype_info(DType dt);
-/// Every dtype, in declaration order.
-const DTypeInfo *all_dtypes(size_t *count);
+/// Every dtype's row, in declaration order.
+std::span<const DTypeInfo> all_dtypes();
 
 inline const char *dtype_name(DType dt) { return dtype_info(dt).name; }
 inline unsigned dtype_bytes(DType dt) { return dtype_info(dt).bytes; }

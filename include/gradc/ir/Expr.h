@@ -37,6 +37,11 @@ struct Function;
 using ExprPtr = std::shared_ptr<const Expr>;
 using FunctionPtr = std::shared_ptr<const Function>;
 
+/// `v` in the text format, without a dtype suffix: enough digits to read back
+/// as the same value of `dt` (17 significant digits for float64, else 9),
+/// `inf` or `-inf`.
+std::string format_float(double v, DType dt);
+
 /// An attribute value as written in the text format. A list whose elements
 /// are all integers (shapes, axes) is held as int64s in `int_list`, any other in
 /// `list`: an input may write millions of entries, and a whole AttrValue per
@@ -66,7 +71,6 @@ struct AttrValue {
   bool is_int_list() const;
   std::vector<int64_t> as_ints() const; // Int or list of Int
   double as_number() const;             // Int or Float
-  bool operator==(const AttrValue &o) const;
   /// Relay text: `1`, `0.5f`, `"mean"`, `True`, `None`, `[1, 2]`.
   std::string str() const;
 };
@@ -125,7 +129,6 @@ struct Expr {
   FunctionPtr func;             // Func
 
   bool is_atom() const { return kind == ExprKind::Var || kind == ExprKind::Constant; }
-  bool is_call(const OpDef *def) const { return kind == ExprKind::Call && op == def; }
 };
 
 struct Function {

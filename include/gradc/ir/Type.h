@@ -60,7 +60,6 @@ struct Type {
   /// True if this or any field is Unknown.
   bool has_unknown() const;
   int64_t rank() const { return (int64_t)shape.size(); }
-  int64_t bytes() const; // tensor storage size
   bool operator==(const Type &o) const;
   bool operator!=(const Type &o) const { return !(*this == o); }
   /// Relay text: `Tensor[(2, 3), float32]`, `(T1, T2)`.

@@ -166,10 +166,6 @@ protected:
   LExprPtr rebuild(const LExprPtr &e);
 };
 
-/// `e` with the same kind and attributes as `like` and new operands, built by
-/// the checked constructor of its kind (so binary folding applies).
-LExprPtr with_operands(const LExpr &like, std::vector<LExprPtr> operands);
-
 /// `loop` (a For) with another kind and body, sharing its variable and extent.
 StmtPtr with_for(const Stmt &loop, ForKind kind, StmtPtr body);
 

@@ -12,30 +12,25 @@
 
 #include "gradc/loops/LoopIR.h"
 
-#include <optional>
-
 namespace gradc {
 
 constexpr int64_t kMaxLanes = 64;
 
 /// Whether codegen computes `op` on `dtype` with vector instructions on the
 /// CPU: negation, and for floats abs and sqrt, and for float32 and float16
-/// (computed in float32) exp, log, tanh and erf (codegen/VectorMath.h). Other math
-/// functions are scalar libm calls.
+/// (computed in float32) exp, log, tanh and erf (lib/codegen/VectorMath.h).
+/// Other math functions are scalar libm calls.
 bool has_vector_form(UnaryOp op, DType dtype);
 
 /// Whether `e` reads loop variable `var`.
 bool uses_var(const LExprPtr &e, const LVar *var);
 
-/// The constant step of the Int64 index `e` when `lane` steps by one (0 when
-/// it does not use `lane`); nullopt where `e` is not affine in `lane`.
-std::optional<int64_t> lane_stride(const LExprPtr &e, const LVar *lane);
-
 /// Whether the body of Vectorized loop `loop` can be emitted lane-wise: a
 /// sequence of stores at unit stride in the loop variable of values built from
-/// loads at unit stride (or not depending on the lane), float or integer
-/// arithmetic without math calls, comparisons, selects, casts and fused
-/// multiply-adds; no bool memory.
+/// loads at unit stride (or not depending on the lane), add, sub, mul, min and
+/// max, float division, unary operations with a vector form (has_vector_form),
+/// comparisons and casts of non-bool values, selects and fused multiply-adds;
+/// no bool memory.
 bool lane_wise(const Stmt &loop);
 
 /// Whether Unrolled loop `loop` is a transposing copy of an n × n block, n a

@@ -7,20 +7,20 @@
 // Semantics:
 //  * Buffers never alias. Input/Output buffers come from the caller; Arena
 //    buffers live at `offset` inside the caller's workspace (planned by
-//    loops/MemoryPlan.h); Local buffers are per-iteration scratch (registers
-//    or stack) declared by an Alloc statement.
+//    plan_memory, lower/Passes.h); Local buffers are per-iteration scratch
+//    (registers or stack) declared by an Alloc statement.
 //  * Index arithmetic is Int64. Loads and stores take a flat element index.
 //  * Loop kinds. Operators emit schedule-neutral nests: a Spatial loop's
 //    iterations are independent (a data-parallel axis), a Reduce loop's are
 //    not (a reduction axis, or a scatter whose order matters). The schedule
-//    passes (lower/Schedule.h) turn them into what the machine runs: a
-//    Parallel loop is split across the thread pool; a Vectorized loop is the
-//    innermost loop of a nest and is vectorized; an Unrolled loop is emitted
-//    once per index; Serial runs in order; BlockIdx/ThreadIdx loops are bound
-//    to CUDA blocks/threads (the extent is the grid/block size). A ScanTime
-//    loop is the serial time loop of a scan (iteration t reads what t-1
-//    wrote). Strategies with a hand schedule (matrix products) emit the
-//    scheduled kinds directly.
+//    passes (schedule_cpu and bind_gpu_threads, lower/Passes.h) turn them into
+//    what the machine runs: a Parallel loop is split across the thread pool;
+//    a Vectorized loop is the innermost loop of a nest and is vectorized; an
+//    Unrolled loop is emitted once per index; Serial runs in order;
+//    BlockIdx/ThreadIdx loops are bound to CUDA blocks/threads (the extent is
+//    the grid/block size). A ScanTime loop is the serial time loop of a scan
+//    (iteration t reads what t-1 wrote). Strategies with a hand schedule
+//    (matrix products) emit the scheduled kinds directly.
 //
 //===----------------------------------------------------------------------===//
 #pragma once
@@ -71,7 +71,7 @@ enum class LExprKind {
   MulAdd,   // operands[0] * operands[1] + operands[2], equal float dtypes, rounded once (fused)
 };
 
-enum class UnaryOp { Neg, Exp, Log, Sqrt, Tanh, Abs, Erf, Sin, Cos, Not };
+enum class UnaryOp { Neg, Exp, Log, Sqrt, Tanh, Abs, Erf, Sin, Cos };
 enum class BinaryOp { Add, Sub, Mul, Div, Min, Max, Pow, FloorDiv, FloorMod, And, Or };
 enum class CompareOp { LT, LE, GT, GE, EQ, NE };
 

@@ -40,7 +40,8 @@ struct Target {
   bool is_gpu() const { return kind == TargetKind::CUDA; }
   /// Elements of `dt` in one vector register of the CPU.
   int64_t vector_lanes(DType dt) const;
-  /// One line for logs and the manifest: "cpu x86_64-pc-linux-gnu skylake-avx512, 64-byte vectors, 2 cores".
+  /// One line for the -v log: "cpu x86_64-pc-linux-gnu skylake-avx512, 64-byte vectors (32), FMA, 48 KiB L1d,
+  /// 2048 KiB L2, 2 cores" (CUDA adds the GPU's architecture and limits).
   std::string describe() const;
 };
 

@@ -26,9 +26,6 @@ void schedule_cpu(LoweredFunction &fn, const Target &target);
 /// one flat index over blockIdx/threadIdx; everything inside runs per thread.
 void bind_gpu_threads(LoweredFunction &fn, const Target &target);
 
-/// Loops still unscheduled become Serial (what both schedules end with).
-StmtPtr serialize_unscheduled(const StmtPtr &body);
-
 constexpr int64_t kBufferAlignment = 64;
 
 

@@ -42,7 +42,6 @@ public:
   /// a * c for a scalar constant c of a's dtype.
   ExprPtr scale(ExprPtr a, double c);
   ExprPtr ones_like(ExprPtr a) { return call(ops::ones_like, {a}); }
-  ExprPtr zeros_like(ExprPtr a) { return call(ops::zeros_like, {a}); }
   /// Zeros of any type (a tuple of zeros for a tuple type).
   ExprPtr zeros(const Type &type);
   /// `a` summed over broadcast axes down to `shape` (no-op when equal).
@@ -52,7 +51,6 @@ public:
   /// Relay's "copy the input's dimension", and the dump means the same.
   ExprPtr reshape(ExprPtr a, const Shape &shape);
 
-  Span span() const { return span_; }
   void set_span(Span span) { span_ = span; }
 
 private:

@@ -6,13 +6,15 @@
 // schedule (gemm_cpu_packed) sized from the Target (vector width and
 // registers, FMA, L1 size):
 //
-//  * One operand is read as vectors: it is packed, per block of KC steps of
-//    k, into panels of NR columns laid out [panel][k][NR] in kernel scratch
-//    (the packing absorbs any layout: x·wᵀ, dyᵀ·x and dy·w alike, and pads
-//    the last panel with zeros). The other operand is broadcast element by
-//    element where it lies. B is packed unless packing A and storing C
-//    transposed moves fewer elements (then Cᵀ = Bᵀ·Aᵀ is computed: x·wᵀ
-//    with a small batch packs x, not w).
+//  * One operand is read as vectors: per block of KC steps of k, each job
+//    packs its panel of NR columns, laid out [k][NR], into a Local on its
+//    thread's stack (sized to the L1; the packing absorbs any layout: x·wᵀ,
+//    dyᵀ·x and dy·w alike, and pads the last panel with zeros). The other
+//    operand is broadcast element by element where it lies, or, when many
+//    panels reuse rows that lie a multiple of 4 KiB apart, from rows packed
+//    once per K block into kernel scratch. B is packed unless packing A and
+//    storing C transposed moves fewer elements (then Cᵀ = Bᵀ·Aᵀ is computed:
+//    x·wᵀ with a small batch packs x, not w).
 //  * The register micro-kernel holds MR × NR accumulators (NR one or two
 //    vectors, MR filling the register file), adds one k step per iteration
 //    with FMA where the target has it, and stores the tile; a later K block

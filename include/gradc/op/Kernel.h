@@ -53,9 +53,10 @@ struct KernelCtx {
                     int64_t limit);
   /// A fresh scalar (or small array) Local buffer.
   BufferPtr local(const std::string &name, DType dtype, int64_t size = 1);
-  /// Scratch memory of this kernel alone (packed matrix panels): an Arena
-  /// buffer in the workspace, live only while the kernel runs, visible to
-  /// every thread of its parallel loops (a Local is one thread's stack).
+  /// Scratch memory of this kernel alone (a matrix product's packed rows and
+  /// partial sums): an Arena buffer in the workspace, live only while the
+  /// kernel runs, visible to every thread of its parallel loops (a Local is
+  /// one thread's stack).
   std::function<BufferPtr(const std::string &name, DType dtype, int64_t size)> scratch;
   /// For an operator that fuses_epilogue: the value to store at output element
   /// `idx` (the index in the call's own shape) given the call's own value

@@ -1,10 +1,10 @@
 //===- Ops.h - typed handles of the operators the compiler refers to ------===//
 //
 // Passes and gradient rules name operators through these handles
-// (`b.call(ops::add, {x, y})`, `e.is_call(ops::start_checkpoint)`), never
-// through strings: a misspelt handle does not compile, and a handle whose
-// operator is not registered fails the registry's unit test. A handle is
-// resolved against the global registry on first use.
+// (`b.call(ops::add, {x, y})`, `{Tok::Plus, 2, ops::add}` in the parser's
+// operator table), never through strings: a misspelt handle does not compile,
+// and a handle whose operator is not registered fails the registry's unit
+// test. A handle is resolved against the global registry on first use.
 //
 //===----------------------------------------------------------------------===//
 #pragma once
@@ -22,7 +22,6 @@ public:
   OpRef(const OpRef &) = delete;
   const OpDef *get() const;
   operator const OpDef *() const { return get(); }
-  const OpDef *operator->() const { return get(); }
   const char *name() const { return name_; }
 
 private:

@@ -9,7 +9,7 @@
 //       .describe("Elementwise e^x.")
 //       .arg("data", "Tensor", "The input tensor.")
 //       .support_level(1)
-//       .relation("Identity", identity_rel)
+//       .relation("FloatIdentity", float_identity_rel)
 //       .gradient([](GradCtx &g) -> Grads { return {g.b.mul(g.grad, g.out)}; }) // d/dx e^x = e^x
 //       .element([](ElementCtx &c) { return unary(UnaryOp::Exp, c.in(0)); });
 //
@@ -42,7 +42,6 @@ enum class AttrKind {
   IntList,    // [1, 2] (a single int is accepted and widened)
   OptInt,     // None or 3
   OptIntList, // None, 3 or [1, 2]
-  OptFloat,   // None or 0.5
   DTypeName,  // "float32"
   Shape,      // [2, 3], every entry >= 0
 };
@@ -99,7 +98,6 @@ using GradientFn = Grads (*)(GradCtx &);
 /// can be fused); other operators emit a whole loop nest.
 using ElementFn = LExprPtr (*)(ElementCtx &);
 using KernelFn = StmtPtr (*)(KernelCtx &);
-class Builder;
 /// An operator defined as a composition of others: emits the composition
 /// with `b` (typed bindings) and returns its value.
 using DecomposeFn = ExprPtr (*)(Builder &b, const std::vector<ExprPtr> &args, const Attrs &attrs);

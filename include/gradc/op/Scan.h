@@ -1,9 +1,9 @@
 //===- Scan.h - the scan machinery of the loop IR (SPEC §7) ---------------===//
 //
 // A scan is a serial time loop (ForKind::ScanTime) with the state elements as
-// a parallel loop nest inside it. Every recurrence (cumsum, cumprod, scan)
-// lowers through lower_scan, so they share one time-loop shape that later
-// passes (GPU binding, parallelization) handle in one place.
+// a data-parallel (Spatial) loop nest inside it. Every recurrence (only cumsum
+// so far) lowers through lower_scan, so all share one time-loop shape that
+// later passes (GPU binding, the CPU schedule) handle in one place.
 //
 //===----------------------------------------------------------------------===//
 #pragma once

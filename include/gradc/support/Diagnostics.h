@@ -2,16 +2,20 @@
 //
 // Every user-facing error about a model goes through DiagEngine::error, which
 // prints `FILE:LINE:COL: error: message`, the source line and a caret under the
-// span. Compiler bugs are InternalError (exit code 3) and name the pass.
+// span; an error with no location (the command line, a file that cannot be
+// read) goes through print_error. Compiler bugs are InternalError (exit code
+// 3) and name the pass; main prints them with print_internal_error.
 //
 //===----------------------------------------------------------------------===//
 #pragma once
 
 #include <cstdint>
+#include <exception>
 #include <memory>
 #include <ostream>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace gradc {
@@ -20,7 +24,6 @@ namespace gradc {
 struct Span {
   uint32_t begin = 0;
   uint32_t end = 0;
-  bool valid() const { return end > begin || begin > 0; }
 };
 
 /// The text of one input file, with an index of line starts.
@@ -46,12 +49,11 @@ class DiagEngine {
 public:
   DiagEngine(std::shared_ptr<const SourceFile> file, std::ostream &out);
   void error(Span span, const std::string &message);
-  /// An error with no source location (`gradc: error: ...`).
+  /// An error with no source location (print_error).
   void error(const std::string &message);
   void note(Span span, const std::string &message);
   unsigned error_count() const { return errors_; }
   const SourceFile *file() const { return file_.get(); }
-  std::shared_ptr<const SourceFile> file_ptr() const { return file_; }
   /// Throws CompileError if any error has been reported.
   void check() const;
 
@@ -74,6 +76,21 @@ struct InternalError : std::runtime_error {
 };
 
 [[noreturn]] void internal_error(const std::string &where, const std::string &what);
+
+/// `gradc: error: MESSAGE` on a line of its own: a user error with no source
+/// location. The caller picks the exit code (1 the model or an input, 2 the
+/// command line).
+void print_error(std::ostream &out, const std::string &message);
+
+/// What main prints for an exception that reaches it (exit code 3): `gradc:
+/// internal error in WHERE: WHAT (this is a bug in gradc)` for an
+/// InternalError, `gradc: internal error: out of memory` for std::bad_alloc,
+/// `gradc: internal error: WHAT (this is a bug in gradc)` for any other.
+void print_internal_error(std::ostream &out, const std::exception &e);
+
+/// print_internal_error's line for a fatal signal, for a signal handler to
+/// write(2) as it is (it may not format or allocate).
+extern const std::string_view kFatalSignalLine;
 
 #define GRADC_CHECK(cond, where, msg)                                                                                  \
   do {                                                                                                                 \

@@ -7,6 +7,12 @@
 
 namespace gradc {
 
+/// The version of the Relay text format that gradc reads and writes.
+inline constexpr char kRelayVersion[] = "0.0.5";
+
+/// The first line of a module in that format: `#[version = "VERSION"]`.
+inline std::string relay_version_header() { return std::string("#[version = \"") + kRelayVersion + "\"]"; }
+
 enum class Tok {
   End,
   Local,  // %x, %0 (text without '%')

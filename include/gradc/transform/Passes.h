@@ -19,8 +19,8 @@ namespace gradc {
 FunctionPtr normalize(const Function &fn);
 
 /// The most bindings a function may have once inlined (inlining copies the
-/// callee at every call site: 22 functions each calling the previous twice
-/// would be 2^20 copies).
+/// callee at every call site: 21 functions each calling the previous twice
+/// would be 2^20 copies of the first).
 constexpr int64_t kMaxInlinedBindings = 1'000'000;
 /// The bindings `fn` has once its calls are inlined, saturating at limit + 1;
 /// `memo` carries sizes between calls for the same module and limit.
