@@ -89,6 +89,7 @@ LABELS = {
 CORE = frozenset({"reference", "forward", "grad", "object", "threads"})
 BITWISE = frozenset({"object", "threads", "olevel", "remat-none", "roundtrip"})
 MAX_ATTEMPTS = 8  # programs drawn for one index before giving up (all rejected)
+GRADIENT_LIMIT = {"float16": 8000.0}  # a program with larger gradients is drawn again (1e6 otherwise)
 SHRINK_SECONDS = 60
 
 
@@ -276,7 +277,10 @@ def draw(seed, index, registry, forced_op):
         if prog is None:
             continue
         ref = reference.evaluate(prog, emulate=False)
-        if all(np.all(np.isfinite(g)) and np.all(np.abs(g) < 1e6) for g in ref.grads + (ref.second or [])):
+        wrt = prog.wrt_params()
+        dtypes = [p.dtype for p in wrt] + ([wrt[prog.second].dtype] + [p.dtype for p in wrt] if ref.second else [])
+        if all(np.all(np.isfinite(g)) and np.all(np.abs(g) < GRADIENT_LIMIT.get(d, 1e6))
+               for g, d in zip(ref.grads + (ref.second or []), dtypes)):
             return prog, attempt
     return None, MAX_ATTEMPTS
 

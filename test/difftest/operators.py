@@ -4,8 +4,8 @@
 Each entry of TABLE is an `Op`:
 
   gen(g, x)      picks the operands (starting from the value `x` the generator offers, a float
-                 tensor) and draws the attributes; returns a `Call`, or None when the operator
-                 does not apply to `x`. `g` is the generator (generator.py): it creates
+                 tensor, or an integer one for an operator marked `ints`) and draws the
+                 attributes; returns a `Call`, or None when the operator does not apply to `x`. `g` is the generator (generator.py): it creates
                  parameters, finds compatible values and draws shapes.
   numpy(a, at)   the forward value: numpy in float64, from the operator's documentation
                  (SPEC §4, TVM Relay semantics), never from gradc's kernels;
