@@ -526,39 +526,53 @@ Type nll_loss_weights_backward_rel(RelationCtx &ctx) {
   return ctx.args[3];
 }
 
+/// dw[c] = sum over targets of class c of -g p[n, c] (sum; g per target for
+/// "none"), and for "mean" (g / W) (-p[n, c] - L) with W the total weight and
+/// L the loss. Every sum (W, S = W L, each class's) is compensated in the
+/// dtype's accumulator, as reductions are: a plain float32 scatter over
+/// 10^5 rows was off by 2e-4 relative, float16 by 1%.
 StmtPtr nll_loss_weights_backward_kernel(KernelCtx &k) {
   NllShape s(k.arg_type(1).shape);
-  DType dt = k.out()->dtype;
+  DType dt = k.out()->dtype, acc = dtype_info(dt).accumulator;
   const std::string &reduction = k.attrs().get_str("reduction");
-  LExprPtr zero_f = constant_of(0, dt), zero = int_imm(0);
-  BufferPtr scale = k.local("scale", dt), shift = k.local("shift", dt);
-  std::vector<StmtPtr> stmts{loop_nest({s.C}, [&](const Index &c) { return store(k.out(), c[0], zero_f); })};
+  LExprPtr zero_a = constant_of(0, acc), zero = int_imm(0);
+  auto in_acc = [&](int i, const Index &idx) { return cast(acc, k.in(i, idx)); };
+  BufferPtr sums = k.scratch("class_sums", acc, s.C), carries = k.scratch("class_carries", acc, s.C);
+  BufferPtr scale = k.local("scale", acc), shift = k.local("shift", acc);
+  BufferPtr scale_carry = k.local("scale_carry", acc), shift_carry = k.local("shift_carry", acc);
+  std::vector<StmtPtr> stmts{loop_nest({s.C}, [&](const Index &c) {
+    return seq({store(sums, c[0], zero_a), store(carries, c[0], zero_a)});
+  })};
   if (reduction == "mean") { // W into scale and S into shift, then scale = g / W, shift = L
-    stmts.push_back(seq({store(scale, zero, zero_f), store(shift, zero, zero_f)}));
+    for (const BufferPtr &b : {scale, shift, scale_carry, shift_carry})
+      stmts.push_back(store(b, zero, zero_a));
     stmts.push_back(loop_nest(
         s.target,
         [&](const Index &tidx) {
           auto [cls, counted] = nll_target(k, 2, s, tidx);
-          LExprPtr w = select(counted, k.in(3, {cls}), zero_f);
-          LExprPtr l = select(counted, unary(UnaryOp::Neg, mul(w, k.in(1, s.pred_index(tidx, cls)))), zero_f);
-          return seq({store(scale, zero, add(load(scale, zero), w)), store(shift, zero, add(load(shift, zero), l))});
+          LExprPtr w = in_acc(3, {cls});
+          LExprPtr l = unary(UnaryOp::Neg, mul(w, in_acc(1, s.pred_index(tidx, cls))));
+          return if_then(counted, seq({neumaier(scale, scale_carry, zero, w), neumaier(shift, shift_carry, zero, l)}));
         },
         ForKind::Reduce, "r"));
-    stmts.push_back(store(shift, zero, binary(BinaryOp::Div, load(shift, zero), load(scale, zero))));
-    stmts.push_back(store(scale, zero, binary(BinaryOp::Div, k.in(0, {}), load(scale, zero))));
+    LExprPtr W = neumaier_total(scale, scale_carry, zero), S = neumaier_total(shift, shift_carry, zero);
+    stmts.push_back(store(shift, zero, binary(BinaryOp::Div, S, W)));
+    stmts.push_back(store(scale, zero, binary(BinaryOp::Div, in_acc(0, {}), W)));
   }
   stmts.push_back(loop_nest(
       s.target,
       [&](const Index &tidx) {
         auto [cls, counted] = nll_target(k, 2, s, tidx);
-        LExprPtr neg_p = unary(UnaryOp::Neg, k.in(1, s.pred_index(tidx, cls)));
+        LExprPtr neg_p = unary(UnaryOp::Neg, in_acc(1, s.pred_index(tidx, cls)));
         LExprPtr term = reduction == "mean" ? mul(load(scale, zero), binary(BinaryOp::Sub, neg_p, load(shift, zero)))
-                                            : mul(k.in(0, reduction == "none" ? tidx : Index{}), neg_p);
-        LExprPtr old = load(k.out(), cls);
-        return store(k.out(), cls, select(counted, add(old, term), old));
+                                            : mul(in_acc(0, reduction == "none" ? tidx : Index{}), neg_p);
+        return if_then(counted, neumaier(sums, carries, cls, term));
       },
       ForKind::Reduce));
-  return alloc(scale, alloc(shift, seq(std::move(stmts))));
+  stmts.push_back(loop_nest({s.C}, [&](const Index &c) {
+    return store(k.out(), c[0], cast(dt, neumaier_total(sums, carries, c[0])));
+  }));
+  return alloc(scale, alloc(shift, alloc(scale_carry, alloc(shift_carry, seq(std::move(stmts))))));
 }
 
 constexpr const char *kNllWeighted =

@@ -45,6 +45,7 @@ any failure (a stale known_bugs.py entry included), 2 on a usage error.
 import argparse
 import collections
 import concurrent.futures
+import functools
 import glob
 import itertools
 import json
@@ -62,7 +63,9 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 import numpy as np  # noqa: E402
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "inputs"))
 import execute  # noqa: E402
+import host_cpus  # noqa: E402
 import generator  # noqa: E402
 import known_bugs  # noqa: E402
 import operators  # noqa: E402
@@ -70,8 +73,17 @@ import reference  # noqa: E402
 
 # How the object is built for each comparison, beyond the program's --grad/--wrt flags (the
 # optimisation level and the CPU of a program's "olevel" and "cpu" comparisons are in its plan).
+@functools.lru_cache(maxsize=None)
+def runnable_cpu(cpu):
+    """`cpu` if this host runs its code (test/inputs/host_cpus.py decides, independently of
+    gradc), else x86-64, which every x86-64 host runs: the program's draw stays the same on
+    every host, and no object is run where it would die of an illegal instruction."""
+    return cpu if host_cpus.runnable(cpu, host_cpus.host_flags())[0] else "x86-64"
+
+
 OBJECT_CONFIGS = {"O2": lambda prog: [], "olevel": lambda prog: [f"-O{prog.olevel}"],
-                  "remat-none": lambda prog: ["--remat=none"], "cpu": lambda prog: [f"--cpu={prog.cpu}"]}
+                  "remat-none": lambda prog: ["--remat=none"],
+                  "cpu": lambda prog: [f"--cpu={runnable_cpu(prog.cpu)}"]}
 LABELS = {
     "forward": "gradc run forward vs numpy",
     "grad": "gradc run --grad vs numpy/PyTorch",
