@@ -57,6 +57,11 @@ const TestedArch *tested_arch(const Triple &t) {
 
 bool is_native(const std::string &cpu) { return cpu.empty() || cpu == "native"; }
 
+/// The normalized --triple, or the host's.
+std::string triple_of(const CodegenOptions &opts) {
+  return opts.triple.empty() ? sys::getDefaultTargetTriple() : Triple::normalize(opts.triple);
+}
+
 } // namespace
 
 } // namespace gradc::codegen
@@ -65,6 +70,7 @@ namespace gradc {
 
 using codegen::is_native;
 using codegen::tested_arch;
+using codegen::triple_of;
 
 std::string tested_triples() {
   using codegen::kTestedArchs;
@@ -76,7 +82,7 @@ std::string tested_triples() {
 
 std::optional<std::string> cpu_target_problem(const CodegenOptions &opts) {
   codegen::initialize_llvm();
-  std::string triple = opts.triple.empty() ? sys::getDefaultTargetTriple() : Triple::normalize(opts.triple);
+  std::string triple = triple_of(opts);
   std::string error;
   const llvm::Target *target = TargetRegistry::lookupTarget(triple, error);
   if (!target)
@@ -111,7 +117,7 @@ HostTarget resolve_cpu_target(const CodegenOptions &opts) {
   if (std::optional<std::string> problem = cpu_target_problem(opts))
     option_error(*problem);
   HostTarget host;
-  host.triple = opts.triple.empty() ? sys::getDefaultTargetTriple() : Triple::normalize(opts.triple);
+  host.triple = triple_of(opts);
   if (is_native(opts.cpu) && (opts.triple.empty() || opts.cpu == "native")) {
     // The host itself, with every feature it has (AVX-512 included).
     host.cpu = sys::getHostCPUName().str();

@@ -156,7 +156,8 @@ bool refuse_overwriting_model(const std::string &output, const std::string &mode
 bool dumps_overwrite_model(const PipelineOptions &opts, const std::string &model, std::ostream &err) {
   Dumper dumper(opts, err);
   for (const std::string &stage : opts.dumps)
-    if (!dumper.path(stage).empty() && refuse_overwriting_model(dumper.path(stage), model, "choose another --dump-dir", err))
+    if (std::string path = dumper.path(stage);
+        !path.empty() && refuse_overwriting_model(path, model, "choose another --dump-dir", err))
       return true;
   return false;
 }
