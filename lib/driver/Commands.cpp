@@ -610,6 +610,7 @@ int ops_command(const std::string &name, bool json, std::ostream &out, std::ostr
                          {"type", attr_kind_name(a.kind)},
                          {"default", a.required ? "(required)" : a.default_value.str()},
                          {"required", a.required},
+                         {"rule", a.rule},
                          {"doc", a.doc}});
       nlohmann::json examples = nlohmann::json::array();
       for (const GradExample &e : d->examples)
@@ -676,7 +677,8 @@ int ops_command(const std::string &name, bool json, std::ostream &out, std::ostr
     out << "  attributes:\n";
     for (const AttrSpec &a : d.attrs)
       out << "    " << a.name << ": " << attr_kind_name(a.kind) << " = "
-          << (a.required ? "(required)" : a.default_value.str()) << " - " << a.doc << "\n";
+          << (a.required ? "(required)" : a.default_value.str()) << (a.rule.empty() ? "" : " (" + a.rule + ")")
+          << " - " << a.doc << "\n";
   }
   out << "  gradient: " << (d.no_gradient ? "zero by definition" : d.gradient ? "yes" : "none") << "\n";
   out << "  lowering: " << (d.element ? "injective (fusable)" : d.kernel ? "kernel" : "none") << "\n";

@@ -2,7 +2,9 @@
 //
 // One kernel per top-level binding. Injective roots become one loop nest over
 // the output whose element expression is built by calling each fused
-// operator's ElementFn; other operators emit their own nest through KernelFn.
+// operator's ElementFn; other operators emit their own nest through KernelFn,
+// writing one buffer per leaf of their result (a tuple-result operator writes
+// several from one kernel).
 // Tuples and projections only alias buffers (a constant among their fields is
 // materialized by a one-element fill kernel).
 //
@@ -152,10 +154,21 @@ private:
     default:
       internal_error("lowering", "unexpected binding kind");
     }
-    GRADC_CHECK(b.var->type.is_tensor(), "lowering", "operators with tuple results are not supported yet");
-    BufferPtr buf = make_buffer(b.var->name, b.var->type, BufferScope::Arena);
-    leaves_[b.var.get()] = {buf};
-    produced_.push_back(buf);
+    // One buffer per leaf of the result: a tuple-result operator (batch_norm's
+    // output and statistics) writes them all from one kernel.
+    std::vector<BufferPtr> bufs;
+    if (b.var->type.is_tensor()) {
+      bufs.push_back(make_buffer(b.var->name, b.var->type, BufferScope::Arena));
+    } else {
+      GRADC_CHECK(!v.op->injective(), "lowering", "injective operator " + v.op->name + " with a tuple result");
+      std::vector<Type> leaf_types;
+      flatten_leaves(b.var->type, leaf_types);
+      for (size_t i = 0; i < leaf_types.size(); ++i)
+        bufs.push_back(make_buffer(b.var->name + "_" + std::to_string(i), leaf_types[i], BufferScope::Arena));
+    }
+    leaves_[b.var.get()] = bufs;
+    produced_.insert(produced_.end(), bufs.begin(), bufs.end());
+    const BufferPtr &buf = bufs[0];
     std::string kname = buf->name + "_" + kernel_suffix(v);
     const Expr *anchor = v.op->injective() ? find_anchor(v) : nullptr;
     if (anchor)
@@ -172,7 +185,7 @@ private:
     KernelFn kernel = call.op->kernel_for(opts_.target.kind);
     GRADC_CHECK(kernel, "lowering", "operator " + call.op->name + " has no lowering");
     KernelCtx ctx{call,
-                  {buf},
+                  bufs,
                   [this, &call](size_t arg, const Index &i) { return element(call.args[arg], i); },
                   opts_.target,
                   [this] { return status_buffer(); },
@@ -211,6 +224,15 @@ private:
       if (c == '.')
         c = '_';
     return s;
+  }
+
+  static void flatten_leaves(const Type &t, std::vector<Type> &out) {
+    if (!t.is_tuple()) {
+      out.push_back(t);
+      return;
+    }
+    for (const Type &f : t.fields)
+      flatten_leaves(f, out);
   }
 
   static size_t count_leaves(const Type &t) {

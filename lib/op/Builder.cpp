@@ -48,7 +48,7 @@ ExprPtr Builder::zeros(const Type &type) {
   Attrs attrs;
   attrs.set("shape", AttrValue::ints(type.shape));
   attrs.set("dtype", AttrValue::of(dtype_name(type.dtype)));
-  return call(ops::zeros, {}, attrs);
+  return call(ops::zeros, {}, std::move(attrs));
 }
 
 ExprPtr Builder::sum_to(ExprPtr a, const Shape &shape) {
@@ -66,6 +66,47 @@ ExprPtr Builder::reshape(ExprPtr a, const Shape &shape) {
   attrs.set("newshape", AttrValue::ints(shape));
   attrs.set("allowzero", AttrValue::of(true));
   return call(ops::reshape, {a}, attrs);
+}
+
+ExprPtr Builder::transpose(ExprPtr a, const std::vector<int64_t> &axes) {
+  Attrs attrs;
+  attrs.set("axes", AttrValue::ints(axes));
+  return call(ops::transpose, {a}, attrs);
+}
+
+ExprPtr Builder::transpose_last2(ExprPtr a) {
+  int64_t r = a->type.rank();
+  std::vector<int64_t> axes(r);
+  for (int64_t i = 0; i < r; ++i)
+    axes[i] = i;
+  std::swap(axes[r - 1], axes[r - 2]);
+  return transpose(a, axes);
+}
+
+ExprPtr Builder::broadcast_to(ExprPtr a, const Shape &shape) {
+  Attrs attrs;
+  attrs.set("shape", AttrValue::ints(shape));
+  return call(ops::broadcast_to, {a}, attrs);
+}
+
+ExprPtr Builder::sum(ExprPtr a, const std::vector<int64_t> &axes, bool keepdims, bool exclude) {
+  Attrs attrs;
+  attrs.set("axis", AttrValue::ints(axes));
+  attrs.set("keepdims", AttrValue::of(keepdims));
+  attrs.set("exclude", AttrValue::of(exclude));
+  return call(ops::sum, {a}, attrs);
+}
+
+ExprPtr Builder::cast(ExprPtr a, DType dtype) {
+  Attrs attrs;
+  attrs.set("dtype", AttrValue::of(dtype_name(dtype)));
+  return call(ops::cast, {a}, attrs);
+}
+
+ExprPtr Builder::reverse(ExprPtr a, int64_t axis) {
+  Attrs attrs;
+  attrs.set("axis", AttrValue::of(axis));
+  return call(ops::reverse, {a}, attrs);
 }
 
 } // namespace gradc

@@ -125,10 +125,15 @@ ExprPtr check_call(const OpDef *op, std::vector<ExprPtr> args, const Attrs &attr
     }
     arg_types.push_back(a->type);
   }
+  if (def.check_attrs)
+    if (std::optional<AttrError> bad = def.check_attrs(filled, arg_types, 0)) {
+      report(bad->span.valid() ? bad->span : span, def.name + ": " + bad->message);
+      return make_call(op, std::move(args), std::move(filled), span);
+    }
   RelationCtx ctx{def, arg_types, filled, ""};
   Type t = def.relation(ctx);
   if (!ctx.error.empty()) {
-    report(span, ctx.error);
+    report(ctx.error_span.valid() ? ctx.error_span : span, ctx.error);
     return make_call(op, std::move(args), std::move(filled), span);
   }
   GRADC_CHECK(!t.is_unknown(), "type inference", def.name + " relation returned Unknown without an error");

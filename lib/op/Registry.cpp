@@ -43,6 +43,13 @@ Type RelationCtx::fail(const std::string &message) {
   return Type::unknown();
 }
 
+Type RelationCtx::fail_attr(const std::string &name, const std::string &message) {
+  if (error.empty())
+    if (const AttrValue *v = attrs.find(name))
+      error_span = v->span;
+  return fail(message);
+}
+
 const Type *RelationCtx::tensor(size_t i) {
   if (i >= args.size() || !args[i].is_tensor()) {
     size_t n = first_arg + i; // the argument's index in the call
@@ -52,15 +59,6 @@ const Type *RelationCtx::tensor(size_t i) {
     return nullptr;
   }
   return &args[i];
-}
-
-std::optional<int64_t> RelationCtx::axis(int64_t axis, int64_t rank, const char *what) {
-  if (axis < -rank || axis >= rank || (rank == 0 && axis != 0 && axis != -1)) {
-    fail(std::string(what) + " " + std::to_string(axis) + " is out of range for a tensor of rank " +
-         std::to_string(rank));
-    return std::nullopt;
-  }
-  return axis < 0 ? axis + rank : axis;
 }
 
 const AttrSpec *OpDef::find_attr(const std::string &attr_name) const {
@@ -208,7 +206,9 @@ const OpRegistry &OpRegistry::global() {
     register_elementwise_ops(r);
     register_reduce_ops(r);
     register_shape_ops(r);
-    register_nn_ops(r);
+    register_linear_ops(r);
+    register_softmax_ops(r);
+    register_loss_ops(r);
     register_scan_ops(r);
     register_grad_ops(r);
     return r;

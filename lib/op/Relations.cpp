@@ -75,25 +75,16 @@ Type numeric_broadcast_rel(RelationCtx &ctx) {
 }
 Type broadcast_comp_rel(RelationCtx &ctx) { return broadcast_common(ctx, true); }
 
-std::vector<int64_t> reduced_axes(const Attrs &attrs, int64_t rank) {
+std::vector<int64_t> ReduceAttrs::reduced(int64_t rank) const {
   // As TVM: no axis (None or []) reduces every axis, whatever `exclude` says.
-  std::vector<int64_t> given = attrs.is_none("axis") ? std::vector<int64_t>{} : attrs.get_ints("axis");
   std::set<int64_t> axes;
-  if (given.empty()) {
-    for (int64_t i = 0; i < rank; ++i)
-      axes.insert(i);
-    return {axes.begin(), axes.end()};
-  }
-  for (int64_t a : given)
-    axes.insert(a < 0 ? a + rank : a);
-  if (attrs.find("exclude") && attrs.get_bool("exclude")) {
-    std::set<int64_t> kept;
-    for (int64_t i = 0; i < rank; ++i)
-      if (!axes.count(i))
-        kept.insert(i);
-    axes = kept;
-  }
-  return {axes.begin(), axes.end()};
+  if (axis)
+    axes.insert(axis->begin(), axis->end());
+  std::vector<int64_t> out;
+  for (int64_t i = 0; i < rank; ++i)
+    if (axes.empty() || axes.count(i) != size_t(exclude))
+      out.push_back(i);
+  return out;
 }
 
 Shape reduced_shape(const Shape &shape, const std::vector<int64_t> &axes, bool keepdims) {
@@ -112,18 +103,8 @@ Type reduce_rel(RelationCtx &ctx) {
   const Type *t = ctx.tensor(0);
   if (!t)
     return Type::unknown();
-  if (!ctx.attrs.is_none("axis")) {
-    std::set<int64_t> seen;
-    for (int64_t a : ctx.attrs.get_ints("axis")) {
-      auto ax = ctx.axis(a, t->rank());
-      if (!ax)
-        return Type::unknown();
-      if (!seen.insert(*ax).second)
-        return ctx.fail("axis " + std::to_string(a) + " is repeated");
-    }
-  }
-  auto axes = reduced_axes(ctx.attrs, t->rank());
-  return Type::tensor(reduced_shape(t->shape, axes, ctx.attrs.get_bool("keepdims")), t->dtype);
+  auto a = ctx.attrs_as<ReduceAttrs>();
+  return Type::tensor(reduced_shape(t->shape, a.reduced(t->rank()), a.keepdims), t->dtype);
 }
 
 Type numeric_reduce_rel(RelationCtx &ctx) {
@@ -133,12 +114,6 @@ Type numeric_reduce_rel(RelationCtx &ctx) {
                                           "max is any, min is all"))
     return Type::unknown();
   return t;
-}
-
-OpBuilder &reduce_attrs(OpBuilder &b) {
-  return b.attr("axis", AttrKind::OptIntList, AttrValue::none(), "Axes to reduce; None reduces all.")
-      .attr("keepdims", AttrKind::Bool, AttrValue::of(false), "Keep reduced axes with size 1.")
-      .attr("exclude", AttrKind::Bool, AttrValue::of(false), "Reduce every axis except `axis`.");
 }
 
 } // namespace gradc

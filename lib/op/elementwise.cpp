@@ -43,8 +43,40 @@ Type where_rel(RelationCtx &ctx) {
   return Type::tensor(*all, x->dtype);
 }
 
+struct CreateAttrs {
+  std::vector<int64_t> shape;
+  DType dtype = DType::Float32;
+  template <class V> void visit(V &v) {
+    v("shape", shape, "The output shape.", {.required = true, .shape = true});
+    v("dtype", dtype, "The output dtype.", {.required = true});
+  }
+};
+
+struct FullAttrs {
+  std::vector<int64_t> shape;
+  std::optional<DType> dtype; // fill_value's when None
+  template <class V> void visit(V &v) {
+    v("shape", shape, "The output shape.", {.required = true, .shape = true});
+    v("dtype", dtype, "The output dtype (default: fill_value's).");
+  }
+};
+
+struct CastAttrs {
+  DType dtype = DType::Float32;
+  template <class V> void visit(V &v) { v("dtype", dtype, "The output dtype.", {.required = true}); }
+};
+
+struct ClipAttrs {
+  double a_min = 0, a_max = 0;
+  template <class V> void visit(V &v) {
+    v("a_min", a_min, "The lower bound.", {.required = true});
+    v("a_max", a_max, "The upper bound.", {.required = true});
+  }
+};
+
 Type create_rel(RelationCtx &ctx) {
-  return Type::tensor(ctx.attrs.get_ints("shape"), *parse_dtype(ctx.attrs.get_str("dtype")));
+  auto a = ctx.attrs_as<CreateAttrs>();
+  return Type::tensor(a.shape, a.dtype);
 }
 
 Type full_rel(RelationCtx &ctx) {
@@ -53,8 +85,8 @@ Type full_rel(RelationCtx &ctx) {
     return Type::unknown();
   if (v->rank() != 0)
     return ctx.fail("fill_value must be a scalar, found " + v->str());
-  DType dt = ctx.attrs.is_none("dtype") ? v->dtype : *parse_dtype(ctx.attrs.get_str("dtype"));
-  return Type::tensor(ctx.attrs.get_ints("shape"), dt);
+  auto a = ctx.attrs_as<FullAttrs>();
+  return Type::tensor(a.shape, a.dtype.value_or(v->dtype));
 }
 
 Type full_like_rel(RelationCtx &ctx) {
@@ -70,15 +102,16 @@ Type cast_rel(RelationCtx &ctx) {
   const Type *x = ctx.tensor(0);
   if (!x)
     return Type::unknown();
-  return Type::tensor(x->shape, *parse_dtype(ctx.attrs.get_str("dtype")));
+  return Type::tensor(x->shape, ctx.attrs_as<CastAttrs>().dtype);
 }
 
 Type clip_rel(RelationCtx &ctx) {
   const Type *x = ctx.tensor(0);
   if (!x)
     return Type::unknown();
-  if (ctx.attrs.get_float("a_min") > ctx.attrs.get_float("a_max"))
-    return ctx.fail("a_min is greater than a_max");
+  auto a = ctx.attrs_as<ClipAttrs>();
+  if (a.a_min > a.a_max)
+    return ctx.fail_attr("a_max", "a_min is greater than a_max");
   return *x;
 }
 
@@ -201,21 +234,21 @@ void register_elementwise_ops(OpRegistry &reg) {
   reg.add("clip")
       .describe("Elementwise clamp to [a_min, a_max].")
       .arg("data", "Tensor", "The input tensor.")
-      .required_attr("a_min", AttrKind::Float, "The lower bound.")
-      .required_attr("a_max", AttrKind::Float, "The upper bound.")
+      .attrs<ClipAttrs>()
       .support_level(3)
       .relation("Clip", clip_rel)
       .gradient([](GradCtx &g) -> Grads { // 1 inside [a_min, a_max], else 0
         DType dt = g.grad->type.dtype;
-        ExprPtr lo = g.b.call(ops::greater_equal, {g.arg(0), g.b.constant(g.attrs().get_float("a_min"), dt)});
-        ExprPtr hi = g.b.call(ops::less_equal, {g.arg(0), g.b.constant(g.attrs().get_float("a_max"), dt)});
+        auto a = g.attrs_as<ClipAttrs>();
+        ExprPtr lo = g.b.call(ops::greater_equal, {g.arg(0), g.b.constant(a.a_min, dt)});
+        ExprPtr hi = g.b.call(ops::less_equal, {g.arg(0), g.b.constant(a.a_max, dt)});
         ExprPtr inner = g.b.call(ops::where, {lo, g.grad, zero_of(g)});
         return {g.b.call(ops::where, {hi, inner, zero_of(g)})};
       })
       .element([](ElementCtx &c) {
         LExprPtr x = c.in(0);
-        LExprPtr lo = constant_of(c.attrs().get_float("a_min"), x->dtype);
-        LExprPtr hi = constant_of(c.attrs().get_float("a_max"), x->dtype);
+        auto a = c.attrs_as<ClipAttrs>();
+        LExprPtr lo = constant_of(a.a_min, x->dtype), hi = constant_of(a.a_max, x->dtype);
         return binary(BinaryOp::Min, binary(BinaryOp::Max, x, lo), hi);
       })
       .example(kUnaryTypes, "clip(%x, a_min=-1.0f, a_max=1.2f)");
@@ -305,8 +338,7 @@ void register_elementwise_ops(OpRegistry &reg) {
   reg.add("zeros")
       .describe("A tensor of zeros.")
       .arity(0, 0)
-      .required_attr("shape", AttrKind::Shape, "The output shape.")
-      .required_attr("dtype", AttrKind::DTypeName, "The output dtype.")
+      .attrs<CreateAttrs>()
       .support_level(3)
       .relation("InitOp", create_rel)
       .no_gradient()
@@ -314,8 +346,7 @@ void register_elementwise_ops(OpRegistry &reg) {
   reg.add("ones")
       .describe("A tensor of ones.")
       .arity(0, 0)
-      .required_attr("shape", AttrKind::Shape, "The output shape.")
-      .required_attr("dtype", AttrKind::DTypeName, "The output dtype.")
+      .attrs<CreateAttrs>()
       .support_level(3)
       .relation("InitOp", create_rel)
       .no_gradient()
@@ -323,8 +354,7 @@ void register_elementwise_ops(OpRegistry &reg) {
   reg.add("full")
       .describe("A tensor filled with a scalar.")
       .arg("fill_value", "Tensor[()]", "The scalar to fill with.")
-      .required_attr("shape", AttrKind::Shape, "The output shape.")
-      .attr("dtype", AttrKind::DTypeName, AttrValue::none(), "The output dtype (default: fill_value's).")
+      .attrs<FullAttrs>()
       .support_level(3)
       .relation("Full", full_rel)
       .no_gradient()
@@ -354,16 +384,14 @@ void register_elementwise_ops(OpRegistry &reg) {
   reg.add("cast")
       .describe("Elementwise dtype conversion.")
       .arg("data", "Tensor", "The input tensor.")
-      .required_attr("dtype", AttrKind::DTypeName, "The output dtype.")
+      .attrs<CastAttrs>()
       .support_level(3)
       .relation("Cast", cast_rel)
       .gradient([](GradCtx &g) -> Grads { // the gradient is cast back (none for integer inputs)
         DType in = g.arg(0)->type.dtype;
         if (!is_float(in) || !is_float(g.grad->type.dtype))
           return {nullptr};
-        Attrs a;
-        a.set("dtype", AttrValue::of(dtype_name(in)));
-        return {g.b.call(ops::cast, {g.grad}, a)};
+        return {g.b.cast(g.grad, in)};
       })
       .element([](ElementCtx &c) { return cast(c.type().dtype, c.in(0)); })
       .example(kUnaryTypes, "cast(%x, dtype=\"float64\")");

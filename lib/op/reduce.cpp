@@ -32,8 +32,9 @@ struct ReduceShape {
 ReduceShape reduce_shape(const Expr &call) {
   ReduceShape r;
   r.in = call.args[0]->type.shape;
-  r.axes = reduced_axes(call.attrs, int64_t(r.in.size()));
-  r.keepdims = call.attrs.get_bool("keepdims");
+  auto a = call_attrs<ReduceAttrs>(call);
+  r.axes = a.reduced(int64_t(r.in.size()));
+  r.keepdims = a.keepdims;
   r.out = call.type.shape;
   r.count = 1;
   for (int64_t a : r.axes)
@@ -138,21 +139,23 @@ Type float_reduce_rel(RelationCtx &ctx) {
 } // namespace
 
 void register_reduce_ops(OpRegistry &reg) {
-  reduce_attrs(reg.add("sum")
-                   .describe("Sum over axes.")
-                   .arg("data", "Tensor", "The input tensor.")
-                   .support_level(4)
-                   .relation("Reduce", numeric_reduce_rel)) // numpy counts bools in int64
+  reg.add("sum")
+      .attrs<ReduceAttrs>()
+      .describe("Sum over axes.")
+      .arg("data", "Tensor", "The input tensor.")
+      .support_level(4)
+      .relation("Reduce", numeric_reduce_rel) // numpy counts bools in int64
       .gradient([](GradCtx &g) -> Grads { return {broadcast_back(g, g.grad)}; }) // d/dx_i sum x = 1
       .kernel([](KernelCtx &k) { return sum_kernel(k, false); })
       .fuses_producers() // reads each element once
       .example(kTypes, "sum(%x, axis=[0, 2])");
 
-  reduce_attrs(reg.add("mean")
-                   .describe("Arithmetic mean over axes.")
-                   .arg("data", "Tensor", "The input tensor.")
-                   .support_level(4)
-                   .relation("Reduce", float_reduce_rel))
+  reg.add("mean")
+      .attrs<ReduceAttrs>()
+      .describe("Arithmetic mean over axes.")
+      .arg("data", "Tensor", "The input tensor.")
+      .support_level(4)
+      .relation("Reduce", float_reduce_rel)
       .gradient([](GradCtx &g) -> Grads { // d/dx_i mean x = 1/n
         double n = double(reduce_shape(g.call).count);
         return {broadcast_back(g, g.b.scale(g.grad, 1.0 / n))};
@@ -161,11 +164,12 @@ void register_reduce_ops(OpRegistry &reg) {
       .fuses_producers()
       .example(kTypes, "mean(%x, axis=1, keepdims=True)");
 
-  reduce_attrs(reg.add("max")
-                   .describe("Maximum over axes.")
-                   .arg("data", "Tensor", "The input tensor.")
-                   .support_level(4)
-                   .relation("Reduce", reduce_rel))
+  reg.add("max")
+      .attrs<ReduceAttrs>()
+      .describe("Maximum over axes.")
+      .arg("data", "Tensor", "The input tensor.")
+      .support_level(4)
+      .relation("Reduce", reduce_rel)
       .gradient([](GradCtx &g) -> Grads { // flows to every element equal to the maximum
         ExprPtr at_max = g.b.call(ops::equal, {g.arg(0), broadcast_back(g, g.out)});
         ExprPtr zero = g.b.constant(0, g.grad->type.dtype);
@@ -175,11 +179,12 @@ void register_reduce_ops(OpRegistry &reg) {
       .fuses_producers()
       .example(kTypes, "max(%x, axis=-1)");
 
-  reduce_attrs(reg.add("min")
-                   .describe("Minimum over axes.")
-                   .arg("data", "Tensor", "The input tensor.")
-                   .support_level(4)
-                   .relation("Reduce", reduce_rel))
+  reg.add("min")
+      .attrs<ReduceAttrs>()
+      .describe("Minimum over axes.")
+      .arg("data", "Tensor", "The input tensor.")
+      .support_level(4)
+      .relation("Reduce", reduce_rel)
       .gradient([](GradCtx &g) -> Grads { // flows to every element equal to the minimum
         ExprPtr at_min = g.b.call(ops::equal, {g.arg(0), broadcast_back(g, g.out)});
         ExprPtr zero = g.b.constant(0, g.grad->type.dtype);

@@ -12,15 +12,22 @@
 namespace gradc {
 namespace {
 
+struct CumsumAttrs {
+  std::optional<int64_t> axis; // None: over the flattened input
+  bool exclusive = false;
+  template <class V> void visit(V &v) {
+    v("axis", axis, "The scanned axis.", {.axis_of = 0});
+    v("exclusive", exclusive, "Exclude the current element.");
+  }
+};
+
 Type cumulative_rel(RelationCtx &ctx) {
   const Type *x = ctx.tensor(0);
   if (!x || !require_numeric(ctx, *x, "numpy counts the True values: cast to int32 or int64 first"))
     return Type::unknown();
-  if (ctx.attrs.is_none("axis"))
+  if (!ctx.attrs_as<CumsumAttrs>().axis)
     return Type::tensor({num_elements(x->shape)}, x->dtype);
-  if (x->rank() == 0)
-    return ctx.fail("axis given for a scalar");
-  return ctx.axis(ctx.attrs.get_int("axis"), x->rank()) ? *x : Type::unknown();
+  return *x; // a scalar has no axis: the attribute check reports it
 }
 
 /// out[t] = out[t-1] + x[t] along the axis (x[t-1] and out[0] = 0 if
@@ -30,11 +37,10 @@ Type cumulative_rel(RelationCtx &ctx) {
 /// (a plain float32 running sum over 6 700 elements was off by 7e-5).
 StmtPtr cumsum_kernel(KernelCtx &k) {
   const Shape &xs = k.arg_type(0).shape, &os = k.out()->shape;
-  bool flat = k.attrs().is_none("axis");
-  int64_t axis = flat ? 0 : k.attrs().get_int("axis");
-  if (axis < 0)
-    axis += int64_t(os.size());
-  bool exclusive = k.attrs().get_bool("exclusive");
+  auto attrs = k.attrs_as<CumsumAttrs>();
+  bool flat = !attrs.axis;
+  int64_t axis = attrs.axis.value_or(0);
+  bool exclusive = attrs.exclusive;
   DType dt = k.out()->dtype, acc = dtype_info(dt).accumulator;
   auto full = [axis](const LExprPtr &t, const Index &s) {
     Index idx = s;
@@ -74,22 +80,18 @@ void register_scan_ops(OpRegistry &reg) {
   reg.add("cumsum")
       .describe("Cumulative sum along an axis (None: over the flattened input).")
       .arg("data", "Tensor", "The input.")
-      .attr("axis", AttrKind::OptInt, AttrValue::none(), "The scanned axis.")
-      .attr("exclusive", AttrKind::Bool, AttrValue::of(false), "Exclude the current element.")
+      .attrs<CumsumAttrs>()
       .support_level(3)
       .relation("Cumulative", cumulative_rel)
       .gradient([](GradCtx &g) -> Grads {
         // d/dx_s sum_t g_t out_t = sum_{t >= s} g_t: a reversed cumsum of g
         // (t > s when exclusive); for axis=None, reshaped back to x's shape.
-        int64_t axis = g.attrs().is_none("axis") ? 0 : g.attrs().get_int("axis");
-        Attrs rev;
-        rev.set("axis", AttrValue::of(axis));
-        Attrs cs;
-        cs.set("axis", AttrValue::of(axis));
-        cs.set("exclusive", g.attrs().get("exclusive"));
-        ExprPtr r = g.b.call(ops::reverse, {g.grad}, rev);
-        ExprPtr c = g.b.call(ops::reverse, {g.b.call(ops::cumsum, {r}, cs)}, rev);
-        return {g.attrs().is_none("axis") ? g.b.reshape(c, g.arg(0)->type.shape) : c};
+        auto attrs = g.attrs_as<CumsumAttrs>();
+        bool flat = !attrs.axis;
+        attrs.axis = attrs.axis.value_or(0);
+        ExprPtr r = g.b.reverse(g.grad, *attrs.axis);
+        ExprPtr c = g.b.reverse(g.b.call(ops::cumsum, {r}, attrs), *attrs.axis);
+        return {flat ? g.b.reshape(c, g.arg(0)->type.shape) : c};
       })
       .kernel(cumsum_kernel)
       .example("%x: Tensor[(3, 4), float64]", "cumsum(%x, axis=1, exclusive=True)");

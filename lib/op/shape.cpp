@@ -19,6 +19,54 @@ namespace {
 
 const char *kTypes = "%x: Tensor[(2, 3, 4), float64]";
 
+struct ReshapeAttrs {
+  std::vector<int64_t> newshape;
+  bool allowzero = false;
+  template <class V> void visit(V &v) {
+    v("newshape", newshape, "The new shape.", {.required = true});
+    v("allowzero", allowzero,
+      "A 0 in newshape is a dimension of size 0, not a copy of the input's (TVM's allowzero).");
+  }
+};
+
+struct TransposeAttrs {
+  std::optional<std::vector<int64_t>> axes;
+  template <class V> void visit(V &v) { v("axes", axes, "The permutation.", {.axis_of = 0}); }
+  /// The permutation of a tensor of `rank`: the given one, else reversed axes.
+  std::vector<int64_t> permutation(int64_t rank) const {
+    if (axes)
+      return *axes;
+    std::vector<int64_t> reversed;
+    for (int64_t i = rank - 1; i >= 0; --i)
+      reversed.push_back(i);
+    return reversed;
+  }
+};
+
+struct ExpandDimsAttrs {
+  int64_t axis = 0; // an axis of the result: the new axes start there
+  int64_t num_newaxis = 1;
+  template <class V> void visit(V &v) {
+    v("axis", axis, "Where to insert.", {.required = true, .axis_of = 0, .extra_rank = 1});
+    v("num_newaxis", num_newaxis, "How many axes to insert.", {.min = 0});
+  }
+};
+
+struct SqueezeAttrs {
+  std::optional<std::vector<int64_t>> axis;
+  template <class V> void visit(V &v) { v("axis", axis, "The axes to remove.", {.axis_of = 0}); }
+};
+
+struct ShapeAttrs {
+  std::vector<int64_t> shape;
+  template <class V> void visit(V &v) { v("shape", shape, "The target shape.", {.required = true, .shape = true}); }
+};
+
+struct ReverseAttrs {
+  int64_t axis = 0;
+  template <class V> void visit(V &v) { v("axis", axis, "The axis to reverse.", {.required = true, .axis_of = 0}); }
+};
+
 /// Every reshape-like operator reads the input element with the same flat index.
 LExprPtr reshape_element(ElementCtx &c) {
   LExprPtr flat = flat_index(c.type().shape, c.index);
@@ -34,8 +82,9 @@ Type reshape_rel(RelationCtx &ctx) {
     return Type::unknown();
   Shape out;
   int infer = -1;
-  std::vector<int64_t> spec = ctx.attrs.get_ints("newshape");
-  bool copy_zero = !ctx.attrs.get_bool("allowzero");
+  auto attrs = ctx.attrs_as<ReshapeAttrs>();
+  const std::vector<int64_t> &spec = attrs.newshape;
+  bool copy_zero = !attrs.allowzero;
   for (size_t i = 0; i < spec.size(); ++i) {
     int64_t d = spec[i];
     if (d == 0 && copy_zero) {
@@ -67,38 +116,16 @@ Type reshape_rel(RelationCtx &ctx) {
   return Type::tensor(out, x->dtype);
 }
 
-std::vector<int64_t> transpose_axes(const Attrs &attrs, int64_t rank) {
-  std::vector<int64_t> axes;
-  if (attrs.is_none("axes")) {
-    for (int64_t i = rank - 1; i >= 0; --i)
-      axes.push_back(i);
-  } else {
-    for (int64_t a : attrs.get_ints("axes"))
-      axes.push_back(a < 0 ? a + rank : a);
-  }
-  return axes;
-}
-
 Type transpose_rel(RelationCtx &ctx) {
   const Type *x = ctx.tensor(0);
   if (!x)
     return Type::unknown();
-  if (!ctx.attrs.is_none("axes")) {
-    std::vector<int64_t> given = ctx.attrs.get_ints("axes");
-    if ((int64_t)given.size() != x->rank())
-      return ctx.fail("axes " + AttrValue::ints(given).str() + " do not match rank " + std::to_string(x->rank()));
-    std::vector<bool> seen(x->rank());
-    for (int64_t a : given) {
-      auto ax = ctx.axis(a, x->rank());
-      if (!ax)
-        return Type::unknown();
-      if (seen[*ax])
-        return ctx.fail("axes " + AttrValue::ints(given).str() + " is not a permutation");
-      seen[*ax] = true;
-    }
-  }
+  auto attrs = ctx.attrs_as<TransposeAttrs>(); // axes in range, none repeated
+  if (attrs.axes && int64_t(attrs.axes->size()) != x->rank())
+    return ctx.fail_attr("axes", "axes " + ctx.attrs.get("axes").str() + " do not match rank " +
+                                     std::to_string(x->rank()));
   Shape out;
-  for (int64_t a : transpose_axes(ctx.attrs, x->rank()))
+  for (int64_t a : attrs.permutation(x->rank()))
     out.push_back(x->shape[a]);
   return Type::tensor(out, x->dtype);
 }
@@ -107,20 +134,13 @@ Type expand_dims_rel(RelationCtx &ctx) {
   const Type *x = ctx.tensor(0);
   if (!x)
     return Type::unknown();
-  int64_t num = ctx.attrs.get_int("num_newaxis");
-  if (num < 0)
-    return ctx.fail("num_newaxis must be non-negative");
+  auto attrs = ctx.attrs_as<ExpandDimsAttrs>();
+  int64_t num = attrs.num_newaxis;
   if (num > int64_t(kMaxRank) - x->rank())
-    return ctx.fail("num_newaxis=" + std::to_string(num) + " makes the rank more than " + std::to_string(kMaxRank));
-  int64_t axis = ctx.attrs.get_int("axis"), rank = x->rank();
-  if (axis < -rank - 1 || axis > rank) // the new axes go before axis `axis` of the result
-    return ctx.fail("axis " + std::to_string(axis) + " is out of range for a tensor of rank " + std::to_string(rank) +
-                    " (expected " + std::to_string(-rank - 1) + " to " + std::to_string(rank) + ")");
-  auto ax = ctx.axis(axis, rank + 1);
-  if (!ax)
-    return Type::unknown();
+    return ctx.fail_attr("num_newaxis", "num_newaxis=" + std::to_string(num) + " makes the rank more than " +
+                                            std::to_string(kMaxRank));
   Shape out = x->shape;
-  out.insert(out.begin() + *ax, num, 1);
+  out.insert(out.begin() + attrs.axis, num, 1);
   return Type::tensor(out, x->dtype);
 }
 
@@ -129,17 +149,16 @@ Type squeeze_rel(RelationCtx &ctx) {
   if (!x)
     return Type::unknown();
   std::vector<bool> drop(x->rank(), false);
-  if (ctx.attrs.is_none("axis")) {
+  auto attrs = ctx.attrs_as<SqueezeAttrs>();
+  if (!attrs.axis) {
     for (int64_t i = 0; i < x->rank(); ++i)
       drop[i] = x->shape[i] == 1;
   } else {
-    for (int64_t a : ctx.attrs.get_ints("axis")) {
-      auto ax = ctx.axis(a, x->rank());
-      if (!ax)
-        return Type::unknown();
-      if (x->shape[*ax] != 1)
-        return ctx.fail("cannot squeeze axis " + std::to_string(a) + " of size " + std::to_string(x->shape[*ax]));
-      drop[*ax] = true;
+    for (int64_t a : *attrs.axis) {
+      if (x->shape[a] != 1)
+        return ctx.fail_attr("axis", "cannot squeeze axis " + std::to_string(a) + " of size " +
+                                         std::to_string(x->shape[a]));
+      drop[a] = true;
     }
   }
   Shape out;
@@ -169,7 +188,7 @@ Type broadcast_to_rel(RelationCtx &ctx) {
   const Type *x = ctx.tensor(0);
   if (!x)
     return Type::unknown();
-  Shape target = ctx.attrs.get_ints("shape");
+  Shape target = ctx.attrs_as<ShapeAttrs>().shape;
   auto b = broadcast_shapes(x->shape, target);
   if (!b || *b != target)
     return ctx.fail("cannot broadcast " + shape_str(x->shape) + " to " + shape_str(target));
@@ -187,7 +206,7 @@ Type collapse_to(RelationCtx &ctx, const Shape &target) {
   return Type::tensor(target, x->dtype);
 }
 
-Type collapse_sum_to_rel(RelationCtx &ctx) { return collapse_to(ctx, ctx.attrs.get_ints("shape")); }
+Type collapse_sum_to_rel(RelationCtx &ctx) { return collapse_to(ctx, ctx.attrs_as<ShapeAttrs>().shape); }
 
 Type collapse_sum_like_rel(RelationCtx &ctx) {
   const Type *like = ctx.tensor(1);
@@ -220,18 +239,14 @@ StmtPtr collapse_sum_kernel(KernelCtx &k) {
 }
 
 Grads broadcast_grad(GradCtx &g) { // d collapse_sum(x) = broadcast_to(g, x.shape)
-  Attrs a;
-  a.set("shape", AttrValue::ints(g.arg(0)->type.shape));
-  Grads out{g.b.call(ops::broadcast_to, {g.grad}, a)};
+  Grads out{g.b.broadcast_to(g.grad, g.arg(0)->type.shape)};
   out.resize(g.call.args.size());
   return out;
 }
 
 Type reverse_rel(RelationCtx &ctx) {
   const Type *x = ctx.tensor(0);
-  if (!x || !ctx.axis(ctx.attrs.get_int("axis"), x->rank()))
-    return Type::unknown();
-  return *x;
+  return x ? *x : Type::unknown(); // the axis is checked with the attributes
 }
 
 } // namespace
@@ -240,9 +255,7 @@ void register_shape_ops(OpRegistry &reg) {
   reg.add("reshape")
       .describe("Reshape without moving data; newshape may use Relay's 0 (copy) and -1 (infer).")
       .arg("data", "Tensor", "The input tensor.")
-      .required_attr("newshape", AttrKind::IntList, "The new shape.")
-      .attr("allowzero", AttrKind::Bool, AttrValue::of(false),
-            "A 0 in newshape is a dimension of size 0, not a copy of the input's (TVM's allowzero).")
+      .attrs<ReshapeAttrs>()
       .support_level(3)
       .relation("Reshape", reshape_rel)
       .gradient(reshape_grad)
@@ -253,20 +266,18 @@ void register_shape_ops(OpRegistry &reg) {
   reg.add("transpose")
       .describe("Permute the axes (None reverses them).")
       .arg("data", "Tensor", "The input tensor.")
-      .attr("axes", AttrKind::OptIntList, AttrValue::none(), "The permutation.")
+      .attrs<TransposeAttrs>()
       .support_level(3)
       .relation("Transpose", transpose_rel)
       .gradient([](GradCtx &g) -> Grads { // d transpose(x, p) = transpose(g, p^-1)
-        auto axes = transpose_axes(g.attrs(), g.arg(0)->type.rank());
+        auto axes = g.attrs_as<TransposeAttrs>().permutation(g.arg(0)->type.rank());
         std::vector<int64_t> inverse(axes.size());
         for (size_t i = 0; i < axes.size(); ++i)
           inverse[axes[i]] = int64_t(i);
-        Attrs a;
-        a.set("axes", AttrValue::ints(inverse));
-        return {g.b.call(ops::transpose, {g.grad}, a)};
+        return {g.b.transpose(g.grad, inverse)};
       })
       .element([](ElementCtx &c) {
-        auto axes = transpose_axes(c.attrs(), c.arg_type(0).rank());
+        auto axes = c.attrs_as<TransposeAttrs>().permutation(c.arg_type(0).rank());
         Index idx(axes.size());
         for (size_t i = 0; i < axes.size(); ++i)
           idx[axes[i]] = c.index[i];
@@ -278,8 +289,7 @@ void register_shape_ops(OpRegistry &reg) {
   reg.add("expand_dims")
       .describe("Insert num_newaxis axes of size 1 at axis.")
       .arg("data", "Tensor", "The input tensor.")
-      .required_attr("axis", AttrKind::Int, "Where to insert.")
-      .attr("num_newaxis", AttrKind::Int, AttrValue::of(1), "How many axes to insert.")
+      .attrs<ExpandDimsAttrs>()
       .support_level(1)
       .relation("ExpandDims", expand_dims_rel)
       .gradient(reshape_grad)
@@ -289,7 +299,7 @@ void register_shape_ops(OpRegistry &reg) {
   reg.add("squeeze")
       .describe("Remove axes of size 1 (None removes all of them).")
       .arg("data", "Tensor", "The input tensor.")
-      .attr("axis", AttrKind::OptIntList, AttrValue::none(), "The axes to remove.")
+      .attrs<SqueezeAttrs>()
       .support_level(3)
       .relation("Squeeze", squeeze_rel)
       .gradient(reshape_grad)
@@ -308,7 +318,7 @@ void register_shape_ops(OpRegistry &reg) {
   reg.add("broadcast_to")
       .describe("Broadcast to a shape (numpy rules).")
       .arg("data", "Tensor", "The input tensor.")
-      .required_attr("shape", AttrKind::Shape, "The target shape.")
+      .attrs<ShapeAttrs>()
       .support_level(4)
       .relation("BroadcastTo", broadcast_to_rel)
       .gradient([](GradCtx &g) -> Grads { return {g.b.sum_to(g.grad, g.arg(0)->type.shape)}; })
@@ -318,7 +328,7 @@ void register_shape_ops(OpRegistry &reg) {
   reg.add("collapse_sum_to")
       .describe("Sum the broadcast axes away, down to `shape` (the inverse of broadcast_to).")
       .arg("data", "Tensor", "The input tensor.")
-      .required_attr("shape", AttrKind::Shape, "The target shape.")
+      .attrs<ShapeAttrs>()
       .support_level(10)
       .relation("CollapseSumTo", collapse_sum_to_rel)
       .gradient(broadcast_grad)
@@ -331,23 +341,18 @@ void register_shape_ops(OpRegistry &reg) {
       .arg("collapse_type", "Tensor", "A tensor of the target shape.")
       .support_level(10)
       .relation("CollapseSumLike", collapse_sum_like_rel)
-      .decompose([](Builder &b, const std::vector<ExprPtr> &a, const Attrs &) {
-        Attrs attrs;
-        attrs.set("shape", AttrValue::ints(a[1]->type.shape));
-        return b.call(ops::collapse_sum_to, {a[0]}, attrs);
-      })
+      .decompose([](Builder &b, const std::vector<ExprPtr> &a, const Attrs &) { return b.sum_to(a[0], a[1]->type.shape); })
       .example("%x: Tensor[(2, 3, 4), float64], %y: Tensor[(3, 1), float64]", "collapse_sum_like(%x, %y)");
 
   reg.add("reverse")
       .describe("Reverse the elements along an axis.")
       .arg("data", "Tensor", "The input tensor.")
-      .required_attr("axis", AttrKind::Int, "The axis to reverse.")
+      .attrs<ReverseAttrs>()
       .support_level(3)
       .relation("Reverse", reverse_rel)
       .gradient([](GradCtx &g) -> Grads { return {g.b.call(ops::reverse, {g.grad}, g.attrs())}; })
       .element([](ElementCtx &c) {
-        int64_t rank = c.arg_type(0).rank(), axis = c.attrs().get_int("axis");
-        axis = axis < 0 ? axis + rank : axis;
+        int64_t axis = c.attrs_as<ReverseAttrs>().axis;
         Index idx = c.index;
         idx[axis] = binary(BinaryOp::Sub, int_imm(c.arg_type(0).shape[axis] - 1), idx[axis]);
         return c.in(0, idx);

@@ -77,18 +77,13 @@ struct AttrValue {
 
 /// Keyword attributes of a call, in source order. After type inference every
 /// attribute of the operator's schema is present (defaults filled in).
+/// Operators read them through their typed struct (op/Attrs.h), never by name.
 struct Attrs {
   std::vector<std::pair<std::string, AttrValue>> items;
 
   const AttrValue *find(const std::string &name) const;
   const AttrValue &get(const std::string &name) const; // internal error if absent
   void set(const std::string &name, AttrValue value);
-  int64_t get_int(const std::string &name) const { return get(name).i; }
-  bool get_bool(const std::string &name) const { return get(name).b; }
-  double get_float(const std::string &name) const { return get(name).as_number(); }
-  const std::string &get_str(const std::string &name) const { return get(name).s; }
-  std::vector<int64_t> get_ints(const std::string &name) const { return get(name).as_ints(); }
-  bool is_none(const std::string &name) const { return get(name).kind == AttrValue::None; }
 };
 
 enum class ExprKind {

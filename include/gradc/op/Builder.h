@@ -8,6 +8,7 @@
 //===----------------------------------------------------------------------===//
 #pragma once
 
+#include "gradc/op/Attrs.h"
 #include "gradc/op/Check.h"
 #include "gradc/op/Ops.h"
 #include "gradc/ir/Expr.h"
@@ -28,6 +29,10 @@ public:
 
   /// Emits `%v = name(args, attrs)` and returns %v with its inferred type.
   ExprPtr call(const OpDef *op, std::vector<ExprPtr> args, Attrs attrs = {});
+  /// The same with the operator's typed attributes (op/Attrs.h).
+  template <TypedAttrs T> ExprPtr call(const OpDef *op, std::vector<ExprPtr> args, const T &attrs) {
+    return call(op, std::move(args), encode_attrs(attrs));
+  }
   /// Binds an already typed value (a Tuple or TupleGet, say) to a fresh Var.
   ExprPtr bind(ExprPtr value, const std::string &hint = "t");
   ExprPtr constant(double value, DType dtype);
@@ -50,6 +55,17 @@ public:
   /// allowzero=True, so a 0 in `shape` is a dimension of size 0, never
   /// Relay's "copy the input's dimension", and the dump means the same.
   ExprPtr reshape(ExprPtr a, const Shape &shape);
+
+  /// The layout and reduction operators with their attributes spelled once,
+  /// here, so rules read as math and build no Attrs by hand.
+  ExprPtr transpose(ExprPtr a, const std::vector<int64_t> &axes);
+  /// `a` with its last two axes swapped (a batch of matrices transposed).
+  ExprPtr transpose_last2(ExprPtr a);
+  ExprPtr broadcast_to(ExprPtr a, const Shape &shape);
+  /// sum over `axes` (every other axis with `exclude`).
+  ExprPtr sum(ExprPtr a, const std::vector<int64_t> &axes, bool keepdims = false, bool exclude = false);
+  ExprPtr cast(ExprPtr a, DType dtype);
+  ExprPtr reverse(ExprPtr a, int64_t axis);
 
   void set_span(Span span) { span_ = span; }
 

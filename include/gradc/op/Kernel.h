@@ -12,6 +12,7 @@
 #include "gradc/ir/Expr.h"
 #include "gradc/loops/LoopIR.h"
 #include "gradc/loops/Target.h"
+#include "gradc/op/Registry.h"
 
 #include <functional>
 
@@ -32,6 +33,7 @@ struct ElementCtx {
   const Type &type() const { return call.type; }
   const Type &arg_type(size_t i) const { return call.args[i]->type; }
   const Attrs &attrs() const { return call.attrs; }
+  template <class T> T attrs_as() const { return call_attrs<T>(call); }
 };
 
 struct KernelCtx {
@@ -46,6 +48,7 @@ struct KernelCtx {
   const BufferPtr &out(size_t i = 0) const { return outputs[i]; }
   const Type &arg_type(size_t i) const { return call.args[i]->type; }
   const Attrs &attrs() const { return call.attrs; }
+  template <class T> T attrs_as() const { return call_attrs<T>(call); }
   /// `if (bad) status = {code, value, position, limit}`: the entry point then
   /// returns `code` (a nonzero ABI status, codegen/Codegen.h) instead of 0.
   /// Values are int64; the last report of a call wins.

@@ -17,6 +17,7 @@
 #pragma once
 
 #include "gradc/ir/Expr.h"
+#include "gradc/op/Attrs.h"
 #include "gradc/loops/LoopIR.h"
 #include "gradc/loops/Target.h"
 
@@ -53,6 +54,7 @@ struct AttrSpec {
   AttrValue default_value; // used when the call omits the attribute
   std::string doc;
   bool required = false;
+  std::string rule; // what a typed attribute accepts beyond its kind: ">= 1", "1 or 2 values", ...
 };
 
 struct ArgInfo {
@@ -75,8 +77,13 @@ struct RelationCtx {
   Type fail(const std::string &message);
   /// Argument `i` as a tensor type, or a failure if it is a tuple.
   const Type *tensor(size_t i);
-  /// `axis` normalised into [0, rank), or nullopt after recording a failure.
-  std::optional<int64_t> axis(int64_t axis, int64_t rank, const char *what = "axis");
+  /// Records `op: message` against attribute `name` (located at its value
+  /// where the call wrote it) and returns Unknown.
+  Type fail_attr(const std::string &name, const std::string &message);
+  Span error_span; // where to report `error`; empty: the call
+
+  /// The call's typed attributes (OpBuilder::attrs<T>), decoded and checked.
+  template <class T> T attrs_as() const;
 };
 using TypeRelation = Type (*)(RelationCtx &);
 
@@ -89,6 +96,7 @@ struct GradCtx {
   ExprPtr grad;
   const ExprPtr &arg(size_t i) const { return call.args[i]; }
   const Attrs &attrs() const { return call.attrs; }
+  template <class T> T attrs_as() const { return call_attrs<T>(call); }
 };
 /// One adjoint per input; nullptr means "contributes nothing" (zero).
 using Grads = std::vector<ExprPtr>;
@@ -117,12 +125,19 @@ enum class CheckpointMarker { None, Start, End };
 /// The arithmetic operations one call performs (for --report).
 using FlopsFn = int64_t (*)(const Expr &call);
 
+/// Decodes a call's attributes as the operator's typed struct; the error, if any.
+using AttrCheckFn = std::optional<AttrError> (*)(const Attrs &attrs, const std::vector<Type> &args, size_t first_arg);
+
 struct OpDef {
   std::string name;
   std::string summary;
   int min_inputs = 0, max_inputs = 0; // arity
   std::vector<ArgInfo> args;
   std::vector<AttrSpec> attrs;
+  // Typed attributes (OpBuilder::attrs<T>): the struct, and its decoder,
+  // which check_call runs on every call before the relation.
+  const std::type_info *attrs_type = nullptr;
+  AttrCheckFn check_attrs = nullptr;
   int support_level = 1;
   std::string relation_name;
   TypeRelation relation = nullptr;
@@ -163,6 +178,20 @@ public:
   OpBuilder &arity(int min, int max);
   OpBuilder &attr(std::string name, AttrKind kind, AttrValue default_value, std::string doc);
   OpBuilder &required_attr(std::string name, AttrKind kind, std::string doc);
+  /// Declares every attribute at once as the typed struct T (op/Attrs.h).
+  template <class T> OpBuilder &attrs() {
+    T defaults;
+    AttrSchemaBuilder schema(def_);
+    defaults.visit(schema);
+    def_.attrs_type = &typeid(T);
+    def_.check_attrs = [](const Attrs &a, const std::vector<Type> &args, size_t first_arg) {
+      AttrError error;
+      if (decode_attrs<T>(a, args, first_arg, &error))
+        return std::optional<AttrError>();
+      return std::optional<AttrError>(error);
+    };
+    return *this;
+  }
   OpBuilder &support_level(int level);
   OpBuilder &relation(std::string name, TypeRelation rel);
   OpBuilder &gradient(GradientFn fn);
@@ -208,11 +237,32 @@ private:
 };
 
 
+template <class T> T call_attrs(const Expr &call) {
+  if (!call.op->attrs_type || *call.op->attrs_type != typeid(T))
+    attrs_decode_failure(call, typeid(T), nullptr);
+  AttrError error;
+  std::optional<T> typed = decode_attrs<T>(call.attrs, arg_types(call), 0, &error);
+  if (!typed)
+    attrs_decode_failure(call, typeid(T), &error);
+  return *typed;
+}
+
+template <class T> T RelationCtx::attrs_as() const {
+  if (!op.attrs_type || *op.attrs_type != typeid(T))
+    internal_error("type inference", op.name + " read attributes as a struct it did not register");
+  std::optional<T> typed = decode_attrs<T>(attrs, args, first_arg, nullptr);
+  if (!typed) // check_call decoded them before the relation ran
+    internal_error("type inference", op.name + ": attributes failed to decode in the relation");
+  return *typed;
+}
+
 // The operator families (lib/op/*.cpp). Registry.cpp calls each once.
 void register_elementwise_ops(OpRegistry &reg);
 void register_reduce_ops(OpRegistry &reg);
 void register_shape_ops(OpRegistry &reg);
-void register_nn_ops(OpRegistry &reg);
+void register_linear_ops(OpRegistry &reg);
+void register_softmax_ops(OpRegistry &reg);
+void register_loss_ops(OpRegistry &reg);
 void register_scan_ops(OpRegistry &reg);
 void register_grad_ops(OpRegistry &reg);
 

@@ -24,6 +24,7 @@ namespace gradc {
 struct Span {
   uint32_t begin = 0;
   uint32_t end = 0;
+  bool valid() const { return end != 0; } // {0, 0}: no source (a value a pass built)
 };
 
 /// The text of one input file, with an index of line starts.

@@ -1,0 +1,297 @@
+//===- linear.cpp - nn.dense, matmul, nn.bias_add ---------------------------===//
+//
+// The linear-algebra operators. nn.dense and matmul describe their product
+// as a Gemm (op/Gemm.h) and lower through its strategies, accumulating in
+// a fixed order so that a recomputed value is bitwise identical; nn.bias_add
+// is injective and fuses into the product's epilogue.
+//
+//===----------------------------------------------------------------------===//
+#include "gradc/op/Ops.h"
+#include "gradc/op/Gemm.h"
+#include "gradc/op/Kernel.h"
+#include "gradc/op/Builder.h"
+#include "gradc/op/Relations.h"
+
+namespace gradc {
+namespace {
+
+LExprPtr add(LExprPtr a, LExprPtr b) { return binary(BinaryOp::Add, std::move(a), std::move(b)); }
+LExprPtr mul(LExprPtr a, LExprPtr b) { return binary(BinaryOp::Mul, std::move(a), std::move(b)); }
+
+struct DenseAttrs {
+  std::optional<int64_t> units;
+  std::string out_dtype;
+  template <class V> void visit(V &v) {
+    v("units", units, "N, checked against the weight if given.", {.min = 0});
+    v("out_dtype", out_dtype, "Must be empty or the input dtype.");
+  }
+};
+
+struct BiasAddAttrs {
+  int64_t axis = 1;
+  template <class V> void visit(V &v) { v("axis", axis, "The axis the bias runs along.", {.axis_of = 0}); }
+};
+
+//===--- nn.dense ---------------------------------------------------------===//
+
+Type dense_rel(RelationCtx &ctx) {
+  const Type *x = ctx.tensor(0), *w = x ? ctx.tensor(1) : nullptr;
+  if (!w)
+    return Type::unknown();
+  if (x->rank() < 1 || w->rank() != 2)
+    return ctx.fail("expects data of rank >= 1 and a weight of rank 2, found " + x->str() + " and " + w->str());
+  if (x->dtype != w->dtype)
+    return ctx.fail(std::string("dtypes ") + dtype_name(x->dtype) + " and " + dtype_name(w->dtype) + " differ");
+  if (x->shape.back() != w->shape[1])
+    return ctx.fail("inner dimensions differ (" + std::to_string(x->shape.back()) + " vs " +
+                    std::to_string(w->shape[1]) + ")");
+  auto attrs = ctx.attrs_as<DenseAttrs>();
+  if (attrs.units && *attrs.units != w->shape[0])
+    return ctx.fail_attr("units", "units=" + std::to_string(*attrs.units) + " but the weight has " +
+                                      std::to_string(w->shape[0]) + " rows");
+  const std::string &od = attrs.out_dtype;
+  if (!od.empty() && od != dtype_name(x->dtype))
+    return ctx.fail_attr("out_dtype", "out_dtype \"" + od + "\" differs from the input dtype " + dtype_name(x->dtype));
+  Shape out = x->shape;
+  out.back() = w->shape[0];
+  return Type::tensor(out, x->dtype);
+}
+
+/// out[m, n] = sum_k x[m, k] w[n, k]   (m ranges over the flattened batch),
+/// through one of the matrix-product strategies of Gemm.h.
+template <GemmStrategy strategy> StmtPtr dense_kernel(KernelCtx &k) {
+  const Shape &xs = k.arg_type(0).shape;
+  Gemm g;
+  g.K = xs.back();
+  g.N = k.arg_type(1).shape[0];
+  g.M = num_rows(xs); // not elements / K: K may be 0
+  g.dtype = k.call.type.dtype;
+  g.b_contiguous_in_k = true;
+  g.epilogue = bool(k.epilogue);
+  const Shape &os = k.call.type.shape;
+  g.a = [&](const LExprPtr &m, const LExprPtr &kk) {
+    return xs.size() == 2 ? k.in(0, {m, kk}) : k.in(0, unravel_index(add(mul(m, int_imm(g.K)), kk), xs));
+  };
+  g.b = [&](const LExprPtr &kk, const LExprPtr &n) { return k.in(1, {n, kk}); };
+  Shape batch(os.begin(), os.end() - 1);
+  g.store = [&](const LExprPtr &m, const LExprPtr &n, const LExprPtr &v) {
+    Index idx = batch.size() == 1 ? Index{m} : unravel_index(m, batch);
+    idx.push_back(n);
+    return store(k.out(), add(mul(m, int_imm(g.N)), n), k.finish(idx, v));
+  };
+  if (k.out()->dtype == g.dtype)
+    g.store_raw = [&](const LExprPtr &m, const LExprPtr &n, const LExprPtr &v) {
+      return store(k.out(), add(mul(m, int_imm(g.N)), n), v);
+    };
+  g.load = [&](const LExprPtr &m, const LExprPtr &n) { return load(k.out(), add(mul(m, int_imm(g.N)), n)); };
+  return strategy(k, g);
+}
+
+//===--- matmul -----------------------------------------------------------===//
+
+/// numpy's rules: a 1-D left operand is a row (1, K) and a 1-D right
+/// operand a column (K, 1), and the added axis is dropped from the result.
+struct MatmulShapes {
+  Shape a, b, batch, out; // a and b promoted to rank >= 2; out is the promoted result
+  bool a_vec = false, b_vec = false;
+  std::string error;
+
+  MatmulShapes(const Shape &as, const Shape &bs) : a(as), b(bs), a_vec(as.size() == 1), b_vec(bs.size() == 1) {
+    if (as.empty() || bs.empty()) {
+      error = "operands must have rank >= 1";
+      return;
+    }
+    if (a_vec)
+      a.insert(a.begin(), 1);
+    if (b_vec)
+      b.push_back(1);
+    int64_t K = a.back(), Kb = b[b.size() - 2];
+    if (K != Kb) {
+      error = "inner dimensions differ (" + std::to_string(K) + " vs " + std::to_string(Kb) + ")";
+      return;
+    }
+    Shape ab(a.begin(), a.end() - 2), bb(b.begin(), b.end() - 2);
+    auto bc = broadcast_shapes(ab, bb);
+    if (!bc) {
+      error = "batch shapes " + shape_str(ab) + " and " + shape_str(bb) + " are not broadcast-compatible";
+      return;
+    }
+    batch = *bc;
+    out = batch;
+    out.push_back(a[a.size() - 2]);
+    out.push_back(b.back());
+  }
+  Shape result() const {
+    Shape r = batch;
+    if (!a_vec)
+      r.push_back(out[out.size() - 2]);
+    if (!b_vec)
+      r.push_back(out.back());
+    return r;
+  }
+};
+
+Type matmul_rel(RelationCtx &ctx) {
+  const Type *a = ctx.tensor(0), *b = a ? ctx.tensor(1) : nullptr;
+  if (!b)
+    return Type::unknown();
+  if (a->dtype != b->dtype)
+    return ctx.fail(std::string("dtypes ") + dtype_name(a->dtype) + " and " + dtype_name(b->dtype) + " differ");
+  MatmulShapes s(a->shape, b->shape);
+  if (!s.error.empty())
+    return ctx.fail(s.error + " (found " + a->str() + " and " + b->str() + ")");
+  return Type::tensor(s.result(), a->dtype);
+}
+
+/// out[.., i, j] = sum_k a[.., i, k] b[.., k, j], one matrix product per
+/// batch index (batch axes broadcast), each accumulated in k order.
+template <GemmStrategy strategy> StmtPtr matmul_kernel(KernelCtx &k) {
+  const Shape &os = k.call.type.shape;
+  MatmulShapes s(k.arg_type(0).shape, k.arg_type(1).shape);
+  Shape a_batch(s.a.begin(), s.a.end() - 2), b_batch(s.b.begin(), s.b.end() - 2);
+  return loop_nest(
+      s.batch,
+      [&](const Index &batch) {
+        Gemm g;
+        g.M = s.out[s.out.size() - 2];
+        g.N = s.out.back();
+        g.K = s.a.back();
+        g.dtype = k.call.type.dtype;
+        g.epilogue = bool(k.epilogue);
+        auto with = [](Index idx, std::initializer_list<LExprPtr> tail) {
+          idx.insert(idx.end(), tail);
+          return idx;
+        };
+        Index ab = broadcast_index(a_batch, s.batch, batch), bb = broadcast_index(b_batch, s.batch, batch);
+        g.a = [&](const LExprPtr &m, const LExprPtr &kk) { return k.in(0, s.a_vec ? Index{kk} : with(ab, {m, kk})); };
+        g.b = [&](const LExprPtr &kk, const LExprPtr &n) { return k.in(1, s.b_vec ? Index{kk} : with(bb, {kk, n})); };
+        auto out_index = [&](const LExprPtr &m, const LExprPtr &n) {
+          Index idx = batch;
+          if (!s.a_vec)
+            idx.push_back(m);
+          if (!s.b_vec)
+            idx.push_back(n);
+          return idx;
+        };
+        g.store = [&](const LExprPtr &m, const LExprPtr &n, const LExprPtr &v) {
+          Index idx = out_index(m, n);
+          return store(k.out(), flat_index(os, idx), k.finish(idx, v));
+        };
+        g.load = [&](const LExprPtr &m, const LExprPtr &n) { return load(k.out(), flat_index(os, out_index(m, n))); };
+        if (k.out()->dtype == g.dtype)
+          g.store_raw = [&](const LExprPtr &m, const LExprPtr &n, const LExprPtr &v) {
+            return store(k.out(), flat_index(os, out_index(m, n)), v);
+          };
+        return strategy(k, g);
+      },
+      // The packed schedule's jobs are Parallel loops already (which may not
+      // nest) and share its packed rows and partial sums (kernel scratch):
+      // its batch iterations run one after another.
+      strategy == gemm_cpu_packed ? ForKind::Serial : ForKind::Spatial);
+}
+
+/// da = g bᵀ, db = aᵀ g on the promoted operands; the pass sums the
+/// adjoints over broadcast batch axes.
+Grads matmul_grad(GradCtx &g) {
+  ExprPtr a = g.arg(0), b = g.arg(1);
+  MatmulShapes s(a->type.shape, b->type.shape);
+  ExprPtr A = g.b.reshape(a, s.a), B = g.b.reshape(b, s.b), G = g.b.reshape(g.grad, s.out);
+  ExprPtr da = g.b.call(ops::matmul, {G, g.b.transpose_last2(B)});
+  ExprPtr db = g.b.call(ops::matmul, {g.b.transpose_last2(A), G});
+  auto drop = [&](ExprPtr d, bool vec, size_t axis_from_end) {
+    if (!vec)
+      return d;
+    Shape sh = d->type.shape;
+    sh.erase(sh.end() - axis_from_end);
+    return g.b.reshape(d, sh);
+  };
+  return {drop(da, s.a_vec, 2), drop(db, s.b_vec, 1)};
+}
+
+//===--- nn.bias_add --------------------------------------------------------===//
+
+Type bias_add_rel(RelationCtx &ctx) {
+  const Type *x = ctx.tensor(0), *b = x ? ctx.tensor(1) : nullptr;
+  if (!b)
+    return Type::unknown();
+  auto axis = ctx.attrs_as<BiasAddAttrs>().axis;
+  if (x->dtype != b->dtype)
+    return ctx.fail(std::string("dtypes ") + dtype_name(x->dtype) + " and " + dtype_name(b->dtype) + " differ");
+  if (b->rank() != 1 || b->shape[0] != x->shape[axis])
+    return ctx.fail("bias of type " + b->str() + " does not match axis " + std::to_string(axis) + " of size " +
+                    std::to_string(x->shape[axis]));
+  return *x;
+}
+
+/// Two per multiply-add: 2 · (output elements) · K.
+int64_t matrix_product_flops(const Expr &call) {
+  const Shape &a = call.args[0]->type.shape;
+  return 2 * num_elements(call.type.shape) * (a.empty() ? 1 : a.back());
+}
+
+
+} // namespace
+
+void register_linear_ops(OpRegistry &reg) {
+  reg.add("nn.dense")
+      .describe("Fully connected layer: data · weightᵀ.")
+      .arg("data", "Tensor[(d..., K)]", "The input.")
+      .arg("weight", "Tensor[(N, K)]", "The weight matrix.")
+      .attrs<DenseAttrs>()
+      .support_level(1)
+      .relation("Dense", dense_rel)
+      .gradient([](GradCtx &g) -> Grads {
+        // d(x wᵀ) = dx wᵀ + x dwᵀ:  dx = g w,  dw = gᵀ x (batch axes flattened)
+        ExprPtr x = g.arg(0), w = g.arg(1);
+        int64_t K = x->type.shape.back(), N = w->type.shape[0];
+        int64_t M = num_rows(x->type.shape);
+        ExprPtr g2 = g.b.reshape(g.grad, {M, N});
+        ExprPtr dx = g.b.call(ops::matmul, {g2, w});
+        ExprPtr dw = g.b.call(ops::matmul, {g.b.transpose_last2(g2), g.b.reshape(x, {M, K})});
+        return {g.b.reshape(dx, x->type.shape), dw};
+      })
+      .kernel(dense_kernel<gemm_nest>)
+      .strategy(TargetKind::CPU, dense_kernel<gemm_cpu_packed>)
+      .fuses_epilogue()
+      .fuses_producers()
+      .flops(matrix_product_flops)
+      .example("%x: Tensor[(2, 3), float64], %w: Tensor[(4, 3), float64]", "nn.dense(%x, %w, units=4)")
+      .example("%x: Tensor[(5, 11), float64], %w: Tensor[(6, 11), float64]", "nn.dense(%x, %w)"); // full tiles
+
+  reg.add("matmul")
+      .describe("numpy matmul: batched over leading axes with broadcasting; a 1-D operand is a row (left) or a column "
+                "(right).")
+      .arg("a", "Tensor[(..., M, K)] or Tensor[(K,)]", "The left operand.")
+      .arg("b", "Tensor[(..., K, N)] or Tensor[(K,)]", "The right operand.")
+      .support_level(1)
+      .relation("Matmul", matmul_rel)
+      .gradient(matmul_grad)
+      .kernel(matmul_kernel<gemm_nest>)
+      .strategy(TargetKind::CPU, matmul_kernel<gemm_cpu_packed>)
+      .fuses_epilogue()
+      .fuses_producers()
+      .flops(matrix_product_flops)
+      .example("%a: Tensor[(2, 2, 3), float64], %b: Tensor[(3, 4), float64]", "matmul(%a, %b)")
+      .example("%a: Tensor[(5, 3), float64], %b: Tensor[(3, 35), float64]", "matmul(%a, %b)") // full tiles
+      .example("%a: Tensor[(3,), float64], %b: Tensor[(2, 3, 4), float64]", "matmul(%a, %b)")
+      .example("%a: Tensor[(2, 4, 3), float64], %b: Tensor[(3,), float64]", "matmul(%a, %b)")
+      .example("%a: Tensor[(3,), float64], %b: Tensor[(3,), float64]", "matmul(%a, %b)");
+
+  reg.add("nn.bias_add")
+      .describe("Add a 1-D bias along `axis`.")
+      .arg("data", "Tensor", "The input.")
+      .arg("bias", "Tensor[(C,)]", "The bias, one value per index of `axis`.")
+      .attrs<BiasAddAttrs>()
+      .support_level(1)
+      .relation("BiasAdd", bias_add_rel)
+      .gradient([](GradCtx &g) -> Grads { // d(x + b) = dx + db summed over every other axis
+        return {g.grad, g.b.sum(g.grad, {g.attrs_as<BiasAddAttrs>().axis}, false, true)};
+      })
+      .element([](ElementCtx &c) {
+        int64_t axis = c.attrs_as<BiasAddAttrs>().axis;
+        return add(c.in(0, c.index), c.in(1, {c.index[axis]}));
+      })
+      .example("%x: Tensor[(2, 3, 4), float64], %b: Tensor[(3,), float64]", "nn.bias_add(%x, %b)");
+}
+
+} // namespace gradc
