@@ -209,6 +209,7 @@ const OpRegistry &OpRegistry::global() {
     register_linear_ops(r);
     register_softmax_ops(r);
     register_loss_ops(r);
+    register_conv_ops(r);
     register_scan_ops(r);
     register_grad_ops(r);
     return r;

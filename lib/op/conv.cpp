@@ -1,0 +1,535 @@
+//===- conv.cpp - nn.conv2d, nn.conv2d_transpose, nn.conv2d_backward_weight ===//
+//
+// Two-dimensional convolutions in NCHW, weights OIHW (conv2d) and IOHW
+// (conv2d_transpose, as Relay's default and PyTorch's), with strides,
+// asymmetric padding, dilation and groups (depthwise included).
+//
+// Each is a matrix product per (batch index, group), lowered through the
+// Gemm strategies (op/Gemm.h) as an implicit im2col: the product reads the
+// data at each (channel, kernel tap) row and output-pixel column through
+// index arithmetic, padding reads as zero (a clamped load under a select, so
+// nothing reads out of bounds), and the packed CPU schedule copies those
+// panels into registers-sized blocks as it does for nn.dense. So:
+//
+//   conv2d            out[n, g·Og + o, p] = Σ_(c,kh,kw) w[g·Og + o, c, kh, kw] · x[n, g·Cg + c, tap(p, kh, kw)]
+//   conv2d_transpose  out[n, g·Og + o, p] = Σ_(c,kh,kw) w[g·Cg + c, o, kh, kw] · x[n, g·Cg + c, (p + pad - kh·d) / s]
+//   backward_weight   dw[g·Og + o, (c,kh,kw)] = Σ_(n,p) dy[n, g·Og + o, p] · x[n, g·Cg + c, tap(p, kh, kw)]
+//
+// conv2d's gradients are conv2d_transpose (data) and conv2d_backward_weight
+// (weight); conv2d_transpose's are conv2d and conv2d_backward_weight with
+// the roles of its data and the adjoint swapped. Every output is summed in
+// a fixed order, so a recomputed value is bitwise identical.
+//
+//===----------------------------------------------------------------------===//
+#include "gradc/op/Ops.h"
+#include "gradc/op/Gemm.h"
+#include "gradc/op/Kernel.h"
+#include "gradc/op/Builder.h"
+#include "gradc/op/Relations.h"
+
+namespace gradc {
+namespace {
+
+LExprPtr add(LExprPtr a, LExprPtr b) { return binary(BinaryOp::Add, std::move(a), std::move(b)); }
+LExprPtr sub(LExprPtr a, LExprPtr b) { return binary(BinaryOp::Sub, std::move(a), std::move(b)); }
+LExprPtr mul(LExprPtr a, LExprPtr b) { return binary(BinaryOp::Mul, std::move(a), std::move(b)); }
+LExprPtr imm(int64_t v) { return int_imm(v); }
+LExprPtr both(LExprPtr a, LExprPtr b) { return binary(BinaryOp::And, std::move(a), std::move(b)); }
+LExprPtr in_range(const LExprPtr &i, int64_t n) {
+  return both(compare(CompareOp::GE, i, imm(0)), compare(CompareOp::LT, i, imm(n)));
+}
+LExprPtr clamp(const LExprPtr &i, int64_t n) {
+  return binary(BinaryOp::Min, binary(BinaryOp::Max, i, imm(0)), imm(std::max<int64_t>(n - 1, 0)));
+}
+
+/// The attributes every convolution shares (Relay's Conv2DAttrs; the
+/// informational ones are checked against the operands).
+struct ConvAttrs {
+  Pair strides{1, 1};
+  Pad4 padding{0, 0, 0, 0};
+  Pair dilation{1, 1};
+  Pair output_padding{0, 0}; // conv2d_transpose only
+  int64_t groups = 1;
+  std::optional<int64_t> channels;
+  std::optional<std::vector<int64_t>> kernel_size;
+  std::string data_layout = "NCHW", kernel_layout = "OIHW", out_layout, out_dtype;
+
+  template <class V> void visit_common(V &v) {
+    v("strides", strides, "The step of the window along H and W.", {.min = 1});
+    v("padding", padding, "Implicit zeros: 1 value (all sides), 2 (H, W) or 4 (top, left, bottom, right).",
+      {.min = 0});
+    v("dilation", dilation, "The spacing of the kernel's taps along H and W.", {.min = 1});
+    v("groups", groups, "Channel groups (the input channels for a depthwise convolution).", {.min = 1});
+    v("channels", channels, "The output channels, checked against the weight if given.", {.min = 1});
+    v("kernel_size", kernel_size, "(KH, KW), checked against the weight if given.", {.min = 1});
+    v("data_layout", data_layout, "The data layout.", {.one_of = {"NCHW"}});
+  }
+  template <class V> void visit_output(V &v) {
+    v("out_layout", out_layout, "The output layout: empty (the data layout) or NCHW.", {.one_of = {"", "NCHW"}});
+    v("out_dtype", out_dtype, "Empty or the input dtype (float16 accumulates in float32 either way).");
+  }
+};
+
+struct Conv2DAttrs : ConvAttrs {
+  template <class V> void visit(V &v) {
+    visit_common(v);
+    v("kernel_layout", kernel_layout, "The weight layout.", {.one_of = {"OIHW"}});
+    visit_output(v);
+  }
+};
+
+struct Conv2DTransposeAttrs : ConvAttrs {
+  Conv2DTransposeAttrs() { kernel_layout = "IOHW"; }
+  template <class V> void visit(V &v) {
+    visit_common(v);
+    v("output_padding", output_padding, "Extra rows and columns at the bottom and right of the output.", {.min = 0});
+    v("kernel_layout", kernel_layout, "The weight layout.", {.one_of = {"IOHW"}});
+    visit_output(v);
+  }
+};
+
+struct Conv2DBackwardWeightAttrs : ConvAttrs {
+  template <class V> void visit(V &v) {
+    visit_common(v);
+    v("kernel_layout", kernel_layout, "The weight layout.", {.one_of = {"OIHW"}});
+    visit_output(v);
+  }
+};
+
+/// The shapes of one convolution in conv2d's terms: data (N, C, H, W),
+/// weight (O, C / groups, KH, KW), output (N, O, OH, OW).
+struct ConvShape {
+  int64_t N = 0, C = 0, H = 0, W = 0, O = 0, KH = 0, KW = 0, OH = 0, OW = 0, groups = 1;
+  Pair s{1, 1}, d{1, 1};
+  Pad4 p{0, 0, 0, 0};
+  int64_t Cg() const { return C / groups; }
+  int64_t Og() const { return O / groups; }
+  int64_t taps() const { return KH * KW; }
+
+  ConvShape(const ConvAttrs &a) : groups(a.groups), s(a.strides), d(a.dilation), p(a.padding) {}
+  /// The output extent of a window of k taps over n (with padding lo + hi).
+  int64_t out_extent(int axis, int64_t n, int64_t k) const {
+    return (n + p[axis] + p[axis + 2] - d[axis] * (k - 1) - 1) / s[axis] + 1;
+  }
+  /// The data row (axis 0) or column (axis 1) that output position `o` reads
+  /// at kernel tap `t`: o · s + t · d - pad.
+  LExprPtr tap(int axis, const LExprPtr &o, const LExprPtr &t) const {
+    return sub(add(mul(o, imm(s[axis])), mul(t, imm(d[axis]))), imm(p[axis]));
+  }
+  /// x[n, c, tap(oh, kh), tap(ow, kw)], zero in the padding.
+  LExprPtr data_at(const KernelCtx &k, size_t arg, const LExprPtr &n, const LExprPtr &c, const LExprPtr &oh,
+                   const LExprPtr &ow, const LExprPtr &kh, const LExprPtr &kw, DType acc) const {
+    LExprPtr ih = tap(0, oh, kh), iw = tap(1, ow, kw);
+    LExprPtr inside = both(in_range(ih, H), in_range(iw, W));
+    return select(inside, cast(acc, k.in(arg, {n, c, clamp(ih, H), clamp(iw, W)})), constant_of(0, acc));
+  }
+};
+
+//===--- relations --------------------------------------------------------===//
+
+/// The checks every convolution makes on data and weight: rank 4, one
+/// floating dtype, groups dividing the channels, out_dtype.
+bool conv_operands(RelationCtx &ctx, const ConvAttrs &a, const Type *&x, const Type *&w) {
+  x = ctx.tensor(0);
+  w = x ? ctx.tensor(1) : nullptr;
+  if (!w)
+    return false;
+  if (x->rank() != 4 || w->rank() != 4) {
+    ctx.fail("expects data and weight of rank 4 (NCHW and " + a.kernel_layout + "), found " + x->str() + " and " +
+             w->str());
+    return false;
+  }
+  if (!require_float(ctx, *x))
+    return false;
+  if (x->dtype != w->dtype) {
+    ctx.fail(std::string("dtypes ") + dtype_name(x->dtype) + " and " + dtype_name(w->dtype) + " differ");
+    return false;
+  }
+  if (!a.out_dtype.empty() && a.out_dtype != dtype_name(x->dtype)) {
+    ctx.fail_attr("out_dtype", "out_dtype \"" + a.out_dtype + "\" differs from the input dtype " +
+                                   dtype_name(x->dtype));
+    return false;
+  }
+  if (x->shape[1] % a.groups) {
+    ctx.fail_attr("groups", "groups=" + std::to_string(a.groups) + " does not divide the " +
+                                std::to_string(x->shape[1]) + " input channels");
+    return false;
+  }
+  return true;
+}
+
+/// channels and kernel_size, where given, against the weight's.
+bool conv_informational(RelationCtx &ctx, const ConvAttrs &a, int64_t out_channels, int64_t KH, int64_t KW) {
+  if (a.channels && *a.channels != out_channels) {
+    ctx.fail_attr("channels", "channels=" + std::to_string(*a.channels) + " but the output has " +
+                                  std::to_string(out_channels));
+    return false;
+  }
+  if (a.kernel_size) {
+    const std::vector<int64_t> &ks = *a.kernel_size;
+    if (ks.size() != 1 && ks.size() != 2) {
+      ctx.fail_attr("kernel_size", "kernel_size expects 1 or 2 values, found " + std::to_string(ks.size()));
+      return false;
+    }
+    if (ks[0] != KH || ks.back() != KW) {
+      ctx.fail_attr("kernel_size", "kernel_size " + AttrValue::ints(ks).str() + " but the weight's kernel is (" +
+                                       std::to_string(KH) + ", " + std::to_string(KW) + ")");
+      return false;
+    }
+  }
+  return true;
+}
+
+/// The output extents of a convolution over (H, W), or a failure when the
+/// dilated kernel is larger than the padded data.
+std::optional<std::pair<int64_t, int64_t>> conv_extents(RelationCtx &ctx, const ConvShape &s, int64_t H, int64_t W,
+                                                        int64_t KH, int64_t KW) {
+  int64_t eh = s.d[0] * (KH - 1) + 1, ew = s.d[1] * (KW - 1) + 1;
+  if (H + s.p[0] + s.p[2] < eh || W + s.p[1] + s.p[3] < ew) {
+    ctx.fail("the dilated kernel (" + std::to_string(eh) + ", " + std::to_string(ew) + ") is larger than the padded data (" +
+             std::to_string(H + s.p[0] + s.p[2]) + ", " + std::to_string(W + s.p[1] + s.p[3]) + ")");
+    return std::nullopt;
+  }
+  return std::make_pair(s.out_extent(0, H, KH), s.out_extent(1, W, KW));
+}
+
+Type conv2d_rel(RelationCtx &ctx) {
+  auto a = ctx.attrs_as<Conv2DAttrs>();
+  const Type *x, *w;
+  if (!conv_operands(ctx, a, x, w))
+    return Type::unknown();
+  int64_t C = x->shape[1], O = w->shape[0];
+  if (w->shape[1] != C / a.groups)
+    return ctx.fail("the weight " + w->str() + " has " + std::to_string(w->shape[1]) +
+                    " input channels per group; the data's " + std::to_string(C) + " channels in " +
+                    std::to_string(a.groups) + " groups need " + std::to_string(C / a.groups));
+  if (O % a.groups)
+    return ctx.fail_attr("groups", "groups=" + std::to_string(a.groups) + " does not divide the " + std::to_string(O) +
+                                       " output channels");
+  if (!conv_informational(ctx, a, O, w->shape[2], w->shape[3]))
+    return Type::unknown();
+  auto out = conv_extents(ctx, ConvShape(a), x->shape[2], x->shape[3], w->shape[2], w->shape[3]);
+  if (!out)
+    return Type::unknown();
+  return Type::tensor({x->shape[0], O, out->first, out->second}, x->dtype);
+}
+
+/// conv2d_transpose: out = (H - 1)·s - pad + d·(KH - 1) + output_padding + 1.
+Type conv2d_transpose_rel(RelationCtx &ctx) {
+  auto a = ctx.attrs_as<Conv2DTransposeAttrs>();
+  const Type *x, *w;
+  if (!conv_operands(ctx, a, x, w))
+    return Type::unknown();
+  int64_t C = x->shape[1], O = w->shape[1] * a.groups;
+  if (w->shape[0] != C)
+    return ctx.fail("the weight " + w->str() + " (IOHW) has " + std::to_string(w->shape[0]) +
+                    " input channels; the data has " + std::to_string(C));
+  if (!conv_informational(ctx, a, O, w->shape[2], w->shape[3]))
+    return Type::unknown();
+  for (int i = 0; i < 2; ++i)
+    if (a.output_padding[i] >= a.strides[i])
+      return ctx.fail_attr("output_padding", "output_padding " + ctx.attrs.get("output_padding").str() +
+                                                 " must be less than the strides " + ctx.attrs.get("strides").str());
+  Shape out{x->shape[0], O, 0, 0};
+  for (int i = 0; i < 2; ++i) {
+    int64_t extent = (x->shape[2 + i] - 1) * a.strides[i] - a.padding[i] - a.padding[i + 2] +
+                     a.dilation[i] * (w->shape[2 + i] - 1) + a.output_padding[i] + 1;
+    if (extent < 1)
+      return ctx.fail("the padding " + ctx.attrs.get("padding").str() + " leaves an empty output");
+    out[2 + i] = extent;
+  }
+  return Type::tensor(out, x->dtype);
+}
+
+/// conv2d_backward_weight(dy, x): the weight (O, C / groups, KH, KW) of the
+/// convolution of x that produced dy.
+Type conv2d_backward_weight_rel(RelationCtx &ctx) {
+  auto a = ctx.attrs_as<Conv2DBackwardWeightAttrs>();
+  const Type *dy, *x;
+  if (!conv_operands(ctx, a, dy, x)) // (dy, x): both rank 4, one floating dtype
+    return Type::unknown();
+  if (!a.kernel_size || a.kernel_size->size() > 2 || a.kernel_size->empty())
+    return ctx.fail_attr("kernel_size", "kernel_size (KH, KW) is required");
+  int64_t KH = (*a.kernel_size)[0], KW = a.kernel_size->back(), O = dy->shape[1];
+  if (x->shape[1] % a.groups || O % a.groups)
+    return ctx.fail_attr("groups", "groups=" + std::to_string(a.groups) + " does not divide the channels");
+  if (dy->shape[0] != x->shape[0])
+    return ctx.fail("the batch of the adjoint " + dy->str() + " differs from the data's " + x->str());
+  auto out = conv_extents(ctx, ConvShape(a), x->shape[2], x->shape[3], KH, KW);
+  if (!out)
+    return Type::unknown();
+  if (dy->shape[2] != out->first || dy->shape[3] != out->second)
+    return ctx.fail("the adjoint " + dy->str() + " is not the output of a convolution of " + x->str() +
+                    " with kernel (" + std::to_string(KH) + ", " + std::to_string(KW) + ") (expected (" +
+                    std::to_string(out->first) + ", " + std::to_string(out->second) + ") pixels)");
+  if (a.channels && *a.channels != O)
+    return ctx.fail_attr("channels", "channels=" + std::to_string(*a.channels) + " but the adjoint has " +
+                                         std::to_string(O));
+  return Type::tensor({O, x->shape[1] / a.groups, KH, KW}, x->dtype);
+}
+
+//===--- kernels ----------------------------------------------------------===//
+
+/// A product per (batch loop index) whose result is stored at flat
+/// out_flat(batch, m, n) of the output, with the epilogue at out_index.
+struct ConvProduct {
+  Shape loops; // the Serial (packed) or Spatial loops around each product
+  int64_t M = 0, N = 0, K = 0;
+  std::function<LExprPtr(const Index &, const LExprPtr &m, const LExprPtr &k)> a;
+  std::function<LExprPtr(const Index &, const LExprPtr &k, const LExprPtr &n)> b;
+  std::function<Index(const Index &, const LExprPtr &m, const LExprPtr &n)> out_index;
+  bool a_contiguous_in_k = true, b_contiguous_in_k = false;
+};
+
+StmtPtr conv_product(KernelCtx &k, GemmStrategy strategy, const ConvProduct &p) {
+  const Shape &os = k.call.type.shape;
+  return loop_nest(
+      p.loops,
+      [&](const Index &at) {
+        Gemm g;
+        g.M = p.M;
+        g.N = p.N;
+        g.K = p.K;
+        g.dtype = k.call.type.dtype;
+        g.epilogue = bool(k.epilogue);
+        g.a_contiguous_in_k = p.a_contiguous_in_k;
+        g.b_contiguous_in_k = p.b_contiguous_in_k;
+        // The operands arrive in the accumulator dtype already (Gemm casts
+        // again, a no-op): padding selects a zero of that dtype.
+        g.a = [&](const LExprPtr &m, const LExprPtr &kk) { return p.a(at, m, kk); };
+        g.b = [&](const LExprPtr &kk, const LExprPtr &n) { return p.b(at, kk, n); };
+        auto flat = [&](const LExprPtr &m, const LExprPtr &n) { return flat_index(os, p.out_index(at, m, n)); };
+        g.store = [&](const LExprPtr &m, const LExprPtr &n, const LExprPtr &v) {
+          return store(k.out(), flat(m, n), k.finish(p.out_index(at, m, n), v));
+        };
+        g.load = [&](const LExprPtr &m, const LExprPtr &n) { return load(k.out(), flat(m, n)); };
+        if (k.out()->dtype == g.dtype)
+          g.store_raw = [&](const LExprPtr &m, const LExprPtr &n, const LExprPtr &v) {
+            return store(k.out(), flat(m, n), v);
+          };
+        return strategy(k, g);
+      },
+      // The packed schedule's jobs are Parallel loops already (which may not
+      // nest): the products around them run one after another.
+      strategy == gemm_cpu_packed ? ForKind::Serial : ForKind::Spatial);
+}
+
+/// Splits a flat (channel, kh, kw) row index.
+struct TapIndex {
+  LExprPtr c, kh, kw;
+  TapIndex(const LExprPtr &k, int64_t KH, int64_t KW) {
+    c = binary(BinaryOp::FloorDiv, k, imm(KH * KW));
+    LExprPtr t = binary(BinaryOp::FloorMod, k, imm(KH * KW));
+    kh = binary(BinaryOp::FloorDiv, t, imm(KW));
+    kw = binary(BinaryOp::FloorMod, t, imm(KW));
+  }
+};
+
+/// An output pixel (oh, ow) from its flat index.
+std::pair<LExprPtr, LExprPtr> pixel(const LExprPtr &p, int64_t OW) {
+  return {binary(BinaryOp::FloorDiv, p, imm(OW)), binary(BinaryOp::FloorMod, p, imm(OW))};
+}
+
+template <GemmStrategy strategy> StmtPtr conv2d_kernel(KernelCtx &k) {
+  ConvShape s(k.attrs_as<Conv2DAttrs>());
+  const Shape &xs = k.arg_type(0).shape, &ws = k.arg_type(1).shape;
+  s.N = xs[0], s.C = xs[1], s.H = xs[2], s.W = xs[3], s.O = ws[0], s.KH = ws[2], s.KW = ws[3];
+  s.OH = k.call.type.shape[2], s.OW = k.call.type.shape[3];
+  DType acc = dtype_info(k.call.type.dtype).accumulator;
+  ConvProduct p;
+  p.loops = {s.N, s.groups};
+  p.M = s.Og(), p.N = s.OH * s.OW, p.K = s.Cg() * s.taps();
+  p.a = [&](const Index &at, const LExprPtr &m, const LExprPtr &kk) {
+    TapIndex t(kk, s.KH, s.KW);
+    return cast(acc, k.in(1, {add(mul(at[1], imm(s.Og())), m), t.c, t.kh, t.kw}));
+  };
+  p.b = [&](const Index &at, const LExprPtr &kk, const LExprPtr &n) {
+    TapIndex t(kk, s.KH, s.KW);
+    auto [oh, ow] = pixel(n, s.OW);
+    return s.data_at(k, 0, at[0], add(mul(at[1], imm(s.Cg())), t.c), oh, ow, t.kh, t.kw, acc);
+  };
+  p.out_index = [&](const Index &at, const LExprPtr &m, const LExprPtr &n) {
+    auto [oh, ow] = pixel(n, s.OW);
+    return Index{at[0], add(mul(at[1], imm(s.Og())), m), oh, ow};
+  };
+  return conv_product(k, strategy, p);
+}
+
+/// out[n, g·Og + o, oh, ow] = Σ x[n, g·Cg + c, ih, iw] w[g·Cg + c, o, kh, kw]
+/// over the taps with oh = ih·s - pad + kh·d (ih whole and in range).
+template <GemmStrategy strategy> StmtPtr conv2d_transpose_kernel(KernelCtx &k) {
+  auto attrs = k.attrs_as<Conv2DTransposeAttrs>();
+  ConvShape s(attrs);
+  const Shape &xs = k.arg_type(0).shape, &ws = k.arg_type(1).shape, &os = k.call.type.shape;
+  s.N = xs[0], s.C = xs[1], s.H = xs[2], s.W = xs[3], s.O = os[1], s.KH = ws[2], s.KW = ws[3];
+  s.OH = os[2], s.OW = os[3];
+  DType acc = dtype_info(k.call.type.dtype).accumulator;
+  ConvProduct p;
+  p.loops = {s.N, s.groups};
+  p.M = s.Og(), p.N = s.OH * s.OW, p.K = s.Cg() * s.taps();
+  p.a_contiguous_in_k = false;
+  p.a = [&](const Index &at, const LExprPtr &m, const LExprPtr &kk) {
+    TapIndex t(kk, s.KH, s.KW);
+    return cast(acc, k.in(1, {add(mul(at[1], imm(s.Cg())), t.c), m, t.kh, t.kw}));
+  };
+  // The data pixel an output pixel reads at a tap: (o + pad - t·d) / s where
+  // that is whole and inside the data.
+  auto source = [&](int axis, const LExprPtr &o, const LExprPtr &t, int64_t n, LExprPtr &valid) {
+    LExprPtr num = sub(add(o, imm(s.p[axis])), mul(t, imm(s.d[axis])));
+    LExprPtr q = binary(BinaryOp::FloorDiv, num, imm(s.s[axis]));
+    LExprPtr whole = compare(CompareOp::EQ, binary(BinaryOp::FloorMod, num, imm(s.s[axis])), imm(0));
+    valid = valid ? both(valid, both(whole, in_range(q, n))) : both(whole, in_range(q, n));
+    return clamp(q, n);
+  };
+  p.b = [&](const Index &at, const LExprPtr &kk, const LExprPtr &n) {
+    TapIndex t(kk, s.KH, s.KW);
+    auto [oh, ow] = pixel(n, s.OW);
+    LExprPtr valid;
+    LExprPtr ih = source(0, oh, t.kh, s.H, valid), iw = source(1, ow, t.kw, s.W, valid);
+    LExprPtr x = cast(acc, k.in(0, {at[0], add(mul(at[1], imm(s.Cg())), t.c), ih, iw}));
+    return select(valid, x, constant_of(0, acc));
+  };
+  p.out_index = [&](const Index &at, const LExprPtr &m, const LExprPtr &n) {
+    auto [oh, ow] = pixel(n, s.OW);
+    return Index{at[0], add(mul(at[1], imm(s.Og())), m), oh, ow};
+  };
+  return conv_product(k, strategy, p);
+}
+
+/// dw[g·Og + o, c, kh, kw] = Σ_(n, oh, ow) dy[n, g·Og + o, oh, ow] · x[n, g·Cg + c, tap(oh, kh), tap(ow, kw)]
+template <GemmStrategy strategy> StmtPtr conv2d_backward_weight_kernel(KernelCtx &k) {
+  ConvShape s(k.attrs_as<Conv2DBackwardWeightAttrs>());
+  const Shape &dys = k.arg_type(0).shape, &xs = k.arg_type(1).shape, &os = k.call.type.shape;
+  s.N = xs[0], s.C = xs[1], s.H = xs[2], s.W = xs[3], s.O = os[0], s.KH = os[2], s.KW = os[3];
+  s.OH = dys[2], s.OW = dys[3];
+  DType acc = dtype_info(k.call.type.dtype).accumulator;
+  int64_t pixels = s.OH * s.OW;
+  ConvProduct p;
+  p.loops = {s.groups};
+  p.M = s.Og(), p.N = s.Cg() * s.taps(), p.K = s.N * pixels;
+  p.b_contiguous_in_k = false;
+  p.a = [&](const Index &at, const LExprPtr &m, const LExprPtr &kk) {
+    auto [oh, ow] = pixel(binary(BinaryOp::FloorMod, kk, imm(pixels)), s.OW);
+    return cast(acc, k.in(0, {binary(BinaryOp::FloorDiv, kk, imm(pixels)), add(mul(at[0], imm(s.Og())), m), oh, ow}));
+  };
+  p.b = [&](const Index &at, const LExprPtr &kk, const LExprPtr &n) {
+    TapIndex t(n, s.KH, s.KW);
+    LExprPtr q = binary(BinaryOp::FloorMod, kk, imm(pixels));
+    auto [oh, ow] = pixel(q, s.OW);
+    return s.data_at(k, 1, binary(BinaryOp::FloorDiv, kk, imm(pixels)), add(mul(at[0], imm(s.Cg())), t.c), oh, ow,
+                     t.kh, t.kw, acc);
+  };
+  p.out_index = [&](const Index &at, const LExprPtr &m, const LExprPtr &n) {
+    TapIndex t(n, s.KH, s.KW);
+    return Index{add(mul(at[0], imm(s.Og())), m), t.c, t.kh, t.kw};
+  };
+  return conv_product(k, strategy, p);
+}
+
+//===--- gradients --------------------------------------------------------===//
+
+/// The attributes of conv2d_backward_weight for a convolution with `a`'s
+/// geometry and a (KH, KW) kernel.
+Conv2DBackwardWeightAttrs backward_weight_attrs(const ConvAttrs &a, int64_t KH, int64_t KW) {
+  Conv2DBackwardWeightAttrs w;
+  w.strides = a.strides, w.padding = a.padding, w.dilation = a.dilation, w.groups = a.groups;
+  w.kernel_size = std::vector<int64_t>{KH, KW};
+  return w;
+}
+
+/// d conv2d(x, w): dx = conv2d_transpose(dy, w) with the output padding that
+/// restores x's size; dw = conv2d_backward_weight(dy, x).
+Grads conv2d_grad(GradCtx &g) {
+  auto a = g.attrs_as<Conv2DAttrs>();
+  const Shape &xs = g.arg(0)->type.shape, &ws = g.arg(1)->type.shape, &ys = g.out->type.shape;
+  Conv2DTransposeAttrs t;
+  t.strides = a.strides, t.padding = a.padding, t.dilation = a.dilation, t.groups = a.groups;
+  for (int i = 0; i < 2; ++i)
+    t.output_padding[i] = xs[2 + i] - ((ys[2 + i] - 1) * a.strides[i] - a.padding[i] - a.padding[i + 2] +
+                                       a.dilation[i] * (ws[2 + i] - 1) + 1);
+  ExprPtr dx = g.b.call(ops::conv2d_transpose, {g.grad, g.arg(1)}, t);
+  ExprPtr dw = g.b.call(ops::conv2d_backward_weight, {g.grad, g.arg(0)}, backward_weight_attrs(a, ws[2], ws[3]));
+  return {dx, dw};
+}
+
+/// d conv2d_transpose(x, w): dx = conv2d(dy, w); dw[c, o] pairs x's channel
+/// c with dy's channel o as a convolution of dy by x would:
+/// conv2d_backward_weight(x, dy).
+Grads conv2d_transpose_grad(GradCtx &g) {
+  auto a = g.attrs_as<Conv2DTransposeAttrs>();
+  const Shape &ws = g.arg(1)->type.shape;
+  Conv2DAttrs c;
+  c.strides = a.strides, c.padding = a.padding, c.dilation = a.dilation, c.groups = a.groups;
+  ExprPtr dx = g.b.call(ops::conv2d, {g.grad, g.arg(1)}, c);
+  ExprPtr dw = g.b.call(ops::conv2d_backward_weight, {g.arg(0), g.grad}, backward_weight_attrs(a, ws[2], ws[3]));
+  return {dx, dw};
+}
+
+/// Two per multiply-add of the product.
+int64_t conv2d_flops(const Expr &call) {
+  const Shape &ws = call.args[1]->type.shape;
+  return 2 * num_elements(call.type.shape) * ws[1] * ws[2] * ws[3];
+}
+int64_t conv2d_transpose_flops(const Expr &call) {
+  const Shape &ws = call.args[1]->type.shape;
+  return 2 * num_elements(call.args[0]->type.shape) * ws[1] * ws[2] * ws[3];
+}
+int64_t conv2d_backward_weight_flops(const Expr &call) {
+  const Shape &dys = call.args[0]->type.shape;
+  return 2 * num_elements(call.type.shape) * dys[0] * dys[2] * dys[3];
+}
+
+constexpr const char *kConvTypes = "%x: Tensor[(2, 4, 6, 5), float64], %w: Tensor[(6, 2, 3, 2), float64]";
+
+} // namespace
+
+void register_conv_ops(OpRegistry &reg) {
+  reg.add("nn.conv2d")
+      .describe("2-D convolution, NCHW data and OIHW weight, with strides, padding, dilation and groups.")
+      .arg("data", "Tensor[(N, C, H, W)]", "The input.")
+      .arg("weight", "Tensor[(O, C / groups, KH, KW)]", "The filters.")
+      .attrs<Conv2DAttrs>()
+      .support_level(2)
+      .relation("Conv2D", conv2d_rel)
+      .gradient(conv2d_grad)
+      .kernel(conv2d_kernel<gemm_nest>)
+      .strategy(TargetKind::CPU, conv2d_kernel<gemm_cpu_packed>)
+      .fuses_epilogue()
+      .flops(conv2d_flops)
+      .example(kConvTypes, "nn.conv2d(%x, %w, padding=[1, 0], groups=2)")
+      .example("%x: Tensor[(1, 2, 7, 6), float64], %w: Tensor[(3, 2, 2, 3), float64]",
+               "nn.conv2d(%x, %w, strides=[2, 1], padding=[1, 0, 0, 2], dilation=[2, 1])")
+      .example("%x: Tensor[(2, 3, 5, 5), float64], %w: Tensor[(6, 1, 3, 3), float64]",
+               "nn.conv2d(%x, %w, padding=1, groups=3, channels=6, kernel_size=[3, 3])"); // depthwise × 2
+
+  reg.add("nn.conv2d_transpose")
+      .describe("2-D transposed convolution (the data gradient of conv2d), NCHW data and IOHW weight.")
+      .arg("data", "Tensor[(N, C, H, W)]", "The input.")
+      .arg("weight", "Tensor[(C, O / groups, KH, KW)]", "The filters.")
+      .attrs<Conv2DTransposeAttrs>()
+      .support_level(2)
+      .relation("Conv2DTranspose", conv2d_transpose_rel)
+      .gradient(conv2d_transpose_grad)
+      .kernel(conv2d_transpose_kernel<gemm_nest>)
+      .strategy(TargetKind::CPU, conv2d_transpose_kernel<gemm_cpu_packed>)
+      .fuses_epilogue()
+      .flops(conv2d_transpose_flops)
+      .example("%x: Tensor[(2, 4, 3, 4), float64], %w: Tensor[(4, 3, 3, 2), float64]",
+               "nn.conv2d_transpose(%x, %w, strides=[2, 3], padding=[1, 0, 0, 1], output_padding=[1, 2], groups=2)")
+      .example("%x: Tensor[(1, 2, 4, 3), float64], %w: Tensor[(2, 2, 2, 2), float64]",
+               "nn.conv2d_transpose(%x, %w, dilation=[2, 1], padding=1)");
+
+  reg.add("nn.conv2d_backward_weight")
+      .describe("The weight gradient of nn.conv2d: (output_grad, data) to the OIHW weight's shape.")
+      .arg("grad", "Tensor[(N, O, OH, OW)]", "The adjoint of the convolution's output.")
+      .arg("data", "Tensor[(N, C, H, W)]", "The convolution's input.")
+      .attrs<Conv2DBackwardWeightAttrs>()
+      .support_level(10)
+      .relation("Conv2DBackwardWeight", conv2d_backward_weight_rel)
+      .kernel(conv2d_backward_weight_kernel<gemm_nest>)
+      .strategy(TargetKind::CPU, conv2d_backward_weight_kernel<gemm_cpu_packed>)
+      .fuses_epilogue()
+      .flops(conv2d_backward_weight_flops);
+}
+
+} // namespace gradc

@@ -1,0 +1,107 @@
+"""CNN operators against PyTorch in float64: for each case, the forward value and the
+gradient of sum(out * r) (r a random cotangent) for every listed input, through
+`gradc run --grad`, compared at relative 1e-6 (TVM's numeric-gradient matrix,
+rechecked tighter, and more). Usage: torch_cnn_check.py GRADC WORKDIR [NAME...]"""
+import os
+import sys
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+sys.path.insert(0, os.path.dirname(__file__))
+from gradc_run import run_model  # noqa: E402
+
+gradc, work = sys.argv[1], sys.argv[2]
+only = set(sys.argv[3:])
+os.makedirs(work, exist_ok=True)
+
+
+def pad4(padding):
+    """Relay's 1, 2 or 4 padding values as (top, left, bottom, right)."""
+    if len(padding) == 1:
+        return [padding[0]] * 4
+    if len(padding) == 2:
+        return [padding[0], padding[1], padding[0], padding[1]]
+    return list(padding)
+
+
+def conv(x, w, strides=(1, 1), padding=(0, 0), dilation=(1, 1), groups=1):
+    """Relay's padding (1, 2 or 4 values: top, left, bottom, right) through F.pad."""
+    p = pad4(padding)
+    x = F.pad(x, (p[1], p[3], p[0], p[2]))
+    return F.conv2d(x, w, stride=strides, dilation=dilation, groups=groups)
+
+
+def relay_list(v):
+    return "[" + ", ".join(str(i) for i in v) + "]"
+
+
+# (name, {param: shape}, wrt, relay expression of the output, torch function of the inputs)
+CASES = []
+
+
+def conv_case(name, xs, ws, strides=(1, 1), padding=(0, 0), dilation=(1, 1), groups=1):
+    body = "nn.conv2d(%%x, %%w, strides=%s, padding=%s, dilation=%s, groups=%d)" % (
+        relay_list(strides), relay_list(padding), relay_list(dilation), groups)
+    CASES.append((name, {"x": xs, "w": ws}, ["x", "w"], body,
+                  lambda t: conv(t["x"], t["w"], strides, padding, dilation, groups)))
+
+
+# TVM's test_conv2d_grad matrix (tests/python/relay/test_op_grad_level2.py).
+conv_case("tvm_conv_3x3", (3, 2, 10, 10), (3, 2, 3, 3))
+conv_case("tvm_conv_1x2", (3, 2, 10, 10), (3, 2, 1, 2))
+conv_case("tvm_conv_s22_p32", (3, 2, 10, 10), (3, 2, 3, 3), strides=(2, 2), padding=(3, 2))
+conv_case("tvm_conv_s21_p22", (3, 2, 10, 10), (3, 2, 3, 3), strides=(2, 1), padding=(2, 2))
+conv_case("tvm_conv_groups2", (3, 6, 10, 10), (4, 3, 3, 3), groups=2)
+conv_case("tvm_conv_groups2_s22_p22", (3, 6, 10, 10), (4, 3, 3, 3), strides=(2, 2), padding=(2, 2), groups=2)
+# Beyond it: dilation, asymmetric padding, depthwise (with a multiplier), and
+# products large enough for several packed panels and K blocks.
+conv_case("dilated_asym", (2, 3, 11, 9), (5, 3, 3, 2), strides=(1, 2), padding=(2, 0, 1, 3), dilation=(2, 3))
+conv_case("depthwise", (2, 8, 9, 9), (8, 1, 3, 3), padding=(1, 1), groups=8)
+conv_case("depthwise_x2_s2", (2, 4, 10, 10), (8, 1, 3, 3), strides=(2, 2), padding=(1, 1), groups=4)
+conv_case("packed_panels", (2, 40, 14, 13), (36, 40, 3, 3), padding=(1, 1))
+conv_case("pointwise", (4, 64, 7, 7), (48, 64, 1, 1))
+
+
+def conv_t_case(name, xs, ws, strides=(1, 1), padding=(0, 0, 0, 0), output_padding=(0, 0), dilation=(1, 1),
+                groups=1):
+    body = ("nn.conv2d_transpose(%%x, %%w, strides=%s, padding=%s, output_padding=%s, dilation=%s, groups=%d)" %
+            (relay_list(strides), relay_list(padding), relay_list(output_padding), relay_list(dilation), groups))
+
+    def torch_fn(t):
+        # The unpadded transposed convolution (every tap's contribution), zeros
+        # past its end, then Relay's output window [top, top + OH) x [left, left + OW).
+        y = F.conv_transpose2d(t["x"], t["w"], stride=strides, dilation=dilation, groups=groups)
+        H, W = xs[2], xs[3]
+        oh = (H - 1) * strides[0] - padding[0] - padding[2] + dilation[0] * (ws[2] - 1) + output_padding[0] + 1
+        ow = (W - 1) * strides[1] - padding[1] - padding[3] + dilation[1] * (ws[3] - 1) + output_padding[1] + 1
+        y = F.pad(y, (0, max(0, padding[1] + ow - y.shape[3]), 0, max(0, padding[0] + oh - y.shape[2])))
+        return y[:, :, padding[0]:padding[0] + oh, padding[1]:padding[1] + ow]
+
+    CASES.append((name, {"x": xs, "w": ws}, ["x", "w"], body, torch_fn))
+
+
+conv_t_case("transpose_s2", (2, 4, 5, 5), (4, 3, 3, 3), strides=(2, 2), padding=(1, 1, 1, 1), output_padding=(1, 1))
+conv_t_case("transpose_groups", (2, 6, 4, 5), (6, 2, 3, 2), strides=(2, 3), groups=3)
+conv_t_case("transpose_dilated", (1, 3, 6, 4), (3, 5, 2, 3), dilation=(2, 2), padding=(1, 1, 1, 1))
+
+results = []
+rng = np.random.default_rng(7)
+for name, shapes, wrt, body, torch_fn in CASES:
+    if only and name not in only:
+        continue
+    inputs = {k: rng.standard_normal(s) for k, s in shapes.items()}
+    tensors = {k: torch.tensor(v, requires_grad=k in wrt) for k, v in inputs.items()}
+    expected = torch_fn(tensors)
+    r = rng.standard_normal(tuple(expected.shape))
+    (expected * torch.tensor(r)).sum().backward()
+    params = ", ".join("%%%s: Tensor[(%s), float64]" % (k, ", ".join(map(str, s))) for k, s in shapes.items())
+    params += ", %%r: Tensor[(%s), float64]" % ", ".join(map(str, r.shape))
+    out = run_model(gradc, work, name + "_fwd", params, body, dict(inputs, r=r))
+    np.testing.assert_allclose(out[0], expected.detach().numpy(), rtol=1e-6, atol=1e-9, err_msg=name + " forward")
+    grads = run_model(gradc, work, name + "_grad", params, "sum(multiply(%s, %%r))" % body, dict(inputs, r=r),
+                      flags=["--grad", "--wrt=" + ",".join("%" + k for k in wrt)])
+    for k, g in zip(wrt, grads[1:]):
+        np.testing.assert_allclose(g, tensors[k].grad.numpy(), rtol=1e-6, atol=1e-9, err_msg=name + " d" + k)
+    print("%s: forward and gradients match PyTorch" % name)
