@@ -210,6 +210,7 @@ const OpRegistry &OpRegistry::global() {
     register_softmax_ops(r);
     register_loss_ops(r);
     register_conv_ops(r);
+    register_pool_ops(r);
     register_scan_ops(r);
     register_grad_ops(r);
     return r;

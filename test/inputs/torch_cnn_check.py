@@ -2,6 +2,7 @@
 gradient of sum(out * r) (r a random cotangent) for every listed input, through
 `gradc run --grad`, compared at relative 1e-6 (TVM's numeric-gradient matrix,
 rechecked tighter, and more). Usage: torch_cnn_check.py GRADC WORKDIR [NAME...]"""
+import math
 import os
 import sys
 
@@ -37,7 +38,7 @@ def relay_list(v):
     return "[" + ", ".join(str(i) for i in v) + "]"
 
 
-# (name, {param: shape}, wrt, relay expression of the output, torch function of the inputs)
+# (name, {param: shape}, wrt, relay expression of the output, torch function of the inputs, ties)
 CASES = []
 
 
@@ -45,7 +46,7 @@ def conv_case(name, xs, ws, strides=(1, 1), padding=(0, 0), dilation=(1, 1), gro
     body = "nn.conv2d(%%x, %%w, strides=%s, padding=%s, dilation=%s, groups=%d)" % (
         relay_list(strides), relay_list(padding), relay_list(dilation), groups)
     CASES.append((name, {"x": xs, "w": ws}, ["x", "w"], body,
-                  lambda t: conv(t["x"], t["w"], strides, padding, dilation, groups)))
+                  lambda t: conv(t["x"], t["w"], strides, padding, dilation, groups), False))
 
 
 # TVM's test_conv2d_grad matrix (tests/python/relay/test_op_grad_level2.py).
@@ -79,19 +80,70 @@ def conv_t_case(name, xs, ws, strides=(1, 1), padding=(0, 0, 0, 0), output_paddi
         y = F.pad(y, (0, max(0, padding[1] + ow - y.shape[3]), 0, max(0, padding[0] + oh - y.shape[2])))
         return y[:, :, padding[0]:padding[0] + oh, padding[1]:padding[1] + ow]
 
-    CASES.append((name, {"x": xs, "w": ws}, ["x", "w"], body, torch_fn))
+    CASES.append((name, {"x": xs, "w": ws}, ["x", "w"], body, torch_fn, False))
 
 
 conv_t_case("transpose_s2", (2, 4, 5, 5), (4, 3, 3, 3), strides=(2, 2), padding=(1, 1, 1, 1), output_padding=(1, 1))
 conv_t_case("transpose_groups", (2, 6, 4, 5), (6, 2, 3, 2), strides=(2, 3), groups=3)
 conv_t_case("transpose_dilated", (1, 3, 6, 4), (3, 5, 2, 3), dilation=(2, 2), padding=(1, 1, 1, 1))
 
+
+
+def pool_case(name, kind, xs, pool, strides=(1, 1), padding=(0, 0), ceil_mode=False, count_include_pad=False,
+              ties=False, dilation=(1, 1)):
+    attrs = "pool_size=%s, strides=%s, padding=%s, dilation=%s, ceil_mode=%s" % (
+        relay_list(pool), relay_list(strides), relay_list(padding), relay_list(dilation), ceil_mode)
+    if kind == "avg":
+        attrs += ", count_include_pad=%s" % count_include_pad
+    body = "nn.%s_pool2d(%%x, %s)" % (kind, attrs)
+    p = pad4(padding)
+    own = p[0] == p[2] and p[1] == p[3] and 2 * p[0] <= pool[0] and 2 * p[1] <= pool[1]
+
+    def torch_fn(t):
+        x = t["x"]
+        if own:  # PyTorch's own padding: its ceil_mode and divisor rules exactly
+            if kind == "max":
+                return F.max_pool2d(x, pool, strides, (p[0], p[1]), dilation, ceil_mode=ceil_mode)
+            return F.avg_pool2d(x, pool, strides, (p[0], p[1]), ceil_mode=ceil_mode,
+                                count_include_pad=count_include_pad)
+        assert not ceil_mode  # explicit padding: the floor-mode windows are the same
+        if kind == "max":
+            return F.max_pool2d(F.pad(x, (p[1], p[3], p[0], p[2]), value=-math.inf), pool, strides, 0, dilation)
+        total = F.avg_pool2d(F.pad(x, (p[1], p[3], p[0], p[2])), pool, strides) * (pool[0] * pool[1])
+        if count_include_pad:
+            return total / (pool[0] * pool[1])
+        ones = F.pad(torch.ones_like(x), (p[1], p[3], p[0], p[2]))
+        return total / (F.avg_pool2d(ones, pool, strides) * (pool[0] * pool[1]))
+
+    CASES.append((name, {"x": xs}, ["x"], body, torch_fn, ties))
+
+
+# TVM's test_max_pool2d_grad / test_avg_pool2d_grad matrix.
+for kind in ("max", "avg"):
+    pool_case("tvm_%s_3x3" % kind, kind, (3, 2, 10, 10), (3, 3))
+    pool_case("tvm_%s_3x3_s2_p12" % kind, kind, (3, 2, 10, 10), (3, 3), (2, 2), (1, 2), count_include_pad=True)
+    pool_case("tvm_%s_5x5_s2_p21_ceil" % kind, kind, (3, 2, 10, 10), (5, 5), (2, 2), (2, 1), ceil_mode=True)
+pool_case("avg_exclude_pad_ceil", "avg", (2, 3, 9, 8), (3, 2), (2, 2), (1, 1), ceil_mode=True)
+pool_case("avg_asym_exclude_pad", "avg", (2, 3, 9, 8), (3, 3), (2, 1), (0, 2, 1, 1))
+pool_case("max_ties_first", "max", (2, 3, 8, 8), (3, 3), (1, 1), (1, 1), ties=True)
+pool_case("max_dilated_ceil", "max", (1, 2, 11, 10), (2, 3), (2, 2), (1, 1), ceil_mode=True, dilation=(2, 2))
+CASES.append(("global_avg", {"x": (2, 5, 6, 7)}, ["x"], "nn.global_avg_pool2d(%x)",
+              lambda t: F.adaptive_avg_pool2d(t["x"], 1), False))
+CASES.append(("global_max_ties", {"x": (2, 5, 6, 7)}, ["x"], "nn.global_max_pool2d(%x)",
+              lambda t: F.adaptive_max_pool2d(t["x"], 1), True))
+CASES.append(("adaptive_avg_uneven", {"x": (2, 3, 10, 7)}, ["x"], "nn.adaptive_avg_pool2d(%x, output_size=[4, 3])",
+              lambda t: F.adaptive_avg_pool2d(t["x"], (4, 3)), False))
+CASES.append(("adaptive_avg_upsample", {"x": (1, 2, 3, 5)}, ["x"], "nn.adaptive_avg_pool2d(%x, output_size=[7, 5])",
+              lambda t: F.adaptive_avg_pool2d(t["x"], (7, 5)), False))
+
 results = []
 rng = np.random.default_rng(7)
-for name, shapes, wrt, body, torch_fn in CASES:
+for name, shapes, wrt, body, torch_fn, ties in CASES:
     if only and name not in only:
         continue
-    inputs = {k: rng.standard_normal(s) for k, s in shapes.items()}
+    # ties: small integers, so windows hold equal maxima (the first one takes the gradient)
+    inputs = {k: (rng.integers(-2, 3, s).astype(np.float64) if ties else rng.standard_normal(s))
+              for k, s in shapes.items()}
     tensors = {k: torch.tensor(v, requires_grad=k in wrt) for k, v in inputs.items()}
     expected = torch_fn(tensors)
     r = rng.standard_normal(tuple(expected.shape))

@@ -264,6 +264,7 @@ void register_linear_ops(OpRegistry &reg);
 void register_softmax_ops(OpRegistry &reg);
 void register_loss_ops(OpRegistry &reg);
 void register_conv_ops(OpRegistry &reg);
+void register_pool_ops(OpRegistry &reg);
 void register_scan_ops(OpRegistry &reg);
 void register_grad_ops(OpRegistry &reg);
 

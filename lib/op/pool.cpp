@@ -1,0 +1,548 @@
+//===- pool.cpp - max and average pooling, global and adaptive ------------===//
+//
+// NCHW pooling with Relay's attributes (pool_size, strides, dilation, 1/2/4
+// padding values, ceil_mode, count_include_pad) and PyTorch's semantics:
+//
+//  * The output extent is (n + pads - d·(k - 1) - 1) / s + 1, rounded up with
+//    ceil_mode, where a last window that would start past the data and its
+//    leading padding is dropped.
+//  * Max pooling ignores the padding; the first maximum of a window (taps in
+//    row-major order) is its argmax, and NaN is a maximum. A window with no
+//    data (possible only with padding past half the window) is -inf.
+//  * Average pooling divides by the taps inside the padded data
+//    (count_include_pad) or inside the data; never by less than 1.
+//
+// The gradients are Relax's operators grad.max_pool2d_backward and
+// grad.avg_pool2d_backward (output_grad, data, the pool's attributes). Both
+// gather: each data element sums, in a fixed order, the adjoints of the
+// windows that contain it (max: of the windows whose argmax it is, found by
+// rescanning the window), so the kernels are data-parallel and
+// deterministic, with no scatter. Global pools are compositions (mean; a
+// max pool over the whole plane); adaptive average pooling has windows
+// [⌊i·n/m⌋, ⌈(i+1)·n/m⌉) and a gathering backward operator of its own.
+//
+//===----------------------------------------------------------------------===//
+#include "gradc/op/Ops.h"
+#include "gradc/op/Kernel.h"
+#include "gradc/op/Builder.h"
+#include "gradc/op/Relations.h"
+
+namespace gradc {
+namespace {
+
+LExprPtr add(LExprPtr a, LExprPtr b) { return binary(BinaryOp::Add, std::move(a), std::move(b)); }
+LExprPtr sub(LExprPtr a, LExprPtr b) { return binary(BinaryOp::Sub, std::move(a), std::move(b)); }
+LExprPtr mul(LExprPtr a, LExprPtr b) { return binary(BinaryOp::Mul, std::move(a), std::move(b)); }
+LExprPtr imm(int64_t v) { return int_imm(v); }
+LExprPtr both(LExprPtr a, LExprPtr b) { return binary(BinaryOp::And, std::move(a), std::move(b)); }
+LExprPtr fdiv(LExprPtr a, int64_t b) { return binary(BinaryOp::FloorDiv, std::move(a), imm(b)); }
+LExprPtr fmod(LExprPtr a, int64_t b) { return binary(BinaryOp::FloorMod, std::move(a), imm(b)); }
+LExprPtr in_range(const LExprPtr &i, int64_t lo, int64_t hi) {
+  return both(compare(CompareOp::GE, i, imm(lo)), compare(CompareOp::LT, i, imm(hi)));
+}
+LExprPtr clamp(const LExprPtr &i, int64_t n) {
+  return binary(BinaryOp::Min, binary(BinaryOp::Max, i, imm(0)), imm(std::max<int64_t>(n - 1, 0)));
+}
+
+struct Pool2DAttrs {
+  Pair pool_size{1, 1};
+  Pair strides{1, 1};
+  Pair dilation{1, 1};
+  Pad4 padding{0, 0, 0, 0};
+  std::string layout = "NCHW", out_layout;
+  bool ceil_mode = false;
+  bool count_include_pad = false;
+  template <class V> void visit_window(V &v) {
+    v("pool_size", pool_size, "The window (KH, KW).", {.required = true, .min = 1});
+    v("strides", strides, "The step of the window.", {.min = 1});
+    v("dilation", dilation, "The spacing of the window's taps.", {.min = 1});
+    v("padding", padding, "Implicit padding: 1 value (all sides), 2 (H, W) or 4 (top, left, bottom, right).",
+      {.min = 0});
+    v("layout", layout, "The data layout.", {.one_of = {"NCHW"}});
+    v("out_layout", out_layout, "Empty (the data layout) or NCHW.", {.one_of = {"", "NCHW"}});
+    v("ceil_mode", ceil_mode, "Round the output extent up.");
+  }
+};
+
+struct MaxPool2DAttrs : Pool2DAttrs {
+  template <class V> void visit(V &v) { visit_window(v); }
+};
+
+struct AvgPool2DAttrs : Pool2DAttrs {
+  template <class V> void visit(V &v) {
+    visit_window(v);
+    v("count_include_pad", count_include_pad, "Divide by the taps in the padded data, not only in the data.");
+  }
+};
+
+struct GlobalPool2DAttrs {
+  std::string layout = "NCHW", out_layout;
+  template <class V> void visit(V &v) {
+    v("layout", layout, "The data layout.", {.one_of = {"NCHW"}});
+    v("out_layout", out_layout, "Empty (the data layout) or NCHW.", {.one_of = {"", "NCHW"}});
+  }
+};
+
+struct AdaptivePool2DAttrs {
+  std::optional<std::vector<int64_t>> output_size; // None: the input's (H, W)
+  std::string layout = "NCHW", out_layout;
+  template <class V> void visit(V &v) {
+    v("output_size", output_size, "(OH, OW), one value for both, or None for the input's.", {.min = 1});
+    v("layout", layout, "The data layout.", {.one_of = {"NCHW"}});
+    v("out_layout", out_layout, "Empty (the data layout) or NCHW.", {.one_of = {"", "NCHW"}});
+  }
+};
+
+/// One spatial axis of a pooling window.
+struct PoolAxis {
+  int64_t n = 0, k = 1, s = 1, d = 1, lo = 0, hi = 0, out = 0; // data extent, window, padding, output extent
+
+  PoolAxis(const Pool2DAttrs &a, int axis, int64_t extent)
+      : n(extent), k(a.pool_size[axis]), s(a.strides[axis]), d(a.dilation[axis]), lo(a.padding[axis]),
+        hi(a.padding[axis + 2]) {
+    int64_t span = n + lo + hi - d * (k - 1) - 1; // >= 0, checked by the relation
+    out = (span + (a.ceil_mode ? s - 1 : 0)) / s + 1;
+    if (a.ceil_mode && (out - 1) * s >= n + lo) // the last window starts past the data
+      --out;
+  }
+  /// The data position of tap `t` of window `o`.
+  LExprPtr at(const LExprPtr &o, const LExprPtr &t) const { return sub(add(mul(o, imm(s)), mul(t, imm(d))), imm(lo)); }
+  /// The taps of window `o` inside [first, last): the divisor's factor.
+  LExprPtr taps_within(const LExprPtr &o, int64_t first, int64_t last) const {
+    // tap t is inside when first <= o·s - lo + t·d < last:
+    // t in [ceil((first - start) / d), ceil((last - start) / d)), clamped to [0, k]
+    LExprPtr start = sub(mul(o, imm(s)), imm(lo));
+    auto ceil_div = [&](const LExprPtr &num) { return unary_neg(fdiv(unary_neg(num), d)); };
+    auto clampk = [&](const LExprPtr &v) { return binary(BinaryOp::Min, binary(BinaryOp::Max, v, imm(0)), imm(k)); };
+    LExprPtr t0 = clampk(ceil_div(sub(imm(first), start))), t1 = clampk(ceil_div(sub(imm(last), start)));
+    return binary(BinaryOp::Max, sub(t1, t0), imm(0));
+  }
+  static LExprPtr unary_neg(const LExprPtr &v) { return sub(imm(0), v); }
+};
+
+//===--- relations --------------------------------------------------------===//
+
+/// The window checks of a pool of `data`; fills the output extents.
+bool pool_window(RelationCtx &ctx, const Pool2DAttrs &a, const Type &x, int64_t &oh, int64_t &ow) {
+  if (x.rank() != 4) {
+    ctx.fail("expects NCHW data of rank 4, found " + x.str());
+    return false;
+  }
+  for (int i = 0; i < 2; ++i) {
+    int64_t n = x.shape[2 + i], span = a.dilation[i] * (a.pool_size[i] - 1) + 1;
+    if (n + a.padding[i] + a.padding[i + 2] < span) {
+      ctx.fail_attr("pool_size", "the window " + ctx.attrs.get("pool_size").str() + " (dilated extent " +
+                                     std::to_string(span) + ") is larger than the padded " + (i ? "width " : "height ") +
+                                     std::to_string(n + a.padding[i] + a.padding[i + 2]));
+      return false;
+    }
+  }
+  oh = PoolAxis(a, 0, x.shape[2]).out;
+  ow = PoolAxis(a, 1, x.shape[3]).out;
+  return true;
+}
+
+template <class A> Type pool2d_rel(RelationCtx &ctx) {
+  const Type *x = ctx.tensor(0);
+  if (!x)
+    return Type::unknown();
+  if (!require_numeric(ctx, *x, "cast to a numeric dtype first"))
+    return Type::unknown();
+  int64_t oh, ow;
+  if (!pool_window(ctx, ctx.attrs_as<A>(), *x, oh, ow))
+    return Type::unknown();
+  if (std::is_same_v<A, AvgPool2DAttrs> && !is_float(x->dtype))
+    return ctx.fail("expects a floating-point tensor, found " + x->str());
+  return Type::tensor({x->shape[0], x->shape[1], oh, ow}, x->dtype);
+}
+
+/// (output_grad, data) -> data's type, output_grad being the pool's output.
+template <class A> Type pool2d_backward_rel(RelationCtx &ctx) {
+  const Type *g = ctx.tensor(0), *x = g ? ctx.tensor(1) : nullptr;
+  if (!x)
+    return Type::unknown();
+  if (!require_float(ctx, *x))
+    return Type::unknown();
+  int64_t oh, ow;
+  if (!pool_window(ctx, ctx.attrs_as<A>(), *x, oh, ow))
+    return Type::unknown();
+  Type expect = Type::tensor({x->shape[0], x->shape[1], oh, ow}, x->dtype);
+  if (*g != expect)
+    return ctx.fail("output_grad of type " + g->str() + " is not the pool's output type " + expect.str());
+  return *x;
+}
+
+/// The (OH, OW) of an adaptive pool of x.
+std::pair<int64_t, int64_t> adaptive_extent(const AdaptivePool2DAttrs &a, const Shape &x) {
+  if (!a.output_size || a.output_size->empty())
+    return {x[2], x[3]};
+  return {(*a.output_size)[0], a.output_size->back()};
+}
+
+Type adaptive_avg_pool2d_rel(RelationCtx &ctx) {
+  const Type *x = ctx.tensor(0);
+  if (!x)
+    return Type::unknown();
+  if (!require_float(ctx, *x))
+    return Type::unknown();
+  if (x->rank() != 4)
+    return ctx.fail("expects NCHW data of rank 4, found " + x->str());
+  auto a = ctx.attrs_as<AdaptivePool2DAttrs>();
+  if (a.output_size && a.output_size->size() > 2)
+    return ctx.fail_attr("output_size", "output_size expects 1 or 2 values, found " +
+                                            std::to_string(a.output_size->size()));
+  auto [oh, ow] = adaptive_extent(a, x->shape);
+  return Type::tensor({x->shape[0], x->shape[1], oh, ow}, x->dtype);
+}
+
+Type adaptive_avg_pool2d_backward_rel(RelationCtx &ctx) {
+  const Type *g = ctx.tensor(0), *x = g ? ctx.tensor(1) : nullptr;
+  if (!x)
+    return Type::unknown();
+  std::vector<Type> fwd{*x};
+  RelationCtx inner{ctx.op, fwd, ctx.attrs, "", 1};
+  Type out = adaptive_avg_pool2d_rel(inner);
+  if (!inner.error.empty()) {
+    ctx.error = inner.error;
+    return Type::unknown();
+  }
+  if (*g != out)
+    return ctx.fail("output_grad of type " + g->str() + " is not the pool's output type " + out.str());
+  return *x;
+}
+
+Type global_pool2d_rel(RelationCtx &ctx) {
+  const Type *x = ctx.tensor(0);
+  if (!x)
+    return Type::unknown();
+  if (!require_numeric(ctx, *x, "cast to a numeric dtype first"))
+    return Type::unknown();
+  if (x->rank() != 4)
+    return ctx.fail("expects NCHW data of rank 4, found " + x->str());
+  return Type::tensor({x->shape[0], x->shape[1], 1, 1}, x->dtype);
+}
+
+//===--- kernels ----------------------------------------------------------===//
+
+/// The tap loops of a window: body(kh, kw), Reduce loops in row-major order.
+StmtPtr over_taps(const PoolAxis &h, const PoolAxis &w, const std::function<StmtPtr(const Index &)> &body) {
+  return loop_nest({h.k, w.k}, body, ForKind::Reduce, "k");
+}
+
+/// acc = the maximum of the window of argument `data`; with `arg`, arg = the
+/// flat (ih·W + iw) of its first maximum (-1 when the window holds no data).
+StmtPtr window_max(const KernelCtx &k, size_t data, const PoolAxis &h, const PoolAxis &w, const LExprPtr &n, const LExprPtr &c,
+                   const LExprPtr &oh, const LExprPtr &ow, const BufferPtr &acc, const BufferPtr &arg) {
+  LExprPtr zero = imm(0);
+  DType dt = acc->dtype;
+  std::vector<StmtPtr> init{store(acc, zero, lowest_of(dt))};
+  if (arg)
+    init.push_back(store(arg, zero, imm(-1)));
+  StmtPtr scan = over_taps(h, w, [&](const Index &t) {
+    LExprPtr ih = h.at(oh, t[0]), iw = w.at(ow, t[1]);
+    LExprPtr x = k.in(data, {n, c, clamp(ih, h.n), clamp(iw, w.n)});
+    LExprPtr cur = load(acc, zero);
+    // PyTorch's rule: a later tap wins only if greater, or NaN; the first
+    // data tap always wins (so a window of -inf still has an argmax).
+    LExprPtr better = binary(BinaryOp::Or, compare(CompareOp::GT, x, cur), compare(CompareOp::NE, x, x));
+    if (arg)
+      better = binary(BinaryOp::Or, better, compare(CompareOp::LT, load(arg, zero), imm(0)));
+    LExprPtr take = both(both(in_range(ih, 0, h.n), in_range(iw, 0, w.n)), better);
+    std::vector<StmtPtr> then{store(acc, zero, x)};
+    if (arg)
+      then.push_back(store(arg, zero, add(mul(ih, imm(w.n)), iw)));
+    return if_then(take, seq(then));
+  });
+  init.push_back(scan);
+  return seq(init);
+}
+
+StmtPtr max_pool2d_kernel(KernelCtx &k) {
+  auto a = k.attrs_as<MaxPool2DAttrs>();
+  const Shape &xs = k.arg_type(0).shape, &os = k.call.type.shape;
+  PoolAxis h(a, 0, xs[2]), w(a, 1, xs[3]);
+  return loop_nest(os, [&](const Index &o) {
+    BufferPtr acc = k.local("max", k.out()->dtype);
+    return alloc(acc, seq({window_max(k, 0, h, w, o[0], o[1], o[2], o[3], acc, nullptr),
+                           store(k.out(), flat_index(os, o), k.finish(o, load(acc, imm(0))))}));
+  });
+}
+
+/// The divisor of window (oh, ow): its taps inside the padded data
+/// (count_include_pad) or the data, at least 1.
+LExprPtr avg_divisor(const AvgPool2DAttrs &a, const PoolAxis &h, const PoolAxis &w, const LExprPtr &oh,
+                     const LExprPtr &ow, DType acc) {
+  LExprPtr ch = a.count_include_pad ? h.taps_within(oh, -h.lo, h.n + h.hi) : h.taps_within(oh, 0, h.n);
+  LExprPtr cw = a.count_include_pad ? w.taps_within(ow, -w.lo, w.n + w.hi) : w.taps_within(ow, 0, w.n);
+  return cast(acc, binary(BinaryOp::Max, mul(ch, cw), imm(1)));
+}
+
+StmtPtr avg_pool2d_kernel(KernelCtx &k) {
+  auto a = k.attrs_as<AvgPool2DAttrs>();
+  const Shape &xs = k.arg_type(0).shape, &os = k.call.type.shape;
+  PoolAxis h(a, 0, xs[2]), w(a, 1, xs[3]);
+  DType dt = k.out()->dtype, acc = dtype_info(dt).accumulator;
+  return loop_nest(os, [&](const Index &o) {
+    BufferPtr sum = k.local("sum", acc);
+    LExprPtr zero = imm(0);
+    StmtPtr scan = over_taps(h, w, [&](const Index &t) {
+      LExprPtr ih = h.at(o[2], t[0]), iw = w.at(o[3], t[1]);
+      LExprPtr x = cast(acc, k.in(0, {o[0], o[1], clamp(ih, h.n), clamp(iw, w.n)}));
+      LExprPtr inside = both(in_range(ih, 0, h.n), in_range(iw, 0, w.n));
+      return store(sum, zero, add(load(sum, zero), select(inside, x, constant_of(0, acc))));
+    });
+    LExprPtr mean = binary(BinaryOp::Div, load(sum, zero), avg_divisor(a, h, w, o[2], o[3], acc));
+    return alloc(sum, seq({store(sum, zero, constant_of(0, acc)), scan,
+                           store(k.out(), flat_index(os, o), k.finish(o, cast(dt, mean)))}));
+  });
+}
+
+/// For data element (n, c, ih, iw): each window (oh, ow) that holds it at tap
+/// (kh, kw), in tap order: body(oh, ow, valid). oh = (ih + lo - kh·d) / s
+/// where that is whole and an output row.
+StmtPtr over_windows_of(const PoolAxis &h, const PoolAxis &w, const LExprPtr &ih, const LExprPtr &iw,
+                        const std::function<StmtPtr(const LExprPtr &, const LExprPtr &, const LExprPtr &)> &body) {
+  return over_taps(h, w, [&](const Index &t) {
+    auto window = [](const PoolAxis &ax, const LExprPtr &i, const LExprPtr &tap, LExprPtr &valid) {
+      LExprPtr num = sub(add(i, imm(ax.lo)), mul(tap, imm(ax.d)));
+      LExprPtr o = fdiv(num, ax.s);
+      LExprPtr ok = both(compare(CompareOp::EQ, fmod(num, ax.s), imm(0)), in_range(o, 0, ax.out));
+      valid = valid ? both(valid, ok) : ok;
+      return clamp(o, ax.out);
+    };
+    LExprPtr valid;
+    LExprPtr oh = window(h, ih, t[0], valid), ow = window(w, iw, t[1], valid);
+    return body(oh, ow, valid);
+  });
+}
+
+/// dx[n, c, ih, iw] = Σ over windows whose first maximum is (ih, iw) of g.
+StmtPtr max_pool2d_backward_kernel(KernelCtx &k) {
+  auto a = k.attrs_as<AvgPool2DAttrs>();
+  const Shape &xs = k.arg_type(1).shape;
+  PoolAxis h(a, 0, xs[2]), w(a, 1, xs[3]);
+  DType dt = k.out()->dtype, acc = dtype_info(dt).accumulator;
+  return loop_nest(xs, [&](const Index &i) {
+    BufferPtr sum = k.local("sum", acc), mx = k.local("max", dt), arg = k.local("arg", DType::Int64);
+    LExprPtr zero = imm(0), self = add(mul(i[2], imm(w.n)), i[3]);
+    StmtPtr gather = over_windows_of(h, w, i[2], i[3], [&](const LExprPtr &oh, const LExprPtr &ow, const LExprPtr &valid) {
+      LExprPtr g = cast(acc, k.in(0, {i[0], i[1], oh, ow}));
+      StmtPtr add_g = if_then(compare(CompareOp::EQ, load(arg, zero), self),
+                              store(sum, zero, add(load(sum, zero), g)));
+      return if_then(valid, seq({window_max(k, 1, h, w, i[0], i[1], oh, ow, mx, arg), add_g}));
+    });
+    return alloc(sum, alloc(mx, alloc(arg, seq({store(sum, zero, constant_of(0, acc)), gather,
+                                                   store(k.out(), flat_index(xs, i), cast(dt, load(sum, zero)))}))));
+  });
+}
+
+/// dx[n, c, ih, iw] = Σ over windows holding (ih, iw) of g / divisor.
+StmtPtr avg_pool2d_backward_kernel(KernelCtx &k) {
+  auto a = k.attrs_as<AvgPool2DAttrs>();
+  const Shape &xs = k.arg_type(1).shape;
+  PoolAxis h(a, 0, xs[2]), w(a, 1, xs[3]);
+  DType dt = k.out()->dtype, acc = dtype_info(dt).accumulator;
+  return loop_nest(xs, [&](const Index &i) {
+    BufferPtr sum = k.local("sum", acc);
+    LExprPtr zero = imm(0);
+    StmtPtr gather = over_windows_of(h, w, i[2], i[3], [&](const LExprPtr &oh, const LExprPtr &ow, const LExprPtr &valid) {
+      LExprPtr g = binary(BinaryOp::Div, cast(acc, k.in(0, {i[0], i[1], oh, ow})), avg_divisor(a, h, w, oh, ow, acc));
+      return store(sum, zero, add(load(sum, zero), select(valid, g, constant_of(0, acc))));
+    });
+    return alloc(sum, seq({store(sum, zero, constant_of(0, acc)), gather,
+                           store(k.out(), flat_index(xs, i), cast(dt, load(sum, zero)))}));
+  });
+}
+
+/// Adaptive windows along one axis: [⌊o·n/m⌋, ⌈(o+1)·n/m⌉).
+struct AdaptiveAxis {
+  int64_t n, m;
+  int64_t longest() const { return (n + m - 1) / m + 1; } // a bound on a window's length
+  LExprPtr start(const LExprPtr &o) const { return fdiv(mul(o, imm(n)), m); }
+  LExprPtr end(const LExprPtr &o) const { return sub(imm(0), fdiv(sub(imm(0), mul(add(o, imm(1)), imm(n))), m)); }
+};
+
+StmtPtr adaptive_avg_pool2d_kernel(KernelCtx &k) {
+  const Shape &xs = k.arg_type(0).shape, &os = k.call.type.shape;
+  AdaptiveAxis h{xs[2], os[2]}, w{xs[3], os[3]};
+  DType dt = k.out()->dtype, acc = dtype_info(dt).accumulator;
+  return loop_nest(os, [&](const Index &o) {
+    BufferPtr sum = k.local("sum", acc);
+    LExprPtr zero = imm(0), h0 = h.start(o[2]), h1 = h.end(o[2]), w0 = w.start(o[3]), w1 = w.end(o[3]);
+    StmtPtr scan = loop_nest(
+        {h.longest(), w.longest()},
+        [&](const Index &t) {
+          LExprPtr ih = add(h0, t[0]), iw = add(w0, t[1]);
+          LExprPtr inside = both(compare(CompareOp::LT, ih, h1), compare(CompareOp::LT, iw, w1));
+          LExprPtr x = cast(acc, k.in(0, {o[0], o[1], clamp(ih, h.n), clamp(iw, w.n)}));
+          return store(sum, zero, add(load(sum, zero), select(inside, x, constant_of(0, acc))));
+        },
+        ForKind::Reduce, "k");
+    LExprPtr count = cast(acc, mul(sub(h1, h0), sub(w1, w0)));
+    return alloc(sum, seq({store(sum, zero, constant_of(0, acc)), scan,
+                           store(k.out(), flat_index(os, o), k.finish(o, cast(dt, binary(BinaryOp::Div, load(sum, zero), count))))}));
+  });
+}
+
+/// dx[ih, iw] = Σ over the adaptive windows holding it of g / window size;
+/// the window ⌊i·m/n⌋ holds i, and at most ⌈m/n⌉ + 1 others around it.
+StmtPtr adaptive_avg_pool2d_backward_kernel(KernelCtx &k) {
+  const Shape &gs = k.arg_type(0).shape, &xs = k.arg_type(1).shape;
+  AdaptiveAxis h{xs[2], gs[2]}, w{xs[3], gs[3]};
+  DType dt = k.out()->dtype, acc = dtype_info(dt).accumulator;
+  int64_t ch = (h.m + h.n - 1) / h.n + 2, cw = (w.m + w.n - 1) / w.n + 2; // candidates per axis, from one before
+  return loop_nest(xs, [&](const Index &i) {
+    BufferPtr sum = k.local("sum", acc);
+    LExprPtr zero = imm(0);
+    LExprPtr oh0 = sub(fdiv(mul(i[2], imm(h.m)), h.n), imm(1)), ow0 = sub(fdiv(mul(i[3], imm(w.m)), w.n), imm(1));
+    StmtPtr gather = loop_nest(
+        {ch, cw},
+        [&](const Index &t) {
+          LExprPtr oh = add(oh0, t[0]), ow = add(ow0, t[1]);
+          LExprPtr ohc = clamp(oh, h.m), owc = clamp(ow, w.m);
+          LExprPtr holds = both(both(in_range(oh, 0, h.m), in_range(ow, 0, w.m)),
+                                both(both(compare(CompareOp::GE, i[2], h.start(ohc)), compare(CompareOp::LT, i[2], h.end(ohc))),
+                                     both(compare(CompareOp::GE, i[3], w.start(owc)), compare(CompareOp::LT, i[3], w.end(owc)))));
+          LExprPtr size = cast(acc, mul(sub(h.end(ohc), h.start(ohc)), sub(w.end(owc), w.start(owc))));
+          LExprPtr g = binary(BinaryOp::Div, cast(acc, k.in(0, {i[0], i[1], ohc, owc})), size);
+          return store(sum, zero, add(load(sum, zero), select(holds, g, constant_of(0, acc))));
+        },
+        ForKind::Reduce, "k");
+    return alloc(sum, seq({store(sum, zero, constant_of(0, acc)), gather,
+                           store(k.out(), flat_index(xs, i), cast(dt, load(sum, zero)))}));
+  });
+}
+
+//===--- gradients and compositions ---------------------------------------===//
+
+/// The backward operators take every pooling attribute (Relax's signature).
+AvgPool2DAttrs backward_attrs(const Pool2DAttrs &a) {
+  AvgPool2DAttrs b;
+  static_cast<Pool2DAttrs &>(b) = a;
+  return b;
+}
+
+/// One per tap of every window.
+template <class A> int64_t window_flops(const Expr &call) {
+  auto a = call_attrs<A>(call);
+  return num_elements(call.type.shape) * a.pool_size[0] * a.pool_size[1];
+}
+
+constexpr const char *kPoolTypes = "%x: Tensor[(2, 3, 7, 6), float64]";
+constexpr const char *kPoolBackwardTypes =
+    "%g: Tensor[(2, 3, 4, 3), float64], %x: Tensor[(2, 3, 7, 6), float64]";
+
+} // namespace
+
+void register_pool_ops(OpRegistry &reg) {
+  reg.add("nn.max_pool2d")
+      .describe("2-D max pooling over NCHW data (padding ignored; ties: the first maximum).")
+      .arg("data", "Tensor[(N, C, H, W)]", "The input.")
+      .attrs<MaxPool2DAttrs>()
+      .support_level(2)
+      .relation("MaxPool2D", pool2d_rel<MaxPool2DAttrs>)
+      .gradient([](GradCtx &g) -> Grads {
+        return {g.b.call(ops::max_pool2d_backward, {g.grad, g.arg(0)}, backward_attrs(g.attrs_as<MaxPool2DAttrs>()))};
+      })
+      .kernel(max_pool2d_kernel)
+      .fuses_epilogue()
+      .flops(window_flops<MaxPool2DAttrs>)
+      .example(kPoolTypes, "nn.max_pool2d(%x, pool_size=[3, 2], strides=[2, 2], padding=[1, 0])")
+      .example(kPoolTypes, "nn.max_pool2d(%x, pool_size=2, strides=2, dilation=[2, 1], ceil_mode=True)");
+
+  reg.add("nn.avg_pool2d")
+      .describe("2-D average pooling over NCHW data.")
+      .arg("data", "Tensor[(N, C, H, W)]", "The input.")
+      .attrs<AvgPool2DAttrs>()
+      .support_level(2)
+      .relation("AvgPool2D", pool2d_rel<AvgPool2DAttrs>)
+      .gradient([](GradCtx &g) -> Grads {
+        return {g.b.call(ops::avg_pool2d_backward, {g.grad, g.arg(0)}, g.attrs_as<AvgPool2DAttrs>())};
+      })
+      .kernel(avg_pool2d_kernel)
+      .fuses_epilogue()
+      .flops(window_flops<AvgPool2DAttrs>)
+      .example(kPoolTypes, "nn.avg_pool2d(%x, pool_size=[3, 3], strides=[2, 2], padding=[1, 2], count_include_pad=True)")
+      .example(kPoolTypes, "nn.avg_pool2d(%x, pool_size=[3, 2], strides=2, padding=[1, 1, 0, 1], ceil_mode=True)");
+
+  reg.add("grad.max_pool2d_backward")
+      .describe("The gradient of nn.max_pool2d: each window's adjoint to its first maximum.")
+      .arg("output_grad", "Tensor[(N, C, OH, OW)]", "The adjoint of the pool's output.")
+      .arg("data", "Tensor[(N, C, H, W)]", "The pool's input.")
+      .attrs<AvgPool2DAttrs>()
+      .support_level(10)
+      .relation("MaxPool2DBackward", pool2d_backward_rel<AvgPool2DAttrs>)
+      .kernel(max_pool2d_backward_kernel);
+
+  reg.add("grad.avg_pool2d_backward")
+      .describe("The gradient of nn.avg_pool2d: each window's adjoint spread over its taps.")
+      .arg("output_grad", "Tensor[(N, C, OH, OW)]", "The adjoint of the pool's output.")
+      .arg("data", "Tensor[(N, C, H, W)]", "The pool's input (its shape only).")
+      .attrs<AvgPool2DAttrs>()
+      .support_level(10)
+      .relation("AvgPool2DBackward", pool2d_backward_rel<AvgPool2DAttrs>)
+      // Linear in output_grad and its adjoint: <G, B(og)> = <avg_pool(G), og>.
+      .gradient([](GradCtx &g) -> Grads {
+        return {g.b.call(ops::avg_pool2d, {g.grad}, g.attrs_as<AvgPool2DAttrs>()), nullptr};
+      })
+      .kernel(avg_pool2d_backward_kernel)
+      .example(kPoolBackwardTypes,
+               "grad.avg_pool2d_backward(%g, %x, pool_size=[3, 2], strides=[2, 2], padding=[1, 0], count_include_pad=True)");
+
+  reg.add("nn.global_avg_pool2d")
+      .describe("The mean of each (N, C) plane, as (N, C, 1, 1).")
+      .arg("data", "Tensor[(N, C, H, W)]", "The input.")
+      .attrs<GlobalPool2DAttrs>()
+      .support_level(2)
+      .relation("GlobalPool2D", global_pool2d_rel)
+      .decompose([](Builder &b, const std::vector<ExprPtr> &a, const Attrs &) {
+        ReduceAttrs m;
+        m.axis = std::vector<int64_t>{2, 3};
+        m.keepdims = true;
+        return b.call(ops::mean, {a[0]}, m);
+      })
+      .example(kPoolTypes, "nn.global_avg_pool2d(%x)");
+
+  reg.add("nn.global_max_pool2d")
+      .describe("The maximum of each (N, C) plane, as (N, C, 1, 1) (gradient: the first maximum).")
+      .arg("data", "Tensor[(N, C, H, W)]", "The input.")
+      .attrs<GlobalPool2DAttrs>()
+      .support_level(2)
+      .relation("GlobalPool2D", global_pool2d_rel)
+      .decompose([](Builder &b, const std::vector<ExprPtr> &a, const Attrs &) {
+        MaxPool2DAttrs p;
+        p.pool_size = {a[0]->type.shape[2], a[0]->type.shape[3]};
+        return b.call(ops::max_pool2d, {a[0]}, p);
+      })
+      .example(kPoolTypes, "nn.global_max_pool2d(%x)");
+
+  reg.add("nn.adaptive_avg_pool2d")
+      .describe("Average pooling to a fixed (OH, OW): window i spans [⌊i·H/OH⌋, ⌈(i+1)·H/OH⌉).")
+      .arg("data", "Tensor[(N, C, H, W)]", "The input.")
+      .attrs<AdaptivePool2DAttrs>()
+      .support_level(2)
+      .relation("AdaptivePool2D", adaptive_avg_pool2d_rel)
+      .gradient([](GradCtx &g) -> Grads {
+        return {g.b.call(ops::adaptive_avg_pool2d_backward, {g.grad, g.arg(0)}, g.attrs())};
+      })
+      .kernel(adaptive_avg_pool2d_kernel)
+      .fuses_epilogue()
+      .example(kPoolTypes, "nn.adaptive_avg_pool2d(%x, output_size=[3, 4])")
+      .example(kPoolTypes, "nn.adaptive_avg_pool2d(%x, output_size=5)");
+
+  reg.add("grad.adaptive_avg_pool2d_backward")
+      .describe("The gradient of nn.adaptive_avg_pool2d.")
+      .arg("output_grad", "Tensor[(N, C, OH, OW)]", "The adjoint of the pool's output.")
+      .arg("data", "Tensor[(N, C, H, W)]", "The pool's input (its shape only).")
+      .attrs<AdaptivePool2DAttrs>()
+      .support_level(10)
+      .relation("AdaptivePool2DBackward", adaptive_avg_pool2d_backward_rel)
+      .gradient([](GradCtx &g) -> Grads { // linear: <G, B(og)> = <adaptive_avg_pool(G), og>
+        return {g.b.call(ops::adaptive_avg_pool2d, {g.grad}, g.attrs()), nullptr};
+      })
+      .kernel(adaptive_avg_pool2d_backward_kernel)
+      .example("%g: Tensor[(2, 3, 3, 4), float64], %x: Tensor[(2, 3, 7, 6), float64]",
+               "grad.adaptive_avg_pool2d_backward(%g, %x, output_size=[3, 4])");
+}
+
+} // namespace gradc
