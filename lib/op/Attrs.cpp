@@ -138,6 +138,16 @@ void AttrDecoder::read(const char *name, const AttrValue &v, Pad4 &f, const Attr
     f = {xs[0], xs[1], xs[2], xs[3]};
 }
 
+void AttrDecoder::read(const char *name, const AttrValue &v, IntPairs &f, const AttrRule &rule) {
+  IntPairs pairs;
+  for (const AttrValue &e : v.list) {
+    if (!check_min(name, v, e.int_list, rule))
+      return;
+    pairs.push_back({e.int_list[0], e.int_list[1]});
+  }
+  f = std::move(pairs);
+}
+
 void AttrSchemaBuilder::add(const char *name, const char *doc, const AttrRule &rule, Described d, const char *count) {
   std::vector<std::string> parts;
   if (*count)
@@ -184,6 +194,12 @@ D::Described D::describe(const std::optional<std::vector<int64_t>> &f, const Att
 }
 D::Described D::describe(const Pair &f, const AttrRule &) {
   return {int(AttrKind::IntList), AttrValue::ints({f.begin(), f.end()})};
+}
+D::Described D::describe(const IntPairs &f, const AttrRule &) {
+  std::vector<AttrValue> pairs;
+  for (const auto &p : f)
+    pairs.push_back(AttrValue::ints({p[0], p[1]}));
+  return {int(AttrKind::IntPairs), pairs.empty() ? AttrValue::ints({}) : AttrValue::of_list(std::move(pairs))};
 }
 D::Described D::describe(const Pad4 &f, const AttrRule &) {
   return {int(AttrKind::IntList), AttrValue::ints({f.begin(), f.end()})};

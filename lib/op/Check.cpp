@@ -47,6 +47,17 @@ bool conform(AttrValue &v, AttrKind kind, std::string &why) {
     return true;
   case AttrKind::OptIntList:
     return v.kind == AttrValue::None || is_int() || v.is_int_list();
+  case AttrKind::IntPairs:
+    if (v.is_int_list() && v.int_list.empty())
+      return true; // []
+    if (v.kind != AttrValue::List)
+      return false;
+    for (const AttrValue &e : v.list)
+      if (!e.is_int_list() || e.int_list.size() != 2) {
+        why = "each entry is [before, after]";
+        return false;
+      }
+    return true;
   case AttrKind::DTypeName:
     if (v.kind == AttrValue::String && parse_dtype(v.s))
       return true;

@@ -33,6 +33,8 @@ const char *attr_kind_name(AttrKind kind) {
     return "dtype";
   case AttrKind::Shape:
     return "shape";
+  case AttrKind::IntPairs:
+    return "list of [int, int]";
   }
   return "?";
 }
@@ -211,6 +213,8 @@ const OpRegistry &OpRegistry::global() {
     register_loss_ops(r);
     register_conv_ops(r);
     register_pool_ops(r);
+    register_norm_ops(r);
+    register_activation_ops(r);
     register_scan_ops(r);
     register_grad_ops(r);
     return r;

@@ -129,6 +129,41 @@ ExprPtr broadcast_back(GradCtx &g, ExprPtr grad) {
   return g.b.call(ops::broadcast_to, {kept}, bs);
 }
 
+struct VarianceAttrs {
+  std::optional<std::vector<int64_t>> axis;
+  bool keepdims = false, exclude = false, unbiased = false;
+  template <class V> void visit(V &v) {
+    v("axis", axis, "Axes to reduce; None reduces all.", {.axis_of = 0});
+    v("keepdims", keepdims, "Keep reduced axes with size 1.");
+    v("exclude", exclude, "Reduce every axis except `axis`.");
+    v("unbiased", unbiased, "Divide by n - 1 (Bessel's correction) instead of n.");
+  }
+  ReduceAttrs reduce(bool keep) const {
+    ReduceAttrs r;
+    r.axis = axis, r.keepdims = keep, r.exclude = exclude;
+    return r;
+  }
+};
+
+/// variance(data[, mean]): the mean, if given, has the reduction's shape
+/// with keepdims (Relay passes mean(data, axis, keepdims=True)).
+Type variance_rel(RelationCtx &ctx) {
+  const Type *x = ctx.tensor(0);
+  if (!x || !require_float(ctx, *x))
+    return Type::unknown();
+  auto a = ctx.attrs_as<VarianceAttrs>();
+  std::vector<int64_t> axes = a.reduce(true).reduced(x->rank());
+  if (ctx.args.size() == 2) {
+    const Type *m = ctx.tensor(1);
+    if (!m)
+      return Type::unknown();
+    Type expect = Type::tensor(reduced_shape(x->shape, axes, true), x->dtype);
+    if (*m != expect)
+      return ctx.fail("mean of type " + m->str() + " is not the keepdims mean " + expect.str());
+  }
+  return Type::tensor(reduced_shape(x->shape, axes, a.keepdims), x->dtype);
+}
+
 Type float_reduce_rel(RelationCtx &ctx) {
   Type t = reduce_rel(ctx);
   if (!t.is_unknown() && !require_float(ctx, t))
@@ -163,6 +198,31 @@ void register_reduce_ops(OpRegistry &reg) {
       .kernel([](KernelCtx &k) { return sum_kernel(k, true); })
       .fuses_producers()
       .example(kTypes, "mean(%x, axis=1, keepdims=True)");
+
+  reg.add("variance")
+      .describe("Σ (x - mean)² / (n - unbiased) over axes (numpy's var with ddof = unbiased); the mean, if "
+                "given, is mean(data, axis, keepdims=True).")
+      .arg("data", "Tensor", "The input tensor.")
+      .arg("mean", "Tensor", "Optional: the mean, with the reduced axes kept.")
+      .arity(1, 2)
+      .attrs<VarianceAttrs>()
+      .support_level(4)
+      .relation("Variance", variance_rel)
+      // Two passes: the mean, then the compensated sum of squared
+      // deviations (sum fuses the subtract and square as it reads): accurate
+      // where E[x²] - E[x]² cancels, and the gradient comes from the parts,
+      // through the mean argument too.
+      .decompose([](Builder &b, const std::vector<ExprPtr> &args, const Attrs &attrs) {
+        auto a = composite_attrs<VarianceAttrs>(args, attrs);
+        ExprPtr x = args[0];
+        ExprPtr m = args.size() == 2 ? args[1] : b.call(ops::mean, {x}, a.reduce(true));
+        ExprPtr d = b.sub(x, m);
+        ExprPtr ss = b.call(ops::sum, {b.mul(d, d)}, a.reduce(a.keepdims));
+        int64_t n = num_elements(x->type.shape) / std::max<int64_t>(1, num_elements(m->type.shape));
+        return b.div(ss, b.constant(double(n - (a.unbiased ? 1 : 0)), x->type.dtype));
+      })
+      .example(kTypes, "variance(%x, axis=[0, 2])")
+      .example(kTypes, "variance(%x, mean(%x, axis=1, keepdims=True), axis=1, keepdims=True, unbiased=True)");
 
   reg.add("max")
       .attrs<ReduceAttrs>()

@@ -62,6 +62,46 @@ struct ShapeAttrs {
   template <class V> void visit(V &v) { v("shape", shape, "The target shape.", {.required = true, .shape = true}); }
 };
 
+struct PadAttrs {
+  IntPairs pad_width;
+  double pad_value = 0;
+  std::string pad_mode = "constant";
+  template <class V> void visit(V &v) {
+    v("pad_width", pad_width, "[before, after] per axis; a negative width crops.", {.required = true});
+    v("pad_value", pad_value, "The value of the padding, unless given as the second argument.");
+    v("pad_mode", pad_mode, "The padding mode.", {.one_of = {"constant"}});
+  }
+};
+
+/// nn.pad(data[, pad_value]): every axis grows by before + after.
+Type pad_rel(RelationCtx &ctx) {
+  const Type *x = ctx.tensor(0);
+  if (!x)
+    return Type::unknown();
+  if (ctx.args.size() == 2) {
+    const Type *v = ctx.tensor(1);
+    if (!v)
+      return Type::unknown();
+    if (*v != Type::tensor({}, x->dtype))
+      return ctx.fail("pad_value must be a scalar of the data's dtype " + Type::tensor({}, x->dtype).str() +
+                      ", found " + v->str());
+  }
+  auto a = ctx.attrs_as<PadAttrs>();
+  if (int64_t(a.pad_width.size()) != x->rank())
+    return ctx.fail_attr("pad_width", "pad_width has " + std::to_string(a.pad_width.size()) +
+                                          " entries for data of rank " + std::to_string(x->rank()));
+  Shape out = x->shape;
+  for (size_t d = 0; d < out.size(); ++d) {
+    __int128 n = __int128(out[d]) + a.pad_width[d][0] + a.pad_width[d][1];
+    if (n < 0 || n > INT64_MAX)
+      return ctx.fail_attr("pad_width", "pad_width " + AttrValue::ints({a.pad_width[d][0], a.pad_width[d][1]}).str() +
+                                            " leaves axis " + std::to_string(d) + " of size " +
+                                            std::to_string(out[d]) + " with no valid size");
+    out[d] = int64_t(n);
+  }
+  return Type::tensor(out, x->dtype);
+}
+
 struct ReverseAttrs {
   int64_t axis = 0;
   template <class V> void visit(V &v) { v("axis", axis, "The axis to reverse.", {.required = true, .axis_of = 0}); }
@@ -343,6 +383,47 @@ void register_shape_ops(OpRegistry &reg) {
       .relation("CollapseSumLike", collapse_sum_like_rel)
       .decompose([](Builder &b, const std::vector<ExprPtr> &a, const Attrs &) { return b.sum_to(a[0], a[1]->type.shape); })
       .example("%x: Tensor[(2, 3, 4), float64], %y: Tensor[(3, 1), float64]", "collapse_sum_like(%x, %y)");
+
+  reg.add("nn.pad")
+      .describe("Constant padding: pad_width [before, after] per axis (negative crops).")
+      .arg("data", "Tensor", "The input.")
+      .arg("pad_value", "Tensor[()]", "Optional: the padding value (else the pad_value attribute).")
+      .arity(1, 2)
+      .attrs<PadAttrs>()
+      .support_level(2)
+      .relation("Pad", pad_rel)
+      .gradient([](GradCtx &g) -> Grads { // dx: g cropped back; d pad_value: Σ g over the padding
+        auto a = g.attrs_as<PadAttrs>();
+        for (auto &w : a.pad_width)
+          w = {-w[0], -w[1]};
+        a.pad_value = 0;
+        ExprPtr dx = g.b.call(ops::pad, {g.grad}, a);
+        if (g.call.args.size() == 1)
+          return {dx};
+        std::vector<int64_t> all;
+        return {dx, g.b.sub(g.b.sum(g.grad, all), g.b.sum(dx, all))};
+      })
+      .element([](ElementCtx &c) {
+        auto a = c.attrs_as<PadAttrs>();
+        const Shape &in = c.arg_type(0).shape;
+        Index idx;
+        LExprPtr inside;
+        for (size_t d = 0; d < in.size(); ++d) {
+          LExprPtr i = binary(BinaryOp::Sub, c.index[d], int_imm(a.pad_width[d][0]));
+          LExprPtr ok = binary(BinaryOp::And, compare(CompareOp::GE, i, int_imm(0)), compare(CompareOp::LT, i, int_imm(in[d])));
+          inside = inside ? binary(BinaryOp::And, inside, ok) : ok;
+          idx.push_back(binary(BinaryOp::Min, binary(BinaryOp::Max, i, int_imm(0)), int_imm(std::max<int64_t>(in[d] - 1, 0))));
+        }
+        DType dt = c.type().dtype;
+        LExprPtr value = c.call.args.size() == 2 ? c.in(1, {}) : constant_of(a.pad_value, dt);
+        if (!inside) // a scalar: nothing to pad
+          return c.in(0, idx);
+        if (num_elements(in) == 0) // nothing to read: all padding
+          return value;
+        return select(inside, c.in(0, idx), value);
+      })
+      .example(kTypes, "nn.pad(%x, pad_width=[[1, 0], [0, 2], [1, 1]], pad_value=0.5f)")
+      .example("%x: Tensor[(3, 4), float64], %v: float64", "nn.pad(%x, %v, pad_width=[[-1, 2], [1, -2]])");
 
   reg.add("reverse")
       .describe("Reverse the elements along an axis.")

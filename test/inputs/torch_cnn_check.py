@@ -136,6 +136,53 @@ CASES.append(("adaptive_avg_uneven", {"x": (2, 3, 10, 7)}, ["x"], "nn.adaptive_a
 CASES.append(("adaptive_avg_upsample", {"x": (1, 2, 3, 5)}, ["x"], "nn.adaptive_avg_pool2d(%x, output_size=[7, 5])",
               lambda t: F.adaptive_avg_pool2d(t["x"], (7, 5)), False))
 
+
+# Batch norm: inference (given statistics, every input differentiated) and
+# training (the batch's own statistics through mean and variance).
+def bn_formula(t):
+    """F.batch_norm with running statistics, written out: PyTorch does not differentiate those."""
+    c = lambda v: v[:, None, None]  # noqa: E731
+    y = F.batch_norm(t["x"].detach(), t["m"].detach(), t["v"].detach(), t["g"].detach(), t["b"].detach(), eps=1e-3)
+    z = (t["x"] - c(t["m"])) / torch.sqrt(c(t["v"]) + 1e-3) * c(t["g"]) + c(t["b"])
+    np.testing.assert_allclose(y.numpy(), z.detach().numpy(), rtol=1e-12)
+    return z
+
+
+CASES.append(("batch_norm_inference", {"x": (4, 3, 5, 6), "g": (3,), "b": (3,), "m": (3,), "v": (3,)},
+              ["x", "g", "b", "m", "v"], "nn.batch_norm(%x, %g, %b, %m, %v, epsilon=0.001f).0",
+              bn_formula, False))
+CASES.append(("batch_norm_training", {"x": (4, 3, 5, 6), "g": (3,), "b": (3,)}, ["x", "g", "b"],
+              "nn.batch_norm(%x, %g, %b, mean(%x, axis=[0, 2, 3]), variance(%x, axis=[0, 2, 3])).0",
+              lambda t: F.batch_norm(t["x"], None, None, t["g"], t["b"], training=True), False))
+CASES.append(("variance_unbiased", {"x": (3, 4, 5)}, ["x"], "variance(%x, axis=[1], keepdims=True, unbiased=True)",
+              lambda t: t["x"].var(dim=1, keepdim=True, unbiased=True), False))
+CASES.append(("pad_constant", {"x": (2, 3, 4, 5)}, ["x"],
+              "nn.pad(%x, pad_width=[[0, 0], [1, 0], [2, 1], [0, 3]], pad_value=0.5f)",
+              lambda t: F.pad(t["x"], (0, 3, 2, 1, 1, 0), value=0.5), False))
+CASES.append(("leaky_relu", {"x": (3, 7)}, ["x"], "nn.leaky_relu(%x, alpha=0.1f)",
+              lambda t: F.leaky_relu(t["x"], 0.1), False))
+CASES.append(("prelu", {"x": (2, 4, 3, 3), "a": (4,)}, ["x", "a"], "nn.prelu(%x, %a)",
+              lambda t: F.prelu(t["x"], t["a"]), False))
+CASES.append(("dropout_inference", {"x": (3, 4)}, ["x"], "nn.dropout(%x, rate=0.25f).0", lambda t: t["x"], False))
+# A ResNet basic block in training mode: conv-bn-relu-conv-bn, the skip, relu.
+RESNET = """%c1 = nn.conv2d(%x, %w1, padding=[1, 1]);
+  %n1 = nn.batch_norm(%c1, %g1, %b1, mean(%c1, axis=[0, 2, 3]), variance(%c1, axis=[0, 2, 3]));
+  %r1 = nn.relu(%n1.0);
+  %c2 = nn.conv2d(%r1, %w2, padding=[1, 1]);
+  %n2 = nn.batch_norm(%c2, %g2, %b2, mean(%c2, axis=[0, 2, 3]), variance(%c2, axis=[0, 2, 3]));
+  nn.relu(add(%n2.0, %x))"""
+
+
+def resnet_block(t):
+    y = F.relu(F.batch_norm(F.conv2d(t["x"], t["w1"], padding=1), None, None, t["g1"], t["b1"], training=True))
+    y = F.batch_norm(F.conv2d(y, t["w2"], padding=1), None, None, t["g2"], t["b2"], training=True)
+    return F.relu(y + t["x"])
+
+
+CASES.append(("resnet_basic_block", {"x": (4, 8, 6, 6), "w1": (8, 8, 3, 3), "g1": (8,), "b1": (8,),
+                                     "w2": (8, 8, 3, 3), "g2": (8,), "b2": (8,)},
+              ["x", "w1", "g1", "b1", "w2", "g2", "b2"], RESNET, resnet_block, False))
+
 results = []
 rng = np.random.default_rng(7)
 for name, shapes, wrt, body, torch_fn, ties in CASES:
@@ -144,6 +191,8 @@ for name, shapes, wrt, body, torch_fn, ties in CASES:
     # ties: small integers, so windows hold equal maxima (the first one takes the gradient)
     inputs = {k: (rng.integers(-2, 3, s).astype(np.float64) if ties else rng.standard_normal(s))
               for k, s in shapes.items()}
+    if "v" in inputs:  # a variance
+        inputs["v"] = np.abs(inputs["v"]) + 0.5
     tensors = {k: torch.tensor(v, requires_grad=k in wrt) for k, v in inputs.items()}
     expected = torch_fn(tensors)
     r = rng.standard_normal(tuple(expected.shape))
@@ -152,7 +201,9 @@ for name, shapes, wrt, body, torch_fn, ties in CASES:
     params += ", %%r: Tensor[(%s), float64]" % ", ".join(map(str, r.shape))
     out = run_model(gradc, work, name + "_fwd", params, body, dict(inputs, r=r))
     np.testing.assert_allclose(out[0], expected.detach().numpy(), rtol=1e-6, atol=1e-9, err_msg=name + " forward")
-    grads = run_model(gradc, work, name + "_grad", params, "sum(multiply(%s, %%r))" % body, dict(inputs, r=r),
+    *bindings, result = body.split("\n")  # a body may bind values before its result
+    grad_body = "\n".join(bindings + ["  sum(multiply(%s, %%r))" % result.strip()])
+    grads = run_model(gradc, work, name + "_grad", params, grad_body, dict(inputs, r=r),
                       flags=["--grad", "--wrt=" + ",".join("%" + k for k in wrt)])
     for k, g in zip(wrt, grads[1:]):
         np.testing.assert_allclose(g, tensors[k].grad.numpy(), rtol=1e-6, atol=1e-9, err_msg=name + " d" + k)

@@ -46,6 +46,8 @@ using Pair = std::array<int64_t, 2>;
 /// Padding of the two spatial axes as (top, left, bottom, right), from one
 /// value (all sides), two (H and W, both sides) or four.
 using Pad4 = std::array<int64_t, 4>;
+/// A [before, after] pair per axis (nn.pad's pad_width).
+using IntPairs = std::vector<std::array<int64_t, 2>>;
 
 /// What a field accepts beyond its C++ type.
 struct AttrRule {
@@ -98,6 +100,7 @@ private:
   void read(const char *name, const AttrValue &v, std::optional<std::vector<int64_t>> &f, const AttrRule &rule);
   void read(const char *name, const AttrValue &v, Pair &f, const AttrRule &rule);
   void read(const char *name, const AttrValue &v, Pad4 &f, const AttrRule &rule);
+  void read(const char *name, const AttrValue &v, IntPairs &f, const AttrRule &rule);
 
   void fail(const AttrValue &v, std::string message);
   bool check_min(const char *name, const AttrValue &v, const std::vector<int64_t> &values, const AttrRule &rule);
@@ -129,6 +132,7 @@ public:
   static Described describe(const std::optional<std::vector<int64_t>> &f, const AttrRule &rule);
   static Described describe(const Pair &f, const AttrRule &rule);
   static Described describe(const Pad4 &f, const AttrRule &rule);
+  static Described describe(const IntPairs &f, const AttrRule &rule);
 
 private:
   OpDef &def_;
@@ -164,6 +168,19 @@ std::optional<T> decode_attrs(const Attrs &attrs, const std::vector<Type> &args,
     return std::nullopt;
   }
   return typed;
+}
+
+/// The typed attributes of a composite's call (OpBuilder::decompose), whose
+/// arguments are typed and attributes checked.
+template <class T> T composite_attrs(const std::vector<ExprPtr> &args, const Attrs &attrs) {
+  std::vector<Type> types;
+  for (const ExprPtr &a : args)
+    types.push_back(a->type);
+  AttrError error;
+  std::optional<T> typed = decode_attrs<T>(attrs, types, 0, &error);
+  if (!typed)
+    internal_error("attributes", "a composite's checked attributes failed to decode: " + error.message);
+  return *typed;
 }
 
 /// The argument types of a call (for decoding after type inference).

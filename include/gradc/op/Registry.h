@@ -45,6 +45,7 @@ enum class AttrKind {
   OptIntList, // None, 3 or [1, 2]
   DTypeName,  // "float32"
   Shape,      // [2, 3], every entry >= 0
+  IntPairs,   // [[0, 0], [1, 2]]: a [before, after] pair per axis
 };
 const char *attr_kind_name(AttrKind kind);
 
@@ -265,6 +266,8 @@ void register_softmax_ops(OpRegistry &reg);
 void register_loss_ops(OpRegistry &reg);
 void register_conv_ops(OpRegistry &reg);
 void register_pool_ops(OpRegistry &reg);
+void register_norm_ops(OpRegistry &reg);
+void register_activation_ops(OpRegistry &reg);
 void register_scan_ops(OpRegistry &reg);
 void register_grad_ops(OpRegistry &reg);
 

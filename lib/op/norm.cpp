@@ -1,0 +1,141 @@
+//===- norm.cpp - nn.batch_norm -------------------------------------------===//
+//
+// Relay's batch normalisation: (data, gamma, beta, mean, var) along `axis`,
+//
+//   out = (x - mean) · rsqrt(var + epsilon) · gamma + beta
+//
+// (gamma only with `scale`, beta only with `center`), and the 3-tuple
+// result (out, mean, var). It is one kernel with three outputs: a
+// per-channel factor rsqrt(var + eps) · gamma, then one subtract and one
+// fused multiply-add per element, and the statistics copied through. The
+// statistics are inputs of the formula, so they get gradients too: a
+// training-mode batch norm is written with the batch's own statistics,
+// `nn.batch_norm(x, g, b, mean(x, axis=[0, 2, 3]), variance(x, axis=[0, 2, 3]))`,
+// and differentiates exactly as PyTorch's F.batch_norm(training=True).
+//
+//===----------------------------------------------------------------------===//
+#include "gradc/op/Ops.h"
+#include "gradc/op/Kernel.h"
+#include "gradc/op/Builder.h"
+#include "gradc/op/Relations.h"
+
+namespace gradc {
+namespace {
+
+struct BatchNormAttrs {
+  int64_t axis = 1;
+  double epsilon = 1e-5;
+  bool center = true;
+  bool scale = true;
+  template <class V> void visit(V &v) {
+    v("axis", axis, "The channel axis.", {.axis_of = 0});
+    v("epsilon", epsilon, "Added to the variance.");
+    v("center", center, "Add beta.");
+    v("scale", scale, "Multiply by gamma.");
+  }
+};
+
+Type batch_norm_rel(RelationCtx &ctx) {
+  const Type *x = ctx.tensor(0);
+  if (!x || !require_float(ctx, *x))
+    return Type::unknown();
+  auto a = ctx.attrs_as<BatchNormAttrs>();
+  if (a.epsilon < 0)
+    return ctx.fail_attr("epsilon", "epsilon must be >= 0, found " + ctx.attrs.get("epsilon").str());
+  Type vec = Type::tensor({x->shape[a.axis]}, x->dtype);
+  for (size_t i = 1; i < 5; ++i) {
+    const Type *t = ctx.tensor(i);
+    if (!t)
+      return Type::unknown();
+    if (*t != vec)
+      return ctx.fail(ctx.op.args[i].name + " must be " + vec.str() + " (the data's axis " + std::to_string(a.axis) +
+                      "), found " + t->str());
+  }
+  return Type::tuple({*x, vec, vec});
+}
+
+/// out = (x - mean[c]) · f[c] + beta[c] with f = rsqrt(var + eps) · gamma,
+/// in the accumulator dtype; then the statistics copied to outputs 1 and 2.
+StmtPtr batch_norm_kernel(KernelCtx &k) {
+  auto a = k.attrs_as<BatchNormAttrs>();
+  const Shape &xs = k.arg_type(0).shape;
+  int64_t C = xs[a.axis];
+  DType dt = k.out()->dtype, acc = dtype_info(dt).accumulator;
+  BufferPtr factor = k.scratch("factor", acc, C), shift = k.scratch("shift", acc, C);
+  auto vec = [&](size_t arg, const LExprPtr &c) { return cast(acc, k.in(arg, {c})); };
+  StmtPtr per_channel = loop_nest({C}, [&](const Index &c) {
+    LExprPtr f = binary(BinaryOp::Div, constant_of(1, acc),
+                        unary(UnaryOp::Sqrt, binary(BinaryOp::Add, vec(4, c[0]), constant_of(a.epsilon, acc))));
+    if (a.scale)
+      f = binary(BinaryOp::Mul, f, vec(1, c[0]));
+    return seq({store(factor, c[0], f), store(shift, c[0], a.center ? vec(2, c[0]) : constant_of(0, acc))});
+  });
+  StmtPtr normalise = loop_nest(xs, [&](const Index &i) {
+    const LExprPtr &c = i[a.axis];
+    LExprPtr centred = binary(BinaryOp::Sub, cast(acc, k.in(0, i)), vec(3, c));
+    return store(k.out(0), flat_index(xs, i), cast(dt, mul_add(centred, load(factor, c), load(shift, c))));
+  });
+  StmtPtr stats = loop_nest({C}, [&](const Index &c) {
+    return seq({store(k.out(1), c[0], k.in(3, c)), store(k.out(2), c[0], k.in(4, c))});
+  });
+  return seq({per_channel, normalise, stats});
+}
+
+/// With s = rsqrt(var + eps), d = x - mean and G = (G0, G1, G2) the adjoint:
+///   dx = G0 · gamma · s,  dbeta = Σ G0,  dgamma = Σ G0 · d · s,
+///   dmean = -Σ G0 · gamma · s + G1,  dvar = -½ Σ G0 · gamma · d · s³ + G2,
+/// each Σ over every axis but the channel's.
+Grads batch_norm_grad(GradCtx &g) {
+  auto a = g.attrs_as<BatchNormAttrs>();
+  Builder &b = g.b;
+  ExprPtr x = g.arg(0), gamma = g.arg(1), mean = g.arg(3), var = g.arg(4);
+  int64_t rank = x->type.rank();
+  DType dt = x->type.dtype;
+  // A (C,) vector broadcast along the channel axis: shape (C, 1, ..., 1).
+  auto along = [&](ExprPtr v) {
+    Shape s{x->type.shape[a.axis]};
+    s.insert(s.end(), rank - a.axis - 1, 1);
+    return b.reshape(v, s);
+  };
+  auto per_channel = [&](ExprPtr t) { return b.sum(t, {a.axis}, false, true); };
+  ExprPtr g0 = b.get(g.grad, 0), g1 = b.get(g.grad, 1), g2 = b.get(g.grad, 2);
+  ExprPtr s = b.call(ops::rsqrt, {b.add(var, b.constant(a.epsilon, dt))});
+  ExprPtr gs = a.scale ? b.mul(gamma, s) : s; // d out / d x per channel
+  ExprPtr d = b.sub(x, along(mean));
+  ExprPtr dx = b.mul(g0, along(gs));
+  ExprPtr dgamma = a.scale ? per_channel(b.mul(b.mul(g0, d), along(s))) : nullptr;
+  ExprPtr dbeta = a.center ? per_channel(g0) : nullptr;
+  ExprPtr dmean = b.add(b.neg(per_channel(dx)), g1);
+  ExprPtr s3 = b.mul(b.mul(s, s), gs); // s² · gamma · s
+  ExprPtr dvar = b.add(b.mul(per_channel(b.mul(g0, d)), b.scale(s3, -0.5)), g2);
+  return {dx, dgamma, dbeta, dmean, dvar};
+}
+
+} // namespace
+
+void register_norm_ops(OpRegistry &reg) {
+  reg.add("nn.batch_norm")
+      .describe("Batch normalisation with given statistics: (out, mean, var).")
+      .arg("data", "Tensor", "The input.")
+      .arg("gamma", "Tensor[(C,)]", "The scale (used with scale=True).")
+      .arg("beta", "Tensor[(C,)]", "The shift (used with center=True).")
+      .arg("moving_mean", "Tensor[(C,)]", "The mean subtracted (the batch's in training).")
+      .arg("moving_var", "Tensor[(C,)]", "The variance divided by (the batch's in training).")
+      .attrs<BatchNormAttrs>()
+      .support_level(1)
+      .relation("BatchNorm", batch_norm_rel)
+      .gradient(batch_norm_grad)
+      .kernel(batch_norm_kernel)
+      .fuses_producers()
+      .example("%x: Tensor[(2, 3, 4, 2), float64], %g: Tensor[(3,), float64], %b: Tensor[(3,), float64], "
+               "%m: Tensor[(3,), float64], %v: Tensor[(3,), float64]",
+               "nn.batch_norm(%x, %g, %b, %m, %v).0", true)
+      .example("%x: Tensor[(4, 3, 2), float64], %g: Tensor[(2,), float64], %b: Tensor[(2,), float64], "
+               "%m: Tensor[(2,), float64], %v: Tensor[(2,), float64]",
+               "nn.batch_norm(%x, %g, %b, %m, %v, axis=-1, epsilon=0.01f, center=False).0", true)
+      .example("%x: Tensor[(2, 3), float64], %g: Tensor[(3,), float64], %b: Tensor[(3,), float64], "
+               "%m: Tensor[(3,), float64], %v: Tensor[(3,), float64]",
+               "nn.batch_norm(%x, %g, %b, %m, %v, scale=False).2", true); // the statistics pass through
+}
+
+} // namespace gradc
