@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# The main job on the sample: install what is missing, build gradc, compile
-# samples/mlp.relay with its gradient to an object and to PTX, link the C
-# driver with the object, and run a few training steps.
+# The main job on the samples: install what is missing, build gradc, compile
+# samples/mlp.relay and samples/cnn.relay with their gradients to objects and
+# to PTX, link each C driver with its object, and run a few training steps.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 bash "$root/tools/install-deps.sh"
@@ -14,9 +14,16 @@ set -x
 "$gradc" compile "$root/samples/mlp.relay" --grad --wrt=%w1,%b1,%w2,%b2 -o mlp --report
 "$gradc" compile "$root/samples/mlp.relay" --grad --wrt=%w1,%b1,%w2,%b2 --target=cuda --gpu-arch=sm_90 -o mlp_cuda
 cc -O2 -std=c11 -I. "$root/samples/mlp_app.c" mlp.o -lm -o mlp_app
+cnn_wrt=%w1,%g1,%b1,%w2,%g2,%b2,%w3,%b3,%w4,%b4
+"$gradc" compile "$root/samples/cnn.relay" --grad --wrt=$cnn_wrt -o cnn --report
+"$gradc" compile "$root/samples/cnn.relay" --grad --wrt=$cnn_wrt --target=cuda --gpu-arch=sm_90 -o cnn_cuda
+cc -O2 -std=c11 -I. "$root/samples/cnn_app.c" cnn.o -lm -o cnn_app
 { set +x; } 2>/dev/null
-ls -l mlp.o mlp.h mlp.json mlp_cuda.ptx mlp_cuda.o
+ls -l mlp.o mlp.h mlp.json mlp_cuda.ptx mlp_cuda.o cnn.o cnn.h cnn_cuda.ptx
 if command -v ptxas >/dev/null || [ -x /usr/local/cuda/bin/ptxas ]; then
-  "$(command -v ptxas || echo /usr/local/cuda/bin/ptxas)" -arch=sm_90 mlp_cuda.ptx -o /dev/null && echo "ptxas -arch=sm_90: ok"
+  for ptx in mlp_cuda.ptx cnn_cuda.ptx; do
+    "$(command -v ptxas || echo /usr/local/cuda/bin/ptxas)" -arch=sm_90 $ptx -o /dev/null && echo "ptxas -arch=sm_90 $ptx: ok"
+  done
 fi
 ./mlp_app
+./cnn_app
