@@ -228,10 +228,48 @@ def mlp_rows(quick):
         row("batch %d" % batch, min(ours.values()), min(theirs.values()), detail)
 
 
+CNN_STEP = """def @main(%x: Tensor[(32, 3, 32, 32), float32], %y: Tensor[(32,), int64],
+          %w1: Tensor[(16, 3, 3, 3), float32], %g1: Tensor[(16,), float32], %b1: Tensor[(16,), float32],
+          %w2: Tensor[(32, 16, 3, 3), float32], %g2: Tensor[(32,), float32], %b2: Tensor[(32,), float32],
+          %w3: Tensor[(64, 32, 3, 3), float32], %w4: Tensor[(10, 64), float32], %b4: Tensor[(10,), float32]) {
+  %0 = nn.conv2d(%x, %w1, padding=[1, 1]);
+  %1 = nn.relu(nn.batch_norm(%0, %g1, %b1, mean(%0, axis=[0, 2, 3]), variance(%0, axis=[0, 2, 3])).0);
+  %2 = nn.conv2d(%1, %w2, padding=[1, 1]);
+  %3 = nn.relu(nn.batch_norm(%2, %g2, %b2, mean(%2, axis=[0, 2, 3]), variance(%2, axis=[0, 2, 3])).0);
+  %4 = nn.max_pool2d(%3, pool_size=[2, 2], strides=[2, 2]);
+  %5 = nn.relu(nn.conv2d(%4, %w3, strides=[2, 2], padding=[1, 1]));
+  %6 = nn.batch_flatten(nn.global_avg_pool2d(%5));
+  nn.nll_loss(nn.log_softmax(nn.bias_add(nn.dense(%6, %w4), %b4)), %y)
+}"""
+
+
+def cnn_rows(peak):
+    print("\nCNN, float32: ms; ratio = PyTorch / gradc (above 1: gradc faster)")
+    print("  %-34s %10s %10s %9s" % ("", "gradc", "PyTorch", "ratio"))
+    model = Model("conv3x3", """def @main(%x: Tensor[(8, 64, 56, 56), float32], %w: Tensor[(64, 64, 3, 3), float32]) {
+                                  nn.conv2d(%x, %w, padding=[1, 1])
+                                }""")
+    ours = model.time(scales={"w": 0.05})
+    theirs = measure("PyTorch conv3x3 1T", ["/usr/bin/python3", os.path.join(ROOT, "bench", "torch_cnn.py"), "1", "conv",
+                                            POLICY], 1)
+    gflops = 2 * 8 * 64 * 56 * 56 * 64 * 9 / ours / 1e6
+    row("conv2d 3x3 64->64 56x56 b8, 1T", ours, theirs, "%6.1f GFLOP/s, %3.0f%% of peak" % (gflops, 100 * gflops / peak))
+    wrt = "--wrt=%w1,%g1,%b1,%w2,%g2,%b2,%w3,%w4,%b4"
+    model = Model("cnn_step", CNN_STEP, ["--grad", wrt])
+    scales = {"w1": 0.2, "w2": 0.1, "w3": 0.05, "w4": 0.1, "g1": 1, "g2": 1, "b1": 0, "b2": 0, "b4": 0}
+    ours = {t: model.time("main_adjoint", t, scales=scales) for t in sorted({1, CORES})}
+    theirs = {t: measure("PyTorch CNN step %dT" % t, [
+        "/usr/bin/python3", os.path.join(ROOT, "bench", "torch_cnn.py"), str(t), "step", POLICY], t)
+        for t in sorted({1, CORES})}
+    detail = "gradc " + ", ".join("%dT %.3f" % kv for kv in ours.items()) + "; PyTorch " + ", ".join(
+        "%dT %.3f" % kv for kv in theirs.items())
+    row("CNN training step b32 3x32x32", min(ours.values()), min(theirs.values()), detail)
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="smaller shapes, fewer rows")
-    parser.add_argument("--only", default="gemm,elementwise,softmax,mlp", help="comma list of row groups")
+    parser.add_argument("--only", default="gemm,elementwise,softmax,mlp,cnn", help="comma list of row groups")
     parser.add_argument("--cpu", help="compile gradc's code for this CPU (gradc --cpu) instead of the host")
     parser.add_argument("--peer-isa", choices=["avx2", "avx512"], help="pin OpenBLAS and PyTorch to this ISA")
     args = parser.parse_args()
@@ -262,6 +300,8 @@ def main():
         softmax_rows(args.quick)
     if "mlp" in only:
         mlp_rows(args.quick)
+    if "cnn" in only:
+        cnn_rows(peak)
 
 
 if __name__ == "__main__":

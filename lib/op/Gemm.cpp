@@ -50,7 +50,7 @@ Oriented orient(const Gemm &g) {
   o.K = g.K;
   double pack_b = double(g.K) * double(g.N) * (g.b_contiguous_in_k ? 1.0 : 0.25);
   double pack_a = double(g.M) * double(g.K) * (g.a_contiguous_in_k ? 1.0 : 0.25);
-  if (pack_a + double(g.M) * double(g.N) >= pack_b) {
+  if (g.b_gathered || pack_a + double(g.M) * double(g.N) >= pack_b) {
     o.rows = g.M;
     o.cols = g.N;
     o.bcast = [&g](const LExprPtr &m, const LExprPtr &k) { return g.a_acc(m, k); };

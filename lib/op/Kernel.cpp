@@ -8,6 +8,22 @@
 
 namespace gradc {
 
+LExprPtr KernelCtx::in_flat(size_t arg, const LExprPtr &flat) const {
+  const Expr &a = *call.args[arg];
+  GRADC_CHECK(a.is_atom(), "lowering", call.op->name + " read a fused operand by flat index");
+  // `flat` on the last axis longer than 1 (stride 1), zeros elsewhere:
+  // flat_index of that is `flat` itself, the address loaded.
+  const Shape &shape = a.type.shape;
+  Index idx(shape.size(), int_imm(0));
+  for (size_t d = shape.size(); d-- > 0;)
+    if (shape[d] != 1) {
+      idx[d] = flat;
+      break;
+    }
+  return in(arg, idx);
+}
+
+
 LExprPtr constant_of(double value, DType dtype) {
   if (is_float(dtype))
     return float_imm(value, dtype);

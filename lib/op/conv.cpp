@@ -277,12 +277,12 @@ struct ConvProduct {
   int64_t M = 0, N = 0, K = 0;
   std::function<LExprPtr(const Index &, const LExprPtr &m, const LExprPtr &k)> a;
   std::function<LExprPtr(const Index &, const LExprPtr &k, const LExprPtr &n)> b;
-  std::function<Index(const Index &, const LExprPtr &m, const LExprPtr &n)> out_index;
+  std::function<Index(const Index &, const LExprPtr &m, const LExprPtr &n)> out_index; // for the epilogue
+  std::function<LExprPtr(const Index &, const LExprPtr &m, const LExprPtr &n)> out_flat;
   bool a_contiguous_in_k = true, b_contiguous_in_k = false;
 };
 
 StmtPtr conv_product(KernelCtx &k, GemmStrategy strategy, const ConvProduct &p) {
-  const Shape &os = k.call.type.shape;
   return loop_nest(
       p.loops,
       [&](const Index &at) {
@@ -294,11 +294,12 @@ StmtPtr conv_product(KernelCtx &k, GemmStrategy strategy, const ConvProduct &p) 
         g.epilogue = bool(k.epilogue);
         g.a_contiguous_in_k = p.a_contiguous_in_k;
         g.b_contiguous_in_k = p.b_contiguous_in_k;
+        g.b_gathered = true; // every convolution gathers its B operand
         // The operands arrive in the accumulator dtype already (Gemm casts
         // again, a no-op): padding selects a zero of that dtype.
         g.a = [&](const LExprPtr &m, const LExprPtr &kk) { return p.a(at, m, kk); };
         g.b = [&](const LExprPtr &kk, const LExprPtr &n) { return p.b(at, kk, n); };
-        auto flat = [&](const LExprPtr &m, const LExprPtr &n) { return flat_index(os, p.out_index(at, m, n)); };
+        auto flat = [&](const LExprPtr &m, const LExprPtr &n) { return p.out_flat(at, m, n); };
         g.store = [&](const LExprPtr &m, const LExprPtr &n, const LExprPtr &v) {
           return store(k.out(), flat(m, n), k.finish(p.out_index(at, m, n), v));
         };
@@ -339,9 +340,8 @@ template <GemmStrategy strategy> StmtPtr conv2d_kernel(KernelCtx &k) {
   ConvProduct p;
   p.loops = {s.N, s.groups};
   p.M = s.Og(), p.N = s.OH * s.OW, p.K = s.Cg() * s.taps();
-  p.a = [&](const Index &at, const LExprPtr &m, const LExprPtr &kk) {
-    TapIndex t(kk, s.KH, s.KW);
-    return cast(acc, k.in(1, {add(mul(at[1], imm(s.Og())), m), t.c, t.kh, t.kw}));
+  p.a = [&](const Index &at, const LExprPtr &m, const LExprPtr &kk) { // w as (O, Cg·KH·KW)
+    return cast(acc, k.in_flat(1, add(mul(add(mul(at[1], imm(s.Og())), m), imm(p.K)), kk)));
   };
   p.b = [&](const Index &at, const LExprPtr &kk, const LExprPtr &n) {
     TapIndex t(kk, s.KH, s.KW);
@@ -351,6 +351,9 @@ template <GemmStrategy strategy> StmtPtr conv2d_kernel(KernelCtx &k) {
   p.out_index = [&](const Index &at, const LExprPtr &m, const LExprPtr &n) {
     auto [oh, ow] = pixel(n, s.OW);
     return Index{at[0], add(mul(at[1], imm(s.Og())), m), oh, ow};
+  };
+  p.out_flat = [&](const Index &at, const LExprPtr &m, const LExprPtr &n) { // out as (N, O, OH·OW)
+    return add(mul(add(mul(at[0], imm(s.O)), add(mul(at[1], imm(s.Og())), m)), imm(p.N)), n);
   };
   return conv_product(k, strategy, p);
 }
@@ -393,6 +396,9 @@ template <GemmStrategy strategy> StmtPtr conv2d_transpose_kernel(KernelCtx &k) {
     auto [oh, ow] = pixel(n, s.OW);
     return Index{at[0], add(mul(at[1], imm(s.Og())), m), oh, ow};
   };
+  p.out_flat = [&](const Index &at, const LExprPtr &m, const LExprPtr &n) {
+    return add(mul(add(mul(at[0], imm(s.O)), add(mul(at[1], imm(s.Og())), m)), imm(p.N)), n);
+  };
   return conv_product(k, strategy, p);
 }
 
@@ -408,9 +414,9 @@ template <GemmStrategy strategy> StmtPtr conv2d_backward_weight_kernel(KernelCtx
   p.loops = {s.groups};
   p.M = s.Og(), p.N = s.Cg() * s.taps(), p.K = s.N * pixels;
   p.b_contiguous_in_k = false;
-  p.a = [&](const Index &at, const LExprPtr &m, const LExprPtr &kk) {
-    auto [oh, ow] = pixel(binary(BinaryOp::FloorMod, kk, imm(pixels)), s.OW);
-    return cast(acc, k.in(0, {binary(BinaryOp::FloorDiv, kk, imm(pixels)), add(mul(at[0], imm(s.Og())), m), oh, ow}));
+  p.a = [&](const Index &at, const LExprPtr &m, const LExprPtr &kk) { // dy[n, g·Og + m, q], kk = n·P + q
+    LExprPtr n = binary(BinaryOp::FloorDiv, kk, imm(pixels)), q = binary(BinaryOp::FloorMod, kk, imm(pixels));
+    return cast(acc, k.in_flat(0, add(mul(add(mul(n, imm(s.O)), add(mul(at[0], imm(s.Og())), m)), imm(pixels)), q)));
   };
   p.b = [&](const Index &at, const LExprPtr &kk, const LExprPtr &n) {
     TapIndex t(n, s.KH, s.KW);
@@ -422,6 +428,9 @@ template <GemmStrategy strategy> StmtPtr conv2d_backward_weight_kernel(KernelCtx
   p.out_index = [&](const Index &at, const LExprPtr &m, const LExprPtr &n) {
     TapIndex t(n, s.KH, s.KW);
     return Index{add(mul(at[0], imm(s.Og())), m), t.c, t.kh, t.kw};
+  };
+  p.out_flat = [&](const Index &at, const LExprPtr &m, const LExprPtr &n) { // dw as (O, Cg·KH·KW)
+    return add(mul(add(mul(at[0], imm(s.Og())), m), imm(p.N)), n);
   };
   return conv_product(k, strategy, p);
 }

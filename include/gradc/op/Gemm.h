@@ -52,6 +52,10 @@ struct Gemm {
   std::function<StmtPtr(const LExprPtr &m, const LExprPtr &n, const LExprPtr &value)> store_raw;
   bool a_contiguous_in_k = true;  // a packing-order hint only
   bool b_contiguous_in_k = false; // true for nn.dense's weight (N, K)
+  /// b is computed, not loaded (a convolution's implicit im2col: index
+  /// arithmetic, a select for the padding): the packed CPU schedule packs
+  /// it, once per panel, rather than recompute it in the register tile.
+  bool b_gathered = false;
 
   /// Products accumulate in the dtype's accumulator (float16 in float32).
   DType acc() const { return dtype_info(dtype).accumulator; }

@@ -45,6 +45,10 @@ struct KernelCtx {
   std::function<BufferPtr()> status_buffer;
 
   LExprPtr in(size_t arg, const Index &idx) const { return input(arg, idx); }
+  /// Argument `arg`, an unfused operand (a buffer or a constant), at flat
+  /// row-major element `flat`: for a kernel that computes flat offsets
+  /// (a convolution's weight rows) without splitting them into indices.
+  LExprPtr in_flat(size_t arg, const LExprPtr &flat) const;
   const BufferPtr &out(size_t i = 0) const { return outputs[i]; }
   const Type &arg_type(size_t i) const { return call.args[i]->type; }
   const Attrs &attrs() const { return call.attrs; }
