@@ -331,12 +331,106 @@ std::pair<LExprPtr, LExprPtr> pixel(const LExprPtr &p, int64_t OW) {
   return {binary(BinaryOp::FloorDiv, p, imm(OW)), binary(BinaryOp::FloorMod, p, imm(OW))};
 }
 
+//===--- the CPU's stride-1 path ------------------------------------------===//
+//
+// With stride 1 the implicit im2col is contiguous once the data is padded:
+// on a zero-padded copy xp (rows Hp, columns Wp), tap (kh, kw) of output
+// pixel (oh, ow) is xp[c][oh + kh·dh][ow + kw·dw], that is xp_c[q + kh·dh·Wp
+// + kw·dw] with q = oh·Wp + ow. So the product runs over an extended grid of
+// OH × Wp pixels (the Wp - OW extra columns of each row are computed and
+// dropped: 2 of 58 for a 3 × 3 kernel on 56 columns), and every packed
+// panel is whole vectors of xp, with no index arithmetic per element and no
+// select. The weight gradient uses the same grid along k. (Strided
+// convolutions keep the gathering path: their taps are not contiguous.)
+
+/// A zero-padded copy of argument `arg` (N, C, H, W) in kernel scratch, of
+/// rows Hp and columns Wp with the data at (top, left) (negative: cropped),
+/// laid out (N, C, Hp, Wp), or (C, N, Hp, Wp) with `channel_major`, then
+/// `slack` zeros (the extended grid reads up to that far past the last
+/// row); in the accumulator dtype.
+BufferPtr padded_copy(KernelCtx &k, size_t arg, int64_t top, int64_t left, int64_t Hp, int64_t Wp, int64_t slack,
+                      bool channel_major, DType acc, std::vector<StmtPtr> &stmts) {
+  const Shape &xs = k.arg_type(arg).shape;
+  int64_t N = xs[0], C = xs[1], H = xs[2], W = xs[3];
+  BufferPtr xp = k.scratch(channel_major ? "padded_cm" : "padded", acc, N * C * Hp * Wp + slack);
+  stmts.push_back(loop_nest({N * C * Hp * Wp + slack}, [&](const Index &i) { return store(xp, i[0], constant_of(0, acc)); }));
+  // destination rows [r0, r1) and columns [c0, c1) hold data
+  int64_t r0 = std::max<int64_t>(0, top), r1 = std::min(Hp, top + H), c0 = std::max<int64_t>(0, left),
+          c1 = std::min(Wp, left + W);
+  if (r1 > r0 && c1 > c0)
+    stmts.push_back(loop_nest({N, C, r1 - r0, c1 - c0}, [&](const Index &i) {
+      LExprPtr h = add(i[2], imm(r0)), w = add(i[3], imm(c0));
+      LExprPtr plane = channel_major ? add(mul(i[1], imm(N)), i[0]) : add(mul(i[0], imm(C)), i[1]);
+      LExprPtr at = add(mul(add(mul(plane, imm(Hp)), h), imm(Wp)), w);
+      return store(xp, at, cast(acc, k.in(arg, {i[0], i[1], sub(h, imm(top)), sub(w, imm(left))})));
+    }));
+  return xp;
+}
+
+/// out[n, g·Og + m, oh, ow] = Σ_(c, kh, kw) weight(g·Og + m, (c, kh, kw)) ·
+/// xp[n, g·Cg + c, oh + kh·dh, ow + kw·dw] on the extended grid, through
+/// the packed strategy, each product's result in scratch and then copied
+/// out (dropping the extra columns) through the epilogue.
+StmtPtr correlate_padded(KernelCtx &k, const BufferPtr &xp, int64_t N, int64_t C, int64_t Hp, int64_t Wp,
+                         int64_t groups, int64_t KH, int64_t KW, int64_t dh, int64_t dw,
+                         const std::function<LExprPtr(const LExprPtr &o, const LExprPtr &kk)> &weight) {
+  const Shape &os = k.call.type.shape;
+  int64_t O = os[1], OH = os[2], OW = os[3], Og = O / groups, Cg = C / groups, taps = KH * KW;
+  int64_t grid = OH * Wp;
+  DType dt = k.call.type.dtype, acc = dtype_info(dt).accumulator;
+  BufferPtr ext = k.scratch("extended", acc, Og * grid);
+  return loop_nest(
+      {N, groups},
+      [&](const Index &at) {
+        Gemm g;
+        g.M = Og, g.N = grid, g.K = Cg * taps;
+        g.dtype = acc; // the scratch holds sums in the accumulator dtype
+        g.b_gathered = true;
+        g.a = [&](const LExprPtr &m, const LExprPtr &kk) { return weight(add(mul(at[1], imm(Og)), m), kk); };
+        LExprPtr plane0 = mul(add(mul(at[0], imm(C)), mul(at[1], imm(Cg))), imm(Hp * Wp));
+        g.b = [&, plane0](const LExprPtr &kk, const LExprPtr &q) {
+          TapIndex t(kk, KH, KW);
+          LExprPtr offset = add(add(mul(t.c, imm(Hp * Wp)), mul(t.kh, imm(dh * Wp))), mul(t.kw, imm(dw)));
+          return load(xp, add(add(plane0, offset), q));
+        };
+        auto at_ext = [&](const LExprPtr &m, const LExprPtr &q) { return add(mul(m, imm(grid)), q); };
+        g.store = [&](const LExprPtr &m, const LExprPtr &q, const LExprPtr &v) { return store(ext, at_ext(m, q), v); };
+        g.store_raw = g.store;
+        g.load = [&](const LExprPtr &m, const LExprPtr &q) { return load(ext, at_ext(m, q)); };
+        StmtPtr product = gemm_cpu_packed(k, g);
+        StmtPtr copy_out = loop_nest({Og, OH, OW}, [&](const Index &i) {
+          Index idx{at[0], add(mul(at[1], imm(Og)), i[0]), i[1], i[2]};
+          LExprPtr v = cast(dt, load(ext, add(at_ext(i[0], mul(i[1], imm(Wp))), i[2])));
+          return store(k.out(), flat_index(os, idx), k.finish(idx, v));
+        });
+        return seq({product, copy_out});
+      },
+      ForKind::Serial);
+}
+
+/// Whether a convolution takes the stride-1 path: the packed CPU strategy,
+/// unit strides.
+bool padded_path(GemmStrategy strategy, const ConvAttrs &a) {
+  return strategy == gemm_cpu_packed && a.strides[0] == 1 && a.strides[1] == 1;
+}
+
 template <GemmStrategy strategy> StmtPtr conv2d_kernel(KernelCtx &k) {
-  ConvShape s(k.attrs_as<Conv2DAttrs>());
+  auto attrs = k.attrs_as<Conv2DAttrs>();
+  ConvShape s(attrs);
   const Shape &xs = k.arg_type(0).shape, &ws = k.arg_type(1).shape;
   s.N = xs[0], s.C = xs[1], s.H = xs[2], s.W = xs[3], s.O = ws[0], s.KH = ws[2], s.KW = ws[3];
   s.OH = k.call.type.shape[2], s.OW = k.call.type.shape[3];
   DType acc = dtype_info(k.call.type.dtype).accumulator;
+  if (padded_path(strategy, attrs)) {
+    int64_t Hp = s.H + s.p[0] + s.p[2], Wp = s.W + s.p[1] + s.p[3], K = s.Cg() * s.taps();
+    std::vector<StmtPtr> stmts;
+    BufferPtr xp = padded_copy(k, 0, s.p[0], s.p[1], Hp, Wp, s.d[1] * (s.KW - 1), false, acc, stmts);
+    stmts.push_back(correlate_padded(k, xp, s.N, s.C, Hp, Wp, s.groups, s.KH, s.KW, s.d[0], s.d[1],
+                                     [&](const LExprPtr &o, const LExprPtr &kk) { // w as (O, Cg·KH·KW)
+                                       return cast(acc, k.in_flat(1, add(mul(o, imm(K)), kk)));
+                                     }));
+    return seq(stmts);
+  }
   ConvProduct p;
   p.loops = {s.N, s.groups};
   p.M = s.Og(), p.N = s.OH * s.OW, p.K = s.Cg() * s.taps();
@@ -367,6 +461,26 @@ template <GemmStrategy strategy> StmtPtr conv2d_transpose_kernel(KernelCtx &k) {
   s.N = xs[0], s.C = xs[1], s.H = xs[2], s.W = xs[3], s.O = os[1], s.KH = ws[2], s.KW = ws[3];
   s.OH = os[2], s.OW = os[3];
   DType acc = dtype_info(k.call.type.dtype).accumulator;
+  if (padded_path(strategy, attrs)) {
+    // With stride 1 a transposed convolution is a correlation with the
+    // flipped kernel, input and output channels swapped, on the data padded
+    // by d·(K - 1) - pad (negative: cropped).
+    int64_t top = s.d[0] * (s.KH - 1) - s.p[0], left = s.d[1] * (s.KW - 1) - s.p[1];
+    int64_t Hp = s.OH + s.d[0] * (s.KH - 1), Wp = s.OW + s.d[1] * (s.KW - 1), K = s.Cg() * s.taps();
+    std::vector<StmtPtr> stmts;
+    BufferPtr xp = padded_copy(k, 0, top, left, Hp, Wp, s.d[1] * (s.KW - 1), false, acc, stmts);
+    // wf[g·Og + o, (c, kh, kw)] = w[g·Cg + c, o, KH-1-kh, KW-1-kw]
+    BufferPtr wf = k.scratch("flipped", acc, s.O * K);
+    stmts.push_back(loop_nest({s.groups, s.Og(), s.Cg(), s.KH, s.KW}, [&](const Index &i) {
+      LExprPtr at = add(mul(add(mul(add(mul(add(mul(i[0], imm(s.Og())), i[1]), imm(s.Cg())), i[2]), imm(s.KH)), i[3]),
+                            imm(s.KW)), i[4]);
+      LExprPtr src = k.in(1, {add(mul(i[0], imm(s.Cg())), i[2]), i[1], sub(imm(s.KH - 1), i[3]), sub(imm(s.KW - 1), i[4])});
+      return store(wf, at, cast(acc, src));
+    }));
+    stmts.push_back(correlate_padded(k, xp, s.N, s.C, Hp, Wp, s.groups, s.KH, s.KW, s.d[0], s.d[1],
+                                     [&](const LExprPtr &o, const LExprPtr &kk) { return load(wf, add(mul(o, imm(K)), kk)); }));
+    return seq(stmts);
+  }
   ConvProduct p;
   p.loops = {s.N, s.groups};
   p.M = s.Og(), p.N = s.OH * s.OW, p.K = s.Cg() * s.taps();
