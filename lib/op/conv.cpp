@@ -344,25 +344,31 @@ std::pair<LExprPtr, LExprPtr> pixel(const LExprPtr &p, int64_t OW) {
 // convolutions keep the gathering path: their taps are not contiguous.)
 
 /// A zero-padded copy of argument `arg` (N, C, H, W) in kernel scratch, of
-/// rows Hp and columns Wp with the data at (top, left) (negative: cropped),
-/// laid out (N, C, Hp, Wp), or (C, N, Hp, Wp) with `channel_major`, then
-/// `slack` zeros (the extended grid reads up to that far past the last
-/// row); in the accumulator dtype.
+/// rows Hp and columns Wp with data element (h, w) at (top + h·spread[0],
+/// left + w·spread[1]) (zeros between: a transposed convolution's strides;
+/// negative offsets crop), laid out (N, C, Hp, Wp), or (C, N, Hp, Wp) with
+/// `channel_major`, then `slack` zeros (the extended grid reads up to that
+/// far past the last row); in the accumulator dtype.
 BufferPtr padded_copy(KernelCtx &k, size_t arg, int64_t top, int64_t left, int64_t Hp, int64_t Wp, int64_t slack,
-                      bool channel_major, DType acc, std::vector<StmtPtr> &stmts) {
+                      bool channel_major, DType acc, std::vector<StmtPtr> &stmts, Pair spread = {1, 1}) {
   const Shape &xs = k.arg_type(arg).shape;
   int64_t N = xs[0], C = xs[1], H = xs[2], W = xs[3];
   BufferPtr xp = k.scratch(channel_major ? "padded_cm" : "padded", acc, N * C * Hp * Wp + slack);
   stmts.push_back(loop_nest({N * C * Hp * Wp + slack}, [&](const Index &i) { return store(xp, i[0], constant_of(0, acc)); }));
-  // destination rows [r0, r1) and columns [c0, c1) hold data
-  int64_t r0 = std::max<int64_t>(0, top), r1 = std::min(Hp, top + H), c0 = std::max<int64_t>(0, left),
-          c1 = std::min(Wp, left + W);
-  if (r1 > r0 && c1 > c0)
-    stmts.push_back(loop_nest({N, C, r1 - r0, c1 - c0}, [&](const Index &i) {
-      LExprPtr h = add(i[2], imm(r0)), w = add(i[3], imm(c0));
+  // The data rows [h0, h1) and columns [w0, w1) land inside.
+  auto first_inside = [](int64_t offset, int64_t step) { return offset >= 0 ? 0 : (-offset + step - 1) / step; };
+  auto end_inside = [](int64_t offset, int64_t step, int64_t extent, int64_t n) {
+    return extent <= offset ? 0 : std::min(n, (extent - offset + step - 1) / step);
+  };
+  int64_t h0 = first_inside(top, spread[0]), h1 = end_inside(top, spread[0], Hp, H);
+  int64_t w0 = first_inside(left, spread[1]), w1 = end_inside(left, spread[1], Wp, W);
+  if (h1 > h0 && w1 > w0)
+    stmts.push_back(loop_nest({N, C, h1 - h0, w1 - w0}, [&](const Index &i) {
+      LExprPtr h = add(i[2], imm(h0)), w = add(i[3], imm(w0));
       LExprPtr plane = channel_major ? add(mul(i[1], imm(N)), i[0]) : add(mul(i[0], imm(C)), i[1]);
-      LExprPtr at = add(mul(add(mul(plane, imm(Hp)), h), imm(Wp)), w);
-      return store(xp, at, cast(acc, k.in(arg, {i[0], i[1], sub(h, imm(top)), sub(w, imm(left))})));
+      LExprPtr row = add(mul(h, imm(spread[0])), imm(top)), col = add(mul(w, imm(spread[1])), imm(left));
+      LExprPtr at = add(mul(add(mul(plane, imm(Hp)), row), imm(Wp)), col);
+      return store(xp, at, cast(acc, k.in(arg, {i[0], i[1], h, w})));
     }));
   return xp;
 }
@@ -406,6 +412,63 @@ StmtPtr correlate_padded(KernelCtx &k, const BufferPtr &xp, int64_t N, int64_t C
         return seq({product, copy_out});
       },
       ForKind::Serial);
+}
+
+/// dw[g·Og + m, (c, kh, kw)] = Σ_(n, q) dyx[g·Og + m, n, q] · xp[g·Cg + c, n, q + kh·dh·Wp + kw·dw]
+/// over every image's extended grid of Hp × Wp pixels: dyx is dy spread
+/// onto that grid with zeros elsewhere, xp the channel-major padded data, so
+/// both operands are contiguous along k (the layout of x·wᵀ). The zeros of
+/// dyx meet data that no tap of the output reads (the columns past OW and
+/// the rows past OH); only a non-finite value there would show (NaN where
+/// the exact sum is ±inf).
+StmtPtr backward_weight_padded(KernelCtx &k, const ConvShape &s, DType dt, DType acc) {
+  int64_t Hp = s.H + s.p[0] + s.p[2], Wp = s.W + s.p[1] + s.p[3], plane = Hp * Wp;
+  int64_t K = s.N * plane, cols = s.Cg() * s.taps();
+  std::vector<StmtPtr> stmts;
+  BufferPtr xp = padded_copy(k, 1, s.p[0], s.p[1], Hp, Wp, s.d[0] * (s.KH - 1) * Wp + s.d[1] * (s.KW - 1), true, acc,
+                             stmts);
+  BufferPtr dyx = k.scratch("extended_grad", acc, s.O * K);
+  stmts.push_back(loop_nest({s.O * K}, [&](const Index &i) { return store(dyx, i[0], constant_of(0, acc)); }));
+  stmts.push_back(loop_nest({s.N, s.O, s.OH, s.OW}, [&](const Index &i) {
+    LExprPtr at = add(add(mul(add(mul(i[1], imm(s.N)), i[0]), imm(plane)), mul(i[2], imm(Wp))), i[3]);
+    return store(dyx, at, cast(acc, k.in(0, i)));
+  }));
+  stmts.push_back(loop_nest(
+      {s.groups},
+      [&](const Index &at) {
+        Gemm g;
+        g.M = s.Og(), g.N = cols, g.K = K;
+        g.dtype = dt;
+        g.epilogue = bool(k.epilogue);
+        g.a_contiguous_in_k = g.b_contiguous_in_k = true;
+        g.a = [&](const LExprPtr &m, const LExprPtr &kk) {
+          return load(dyx, add(mul(add(mul(at[0], imm(s.Og())), m), imm(K)), kk));
+        };
+        g.b = [&](const LExprPtr &kk, const LExprPtr &col) {
+          TapIndex t(col, s.KH, s.KW);
+          LExprPtr base = mul(add(mul(at[0], imm(s.Cg())), t.c), imm(K));
+          LExprPtr offset = add(mul(t.kh, imm(s.d[0] * Wp)), mul(t.kw, imm(s.d[1])));
+          return load(xp, add(add(base, offset), kk));
+        };
+        auto flat = [&](const LExprPtr &m, const LExprPtr &col) {
+          return add(mul(add(mul(at[0], imm(s.Og())), m), imm(cols)), col);
+        };
+        auto index = [&](const LExprPtr &m, const LExprPtr &col) {
+          TapIndex t(col, s.KH, s.KW);
+          return Index{add(mul(at[0], imm(s.Og())), m), t.c, t.kh, t.kw};
+        };
+        g.store = [&](const LExprPtr &m, const LExprPtr &col, const LExprPtr &v) {
+          return store(k.out(), flat(m, col), k.finish(index(m, col), v));
+        };
+        g.load = [&](const LExprPtr &m, const LExprPtr &col) { return load(k.out(), flat(m, col)); };
+        if (dt == acc)
+          g.store_raw = [&](const LExprPtr &m, const LExprPtr &col, const LExprPtr &v) {
+            return store(k.out(), flat(m, col), v);
+          };
+        return gemm_cpu_packed(k, g);
+      },
+      ForKind::Serial));
+  return seq(stmts);
 }
 
 /// Whether a convolution takes the stride-1 path: the packed CPU strategy,
@@ -461,14 +524,17 @@ template <GemmStrategy strategy> StmtPtr conv2d_transpose_kernel(KernelCtx &k) {
   s.N = xs[0], s.C = xs[1], s.H = xs[2], s.W = xs[3], s.O = os[1], s.KH = ws[2], s.KW = ws[3];
   s.OH = os[2], s.OW = os[3];
   DType acc = dtype_info(k.call.type.dtype).accumulator;
-  if (padded_path(strategy, attrs)) {
-    // With stride 1 a transposed convolution is a correlation with the
-    // flipped kernel, input and output channels swapped, on the data padded
-    // by d·(K - 1) - pad (negative: cropped).
+  if (strategy == gemm_cpu_packed) {
+    // A transposed convolution is a correlation with the flipped kernel,
+    // input and output channels swapped, on the data spread out by the
+    // strides (s - 1 zeros between elements) and padded by d·(K - 1) - pad
+    // (negative: cropped): every stride takes the stride-1 path. The zeros
+    // cost multiply-adds (s² as many as the nonzero taps), as the gathering
+    // path's selects did, but at the packed product's speed.
     int64_t top = s.d[0] * (s.KH - 1) - s.p[0], left = s.d[1] * (s.KW - 1) - s.p[1];
     int64_t Hp = s.OH + s.d[0] * (s.KH - 1), Wp = s.OW + s.d[1] * (s.KW - 1), K = s.Cg() * s.taps();
     std::vector<StmtPtr> stmts;
-    BufferPtr xp = padded_copy(k, 0, top, left, Hp, Wp, s.d[1] * (s.KW - 1), false, acc, stmts);
+    BufferPtr xp = padded_copy(k, 0, top, left, Hp, Wp, s.d[1] * (s.KW - 1), false, acc, stmts, s.s);
     // wf[g·Og + o, (c, kh, kw)] = w[g·Cg + c, o, KH-1-kh, KW-1-kw]
     BufferPtr wf = k.scratch("flipped", acc, s.O * K);
     stmts.push_back(loop_nest({s.groups, s.Og(), s.Cg(), s.KH, s.KW}, [&](const Index &i) {
@@ -518,11 +584,14 @@ template <GemmStrategy strategy> StmtPtr conv2d_transpose_kernel(KernelCtx &k) {
 
 /// dw[g·Og + o, c, kh, kw] = Σ_(n, oh, ow) dy[n, g·Og + o, oh, ow] · x[n, g·Cg + c, tap(oh, kh), tap(ow, kw)]
 template <GemmStrategy strategy> StmtPtr conv2d_backward_weight_kernel(KernelCtx &k) {
-  ConvShape s(k.attrs_as<Conv2DBackwardWeightAttrs>());
+  auto attrs = k.attrs_as<Conv2DBackwardWeightAttrs>();
+  ConvShape s(attrs);
   const Shape &dys = k.arg_type(0).shape, &xs = k.arg_type(1).shape, &os = k.call.type.shape;
   s.N = xs[0], s.C = xs[1], s.H = xs[2], s.W = xs[3], s.O = os[0], s.KH = os[2], s.KW = os[3];
   s.OH = dys[2], s.OW = dys[3];
-  DType acc = dtype_info(k.call.type.dtype).accumulator;
+  DType dt = k.call.type.dtype, acc = dtype_info(dt).accumulator;
+  if (padded_path(strategy, attrs))
+    return backward_weight_padded(k, s, dt, acc);
   int64_t pixels = s.OH * s.OW;
   ConvProduct p;
   p.loops = {s.groups};

@@ -316,11 +316,37 @@ StmtPtr over_windows_of(const PoolAxis &h, const PoolAxis &w, const LExprPtr &ih
   });
 }
 
+/// Windows that never overlap (stride >= the dilated window, as the usual
+/// 2 × 2 pool of stride 2): each data element is in at most one, so each
+/// window writes its own taps, g at its first maximum and 0 elsewhere,
+/// after the elements of no window are zeroed: one scan per window, where
+/// gathering rescans every window of every element.
+StmtPtr max_pool2d_backward_disjoint(KernelCtx &k, const PoolAxis &h, const PoolAxis &w) {
+  const Shape &xs = k.arg_type(1).shape, &gs = k.arg_type(0).shape;
+  DType dt = k.out()->dtype;
+  StmtPtr zero = loop_nest(xs, [&](const Index &i) { return store(k.out(), flat_index(xs, i), constant_of(0, dt)); });
+  StmtPtr windows = loop_nest(gs, [&](const Index &o) {
+    BufferPtr mx = k.local("max", dt), arg = k.local("arg", DType::Int64);
+    StmtPtr write = over_taps(h, w, [&](const Index &t) {
+      LExprPtr ih = h.at(o[2], t[0]), iw = w.at(o[3], t[1]);
+      LExprPtr inside = both(in_range(ih, 0, h.n), in_range(iw, 0, w.n));
+      LExprPtr hit = compare(CompareOp::EQ, load(arg, imm(0)), add(mul(ih, imm(w.n)), iw));
+      // (clamped, as every index here: a store the verifier can bound)
+      return if_then(inside, store(k.out(), flat_index(xs, {o[0], o[1], clamp(ih, h.n), clamp(iw, w.n)}),
+                                   select(hit, k.in(0, o), constant_of(0, dt))));
+    });
+    return alloc(mx, alloc(arg, seq({window_max(k, 1, h, w, o[0], o[1], o[2], o[3], mx, arg), write})));
+  });
+  return seq({zero, windows});
+}
+
 /// dx[n, c, ih, iw] = Σ over windows whose first maximum is (ih, iw) of g.
 StmtPtr max_pool2d_backward_kernel(KernelCtx &k) {
   auto a = k.attrs_as<AvgPool2DAttrs>();
   const Shape &xs = k.arg_type(1).shape;
   PoolAxis h(a, 0, xs[2]), w(a, 1, xs[3]);
+  if (h.s >= h.d * (h.k - 1) + 1 && w.s >= w.d * (w.k - 1) + 1)
+    return max_pool2d_backward_disjoint(k, h, w);
   DType dt = k.out()->dtype, acc = dtype_info(dt).accumulator;
   return loop_nest(xs, [&](const Index &i) {
     BufferPtr sum = k.local("sum", acc), mx = k.local("max", dt), arg = k.local("arg", DType::Int64);

@@ -126,6 +126,8 @@ for kind in ("max", "avg"):
 pool_case("avg_exclude_pad_ceil", "avg", (2, 3, 9, 8), (3, 2), (2, 2), (1, 1), ceil_mode=True)
 pool_case("avg_asym_exclude_pad", "avg", (2, 3, 9, 8), (3, 3), (2, 1), (0, 2, 1, 1))
 pool_case("max_ties_first", "max", (2, 3, 8, 8), (3, 3), (1, 1), (1, 1), ties=True)
+pool_case("max_2x2_s2_ties", "max", (2, 3, 8, 7), (2, 2), (2, 2), ties=True)  # disjoint windows
+pool_case("max_2x2_s3_pad_ceil", "max", (2, 3, 9, 10), (2, 2), (3, 3), (1, 1), ceil_mode=True, ties=True)
 pool_case("max_dilated_ceil", "max", (1, 2, 11, 10), (2, 3), (2, 2), (1, 1), ceil_mode=True, dilation=(2, 2))
 CASES.append(("global_avg", {"x": (2, 5, 6, 7)}, ["x"], "nn.global_avg_pool2d(%x)",
               lambda t: F.adaptive_avg_pool2d(t["x"], 1), False))
