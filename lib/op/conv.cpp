@@ -201,8 +201,8 @@ Type conv2d_rel(RelationCtx &ctx) {
   int64_t C = x->shape[1], O = w->shape[0];
   if (w->shape[1] != C / a.groups)
     return ctx.fail("the weight " + w->str() + " has " + std::to_string(w->shape[1]) +
-                    " input channels per group; the data's " + std::to_string(C) + " channels in " +
-                    std::to_string(a.groups) + " groups need " + std::to_string(C / a.groups));
+                    " input channels per group; the data's " + std::to_string(C) + " channels with groups=" +
+                    std::to_string(a.groups) + " need " + std::to_string(C / a.groups));
   if (O % a.groups)
     return ctx.fail_attr("groups", "groups=" + std::to_string(a.groups) + " does not divide the " + std::to_string(O) +
                                        " output channels");

@@ -95,8 +95,9 @@ Type pad_rel(RelationCtx &ctx) {
     __int128 n = __int128(out[d]) + a.pad_width[d][0] + a.pad_width[d][1];
     if (n < 0 || n > INT64_MAX)
       return ctx.fail_attr("pad_width", "pad_width " + AttrValue::ints({a.pad_width[d][0], a.pad_width[d][1]}).str() +
-                                            " leaves axis " + std::to_string(d) + " of size " +
-                                            std::to_string(out[d]) + " with no valid size");
+                                            " makes axis " + std::to_string(d) + " of size " +
+                                            std::to_string(out[d]) + " " + (n < 0 ? "negative" : "too large") +
+                                            " (" + (n < 0 ? std::to_string(int64_t(n)) : "over 2^63 - 1") + ")");
     out[d] = int64_t(n);
   }
   return Type::tensor(out, x->dtype);
