@@ -16,7 +16,10 @@ against OpenBLAS through numpy and torch, all single-threaded; a fused
 elementwise chain against a C memcpy of the same bytes; softmax and
 log_softmax rows against PyTorch; the MLP training step (784-256-10) at batch
 16, 64 and 256, gradc at 1 and all threads against PyTorch eager at its best
-thread count.
+thread count; conv2d 3x3 64->64 56x56 batch 8 against PyTorch (oneDNN) with
+one thread, and a CNN training step (batch 32, 3x32x32: two conv+batch
+norm+relu, max pool, a strided conv, global average pool, dense, nll loss)
+against PyTorch at its best thread count.
 
 Every figure is timed in a process of its own, one process at a time: gradc
 through its C ABI (bench/harness.c), OpenBLAS through numpy and PyTorch eager in

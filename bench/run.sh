@@ -6,7 +6,7 @@
 # rows against PyTorch, the MLP training step against PyTorch eager. Every
 # figure is timed in a process of its own, one at a time, with its thread count
 # fixed before it starts, warmed up, best of several passes (bench/bench.py).
-# Usage: bench/run.sh [--quick] [--only gemm,elementwise,softmax,mlp]   (not part of the tests)
+# Usage: bench/run.sh [--quick] [--only gemm,elementwise,softmax,mlp,cnn]   (not part of the tests)
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 bash "$root/tools/build.sh" >/dev/null
