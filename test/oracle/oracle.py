@@ -264,7 +264,7 @@ def _layer_norm(a, at):
 
 
 def _pad4(padding):
-    p = list(padding)
+    p = [padding] if isinstance(padding, int) else list(padding)
     if len(p) == 1:
         p = p * 4
     elif len(p) == 2:
@@ -272,10 +272,18 @@ def _pad4(padding):
     return p  # top, left, bottom, right
 
 
+def _pair(v, default=(1, 1)):
+    """Relay's 1 or 2 values for (H, W): an int or [v] stands for both."""
+    if v is None:
+        return list(default)
+    if isinstance(v, int):
+        return [v, v]
+    return list(v) * (2 // len(v))
+
+
 def _pool_geometry(n, k, s, d, lo, hi, ceil):
-    # The pooling and conv2d references were checked against PyTorch only (gradc has no such
-    # operator yet); ceil_mode here drops a last window that would start in the padding, as
-    # PyTorch does: check TVM's rule when the operator lands.
+    # PyTorch's rule, which gradc follows: ceil_mode drops a last window that would start
+    # past the input and its leading padding.
     span = (k - 1) * d + 1
     num = n + lo + hi - span
     out = (num + s - 1) // s + 1 if ceil else num // s + 1
@@ -285,9 +293,9 @@ def _pool_geometry(n, k, s, d, lo, hi, ceil):
 
 
 def _pool2d(x, at, kind):
-    kh, kw = at["pool_size"] if len(at["pool_size"]) == 2 else at["pool_size"] * 2
-    sh, sw = (at.get("strides") or [1, 1]) * (2 // len(at.get("strides") or [1, 1]))
-    dh, dw = (at.get("dilation") or [1, 1]) * (2 // len(at.get("dilation") or [1, 1]))
+    kh, kw = _pair(at["pool_size"])
+    sh, sw = _pair(at.get("strides"))
+    dh, dw = _pair(at.get("dilation"))
     top, left, bottom, right = _pad4(at.get("padding") or [0])
     ceil = at.get("ceil_mode", False)
     N, C, H, W = x.shape
@@ -315,16 +323,17 @@ def _pool2d(x, at, kind):
 
 def _conv2d(a, at):
     x, w = a
-    sh, sw = (at.get("strides") or [1, 1]) * (2 // len(at.get("strides") or [1, 1]))
-    dh, dw = (at.get("dilation") or [1, 1]) * (2 // len(at.get("dilation") or [1, 1]))
+    sh, sw = _pair(at.get("strides"))
+    dh, dw = _pair(at.get("dilation"))
     top, left, bottom, right = _pad4(at.get("padding") or [0])
     groups = at.get("groups", 1)
     N, C, H, W = x.shape
     O, Cg, KH, KW = w.shape
-    xp = np.pad(x, ((0, 0), (0, 0), (top, bottom), (left, right)))
+    # in float64, rounded once: gradc accumulates float16 in float32
+    xp = np.pad(x.astype(np.float64), ((0, 0), (0, 0), (top, bottom), (left, right)))
     OH = (H + top + bottom - (KH - 1) * dh - 1) // sh + 1
     OW = (W + left + right - (KW - 1) * dw - 1) // sw + 1
-    out = np.zeros((N, O, OH, OW), dtype=x.dtype)
+    out = np.zeros((N, O, OH, OW))
     og = O // groups
     for o in range(O):
         g = o // og
@@ -332,7 +341,162 @@ def _conv2d(a, at):
         for i in range(KH):
             for j in range(KW):
                 patch = xs[:, :, i * dh: i * dh + (OH - 1) * sh + 1: sh, j * dw: j * dw + (OW - 1) * sw + 1: sw]
-                out[:, o] += np.einsum("nchw,c->nhw", patch, w[o, :, i, j])
+                out[:, o] += np.einsum("nchw,c->nhw", patch, w[o, :, i, j].astype(np.float64))
+    return out.astype(x.dtype)
+
+
+def _conv2d_transpose(a, at):
+    """Scatter form: every data element adds x · w[c, o] at (ih·s - pad + kh·d, iw·s - pad + kw·d);
+    the output window starts at (top, left) of the unpadded result."""
+    x, w = a
+    sh, sw = _pair(at.get("strides"))
+    dh, dw = _pair(at.get("dilation"))
+    oph, opw = _pair(at.get("output_padding"), (0, 0))
+    top, left, bottom, right = _pad4(at.get("padding") or [0])
+    groups = at.get("groups", 1)
+    N, C, H, W = x.shape
+    _, Og, KH, KW = w.shape
+    Cg = C // groups
+    OH = (H - 1) * sh - top - bottom + dh * (KH - 1) + oph + 1
+    OW = (W - 1) * sw - left - right + dw * (KW - 1) + opw + 1
+    full = np.zeros((N, Og * groups, max(top + OH, (H - 1) * sh + dh * (KH - 1) + 1),
+                     max(left + OW, (W - 1) * sw + dw * (KW - 1) + 1)))  # float64, rounded once
+    for c in range(C):
+        g = c // Cg
+        for o in range(Og):
+            for i in range(KH):
+                for j in range(KW):
+                    full[:, g * Og + o, i * dh:i * dh + (H - 1) * sh + 1:sh, j * dw:j * dw + (W - 1) * sw + 1:sw] += \
+                        x[:, c].astype(np.float64) * float(w[c, o, i, j])
+    return full[:, :, top:top + OH, left:left + OW].astype(x.dtype)
+
+
+def _conv2d_backward_weight(a, at):
+    """dw[o, c, i, j] = Σ dy[n, o, oh, ow] · xpad[n, g·Cg + c, oh·s + i·d, ow·s + j·d]."""
+    dy, x = a
+    sh, sw = _pair(at.get("strides"))
+    dh, dw = _pair(at.get("dilation"))
+    top, left, bottom, right = _pad4(at.get("padding") or [0])
+    groups = at.get("groups", 1)
+    KH, KW = _pair(at["kernel_size"])
+    N, O, OH, OW = dy.shape
+    Cg = x.shape[1] // groups
+    xp = np.pad(x.astype(np.float64), ((0, 0), (0, 0), (top, bottom), (left, right)))
+    out = np.zeros((O, Cg, KH, KW))
+    og = O // groups
+    for o in range(O):
+        g = o // og
+        for i in range(KH):
+            for j in range(KW):
+                patch = xp[:, g * Cg:(g + 1) * Cg, i * dh:i * dh + (OH - 1) * sh + 1:sh, j * dw:j * dw + (OW - 1) * sw + 1:sw]
+                out[o, :, i, j] = np.einsum("nchw,nhw->c", patch, dy[:, o].astype(np.float64))
+    return out.astype(x.dtype)
+
+
+def _pool_windows(x_shape, at):
+    """(oh, ow, [(h, w) taps inside the data, row-major], taps inside the padded data) per window."""
+    kh, kw = _pair(at["pool_size"])
+    sh, sw = _pair(at.get("strides"))
+    dh, dw = _pair(at.get("dilation"))
+    top, left, bottom, right = _pad4(at.get("padding") or [0])
+    ceil = at.get("ceil_mode", False)
+    H, W = x_shape[2], x_shape[3]
+    OH = _pool_geometry(H, kh, sh, dh, top, bottom, ceil)
+    OW = _pool_geometry(W, kw, sw, dw, left, right, ceil)
+    for oh in range(OH):
+        for ow in range(OW):
+            taps, padded = [], 0
+            for i in range(kh):
+                for j in range(kw):
+                    h, w = oh * sh + i * dh - top, ow * sw + j * dw - left
+                    if 0 <= h < H and 0 <= w < W:
+                        taps.append((h, w))
+                    if -top <= h < H + bottom and -left <= w < W + right:
+                        padded += 1
+            yield oh, ow, taps, padded
+
+
+def _max_pool2d_backward(a, at):
+    g, x = a
+    out = np.zeros_like(x)
+    for oh, ow, taps, _ in _pool_windows(x.shape, at):
+        for n in range(x.shape[0]):
+            for c in range(x.shape[1]):
+                vals = [x[n, c, h, w] for h, w in taps]
+                first = next(k for k, v in enumerate(vals) if v == max(vals))  # the first maximum
+                h, w = taps[first]
+                out[n, c, h, w] += g[n, c, oh, ow]
+    return out
+
+
+def _avg_pool2d_backward(a, at):
+    g, x = a
+    out = np.zeros_like(x)
+    for oh, ow, taps, padded in _pool_windows(x.shape, at):
+        den = max(padded if at.get("count_include_pad", False) else len(taps), 1)
+        for h, w in taps:
+            out[:, :, h, w] += g[:, :, oh, ow] / x.dtype.type(den)
+    return out
+
+
+def _adaptive_windows(n, m):
+    return [(i * n // m, -(-(i + 1) * n // m)) for i in range(m)]
+
+
+def _adaptive_size(x, at):
+    size = at.get("output_size")
+    if size is None:
+        return x.shape[2], x.shape[3]
+    return tuple(_pair(size))
+
+
+def _adaptive_avg_pool2d(a, at):
+    x = a[0]
+    OH, OW = _adaptive_size(x, at)
+    out = np.zeros(x.shape[:2] + (OH, OW), dtype=x.dtype)
+    for oh, (h0, h1) in enumerate(_adaptive_windows(x.shape[2], OH)):
+        for ow, (w0, w1) in enumerate(_adaptive_windows(x.shape[3], OW)):
+            out[:, :, oh, ow] = np.mean(x[:, :, h0:h1, w0:w1], axis=(2, 3))
+    return out
+
+
+def _adaptive_avg_pool2d_backward(a, at):
+    g, x = a
+    out = np.zeros_like(x)
+    OH, OW = g.shape[2], g.shape[3]
+    for oh, (h0, h1) in enumerate(_adaptive_windows(x.shape[2], OH)):
+        for ow, (w0, w1) in enumerate(_adaptive_windows(x.shape[3], OW)):
+            out[:, :, h0:h1, w0:w1] += g[:, :, oh:oh + 1, ow:ow + 1] / x.dtype.type((h1 - h0) * (w1 - w0))
+    return out
+
+
+def _along(v, axis, rank):
+    """A (C,) vector shaped to broadcast along `axis` of a rank-`rank` tensor."""
+    axis = _norm(axis, rank)
+    return v.reshape([-1 if i == axis else 1 for i in range(rank)])
+
+
+def _batch_norm(a, at):
+    x, gamma, beta, mean, var = a
+    r = x.ndim
+    out = (x - _along(mean, at["axis"], r)) / np.sqrt(_along(var, at["axis"], r) + x.dtype.type(at["epsilon"]))
+    if at["scale"]:
+        out = out * _along(gamma, at["axis"], r)
+    if at["center"]:
+        out = out + _along(beta, at["axis"], r)
+    return (out.astype(x.dtype), mean.copy(), var.copy())
+
+
+def _pad(a, at):
+    x = a[0]
+    value = a[1] if len(a) > 1 else x.dtype.type(at["pad_value"])
+    widths = at["pad_width"]
+    out = np.full([n + lo + hi for n, (lo, hi) in zip(x.shape, widths)], value, dtype=x.dtype)
+    src, dst = [], []
+    for n, (lo, hi) in zip(x.shape, widths):
+        src.append(slice(max(0, -lo), n - max(0, -hi)))
+        dst.append(slice(max(0, lo), max(0, lo) + max(0, n - max(0, -lo) - max(0, -hi))))
+    out[tuple(dst)] = x[tuple(src)]
     return out
 
 
@@ -432,6 +596,18 @@ REFERENCE = {
     "nn.max_pool2d": lambda a, at: _pool2d(a[0], at, "max"),
     "nn.avg_pool2d": lambda a, at: _pool2d(a[0], at, "avg"),
     "nn.global_avg_pool2d": lambda a, at: np.mean(a[0], axis=(2, 3), keepdims=True),
+    "nn.global_max_pool2d": lambda a, at: np.max(a[0], axis=(2, 3), keepdims=True),
+    "nn.adaptive_avg_pool2d": _adaptive_avg_pool2d,
+    "nn.conv2d_transpose": _conv2d_transpose,
+    "nn.conv2d_backward_weight": _conv2d_backward_weight,
+    "grad.max_pool2d_backward": _max_pool2d_backward,
+    "grad.avg_pool2d_backward": _avg_pool2d_backward,
+    "grad.adaptive_avg_pool2d_backward": _adaptive_avg_pool2d_backward,
+    "nn.batch_norm": _batch_norm,
+    "nn.pad": _pad,
+    "nn.leaky_relu": lambda a, at: np.where(a[0] > 0, a[0], a[0] * a[0].dtype.type(at["alpha"])),
+    "nn.prelu": lambda a, at: np.where(a[0] > 0, a[0], a[0] * _along(a[1], at["axis"], a[0].ndim)),
+    "nn.dropout": lambda a, at: (a[0].copy(), np.ones_like(a[0])),
     # recurrences
     "cumsum": lambda a, at: _cumulative(a[0], at, False),
     "cumprod": lambda a, at: _cumulative(a[0], at, True),
@@ -621,6 +797,41 @@ EXTRA_EXAMPLES = {
                            "collapse_sum_like(%x, %y)", False, 2)],
     "reverse": [(F234, "reverse(cumsum(reverse(%x, axis=1), axis=1), axis=1)", False, 2),
                 (F234, "reverse(%x, axis=0)", False, 2), (F234, "reverse(%x, axis=1)", False, 2)],
+    # the CNN family beyond its gradient examples: float32 and float16 (float32 accumulation),
+    # the stride-1 paths (padded copies) and the gathering ones (strides), and the backward
+    # operators without gradient examples
+    "nn.conv2d": [
+        ("%x: Tensor[(2, 4, 9, 8), float32], %w: Tensor[(6, 4, 3, 3), float32]", "nn.conv2d(%x, %w, padding=1)",
+         False, 2),
+        ("%x: Tensor[(2, 4, 9, 8), float16], %w: Tensor[(6, 2, 3, 2), float16]",
+         "nn.conv2d(%x, %w, padding=[1, 0, 2, 1], dilation=[2, 1], groups=2)", False, 2),
+        ("%x: Tensor[(1, 3, 11, 10), float32], %w: Tensor[(5, 3, 3, 3), float32]",
+         "nn.conv2d(%x, %w, strides=2, padding=[1, 1])", False, 2),
+        ("%x: Tensor[(2, 3, 7, 7), float64], %w: Tensor[(3, 1, 3, 3), float64]",
+         "nn.conv2d(%x, %w, strides=[1, 2], groups=3)", False, 2)],
+    "nn.conv2d_transpose": [
+        ("%x: Tensor[(2, 4, 5, 4), float32], %w: Tensor[(4, 3, 3, 3), float32]",
+         "nn.conv2d_transpose(%x, %w, strides=2, padding=1, output_padding=1)", False, 2),
+        ("%x: Tensor[(2, 4, 5, 4), float16], %w: Tensor[(4, 3, 2, 2), float16]",
+         "nn.conv2d_transpose(%x, %w, groups=2)", False, 2)],
+    "nn.conv2d_backward_weight": [
+        ("%g: Tensor[(2, 6, 9, 8), float64], %x: Tensor[(2, 4, 9, 8), float64]",
+         "nn.conv2d_backward_weight(%g, %x, padding=1, kernel_size=[3, 3], groups=2)", False, 2),
+        ("%g: Tensor[(2, 5, 4, 3), float32], %x: Tensor[(2, 3, 9, 7), float32]",
+         "nn.conv2d_backward_weight(%g, %x, strides=2, padding=[0, 1], dilation=[1, 2], kernel_size=[3, 3])",
+         False, 2)],
+    "grad.max_pool2d_backward": [
+        ("%g: Tensor[(2, 3, 4, 3), float64], %x: Tensor[(2, 3, 7, 6), float64]",
+         "grad.max_pool2d_backward(%g, %x, pool_size=[3, 2], strides=2, padding=[1, 0])", False, 2),
+        ("%g: Tensor[(2, 3, 4, 3), float32], %x: Tensor[(2, 3, 7, 6), float32]",
+         "grad.max_pool2d_backward(%g, %x, pool_size=2, strides=2, ceil_mode=True)", False, 2)],
+    "nn.max_pool2d": [("%x: Tensor[(2, 3, 7, 6), float16]", "nn.max_pool2d(%x, pool_size=2, strides=2)", False, 2),
+                      ("%x: Tensor[(2, 3, 7, 6), int32]", "nn.max_pool2d(%x, pool_size=3, padding=1)", False, 9)],
+    "nn.avg_pool2d": [("%x: Tensor[(2, 3, 7, 6), float16]",
+                       "nn.avg_pool2d(%x, pool_size=3, strides=2, padding=1, ceil_mode=True)", False, 2)],
+    "nn.batch_norm": [("%x: Tensor[(2, 3, 4), float16], %g: Tensor[(3,), float16], %b: Tensor[(3,), float16], "
+                       "%m: Tensor[(3,), float16], %v: Tensor[(3,), float16]",
+                       "nn.batch_norm(%x, %g, %b, %m, %v)", True, 2)],
     "cumsum": [(S234, "cumsum(%x, exclusive=True)", False, 2),
                ("%x: Tensor[(2, 3, 4), float16]", "cumsum(%x, axis=0)", False, 2),
                (F234, "cumsum(%x)", False, 2), (F234, "cumsum(%x, axis=-1)", False, 2),
@@ -884,7 +1095,10 @@ class Parser:
         self.take()
         if kind == "num":
             v = literal(val, negate)
-            return float(v) if v.dtype.kind == "f" else int(v)
+            if v.dtype.kind == "f":  # an attribute is a double: TVM's FloatImm keeps the written decimal
+                num = float(re.match(r"[0-9.]+(?:[eE][+-]?[0-9]+)?", val).group(0))
+                return -num if negate else num
+            return int(v)
         if kind == "str":
             return json.loads(val)
         if kind == "id" and val in ("True", "False", "None"):
