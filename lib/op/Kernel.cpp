@@ -90,7 +90,7 @@ StmtPtr for_lanes(KernelCtx &k, int64_t width, const std::function<StmtPtr(const
 StmtPtr compensated_sum(KernelCtx &k, int64_t count, DType acc, const TermFn &term,
                         const std::function<StmtPtr(const LExprPtr &total)> &then,
                         const std::function<StmtPtr(const LExprPtr &r, const LExprPtr &value)> &also,
-                        int64_t group) {
+                        int64_t group, const LaneBlockTermFn &block_term) {
   const int64_t lanes = count >= 2 * kSumLanes ? kSumLanes : 1, blocks = count / lanes;
   BufferPtr s = k.local("sum", acc, lanes), c = k.local("carry", acc, lanes), x = k.local("term", acc, lanes);
   group = is_float(acc) ? std::max<int64_t>(1, group) : 1;
@@ -98,9 +98,14 @@ StmtPtr compensated_sum(KernelCtx &k, int64_t count, DType acc, const TermFn &te
   LExprPtr zero = constant_of(0, acc), lane0 = int_imm(0);
   // Each term is computed once, into x: Neumaier's step reads it four times,
   // and an exp written out four times was four times the code to compile.
-  auto step = [&](const LExprPtr &slot, const LExprPtr &r) {
+  auto step = [&](const LExprPtr &slot, const LExprPtr &r, const LExprPtr &t) {
     LExprPtr value = load(x, slot);
-    return seq({store(x, slot, cast(acc, term(r))), also ? also(r, value) : seq({}), neumaier(s, c, slot, value)});
+    return seq({store(x, slot, cast(acc, t)), also ? also(r, value) : seq({}), neumaier(s, c, slot, value)});
+  };
+  // Term r = first + slot of a block: from the block's start and the lane
+  // where the caller can split it (contiguous loads), else from r.
+  auto term_at = [&](const LExprPtr &first, const LExprPtr &slot) {
+    return block_term && lanes == kSumLanes ? block_term(first, slot) : term(add(first, slot));
   };
   std::vector<StmtPtr> body;
   LVarPtr l = k.var("l");
@@ -113,11 +118,12 @@ StmtPtr compensated_sum(KernelCtx &k, int64_t count, DType acc, const TermFn &te
   auto block = [&](const LExprPtr &first_block, int64_t n, const LExprPtr &slot) {
     std::vector<StmtPtr> terms;
     for (int64_t g = 0; g < n; ++g) {
-      LExprPtr r = add(binary(BinaryOp::Mul, add(first_block, int_imm(g)), int_imm(lanes)), slot);
+      LExprPtr first = binary(BinaryOp::Mul, add(first_block, int_imm(g)), int_imm(lanes));
+      LExprPtr r = add(first, slot);
       if (n == 1)
-        return step(slot, r);
+        return step(slot, r, term_at(first, slot));
       LExprPtr value = load(part, slot);
-      terms.push_back(store(part, slot, cast(acc, term(r))));
+      terms.push_back(store(part, slot, cast(acc, term_at(first, slot))));
       if (also)
         terms.push_back(also(r, value));
       terms.push_back(store(x, slot, g == 0 ? value : add(load(x, slot), value)));
@@ -137,7 +143,8 @@ StmtPtr compensated_sum(KernelCtx &k, int64_t count, DType acc, const TermFn &te
   if (int64_t tail = count - blocks * lanes) {
     LVarPtr t = k.var("r");
     body.push_back(for_loop(t, tail, ForKind::Reduce,
-                            step(lane0, add(var_ref(t), int_imm(blocks * lanes)))));
+                            step(lane0, add(var_ref(t), int_imm(blocks * lanes)),
+                                 term(add(var_ref(t), int_imm(blocks * lanes))))));
   }
   // The lanes pairwise into lane 0 (16 -> 8 -> 4 -> 2 -> 1, each step a
   // vector operation), carries alongside; a non-finite sum is the plain one.

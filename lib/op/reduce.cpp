@@ -90,10 +90,27 @@ StmtPtr sum_kernel(KernelCtx &k, bool mean) {
           [&](const LExprPtr &l, const LExprPtr &i) { return reduced_element(k, r, unravel_index(at(l), r.out), i); },
           [&](const LExprPtr &l, const LExprPtr &total) { return store(out, at(l), finish(total)); });
     });
+  // Where the innermost reduced axis is the input's last and a multiple of
+  // the lanes long, a block of lanes never crosses it: its start is split
+  // into indices once and the lanes step along that axis (one vector load;
+  // batch norm's sums over (N, H, W) of 32 x 32 x 32 x 32: 0.52 -> 0.13 ms).
+  Shape red_shape;
+  for (int64_t a : r.axes)
+    red_shape.push_back(r.in[a]);
+  bool split_blocks = !r.axes.empty() && r.axes.back() == int64_t(r.in.size()) - 1 &&
+                      r.in.back() % kSumLanes == 0;
   return loop_nest(r.out, [&](const Index &oidx) {
+    LaneBlockTermFn block_term;
+    if (split_blocks)
+      block_term = [&, oidx](const LExprPtr &first, const LExprPtr &lane) {
+        Index red = unravel_index(first, red_shape);
+        red.back() = binary(BinaryOp::Add, red.back(), lane);
+        return k.in(0, input_index(r, oidx, red));
+      };
     return compensated_sum(
         k, r.count, acc, [&](const LExprPtr &i) { return reduced_element(k, r, oidx, i); },
-        [&](const LExprPtr &total) { return store(out, flat_index(r.out, oidx), finish(total)); });
+        [&](const LExprPtr &total) { return store(out, flat_index(r.out, oidx), finish(total)); }, nullptr, 1,
+        block_term);
   });
 }
 

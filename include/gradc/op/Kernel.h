@@ -107,10 +107,16 @@ LExprPtr neumaier_total(const BufferPtr &s, const BufferPtr &c, const LExprPtr &
 /// softmax kernel 20% slower); terms of mixed signs keep group 1.
 constexpr int64_t kSumLanes = 16; // one AVX-512 vector of float32, two of AVX2
 using TermFn = std::function<LExprPtr(const LExprPtr &r)>;
+/// Term first + lane of a block of kSumLanes terms starting at `first` (a
+/// multiple of kSumLanes): a caller whose terms lie contiguously within each
+/// block (a reduction whose innermost reduced axis is a multiple of the
+/// lanes long) splits the index per block, not per term, so the lanes load
+/// one vector.
+using LaneBlockTermFn = std::function<LExprPtr(const LExprPtr &first, const LExprPtr &lane)>;
 StmtPtr compensated_sum(KernelCtx &k, int64_t count, DType acc, const TermFn &term,
                         const std::function<StmtPtr(const LExprPtr &total)> &then,
                         const std::function<StmtPtr(const LExprPtr &r, const LExprPtr &value)> &also = nullptr,
-                        int64_t group = 1);
+                        int64_t group = 1, const LaneBlockTermFn &block_term = nullptr);
 /// The maximum of `count` terms (of dtype `acc`; -inf, or the dtype's lowest,
 /// for none) in kSumLanes interleaved lanes, a vectorized loop, combined
 /// pairwise: the maximum does not depend on the order, and NaN propagates.
