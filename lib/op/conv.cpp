@@ -344,29 +344,24 @@ std::pair<LExprPtr, LExprPtr> pixel(const LExprPtr &p, int64_t OW) {
 // convolutions keep the gathering path: their taps are not contiguous.)
 
 /// A zero-padded copy of argument `arg` (N, C, H, W) in kernel scratch, of
-/// rows Hp and columns Wp with data element (h, w) at (top + h·spread[0],
-/// left + w·spread[1]) (zeros between: a transposed convolution's strides;
-/// negative offsets crop), laid out (N, C, Hp, Wp), or (C, N, Hp, Wp) with
-/// `channel_major`, then `slack` zeros (the extended grid reads up to that
-/// far past the last row); in the accumulator dtype.
+/// rows Hp and columns Wp with the data at (top, left) (negative offsets
+/// crop), laid out (N, C, Hp, Wp), or (C, N, Hp, Wp) with `channel_major`,
+/// then `slack` zeros (the extended grid reads up to that far past the last
+/// row); in the accumulator dtype.
 BufferPtr padded_copy(KernelCtx &k, size_t arg, int64_t top, int64_t left, int64_t Hp, int64_t Wp, int64_t slack,
-                      bool channel_major, DType acc, std::vector<StmtPtr> &stmts, Pair spread = {1, 1}) {
+                      bool channel_major, DType acc, std::vector<StmtPtr> &stmts) {
   const Shape &xs = k.arg_type(arg).shape;
   int64_t N = xs[0], C = xs[1], H = xs[2], W = xs[3];
   BufferPtr xp = k.scratch(channel_major ? "padded_cm" : "padded", acc, N * C * Hp * Wp + slack);
   stmts.push_back(loop_nest({N * C * Hp * Wp + slack}, [&](const Index &i) { return store(xp, i[0], constant_of(0, acc)); }));
   // The data rows [h0, h1) and columns [w0, w1) land inside.
-  auto first_inside = [](int64_t offset, int64_t step) { return offset >= 0 ? 0 : (-offset + step - 1) / step; };
-  auto end_inside = [](int64_t offset, int64_t step, int64_t extent, int64_t n) {
-    return extent <= offset ? 0 : std::min(n, (extent - offset + step - 1) / step);
-  };
-  int64_t h0 = first_inside(top, spread[0]), h1 = end_inside(top, spread[0], Hp, H);
-  int64_t w0 = first_inside(left, spread[1]), w1 = end_inside(left, spread[1], Wp, W);
+  int64_t h0 = std::max<int64_t>(0, -top), h1 = std::min(H, Hp - top);
+  int64_t w0 = std::max<int64_t>(0, -left), w1 = std::min(W, Wp - left);
   if (h1 > h0 && w1 > w0)
     stmts.push_back(loop_nest({N, C, h1 - h0, w1 - w0}, [&](const Index &i) {
       LExprPtr h = add(i[2], imm(h0)), w = add(i[3], imm(w0));
       LExprPtr plane = channel_major ? add(mul(i[1], imm(N)), i[0]) : add(mul(i[0], imm(C)), i[1]);
-      LExprPtr row = add(mul(h, imm(spread[0])), imm(top)), col = add(mul(w, imm(spread[1])), imm(left));
+      LExprPtr row = add(h, imm(top)), col = add(w, imm(left));
       LExprPtr at = add(mul(add(mul(plane, imm(Hp)), row), imm(Wp)), col);
       return store(xp, at, cast(acc, k.in(arg, {i[0], i[1], h, w})));
     }));
@@ -374,40 +369,43 @@ BufferPtr padded_copy(KernelCtx &k, size_t arg, int64_t top, int64_t left, int64
 }
 
 /// out[n, g·Og + m, oh, ow] = Σ_(c, kh, kw) weight(g·Og + m, (c, kh, kw)) ·
-/// xp[n, g·Cg + c, oh + kh·dh, ow + kw·dw] on the extended grid, through
-/// the packed strategy, each product's result in scratch and then copied
-/// out (dropping the extra columns) through the epilogue.
+/// xp[g·Cg + c, n, oh + kh·dh, ow + kw·dw] on the extended grid of every
+/// image at once (xp channel-major: the images of a channel follow each
+/// other, so q runs over N·Hp·Wp pixels; the rows past OH of each image are
+/// computed and dropped too): one packed product per group, its result in
+/// scratch, then copied out through the epilogue. One fork-join per group,
+/// not one per image (per image, two threads were slower than one).
 StmtPtr correlate_padded(KernelCtx &k, const BufferPtr &xp, int64_t N, int64_t C, int64_t Hp, int64_t Wp,
                          int64_t groups, int64_t KH, int64_t KW, int64_t dh, int64_t dw,
                          const std::function<LExprPtr(const LExprPtr &o, const LExprPtr &kk)> &weight) {
   const Shape &os = k.call.type.shape;
   int64_t O = os[1], OH = os[2], OW = os[3], Og = O / groups, Cg = C / groups, taps = KH * KW;
-  int64_t grid = OH * Wp;
+  int64_t plane = Hp * Wp, grid = N * plane;
   DType dt = k.call.type.dtype, acc = dtype_info(dt).accumulator;
   BufferPtr ext = k.scratch("extended", acc, Og * grid);
   return loop_nest(
-      {N, groups},
-      [&](const Index &at) {
-        Gemm g;
-        g.M = Og, g.N = grid, g.K = Cg * taps;
-        g.dtype = acc; // the scratch holds sums in the accumulator dtype
-        g.b_gathered = true;
-        g.a = [&](const LExprPtr &m, const LExprPtr &kk) { return weight(add(mul(at[1], imm(Og)), m), kk); };
-        LExprPtr plane0 = mul(add(mul(at[0], imm(C)), mul(at[1], imm(Cg))), imm(Hp * Wp));
-        g.b = [&, plane0](const LExprPtr &kk, const LExprPtr &q) {
+      {groups},
+      [&](const Index &g) {
+        Gemm gm;
+        gm.M = Og, gm.N = grid, gm.K = Cg * taps;
+        gm.dtype = acc; // the scratch holds sums in the accumulator dtype
+        gm.b_gathered = true;
+        gm.a = [&](const LExprPtr &m, const LExprPtr &kk) { return weight(add(mul(g[0], imm(Og)), m), kk); };
+        gm.b = [&](const LExprPtr &kk, const LExprPtr &q) {
           TapIndex t(kk, KH, KW);
-          LExprPtr offset = add(add(mul(t.c, imm(Hp * Wp)), mul(t.kh, imm(dh * Wp))), mul(t.kw, imm(dw)));
-          return load(xp, add(add(plane0, offset), q));
+          LExprPtr channel = mul(add(mul(g[0], imm(Cg)), t.c), imm(grid));
+          LExprPtr offset = add(mul(t.kh, imm(dh * Wp)), mul(t.kw, imm(dw)));
+          return load(xp, add(add(channel, offset), q));
         };
         auto at_ext = [&](const LExprPtr &m, const LExprPtr &q) { return add(mul(m, imm(grid)), q); };
-        g.store = [&](const LExprPtr &m, const LExprPtr &q, const LExprPtr &v) { return store(ext, at_ext(m, q), v); };
-        g.store_raw = g.store;
-        g.load = [&](const LExprPtr &m, const LExprPtr &q) { return load(ext, at_ext(m, q)); };
-        StmtPtr product = gemm_cpu_packed(k, g);
-        StmtPtr copy_out = loop_nest({Og, OH, OW}, [&](const Index &i) {
-          Index idx{at[0], add(mul(at[1], imm(Og)), i[0]), i[1], i[2]};
-          LExprPtr v = cast(dt, load(ext, add(at_ext(i[0], mul(i[1], imm(Wp))), i[2])));
-          return store(k.out(), flat_index(os, idx), k.finish(idx, v));
+        gm.store = [&](const LExprPtr &m, const LExprPtr &q, const LExprPtr &v) { return store(ext, at_ext(m, q), v); };
+        gm.store_raw = gm.store;
+        gm.load = [&](const LExprPtr &m, const LExprPtr &q) { return load(ext, at_ext(m, q)); };
+        StmtPtr product = gemm_cpu_packed(k, gm);
+        StmtPtr copy_out = loop_nest({N, Og, OH, OW}, [&](const Index &i) {
+          Index idx{i[0], add(mul(g[0], imm(Og)), i[1]), i[2], i[3]};
+          LExprPtr q = add(add(mul(i[0], imm(plane)), mul(i[2], imm(Wp))), i[3]);
+          return store(k.out(), flat_index(os, idx), k.finish(idx, cast(dt, load(ext, at_ext(i[1], q)))));
         });
         return seq({product, copy_out});
       },
@@ -471,6 +469,177 @@ StmtPtr backward_weight_padded(KernelCtx &k, const ConvShape &s, DType dt, DType
   return seq(stmts);
 }
 
+//===--- the CPU's strided path -------------------------------------------===//
+//
+// With strides the taps of neighbouring output pixels are not contiguous,
+// but the output (or, transposed, the input) is s² times smaller than the
+// data, so the im2col is materialised: one copy of the taps, C·KH·KW rows
+// of the batch's N·OH·OW pixels, then one plain packed product per group
+// over it. A transposed convolution multiplies
+// first, into per-tap rows over its input pixels (col = wᵀ·x), then gathers
+// each output pixel's taps from them (col2im), in a fixed order. No zero is
+// multiplied, where spreading the data by the strides would multiply s² as
+// many.
+
+/// col[(c, kh, kw), q] for the pixels q of an OH × OW output, c in
+/// [0, C): x[n, c, tap(oh, kh), tap(ow, kw)], zero in the padding; `at`
+/// maps (row, pixel) to its place in the scratch buffer.
+StmtPtr im2col(const KernelCtx &k, size_t arg, const ConvShape &s, const LExprPtr &n, const BufferPtr &col,
+               const std::function<LExprPtr(const LExprPtr &row, const LExprPtr &q)> &at, DType acc) {
+  return loop_nest({s.C, s.KH, s.KW, s.OH, s.OW}, [&](const Index &i) {
+    LExprPtr row = add(mul(add(mul(i[0], imm(s.KH)), i[1]), imm(s.KW)), i[2]);
+    LExprPtr q = add(mul(i[3], imm(s.OW)), i[4]);
+    return store(col, at(row, q), s.data_at(k, arg, n, i[0], i[3], i[4], i[1], i[2], acc));
+  });
+}
+
+/// conv2d with strides: the im2col of every image, rows (c, kh, kw) by
+/// (n, q), then per group out = w · col, one product over the batch.
+StmtPtr conv2d_strided(KernelCtx &k, const ConvShape &s, DType acc) {
+  int64_t P = s.OH * s.OW, NP = s.N * P, K = s.Cg() * s.taps(), rows = s.C * s.taps();
+  BufferPtr col = k.scratch("im2col", acc, rows * NP);
+  StmtPtr fill = loop_nest({s.N}, [&](const Index &n) {
+    return im2col(k, 0, s, n[0], col, [&](const LExprPtr &r, const LExprPtr &q) {
+      return add(add(mul(r, imm(NP)), mul(n[0], imm(P))), q);
+    }, acc);
+  });
+  StmtPtr products = loop_nest(
+      {s.groups},
+      [&](const Index &g) {
+        Gemm gm;
+        gm.M = s.Og(), gm.N = NP, gm.K = K;
+        gm.dtype = k.call.type.dtype;
+        gm.epilogue = bool(k.epilogue);
+        auto o = [&](const LExprPtr &m) { return add(mul(g[0], imm(s.Og())), m); };
+        gm.a = [&](const LExprPtr &m, const LExprPtr &kk) { return cast(acc, k.in_flat(1, add(mul(o(m), imm(K)), kk))); };
+        gm.b = [&](const LExprPtr &kk, const LExprPtr &j) {
+          return load(col, add(mul(add(mul(g[0], imm(K)), kk), imm(NP)), j));
+        };
+        // pixel j of the batch: image j / P, pixel j % P
+        auto flat = [&](const LExprPtr &m, const LExprPtr &j) {
+          LExprPtr n = binary(BinaryOp::FloorDiv, j, imm(P)), q = binary(BinaryOp::FloorMod, j, imm(P));
+          return add(mul(add(mul(n, imm(s.O)), o(m)), imm(P)), q);
+        };
+        gm.store = [&](const LExprPtr &m, const LExprPtr &j, const LExprPtr &v) {
+          auto [oh, ow] = pixel(binary(BinaryOp::FloorMod, j, imm(P)), s.OW);
+          return store(k.out(), flat(m, j), k.finish({binary(BinaryOp::FloorDiv, j, imm(P)), o(m), oh, ow}, v));
+        };
+        gm.load = [&](const LExprPtr &m, const LExprPtr &j) { return load(k.out(), flat(m, j)); };
+        if (k.out()->dtype == acc)
+          gm.store_raw = [&](const LExprPtr &m, const LExprPtr &j, const LExprPtr &v) { return store(k.out(), flat(m, j), v); };
+        return gemm_cpu_packed(k, gm);
+      },
+      ForKind::Serial);
+  return seq({fill, products});
+}
+
+/// conv2d_backward_weight with strides: the im2col of every image, rows
+/// (c, kh, kw) by (n, q), and dy as (O, N·P); per group dw = dy · colᵀ,
+/// both operands contiguous along k.
+StmtPtr backward_weight_strided(KernelCtx &k, const ConvShape &s, DType dt, DType acc) {
+  int64_t P = s.OH * s.OW, NP = s.N * P, cols = s.Cg() * s.taps(), rows = s.C * s.taps();
+  BufferPtr col = k.scratch("im2col", acc, rows * NP), dyt = k.scratch("grad_rows", acc, s.O * NP);
+  std::vector<StmtPtr> stmts;
+  stmts.push_back(loop_nest({s.N}, [&](const Index &n) {
+    return im2col(k, 1, s, n[0], col, [&](const LExprPtr &r, const LExprPtr &q) {
+      return add(add(mul(r, imm(NP)), mul(n[0], imm(P))), q);
+    }, acc);
+  }));
+  stmts.push_back(loop_nest({s.N, s.O, P}, [&](const Index &i) {
+    LExprPtr at = add(add(mul(i[1], imm(NP)), mul(i[0], imm(P))), i[2]);
+    return store(dyt, at, cast(acc, k.in_flat(0, add(mul(add(mul(i[0], imm(s.O)), i[1]), imm(P)), i[2]))));
+  }));
+  stmts.push_back(loop_nest(
+      {s.groups},
+      [&](const Index &g) {
+        Gemm gm;
+        gm.M = s.Og(), gm.N = cols, gm.K = NP;
+        gm.dtype = dt;
+        gm.epilogue = bool(k.epilogue);
+        gm.a_contiguous_in_k = gm.b_contiguous_in_k = true;
+        auto o = [&](const LExprPtr &m) { return add(mul(g[0], imm(s.Og())), m); };
+        gm.a = [&](const LExprPtr &m, const LExprPtr &kk) { return load(dyt, add(mul(o(m), imm(NP)), kk)); };
+        gm.b = [&](const LExprPtr &kk, const LExprPtr &c) {
+          return load(col, add(mul(add(mul(g[0], imm(cols)), c), imm(NP)), kk));
+        };
+        auto flat = [&](const LExprPtr &m, const LExprPtr &c) { return add(mul(o(m), imm(cols)), c); };
+        gm.store = [&](const LExprPtr &m, const LExprPtr &c, const LExprPtr &v) {
+          TapIndex t(c, s.KH, s.KW);
+          return store(k.out(), flat(m, c), k.finish({o(m), t.c, t.kh, t.kw}, v));
+        };
+        gm.load = [&](const LExprPtr &m, const LExprPtr &c) { return load(k.out(), flat(m, c)); };
+        if (dt == acc)
+          gm.store_raw = [&](const LExprPtr &m, const LExprPtr &c, const LExprPtr &v) { return store(k.out(), flat(m, c), v); };
+        return gemm_cpu_packed(k, gm);
+      },
+      ForKind::Serial));
+  return seq(stmts);
+}
+
+/// conv2d_transpose with strides: per group col[(o, kh, kw), (n, p)] =
+/// Σ_c w[g·Cg + c, o, kh, kw] · x[n, g·Cg + c, p] over the input pixels of
+/// the batch (x copied channel-major first, so the product reads it along
+/// its rows), then each output pixel sums its taps' rows (col2im,
+/// gathering: the taps in row-major order, so the order is fixed).
+StmtPtr conv2d_transpose_strided(KernelCtx &k, const ConvShape &s, DType acc) {
+  int64_t P = s.H * s.W, NP = s.N * P, rows = s.Og() * s.taps();
+  BufferPtr xt = k.scratch("channel_major", acc, s.C * NP), col = k.scratch("col", acc, rows * NP);
+  const Shape &os = k.call.type.shape;
+  DType dt = k.call.type.dtype;
+  std::vector<StmtPtr> stmts;
+  stmts.push_back(loop_nest({s.N, s.C, P}, [&](const Index &i) {
+    LExprPtr src = add(mul(add(mul(i[0], imm(s.C)), i[1]), imm(P)), i[2]);
+    return store(xt, add(add(mul(i[1], imm(NP)), mul(i[0], imm(P))), i[2]), cast(acc, k.in_flat(0, src)));
+  }));
+  auto cat = [&](const LExprPtr &m, const LExprPtr &j) { return add(mul(m, imm(NP)), j); };
+  stmts.push_back(loop_nest(
+      {s.groups},
+      [&](const Index &g) {
+        Gemm gm;
+        gm.M = rows, gm.N = NP, gm.K = s.Cg();
+        gm.dtype = acc;
+        gm.a_contiguous_in_k = false;
+        gm.a = [&](const LExprPtr &m, const LExprPtr &c) { // w as (C, Og·KH·KW)
+          return cast(acc, k.in_flat(1, add(mul(add(mul(g[0], imm(s.Cg())), c), imm(rows)), m)));
+        };
+        gm.b = [&](const LExprPtr &c, const LExprPtr &j) { return load(xt, add(mul(add(mul(g[0], imm(s.Cg())), c), imm(NP)), j)); };
+        // col holds one group's rows at a time: the gather below reads them
+        gm.store = [&](const LExprPtr &m, const LExprPtr &j, const LExprPtr &v) { return store(col, cat(m, j), v); };
+        gm.store_raw = gm.store;
+        gm.load = [&](const LExprPtr &m, const LExprPtr &j) { return load(col, cat(m, j)); };
+        StmtPtr product = gemm_cpu_packed(k, gm);
+        StmtPtr gather = loop_nest({s.N, s.Og(), s.OH, s.OW}, [&](const Index &i) {
+          BufferPtr sum = k.local("sum", acc);
+          LExprPtr zero = imm(0);
+          StmtPtr taps = loop_nest(
+              {s.KH, s.KW},
+              [&](const Index &t) {
+                // the input pixel this tap reads: (o + pad - t·d) / s, whole and inside
+                auto source = [&](int axis, const LExprPtr &o, const LExprPtr &tap, int64_t n, LExprPtr &valid) {
+                  LExprPtr num = sub(add(o, imm(s.p[axis])), mul(tap, imm(s.d[axis])));
+                  LExprPtr q = binary(BinaryOp::FloorDiv, num, imm(s.s[axis]));
+                  LExprPtr ok = both(compare(CompareOp::EQ, binary(BinaryOp::FloorMod, num, imm(s.s[axis])), imm(0)),
+                                     in_range(q, n));
+                  valid = valid ? both(valid, ok) : ok;
+                  return clamp(q, n);
+                };
+                LExprPtr valid;
+                LExprPtr ih = source(0, i[2], t[0], s.H, valid), iw = source(1, i[3], t[1], s.W, valid);
+                LExprPtr m = add(mul(add(mul(i[1], imm(s.KH)), t[0]), imm(s.KW)), t[1]);
+                LExprPtr v = load(col, cat(m, add(add(mul(i[0], imm(P)), mul(ih, imm(s.W))), iw)));
+                return store(sum, zero, add(load(sum, zero), select(valid, v, constant_of(0, acc))));
+              },
+              ForKind::Reduce, "k");
+          Index idx{i[0], add(mul(g[0], imm(s.Og())), i[1]), i[2], i[3]};
+          return alloc(sum, seq({store(sum, zero, constant_of(0, acc)), taps,
+                                 store(k.out(), flat_index(os, idx), k.finish(idx, cast(dt, load(sum, zero))))}));
+        });
+        return seq({product, gather});
+      },
+      ForKind::Serial));
+  return seq(stmts);
+}
+
 /// Whether a convolution takes the stride-1 path: the packed CPU strategy,
 /// unit strides.
 bool padded_path(GemmStrategy strategy, const ConvAttrs &a) {
@@ -487,13 +656,16 @@ template <GemmStrategy strategy> StmtPtr conv2d_kernel(KernelCtx &k) {
   if (padded_path(strategy, attrs)) {
     int64_t Hp = s.H + s.p[0] + s.p[2], Wp = s.W + s.p[1] + s.p[3], K = s.Cg() * s.taps();
     std::vector<StmtPtr> stmts;
-    BufferPtr xp = padded_copy(k, 0, s.p[0], s.p[1], Hp, Wp, s.d[1] * (s.KW - 1), false, acc, stmts);
+    BufferPtr xp = padded_copy(k, 0, s.p[0], s.p[1], Hp, Wp, s.d[0] * (s.KH - 1) * Wp + s.d[1] * (s.KW - 1), true, acc,
+                               stmts);
     stmts.push_back(correlate_padded(k, xp, s.N, s.C, Hp, Wp, s.groups, s.KH, s.KW, s.d[0], s.d[1],
                                      [&](const LExprPtr &o, const LExprPtr &kk) { // w as (O, Cg·KH·KW)
                                        return cast(acc, k.in_flat(1, add(mul(o, imm(K)), kk)));
                                      }));
     return seq(stmts);
   }
+  if (strategy == gemm_cpu_packed)
+    return conv2d_strided(k, s, acc);
   ConvProduct p;
   p.loops = {s.N, s.groups};
   p.M = s.Og(), p.N = s.OH * s.OW, p.K = s.Cg() * s.taps();
@@ -524,17 +696,17 @@ template <GemmStrategy strategy> StmtPtr conv2d_transpose_kernel(KernelCtx &k) {
   s.N = xs[0], s.C = xs[1], s.H = xs[2], s.W = xs[3], s.O = os[1], s.KH = ws[2], s.KW = ws[3];
   s.OH = os[2], s.OW = os[3];
   DType acc = dtype_info(k.call.type.dtype).accumulator;
-  if (strategy == gemm_cpu_packed) {
-    // A transposed convolution is a correlation with the flipped kernel,
-    // input and output channels swapped, on the data spread out by the
-    // strides (s - 1 zeros between elements) and padded by d·(K - 1) - pad
-    // (negative: cropped): every stride takes the stride-1 path. The zeros
-    // cost multiply-adds (s² as many as the nonzero taps), as the gathering
-    // path's selects did, but at the packed product's speed.
+  if (strategy == gemm_cpu_packed && !padded_path(strategy, attrs))
+    return conv2d_transpose_strided(k, s, acc);
+  if (padded_path(strategy, attrs)) {
+    // With stride 1 a transposed convolution is a correlation with the
+    // flipped kernel, input and output channels swapped, on the data padded
+    // by d·(K - 1) - pad (negative: cropped).
     int64_t top = s.d[0] * (s.KH - 1) - s.p[0], left = s.d[1] * (s.KW - 1) - s.p[1];
     int64_t Hp = s.OH + s.d[0] * (s.KH - 1), Wp = s.OW + s.d[1] * (s.KW - 1), K = s.Cg() * s.taps();
     std::vector<StmtPtr> stmts;
-    BufferPtr xp = padded_copy(k, 0, top, left, Hp, Wp, s.d[1] * (s.KW - 1), false, acc, stmts, s.s);
+    BufferPtr xp = padded_copy(k, 0, top, left, Hp, Wp, s.d[0] * (s.KH - 1) * Wp + s.d[1] * (s.KW - 1), true, acc,
+                               stmts);
     // wf[g·Og + o, (c, kh, kw)] = w[g·Cg + c, o, KH-1-kh, KW-1-kw]
     BufferPtr wf = k.scratch("flipped", acc, s.O * K);
     stmts.push_back(loop_nest({s.groups, s.Og(), s.Cg(), s.KH, s.KW}, [&](const Index &i) {
@@ -592,6 +764,8 @@ template <GemmStrategy strategy> StmtPtr conv2d_backward_weight_kernel(KernelCtx
   DType dt = k.call.type.dtype, acc = dtype_info(dt).accumulator;
   if (padded_path(strategy, attrs))
     return backward_weight_padded(k, s, dt, acc);
+  if (strategy == gemm_cpu_packed)
+    return backward_weight_strided(k, s, dt, acc);
   int64_t pixels = s.OH * s.OW;
   ConvProduct p;
   p.loops = {s.groups};
