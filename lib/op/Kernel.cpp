@@ -223,6 +223,14 @@ StmtPtr lanes_max(KernelCtx &k, int64_t width, int64_t count, DType acc, const L
                        lanes([&](const LExprPtr &l) { return then(l, load(m, l)); })}));
 }
 
+LExprPtr in_range(const LExprPtr &i, int64_t lo, int64_t hi) {
+  return binary(BinaryOp::And, compare(CompareOp::GE, i, int_imm(lo)), compare(CompareOp::LT, i, int_imm(hi)));
+}
+
+LExprPtr clamp_index(const LExprPtr &i, int64_t n) {
+  return binary(BinaryOp::Min, binary(BinaryOp::Max, i, int_imm(0)), int_imm(std::max<int64_t>(n - 1, 0)));
+}
+
 LExprPtr flat_index(const Shape &shape, const Index &idx) {
   GRADC_CHECK(shape.size() == idx.size(), "lowering",
               "index of rank " + std::to_string(idx.size()) + " for shape " + shape_str(shape));

@@ -35,12 +35,6 @@ LExprPtr sub(LExprPtr a, LExprPtr b) { return binary(BinaryOp::Sub, std::move(a)
 LExprPtr mul(LExprPtr a, LExprPtr b) { return binary(BinaryOp::Mul, std::move(a), std::move(b)); }
 LExprPtr imm(int64_t v) { return int_imm(v); }
 LExprPtr both(LExprPtr a, LExprPtr b) { return binary(BinaryOp::And, std::move(a), std::move(b)); }
-LExprPtr in_range(const LExprPtr &i, int64_t n) {
-  return both(compare(CompareOp::GE, i, imm(0)), compare(CompareOp::LT, i, imm(n)));
-}
-LExprPtr clamp(const LExprPtr &i, int64_t n) {
-  return binary(BinaryOp::Min, binary(BinaryOp::Max, i, imm(0)), imm(std::max<int64_t>(n - 1, 0)));
-}
 
 /// The attributes every convolution shares (Relay's Conv2DAttrs; the
 /// informational ones are checked against the operands).
@@ -116,12 +110,21 @@ struct ConvShape {
   LExprPtr tap(int axis, const LExprPtr &o, const LExprPtr &t) const {
     return sub(add(mul(o, imm(s[axis])), mul(t, imm(d[axis]))), imm(p[axis]));
   }
+  /// The data position that transposed output position `o` reads at tap
+  /// `t`: (o + pad - t·d) / s, clamped; `valid` gains "whole and inside n".
+  LExprPtr source(int axis, const LExprPtr &o, const LExprPtr &t, int64_t n, LExprPtr &valid) const {
+    LExprPtr num = sub(add(o, imm(p[axis])), mul(t, imm(d[axis])));
+    LExprPtr q = binary(BinaryOp::FloorDiv, num, imm(s[axis]));
+    LExprPtr ok = both(compare(CompareOp::EQ, binary(BinaryOp::FloorMod, num, imm(s[axis])), imm(0)), in_range(q, 0, n));
+    valid = valid ? both(valid, ok) : ok;
+    return clamp_index(q, n);
+  }
   /// x[n, c, tap(oh, kh), tap(ow, kw)], zero in the padding.
   LExprPtr data_at(const KernelCtx &k, size_t arg, const LExprPtr &n, const LExprPtr &c, const LExprPtr &oh,
                    const LExprPtr &ow, const LExprPtr &kh, const LExprPtr &kw, DType acc) const {
     LExprPtr ih = tap(0, oh, kh), iw = tap(1, ow, kw);
-    LExprPtr inside = both(in_range(ih, H), in_range(iw, W));
-    return select(inside, cast(acc, k.in(arg, {n, c, clamp(ih, H), clamp(iw, W)})), constant_of(0, acc));
+    LExprPtr inside = both(in_range(ih, 0, H), in_range(iw, 0, W));
+    return select(inside, cast(acc, k.in(arg, {n, c, clamp_index(ih, H), clamp_index(iw, W)})), constant_of(0, acc));
   }
 };
 
@@ -615,16 +618,8 @@ StmtPtr conv2d_transpose_strided(KernelCtx &k, const ConvShape &s, DType acc) {
               {s.KH, s.KW},
               [&](const Index &t) {
                 // the input pixel this tap reads: (o + pad - t·d) / s, whole and inside
-                auto source = [&](int axis, const LExprPtr &o, const LExprPtr &tap, int64_t n, LExprPtr &valid) {
-                  LExprPtr num = sub(add(o, imm(s.p[axis])), mul(tap, imm(s.d[axis])));
-                  LExprPtr q = binary(BinaryOp::FloorDiv, num, imm(s.s[axis]));
-                  LExprPtr ok = both(compare(CompareOp::EQ, binary(BinaryOp::FloorMod, num, imm(s.s[axis])), imm(0)),
-                                     in_range(q, n));
-                  valid = valid ? both(valid, ok) : ok;
-                  return clamp(q, n);
-                };
                 LExprPtr valid;
-                LExprPtr ih = source(0, i[2], t[0], s.H, valid), iw = source(1, i[3], t[1], s.W, valid);
+                LExprPtr ih = s.source(0, i[2], t[0], s.H, valid), iw = s.source(1, i[3], t[1], s.W, valid);
                 LExprPtr m = add(mul(add(mul(i[1], imm(s.KH)), t[0]), imm(s.KW)), t[1]);
                 LExprPtr v = load(col, cat(m, add(add(mul(i[0], imm(P)), mul(ih, imm(s.W))), iw)));
                 return store(sum, zero, add(load(sum, zero), select(valid, v, constant_of(0, acc))));
@@ -729,18 +724,11 @@ template <GemmStrategy strategy> StmtPtr conv2d_transpose_kernel(KernelCtx &k) {
   };
   // The data pixel an output pixel reads at a tap: (o + pad - t·d) / s where
   // that is whole and inside the data.
-  auto source = [&](int axis, const LExprPtr &o, const LExprPtr &t, int64_t n, LExprPtr &valid) {
-    LExprPtr num = sub(add(o, imm(s.p[axis])), mul(t, imm(s.d[axis])));
-    LExprPtr q = binary(BinaryOp::FloorDiv, num, imm(s.s[axis]));
-    LExprPtr whole = compare(CompareOp::EQ, binary(BinaryOp::FloorMod, num, imm(s.s[axis])), imm(0));
-    valid = valid ? both(valid, both(whole, in_range(q, n))) : both(whole, in_range(q, n));
-    return clamp(q, n);
-  };
   p.b = [&](const Index &at, const LExprPtr &kk, const LExprPtr &n) {
     TapIndex t(kk, s.KH, s.KW);
     auto [oh, ow] = pixel(n, s.OW);
     LExprPtr valid;
-    LExprPtr ih = source(0, oh, t.kh, s.H, valid), iw = source(1, ow, t.kw, s.W, valid);
+    LExprPtr ih = s.source(0, oh, t.kh, s.H, valid), iw = s.source(1, ow, t.kw, s.W, valid);
     LExprPtr x = cast(acc, k.in(0, {at[0], add(mul(at[1], imm(s.Cg())), t.c), ih, iw}));
     return select(valid, x, constant_of(0, acc));
   };

@@ -37,12 +37,6 @@ LExprPtr imm(int64_t v) { return int_imm(v); }
 LExprPtr both(LExprPtr a, LExprPtr b) { return binary(BinaryOp::And, std::move(a), std::move(b)); }
 LExprPtr fdiv(LExprPtr a, int64_t b) { return binary(BinaryOp::FloorDiv, std::move(a), imm(b)); }
 LExprPtr fmod(LExprPtr a, int64_t b) { return binary(BinaryOp::FloorMod, std::move(a), imm(b)); }
-LExprPtr in_range(const LExprPtr &i, int64_t lo, int64_t hi) {
-  return both(compare(CompareOp::GE, i, imm(lo)), compare(CompareOp::LT, i, imm(hi)));
-}
-LExprPtr clamp(const LExprPtr &i, int64_t n) {
-  return binary(BinaryOp::Min, binary(BinaryOp::Max, i, imm(0)), imm(std::max<int64_t>(n - 1, 0)));
-}
 
 struct Pool2DAttrs {
   Pair pool_size{1, 1};
@@ -240,7 +234,7 @@ StmtPtr window_max(const KernelCtx &k, size_t data, const PoolAxis &h, const Poo
     init.push_back(store(arg, zero, imm(-1)));
   StmtPtr scan = over_taps(h, w, [&](const Index &t) {
     LExprPtr ih = h.at(oh, t[0]), iw = w.at(ow, t[1]);
-    LExprPtr x = k.in(data, {n, c, clamp(ih, h.n), clamp(iw, w.n)});
+    LExprPtr x = k.in(data, {n, c, clamp_index(ih, h.n), clamp_index(iw, w.n)});
     LExprPtr cur = load(acc, zero);
     // PyTorch's rule: a later tap wins only if greater, or NaN; the first
     // data tap always wins (so a window of -inf still has an argmax).
@@ -287,7 +281,7 @@ StmtPtr avg_pool2d_kernel(KernelCtx &k) {
     LExprPtr zero = imm(0);
     StmtPtr scan = over_taps(h, w, [&](const Index &t) {
       LExprPtr ih = h.at(o[2], t[0]), iw = w.at(o[3], t[1]);
-      LExprPtr x = cast(acc, k.in(0, {o[0], o[1], clamp(ih, h.n), clamp(iw, w.n)}));
+      LExprPtr x = cast(acc, k.in(0, {o[0], o[1], clamp_index(ih, h.n), clamp_index(iw, w.n)}));
       LExprPtr inside = both(in_range(ih, 0, h.n), in_range(iw, 0, w.n));
       return store(sum, zero, add(load(sum, zero), select(inside, x, constant_of(0, acc))));
     });
@@ -308,7 +302,7 @@ StmtPtr over_windows_of(const PoolAxis &h, const PoolAxis &w, const LExprPtr &ih
       LExprPtr o = fdiv(num, ax.s);
       LExprPtr ok = both(compare(CompareOp::EQ, fmod(num, ax.s), imm(0)), in_range(o, 0, ax.out));
       valid = valid ? both(valid, ok) : ok;
-      return clamp(o, ax.out);
+      return clamp_index(o, ax.out);
     };
     LExprPtr valid;
     LExprPtr oh = window(h, ih, t[0], valid), ow = window(w, iw, t[1], valid);
@@ -332,7 +326,7 @@ StmtPtr max_pool2d_backward_disjoint(KernelCtx &k, const PoolAxis &h, const Pool
       LExprPtr inside = both(in_range(ih, 0, h.n), in_range(iw, 0, w.n));
       LExprPtr hit = compare(CompareOp::EQ, load(arg, imm(0)), add(mul(ih, imm(w.n)), iw));
       // (clamped, as every index here: a store the verifier can bound)
-      return if_then(inside, store(k.out(), flat_index(xs, {o[0], o[1], clamp(ih, h.n), clamp(iw, w.n)}),
+      return if_then(inside, store(k.out(), flat_index(xs, {o[0], o[1], clamp_index(ih, h.n), clamp_index(iw, w.n)}),
                                    select(hit, k.in(0, o), constant_of(0, dt))));
     });
     return alloc(mx, alloc(arg, seq({window_max(k, 1, h, w, o[0], o[1], o[2], o[3], mx, arg), write})));
@@ -400,7 +394,7 @@ StmtPtr adaptive_avg_pool2d_kernel(KernelCtx &k) {
         [&](const Index &t) {
           LExprPtr ih = add(h0, t[0]), iw = add(w0, t[1]);
           LExprPtr inside = both(compare(CompareOp::LT, ih, h1), compare(CompareOp::LT, iw, w1));
-          LExprPtr x = cast(acc, k.in(0, {o[0], o[1], clamp(ih, h.n), clamp(iw, w.n)}));
+          LExprPtr x = cast(acc, k.in(0, {o[0], o[1], clamp_index(ih, h.n), clamp_index(iw, w.n)}));
           return store(sum, zero, add(load(sum, zero), select(inside, x, constant_of(0, acc))));
         },
         ForKind::Reduce, "k");
@@ -425,7 +419,7 @@ StmtPtr adaptive_avg_pool2d_backward_kernel(KernelCtx &k) {
         {ch, cw},
         [&](const Index &t) {
           LExprPtr oh = add(oh0, t[0]), ow = add(ow0, t[1]);
-          LExprPtr ohc = clamp(oh, h.m), owc = clamp(ow, w.m);
+          LExprPtr ohc = clamp_index(oh, h.m), owc = clamp_index(ow, w.m);
           LExprPtr holds = both(both(in_range(oh, 0, h.m), in_range(ow, 0, w.m)),
                                 both(both(compare(CompareOp::GE, i[2], h.start(ohc)), compare(CompareOp::LT, i[2], h.end(ohc))),
                                      both(compare(CompareOp::GE, i[3], w.start(owc)), compare(CompareOp::LT, i[3], w.end(owc)))));

@@ -411,9 +411,9 @@ void register_shape_ops(OpRegistry &reg) {
         LExprPtr inside;
         for (size_t d = 0; d < in.size(); ++d) {
           LExprPtr i = binary(BinaryOp::Sub, c.index[d], int_imm(a.pad_width[d][0]));
-          LExprPtr ok = binary(BinaryOp::And, compare(CompareOp::GE, i, int_imm(0)), compare(CompareOp::LT, i, int_imm(in[d])));
+          LExprPtr ok = in_range(i, 0, in[d]);
           inside = inside ? binary(BinaryOp::And, inside, ok) : ok;
-          idx.push_back(binary(BinaryOp::Min, binary(BinaryOp::Max, i, int_imm(0)), int_imm(std::max<int64_t>(in[d] - 1, 0))));
+          idx.push_back(clamp_index(i, in[d]));
         }
         DType dt = c.type().dtype;
         LExprPtr value = c.call.args.size() == 2 ? c.in(1, {}) : constant_of(a.pad_value, dt);

@@ -141,6 +141,13 @@ StmtPtr compensated_sums(KernelCtx &k, int64_t width, int64_t count, DType acc, 
 /// As lane_max, per lane: then(l, maximum of lane l).
 StmtPtr lanes_max(KernelCtx &k, int64_t width, int64_t count, DType acc, const LaneTermFn &term,
                   const std::function<StmtPtr(const LExprPtr &l, const LExprPtr &max)> &then);
+/// Whether index `i` lies in [lo, hi) (a Bool).
+LExprPtr in_range(const LExprPtr &i, int64_t lo, int64_t hi);
+/// `i` clamped into [0, n): what a guarded load reads where a select then
+/// takes the padding value, so that no load is out of bounds (and the loop
+/// verifier can bound every index).
+LExprPtr clamp_index(const LExprPtr &i, int64_t n);
+
 /// Unravels a flat element index into the indices of `shape`.
 Index unravel_index(const LExprPtr &flat, const Shape &shape);
 
