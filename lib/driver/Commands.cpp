@@ -589,6 +589,20 @@ int check_command(const std::string &model, std::ostream &out, std::ostream &err
   return 0;
 }
 
+namespace {
+
+/// The gradient column of `gradc ops`.
+const char *gradient_kind(const OpDef &d) {
+  return d.no_gradient ? "zero" : d.gradient ? "yes" : d.decompose ? "composite" : "no";
+}
+
+/// The lowering column: fusable elementwise, a kernel, or a composite.
+const char *lowering_kind(const OpDef &d) {
+  return d.element ? "injective" : d.kernel ? "kernel" : d.decompose ? "composite" : "no";
+}
+
+} // namespace
+
 int ops_command(const std::string &name, bool json, std::ostream &out, std::ostream &err) {
   std::vector<const OpDef *> ops;
   if (name.empty()) {
@@ -642,13 +656,8 @@ int ops_command(const std::string &name, bool json, std::ostream &out, std::ostr
       std::string arity = d->min_inputs == d->max_inputs
                               ? std::to_string(d->min_inputs)
                               : std::to_string(d->min_inputs) + "-" + std::to_string(d->max_inputs);
-      rows.push_back({d->name, arity, std::to_string(d->support_level), d->relation_name,
-                      d->no_gradient ? "zero"
-                      : d->gradient  ? "yes"
-                                     : "no",
-                      d->element  ? "injective"
-                      : d->kernel ? "kernel"
-                                  : "no"});
+      rows.push_back({d->name, arity, std::to_string(d->support_level), d->relation_name, gradient_kind(*d),
+                      lowering_kind(*d)});
     }
     std::vector<size_t> width(rows[0].size(), 0);
     for (const auto &row : rows)
@@ -680,8 +689,22 @@ int ops_command(const std::string &name, bool json, std::ostream &out, std::ostr
           << (a.required ? "(required)" : a.default_value.str()) << (a.rule.empty() ? "" : " (" + a.rule + ")")
           << " - " << a.doc << "\n";
   }
-  out << "  gradient: " << (d.no_gradient ? "zero by definition" : d.gradient ? "yes" : "none") << "\n";
-  out << "  lowering: " << (d.element ? "injective (fusable)" : d.kernel ? "kernel" : "none") << "\n";
+  out << "  gradient: "
+      << (d.no_gradient ? "zero by definition"
+          : d.gradient  ? "yes"
+          : d.decompose ? "from its parts (a composite)"
+                        : "none")
+      << "\n";
+  std::string strategies;
+  for (const auto &[target, fn] : d.strategies)
+    strategies += std::string(strategies.empty() ? "; for " : ", ") + target_kind_name(target);
+  out << "  lowering: "
+      << (d.element     ? "injective (fusable)"
+          : d.kernel    ? "kernel" + (strategies.empty() ? "" : strategies + " (hand-scheduled)") +
+                              (d.fuses_epilogue ? "; fuses its consumers' epilogue" : "")
+          : d.decompose ? "a composite, expanded into its parts"
+                        : "none")
+      << "\n";
   return 0;
 }
 
