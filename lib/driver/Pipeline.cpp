@@ -1,6 +1,6 @@
 //===- Pipeline.cpp - the gradc pipeline, read top to bottom --------------===//
 //
-//   parse -> typed -> (normalize, inline) -> grad -> remat -> fused -> loops
+//   parse -> typed -> (normalize, expand, inline) -> grad (+ CSE) -> remat -> fused -> loops
 //
 // Each stage is one pass function; what each needs from the one before is in
 // the comment where it is called. Code generation (llvm, asm, ptx) follows in
@@ -171,6 +171,10 @@ Module drop_checkpoint_markers_all(const Module &m, PassContext &) {
   return each_function(m, [](const Function &fn) { return drop_checkpoint_markers(fn); });
 }
 
+Module eliminate_common_subexpressions_all(const Module &m, PassContext &) {
+  return each_function(m, [](const Function &fn) { return eliminate_common_subexpressions(fn); });
+}
+
 Module eliminate_dead_code_all(const Module &m, PassContext &) {
   return each_function(m, [](const Function &fn) { return eliminate_dead_code(fn); });
 }
@@ -207,7 +211,9 @@ const Stage kTensorStages[] = {
      {{"normalize", normalize_all, IRForm::ANF},
       {"expand composites", expand_composites_all, IRForm::ANF},
       {"inline", inline_all, IRForm::ANF},
-      {"differentiate", differentiate, IRForm::ANF}}},
+      {"differentiate", differentiate, IRForm::ANF},
+      // before remat, whose recomputations are duplicates on purpose
+      {"common subexpressions", eliminate_common_subexpressions_all, IRForm::ANF}}},
     {"remat", {{"rematerialize", rematerialize, IRForm::ANF}}},
     {"fused",
      {{"drop checkpoint markers", drop_checkpoint_markers_all, IRForm::ANF}, // remat has consumed them

@@ -103,8 +103,12 @@ StmtPtr sum_kernel(KernelCtx &k, bool mean) {
     LaneBlockTermFn block_term;
     if (split_blocks)
       block_term = [&, oidx](const LExprPtr &first, const LExprPtr &lane) {
-        Index red = unravel_index(first, red_shape);
-        red.back() = binary(BinaryOp::Add, red.back(), lane);
+        // block first / lanes of the reduced axes with the last counted in
+        // blocks: every index provably in range (the loop verifier checks)
+        Shape blocks = red_shape;
+        blocks.back() /= kSumLanes;
+        Index red = unravel_index(binary(BinaryOp::FloorDiv, first, int_imm(kSumLanes)), blocks);
+        red.back() = binary(BinaryOp::Add, binary(BinaryOp::Mul, red.back(), int_imm(kSumLanes)), lane);
         return k.in(0, input_index(r, oidx, red));
       };
     return compensated_sum(
@@ -232,7 +236,13 @@ void register_reduce_ops(OpRegistry &reg) {
       .decompose([](Builder &b, const std::vector<ExprPtr> &args, const Attrs &attrs) {
         auto a = composite_attrs<VarianceAttrs>(args, attrs);
         ExprPtr x = args[0];
-        ExprPtr m = args.size() == 2 ? args[1] : b.call(ops::mean, {x}, a.reduce(true));
+        // mean(x, axis) reshaped, not mean(..., keepdims=True): the same call
+        // as a batch norm's own mean of x, which common-subexpression
+        // elimination then computes once
+        std::vector<int64_t> axes = a.reduce(true).reduced(x->type.rank());
+        ExprPtr m = args.size() == 2 ? args[1]
+                                     : b.reshape(b.call(ops::mean, {x}, a.reduce(false)),
+                                                 reduced_shape(x->type.shape, axes, true));
         ExprPtr d = b.sub(x, m);
         ExprPtr ss = b.call(ops::sum, {b.mul(d, d)}, a.reduce(a.keepdims));
         int64_t n = num_elements(x->type.shape) / std::max<int64_t>(1, num_elements(m->type.shape));

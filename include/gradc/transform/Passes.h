@@ -42,6 +42,12 @@ FunctionPtr expand_composites(const Function &fn);
 /// input: after rematerialization the markers have served. Pre and post: ANF.
 FunctionPtr drop_checkpoint_markers(const Function &fn);
 
+/// Replaces a binding that applies the same operator, with the same
+/// attributes, to the same operands (Vars by identity, constants by bits)
+/// as an earlier one by that one. A function with checkpoint markers or `fn`
+/// values is returned unchanged. Pre and post: ANF.
+FunctionPtr eliminate_common_subexpressions(const Function &fn);
+
 /// Removes bindings whose value the result does not depend on (a use inside
 /// the body of a `fn` value counts); a checkpoint segment whose start is live
 /// keeps its ends, so that no start is left open. Pre and post: ANF.
