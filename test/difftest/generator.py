@@ -21,6 +21,9 @@ What the programs exercise:
     random subset in a random order, or is left out (every float parameter);
   * helper functions (`def @hN`, some returning tuples) and tuples with projections in @main:
     the same values, printed differently (BindingGroup);
+  * operators with a tuple result (nn.batch_norm, nn.dropout), called with a projection
+    `op(...).k`, and operands that are calls of their own (variance's mean, batch_norm's
+    statistics from mean and variance of the data);
   * integer chains: calls of the operators that take int32/int64 tensors too (truncating
     division, int reductions and products, ...) on integer parameters, casts or nll_loss targets,
     compared exactly; one program in seven is mostly integer;
@@ -90,10 +93,11 @@ class Literal:
 
 
 class Binding:
-    def __init__(self, out, op, args, attrs, full_attrs, style, infix):
+    def __init__(self, out, op, args, attrs, full_attrs, style, infix, field=None):
         self.out, self.op, self.args = out, op, args
         self.attrs = attrs  # as written in the text
         self.full_attrs = full_attrs  # with the registry's defaults, for the references
+        self.field = field  # for an operator with a tuple result: the field projected (`op(...).k`)
         self.style = style  # "graph" (`%3 = ...`), "let" or "let-typed" (`let %v3: TYPE = ...`)
         self.infix = infix  # `(%a + %b)` rather than `add(%a, %b)`
         self.group = None  # the BindingGroup it is printed in
@@ -120,7 +124,8 @@ def expr_text(b, names):
     args = [a.text() if isinstance(a, Literal) else names.get(a.name, a.name) for a in b.args]
     if b.infix:
         return f"({args[0]} {INFIX[b.op]} {args[1]})"
-    return f"{b.op}(" + ", ".join(args + [f"{k}={attr_text(v)}" for k, v in b.attrs.items()]) + ")"
+    call = f"{b.op}(" + ", ".join(args + [f"{k}={attr_text(v)}" for k, v in b.attrs.items()]) + ")"
+    return call if b.field is None else f"{call}.{b.field}"
 
 
 def _binding_line(b, expr):
@@ -447,9 +452,10 @@ class Generator:
         with np.errstate(all="ignore"), warnings.catch_warnings():
             warnings.simplefilter("ignore", RuntimeWarning)  # the mean of an empty axis: rejected below
             try:
-                out = np.asarray(operators.TABLE[op].numpy(args, full_attrs))
+                out = operators.TABLE[op].numpy(args, full_attrs)
             except ValueError:  # no value: the max of an empty axis, say
                 raise RejectCall()
+        out = np.asarray(out if call.field is None else out[call.field])
         first_float = next((a.dtype for a in call.args if a.dtype in FLOAT_DTYPES), None)
         dtype = call.dtype or first_float or call.args[0].dtype
         out = out.astype(operators.NUMPY_DTYPE[dtype])
@@ -468,7 +474,7 @@ class Generator:
         index = len(self.bindings)
         v = Value(f"%{index}" if style == "graph" else f"%v{index}", out.shape, dtype, out)
         inputs = [a for a in call.args if isinstance(a, Value)]
-        v.grad = v.is_float() and operators.TABLE[op].gradient and any(a.grad for a in inputs)
+        v.grad = v.is_float() and operators.TABLE[op].has_gradient(call.field) and any(a.grad for a in inputs)
         v.ops = frozenset({(index, op)}).union(*(a.ops for a in inputs))
         if op == "grad.start_checkpoint":
             v.segment = self.segment
@@ -476,23 +482,32 @@ class Generator:
             v.segment = self.segment if any(a.segment is not None and a.segment is self.segment
                                             for a in inputs) else None
             v.dirty = any(a.dirty or a.segment is not None for a in inputs)
-        self.bindings.append(Binding(v, op, call.args, call.attrs, full_attrs, style, infix))
+        self.bindings.append(Binding(v, op, call.args, call.attrs, full_attrs, style, infix, call.field))
         self.values.append(v)
         self.used.update(id(a) for a in inputs)
         return v
 
     def try_op(self, op, x):
-        """Binds one call of `op` offered x; returns the result or None (nothing changed)."""
-        n_params, n_values = len(self.params), len(self.values)
-        call = operators.TABLE[op].gen(self, x)
+        """Binds one call of `op` offered x; returns the result or None (nothing changed, the
+        operand calls its generator bound included)."""
+        n_params, n_values, n_bindings, used = len(self.params), len(self.values), len(self.bindings), set(self.used)
         try:
+            call = operators.TABLE[op].gen(self, x)
             if call is None:
                 raise RejectCall()
             return self._bind(op, call)
         except RejectCall:
             del self.params[n_params:]
             del self.values[n_values:]
+            del self.bindings[n_bindings:]
+            self.used = used
             return None
+
+    def operand_call(self, op, call):
+        """An operand that is a call of its own (variance's mean of the data, say): bound before
+        the call that takes it, and dropped with it if that is rejected (try_op). Raises
+        RejectCall when it has no acceptable value."""
+        return self._bind(op, call)
 
     def current(self):
         """The value the next call starts from: the newest float result (the chain goes on), or
@@ -653,17 +668,20 @@ def _broadcasts(small, big):
 
 
 def parse_default(text):
-    """A registry attribute default (`None`, `False`, `-1`, `"mean"`, `(required)`) as a value."""
+    """A registry attribute default (`None`, `False`, `-1`, `"mean"`, `0.5f`, `[1, 1]`,
+    `(required)`) as a value."""
     if text == "(required)" or text == "None":
         return None
     if text in ("True", "False"):
         return text == "True"
     if text.startswith('"'):
         return text.strip('"')
+    if text.startswith("["):
+        return [parse_default(t.strip()) for t in text[1:-1].split(",") if t.strip()]
     try:
         return int(text)
     except ValueError:
-        return float(text)
+        return float(text.rstrip("f"))
 
 
 def generate(seed, registry, forced_op=None):

@@ -38,12 +38,12 @@ def _gradc(gradc, workdir, *args):
     return proc.stderr if proc.returncode != 0 else ""
 
 
-def second_order_nll_loss_weights(gradc, workdir):
-    """The dumped adjoint of an nll_loss model with weights, and --grad of the sum of its
-    gradient with respect to the weights (through a function that calls the adjoint)."""
-    params = "%p: Tensor[(3, 4), float32], %t: Tensor[(3,), int64], %w: Tensor[(4,), float32]"
+def _second_order(gradc, workdir, params, body, field):
+    """gradc's diagnostics for the second order of a one-call model: its adjoint dumped by
+    --dump-ir=grad, and --grad=second of the sum of its gradient for the `field`-th parameter
+    (through a function that calls the adjoint)."""
     with open(os.path.join(workdir, "model.relay"), "w") as f:
-        f.write('#[version = "0.0.5"]\ndef @main(%s) {\n  nn.nll_loss(%%p, %%t, %%w)\n}\n' % params)
+        f.write('#[version = "0.0.5"]\ndef @main(%s) {\n  %s\n}\n' % (params, body))
     error = _gradc(gradc, workdir, "compile", "model.relay", "--grad", "--emit=obj", "-o", "m",
                    "--dump-ir=grad", "--dump-dir=dumps")
     dumps = glob.glob(os.path.join(workdir, "dumps", "*-grad.relay"))
@@ -51,9 +51,27 @@ def second_order_nll_loss_weights(gradc, workdir):
         return error
     with open(dumps[0]) as f:
         dump = f.read()
+    args = ", ".join(re.findall(r"%\w+(?=:)", params))
     with open(os.path.join(workdir, "second.relay"), "w") as f:
-        f.write(dump + "def @second(%s) {\n  %%r = @main_adjoint(%%p, %%t, %%w);\n  sum((%%r.1).1)\n}\n" % params)
+        f.write(dump + "def @second(%s) {\n  %%r = @main_adjoint(%s);\n  sum((%%r.1).%d)\n}\n" % (params, args, field))
     return _gradc(gradc, workdir, "compile", "second.relay", "--grad=second", "--emit=obj", "-o", "s")
+
+
+def second_order_nll_loss_weights(gradc, workdir):
+    """The second order of nn.nll_loss's gradient with respect to its weights."""
+    return _second_order(gradc, workdir, "%p: Tensor[(3, 4), float32], %t: Tensor[(3,), int64], "
+                         "%w: Tensor[(4,), float32]", "nn.nll_loss(%p, %t, %w)", 1)
+
+
+def second_order_conv2d_weight(gradc, workdir):
+    """The second order of nn.conv2d's gradient with respect to its weight."""
+    return _second_order(gradc, workdir, "%x: Tensor[(1, 2, 5, 5), float32], %w: Tensor[(3, 2, 3, 3), float32]",
+                         "nn.conv2d(%x, %w, padding=[1, 1])", 1)
+
+
+def second_order_max_pool2d(gradc, workdir):
+    """The second order of nn.max_pool2d's gradient with respect to its data."""
+    return _second_order(gradc, workdir, "%x: Tensor[(1, 2, 5, 5), float32]", "nn.max_pool2d(%x, pool_size=[2, 2])", 0)
 
 
 KNOWN_BUGS = [
@@ -61,4 +79,12 @@ KNOWN_BUGS = [
              "grad.nll_loss_weights_backward has no gradient (SPEC §5: the adjoint differentiates again)",
              {"second"}, r"no gradient is registered for operator 'grad\.nll_loss_weights_backward'",
              second_order_nll_loss_weights),
+    KnownBug("no second-order gradient through the weight of nn.conv2d or nn.conv2d_transpose: "
+             "nn.conv2d_backward_weight has no gradient (SPEC §5: the adjoint differentiates again)",
+             {"second"}, r"no gradient is registered for operator 'nn\.conv2d_backward_weight'",
+             second_order_conv2d_weight),
+    KnownBug("no second-order gradient through nn.max_pool2d or nn.global_max_pool2d: "
+             "grad.max_pool2d_backward has no gradient (SPEC §5: the adjoint differentiates again)",
+             {"second"}, r"no gradient is registered for operator 'grad\.max_pool2d_backward'",
+             second_order_max_pool2d),
 ]

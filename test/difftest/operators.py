@@ -17,9 +17,15 @@ Each entry of TABLE is an `Op`:
                  is not smooth (relu at 0, ties of max, clip bounds, comparisons of near-equal
                  values): there float32 rounding could legitimately flip the result.
   gradient       False where no gradient flows through the operator (creation, *_like,
-                 no_grad): the generator does not continue its chain from such a value;
+                 no_grad): the generator does not continue its chain from such a value; for an
+                 operator with a tuple result, one flag per field;
   ints           True where the operator takes integer tensors too (SPEC §4): the generator
                  also builds integer chains of those, compared exactly (`ok` does not apply).
+
+An operator with a tuple result (nn.batch_norm, nn.dropout) is called with a projection: `gen`
+sets the Call's `field` k (the text is `op(...).k`), numpy and torch return the whole tuple, and
+the value is field k. A `gen` may bind operands that are calls of their own
+(`g.operand_call`: variance's mean, batch_norm's statistics of the data).
 
 `a` holds the evaluated arguments (numpy arrays or torch tensors; float64 for float values, bool
 for bools, int64 for integers), `at` the attributes with the registry's defaults filled in.
@@ -28,6 +34,7 @@ NOT_GENERATED lists the registry operators the generator never calls, each with 
 An operator in the registry that is in neither fails the tester with a message naming this file,
 so every operator added to gradc needs an entry here (see README.md in this directory).
 """
+import functools
 import math
 
 import numpy as np
@@ -39,12 +46,14 @@ INT_DTYPES = ("int32", "int64")
 
 class Call:
     """One generated operator call: arguments (generator Values or Literals, or a list of them
-    for a tuple argument) and the attributes written in the text (the rest take defaults)."""
+    for a tuple argument) and the attributes written in the text (the rest take defaults); for an
+    operator with a tuple result, the field it projects (`op(...).k`)."""
 
-    def __init__(self, args, attrs=None, dtype=None):
+    def __init__(self, args, attrs=None, dtype=None, field=None):
         self.args = args
         self.attrs = attrs or {}
         self.dtype = dtype  # the result's dtype when it is not the first float argument's
+        self.field = field  # the index k of `op(...).k` for a tuple result, else None
 
 
 class Op:
@@ -54,6 +63,10 @@ class Op:
         self.ok = ok
         self.gradient = gradient  # False: the result does not depend differentiably on the operands
         self.ints = ints  # the generator may also call it on int32/int64 values (exact results)
+
+    def has_gradient(self, field=None):
+        """`gradient`, or for a tuple result (a tuple of flags, one per field) the projected field's."""
+        return self.gradient[field] if isinstance(self.gradient, tuple) else self.gradient
 
 
 # ------------------------------------------------------------------------------------------------
@@ -599,10 +612,547 @@ def identity_torch(a, at):
 
 
 # ------------------------------------------------------------------------------------------------
+# convolution, pooling, normalisation, padding (NCHW, float only)
+# ------------------------------------------------------------------------------------------------
+
+
+def pair(v):
+    """A 1-or-2-value attribute (strides, dilation, pool_size, output_padding, output_size) as
+    (H, W)."""
+    if isinstance(v, int):
+        return v, v
+    return (v[0], v[0]) if len(v) == 1 else (v[0], v[1])
+
+
+def pad4(v):
+    """padding as (top, left, bottom, right): 1 value (all sides), 2 (H, W: both sides) or 4."""
+    if isinstance(v, int):
+        v = [v]
+    if len(v) == 1:
+        return (v[0],) * 4
+    if len(v) == 2:
+        return v[0], v[1], v[0], v[1]
+    return tuple(v)
+
+
+def conv_extent(size, k, stride, dilation, before, after):
+    return (size + before + after - dilation * (k - 1) - 1) // stride + 1
+
+
+def conv_transpose_extent(size, k, stride, dilation, before, after, output_padding):
+    return (size - 1) * stride - before - after + dilation * (k - 1) + output_padding + 1
+
+
+def pool_extent(size, k, stride, dilation, before, after, ceil_mode):
+    """PyTorch's rule: floor (or ceil) of the windows' span over the stride, plus one; in ceil
+    mode, a last window that starts at or past size + before (in the padding after) is dropped."""
+    span = size + before + after - dilation * (k - 1) - 1
+    out = (span + (stride - 1 if ceil_mode else 0)) // stride + 1
+    if ceil_mode and (out - 1) * stride >= size + before:
+        out -= 1
+    return out
+
+
+def conv_geometry(at, kh, kw):
+    """((sh, sw), (dh, dw), (top, left, bottom, right)) of a convolution or pool."""
+    return pair(at["strides"]), pair(at["dilation"]), pad4(at["padding"])
+
+
+def tap_slice(i, dilation, out, stride):
+    """The rows of tap i of every window, in a padded array whose row 0 is the first window's."""
+    return slice(i * dilation, i * dilation + (out - 1) * stride + 1, stride)
+
+
+def np_conv2d(a, at):
+    """Zero-pad, then correlate: out[n, o] = Σ_c Σ_taps x[n, g·C/G + c] · w[o, c], per group."""
+    x, w = a[0], a[1]
+    (sh, sw), (dh, dw), (t, l, b, r) = conv_geometry(at, *w.shape[2:])
+    groups = at["groups"]
+    xp = np.pad(x, ((0, 0), (0, 0), (t, b), (l, r)))
+    n, c, hp, wp = xp.shape
+    o, cg, kh, kw = w.shape
+    oh, ow = conv_extent(hp, kh, sh, dh, 0, 0), conv_extent(wp, kw, sw, dw, 0, 0)
+    xg = xp.reshape(n, groups, cg, hp, wp)
+    wg = w.reshape(groups, o // groups, cg, kh, kw)
+    out = np.zeros((n, groups, o // groups, oh, ow))
+    for i in range(kh):
+        for j in range(kw):
+            win = xg[:, :, :, tap_slice(i, dh, oh, sh), tap_slice(j, dw, ow, sw)]
+            out += np.einsum("ngchw,goc->ngohw", win, wg[:, :, :, i, j])
+    return out.reshape(n, o, oh, ow)
+
+
+def t_conv2d(a, at):
+    (sh, sw), (dh, dw), (t, l, b, r) = conv_geometry(at, *a[1].shape[2:])
+    return torch.nn.functional.conv2d(torch.nn.functional.pad(a[0], (l, r, t, b)), a[1], stride=(sh, sw),
+                                      dilation=(dh, dw), groups=at["groups"])
+
+
+def np_conv2d_transpose(a, at):
+    """Every input element scatters x · w over its window of the full output ((H - 1)·s +
+    d·(KH - 1) + 1 rows), zeros after it for output_padding; the output is the full one cropped
+    by the padding: rows [top, top + OH)."""
+    x, w = a[0], a[1]
+    (sh, sw), (dh, dw), (t, l, b, r) = conv_geometry(at, *w.shape[2:])
+    oph, opw = pair(at["output_padding"])
+    groups = at["groups"]
+    n, c, h, wd = x.shape
+    _, og, kh, kw = w.shape
+    cg = c // groups
+    full_h, full_w = (h - 1) * sh + dh * (kh - 1) + 1, (wd - 1) * sw + dw * (kw - 1) + 1
+    full = np.zeros((n, groups, og, full_h + oph, full_w + opw))
+    xg = x.reshape(n, groups, cg, h, wd)
+    wg = w.reshape(groups, cg, og, kh, kw)
+    for i in range(kh):
+        for j in range(kw):
+            full[:, :, :, tap_slice(i, dh, h, sh), tap_slice(j, dw, wd, sw)] += \
+                np.einsum("ngchw,gco->ngohw", xg, wg[:, :, :, i, j])
+    oh = conv_transpose_extent(h, kh, sh, dh, t, b, oph)
+    ow = conv_transpose_extent(wd, kw, sw, dw, l, r, opw)
+    return full[:, :, :, t:t + oh, l:l + ow].reshape(n, groups * og, oh, ow)
+
+
+def t_conv2d_transpose(a, at):
+    x, w = a[0], a[1]
+    (sh, sw), (dh, dw), (t, l, b, r) = conv_geometry(at, *w.shape[2:])
+    oph, opw = pair(at["output_padding"])
+    kh, kw = w.shape[2:]
+    oh = conv_transpose_extent(x.shape[2], kh, sh, dh, t, b, oph)
+    ow = conv_transpose_extent(x.shape[3], kw, sw, dw, l, r, opw)
+    full = torch.nn.functional.conv_transpose2d(x, w, stride=(sh, sw), dilation=(dh, dw), groups=at["groups"])
+    full = torch.nn.functional.pad(full, (0, opw, 0, oph))
+    return full[:, :, t:t + oh, l:l + ow]
+
+
+def pool_taps(x, at, fill):
+    """Every window's taps, (N, C, OH, OW, KH·KW), `fill` where a tap lies outside the data."""
+    kh, kw = pair(at["pool_size"])
+    (sh, sw), (dh, dw), (t, l, b, r) = conv_geometry(at, kh, kw)
+    n, c, h, w = x.shape
+    oh = pool_extent(h, kh, sh, dh, t, b, at["ceil_mode"])
+    ow = pool_extent(w, kw, sw, dw, l, r, at["ceil_mode"])
+    hp = max((oh - 1) * sh + dh * (kh - 1) + 1, t + h)
+    wp = max((ow - 1) * sw + dw * (kw - 1) + 1, l + w)
+    xp = np.full((n, c, hp, wp), fill)
+    xp[:, :, t:t + h, l:l + w] = x
+    return np.stack([xp[:, :, tap_slice(i, dh, oh, sh), tap_slice(j, dw, ow, sw)]
+                     for i in range(kh) for j in range(kw)], axis=-1)
+
+
+def pool_divisor(size, out, k, stride, dilation, before, after, include_pad):
+    """Per output row: the taps of its window inside the data, or inside the padded data."""
+    start = np.arange(out)[:, None] * stride - before + np.arange(k)[None, :] * dilation
+    lo, hi = (-before, size + after) if include_pad else (0, size)
+    return np.sum((start >= lo) & (start < hi), axis=1)
+
+
+def np_max_pool2d(a, at):
+    return np.max(pool_taps(a[0], at, -np.inf), axis=-1)
+
+
+def np_avg_pool2d(a, at):
+    kh, kw = pair(at["pool_size"])
+    (sh, sw), (dh, dw), (t, l, b, r) = conv_geometry(at, kh, kw)
+    total = np.sum(pool_taps(a[0], at, 0.0), axis=-1)
+    oh, ow = total.shape[2:]
+    inc = at["count_include_pad"]
+    div = np.multiply.outer(pool_divisor(a[0].shape[2], oh, kh, sh, dh, t, b, inc),
+                            pool_divisor(a[0].shape[3], ow, kw, sw, dw, l, r, inc))
+    return total / np.maximum(div, 1)
+
+
+def t_max_pool2d(a, at):
+    """torch's max_pool2d; asymmetric padding written as -inf rows and columns (F.pad), cut or
+    extended to exactly the rows the windows span."""
+    x = a[0]
+    kh, kw = pair(at["pool_size"])
+    (sh, sw), (dh, dw), (t, l, b, r) = conv_geometry(at, kh, kw)
+    if t == b and l == r:
+        return torch.nn.functional.max_pool2d(x, (kh, kw), (sh, sw), (t, l), (dh, dw), ceil_mode=at["ceil_mode"])
+    h, w = x.shape[2:]
+    oh = pool_extent(h, kh, sh, dh, t, b, at["ceil_mode"])
+    ow = pool_extent(w, kw, sw, dw, l, r, at["ceil_mode"])
+    hp, wp = (oh - 1) * sh + dh * (kh - 1) + 1, (ow - 1) * sw + dw * (kw - 1) + 1
+    xp = torch.nn.functional.pad(x, (l, wp - l - w, t, hp - t - h), value=-math.inf)
+    return torch.nn.functional.max_pool2d(xp, (kh, kw), (sh, sw), 0, (dh, dw))
+
+
+def t_avg_pool2d(a, at):
+    """torch's avg_pool2d (the generator draws symmetric padding and dilation 1 for it)."""
+    kh, kw = pair(at["pool_size"])
+    (sh, sw), _, (t, l, _, _) = conv_geometry(at, kh, kw)
+    return torch.nn.functional.avg_pool2d(a[0], (kh, kw), (sh, sw), (t, l), ceil_mode=at["ceil_mode"],
+                                          count_include_pad=at["count_include_pad"])
+
+
+def top_two_apart(groups, m):
+    """The two largest elements of every row of `groups` differ by more than m (relative)."""
+    if groups.size == 0 or groups.shape[1] < 2:
+        return True
+    s = np.sort(groups, axis=1)
+    return bool(np.all(s[:, -1] - s[:, -2] > _scaled(m, s[:, -1])))
+
+
+def max_pool_ok(a, at, out, m):
+    taps = pool_taps(a[0], at, -np.inf)
+    return top_two_apart(taps.reshape(-1, taps.shape[-1]), m)
+
+
+def global_max_ok(a, at, out, m):
+    x = a[0]
+    return top_two_apart(x.reshape(x.shape[0] * x.shape[1], -1), m)
+
+
+def adaptive_size(x_shape, at):
+    return tuple(x_shape[2:]) if at["output_size"] is None else pair(at["output_size"])
+
+
+def adaptive_matrix(size, out):
+    """(out, size): row i averages [⌊i·size/out⌋, ⌈(i+1)·size/out⌉)."""
+    m = np.zeros((out, size))
+    for i in range(out):
+        lo, hi = (i * size) // out, -((-(i + 1) * size) // out)
+        m[i, lo:hi] = 1.0 / (hi - lo)
+    return m
+
+
+def np_adaptive_avg_pool2d(a, at):
+    x = a[0]
+    oh, ow = adaptive_size(x.shape, at)
+    return adaptive_matrix(x.shape[2], oh) @ x @ adaptive_matrix(x.shape[3], ow).T
+
+
+def np_variance(a, at):
+    x = a[0]
+    ax = reduce_axes(at["axis"], x.ndim, at["exclude"])
+    mean = a[1] if len(a) > 1 else np.mean(x, axis=ax, keepdims=True)
+    n = math.prod(x.shape[i] for i in ax)
+    if n - int(at["unbiased"]) <= 0:  # fewer elements than degrees of freedom: no variance
+        raise ValueError("variance of %d elements, unbiased=%s" % (n, at["unbiased"]))
+    return np.sum((x - mean) ** 2, axis=ax, keepdims=at["keepdims"]) / (n - int(at["unbiased"]))
+
+
+def t_variance(a, at):
+    x = a[0]
+    ax = reduce_axes(at["axis"], x.dim(), at["exclude"])
+    if not ax:  # nothing reduced: (x - mean)² / (1 - unbiased)
+        return (x - (a[1] if len(a) > 1 else x)) ** 2 / (1 - int(at["unbiased"]))
+    if len(a) == 1:
+        return torch.var(x, dim=ax, unbiased=at["unbiased"], keepdim=at["keepdims"])
+    n = math.prod(x.shape[i] for i in ax)
+    return torch.sum((x - a[1]) ** 2, dim=ax, keepdim=at["keepdims"]) / (n - int(at["unbiased"]))
+
+
+def np_pad(a, at):
+    """out[i] = x[i - before] where that is inside x, else the pad value (a negative width crops)."""
+    x = a[0]
+    value = a[1] if len(a) > 1 else at["pad_value"]
+    widths = at["pad_width"]
+    out = np.full([d + b + e for d, (b, e) in zip(x.shape, widths)], value, dtype=np.float64)
+    src = tuple(slice(max(-b, 0), d - max(-e, 0)) for d, (b, e) in zip(x.shape, widths))
+    dst = tuple(slice(max(b, 0), max(b, 0) + s.stop - s.start) for s, (b, e) in zip(src, widths))
+    out[dst] = x[src]
+    return out
+
+
+def t_pad(a, at):
+    """Per axis: the crops (narrow; the generator keeps them within the axis), then the value
+    concatenated before and after (differentiable in the value when it is an operand; F.pad
+    refuses empty results)."""
+    x = a[0]
+    value = a[1] if len(a) > 1 else torch.tensor(float(at["pad_value"]), dtype=x.dtype)
+    for axis, (b, e) in enumerate(at["pad_width"]):
+        x = x.narrow(axis, max(-b, 0), x.shape[axis] - max(-b, 0) - max(-e, 0))
+        side = lambda n: value.to(x.dtype).expand(x.shape[:axis] + (n,) + x.shape[axis + 1:])  # noqa: E731
+        x = torch.cat([side(max(b, 0)), x, side(max(e, 0))], dim=axis)
+    return x
+
+
+def channel_vector(v, x_dim, axis):
+    return v.reshape(bias_shape(x_dim, axis, v.shape[0]))
+
+
+def np_batch_norm(a, at):
+    x, gamma, beta, mean, var = a
+    along = lambda v: channel_vector(v, x.ndim, at["axis"])  # noqa: E731
+    out = (x - along(mean)) / np.sqrt(along(var) + at["epsilon"])
+    if at["scale"]:
+        out = out * along(gamma)
+    if at["center"]:
+        out = out + along(beta)
+    return out, mean.copy(), var.copy()
+
+
+def t_batch_norm(a, at):
+    x, gamma, beta, mean, var = a
+    along = lambda v: channel_vector(v, x.dim(), at["axis"])  # noqa: E731
+    out = (x - along(mean)) * torch.rsqrt(along(var) + at["epsilon"])
+    if at["scale"]:
+        out = out * along(gamma)
+    if at["center"]:
+        out = out + along(beta)
+    return out, mean, var
+
+
+def batch_norm_ok(a, at, out, m):
+    """var + epsilon away from 0, where rsqrt has its pole (a variance of few equal elements)."""
+    return bool(np.all(a[4] + at["epsilon"] > 0.01))
+
+
+def prelu_np(a, at):
+    return np.where(a[0] > 0, a[0], channel_vector(a[1], a[0].ndim, at["axis"]) * a[0])
+
+
+def prelu_torch(a, at):
+    return torch.where(a[0] > 0, a[0], channel_vector(a[1], a[0].dim(), at["axis"]) * a[0])
+
+
+# -- their generators ----------------------------------------------------------------------------
+
+
+def nchw_shape(g):
+    """A small (N, C, H, W): N of 1-3 (0 sometimes in a program with empty tensors), C of 1-8."""
+    for _ in range(20):
+        n = 0 if g.empty and g.rng.random() < 0.2 else int(g.rng.choice([1, 2, 3]))
+        s = (n, int(g.rng.choice([1, 2, 3, 4, 6, 8])), g.dim(), g.dim())
+        if min(s[1:]) >= 1 and math.prod(s) <= g.max_elements:
+            return s
+    return 1, 2, 5, 7
+
+
+def nchw_operand(g, x):
+    """x if it is an NCHW tensor (rank 4, C, H and W not empty), else another one of x's dtype
+    or a new parameter: every NCHW operator applies whatever the chain offers."""
+    fits = lambda v: v.dtype == x.dtype and len(v.shape) == 4 and min(v.shape[1:]) >= 1  # noqa: E731
+    if fits(x) and g.rng.random() < 0.9:
+        return x
+    return g.pick(fits) or g.param(nchw_shape(g), x.dtype)
+
+
+def pair_text(g, h, w):
+    """(h, w) as written: [h, w], or when equal sometimes one value (`v` or `[v]`)."""
+    if h == w and g.rng.random() < 0.5:
+        return h if g.rng.random() < 0.5 else [h]
+    return [h, w]
+
+
+def pad_text(g, t, l, b, r):
+    """padding as written: 1 value when all sides are equal, 2 (H, W) when symmetric, or 4."""
+    if t == l == b == r and g.rng.random() < 0.5:
+        return t if g.rng.random() < 0.5 else [t]
+    if t == b and l == r and g.rng.random() < 0.6:
+        return [t, l]
+    return [t, l, b, r]
+
+
+def put_pair(g, attrs, name, hw, default):
+    if hw != default or g.rng.random() < 0.2:
+        attrs[name] = pair_text(g, *hw)
+
+
+def put_layouts(g, attrs, layouts):
+    """The layout attributes (each has one valid value) and out_layout, written now and then."""
+    for name, value in layouts.items():
+        if g.rng.random() < 0.15:
+            attrs[name] = value
+    if g.rng.random() < 0.15:
+        attrs["out_layout"] = str(g.rng.choice(["", "NCHW"]))
+
+
+def draw_window(g, size, k_choices, max_stride, dilations, pad_max):
+    """A kernel extent, stride, dilation and (before, after) padding along one axis whose
+    windows fit (the padded size holds one dilated window); None after a few tries."""
+    for _ in range(10):
+        k = int(g.rng.choice(k_choices))
+        s = int(g.rng.integers(1, max_stride + 1)) if g.rng.random() < 0.5 else 1
+        d = int(g.rng.choice(dilations)) if g.rng.random() < 0.3 else 1
+        before = int(g.rng.integers(0, pad_max(k) + 1)) if g.rng.random() < 0.5 else 0
+        after = before if g.rng.random() < 0.6 else int(g.rng.integers(0, pad_max(k) + 1))
+        if size + before + after >= d * (k - 1) + 1:
+            return k, s, d, before, after
+    return None
+
+
+def gen_conv2d(g, x, transpose=False):
+    """conv2d: data (N, C, H, W), weight (O, C/G, KH, KW); conv2d_transpose: weight (C, O/G, KH, KW)
+    and output_padding < strides. Groups divide C (1, C for depthwise, or another divisor)."""
+    x = nchw_operand(g, x)
+    n, c, h, w = x.shape
+    divisors = [d for d in range(1, c + 1) if c % d == 0]
+    r = g.rng.random()
+    groups = 1 if r < 0.5 else c if r < 0.75 else int(g.rng.choice(divisors))
+    per_group = int(g.rng.choice([1, 2, 3])) if groups > 1 else int(g.rng.choice([1, 2, 3, 5, 8]))
+    axes = [draw_window(g, size, [1, 2, 3, 3, 5], 3, [2, 3], lambda k: k) for size in (h, w)]
+    if None in axes:
+        return None
+    (kh, sh, dh, t, b), (kw, sw, dw, l, r) = axes
+    attrs = {}
+    put_pair(g, attrs, "strides", (sh, sw), (1, 1))
+    if (t, l, b, r) != (0, 0, 0, 0) or g.rng.random() < 0.2:
+        attrs["padding"] = pad_text(g, t, l, b, r)
+    put_pair(g, attrs, "dilation", (dh, dw), (1, 1))
+    if groups != 1 or g.rng.random() < 0.2:
+        attrs["groups"] = groups
+    if transpose:
+        oph = int(g.rng.integers(0, sh)) if g.rng.random() < 0.5 else 0
+        opw = int(g.rng.integers(0, sw)) if g.rng.random() < 0.5 else 0
+        if conv_transpose_extent(h, kh, sh, dh, t, b, oph) < 1 or conv_transpose_extent(w, kw, sw, dw, l, r, opw) < 1:
+            return None
+        put_pair(g, attrs, "output_padding", (oph, opw), (0, 0))
+        weight = g.operand((c, per_group, kh, kw), x.dtype)
+    else:
+        weight = g.operand((groups * per_group, c // groups, kh, kw), x.dtype)
+    if g.rng.random() < 0.2:
+        attrs["channels"] = groups * per_group
+    if g.rng.random() < 0.2:
+        attrs["kernel_size"] = pair_text(g, kh, kw)
+    put_layouts(g, attrs, {"data_layout": "NCHW", "kernel_layout": "IOHW" if transpose else "OIHW"})
+    if g.rng.random() < 0.1:
+        attrs["out_dtype"] = str(g.rng.choice(["", x.dtype]))
+    return Call([x, weight], attrs)
+
+
+def gen_pool(g, x, avg=False):
+    """max: padding of at most half the window per side (PyTorch's bound; asymmetric sometimes),
+    dilation 1-2; avg: symmetric padding and dilation 1 (torch's avg_pool2d is the reference).
+    ceil_mode sometimes; every window then still starts inside the data or its padding before."""
+    x = nchw_operand(g, x)
+    axes = [draw_window(g, size, [1, 2, 2, 3, 3, 4, 5], 3, [1] if avg else [2], lambda k: k // 2)
+            for size in x.shape[2:]]
+    if None in axes:
+        return None
+    (kh, sh, dh, t, b), (kw, sw, dw, l, r) = axes
+    if avg:
+        b, r = t, l
+    if g.rng.random() < 0.3:  # the usual pooling: strides = the window
+        sh, sw = kh, kw
+    ceil_mode = bool(g.rng.random() < 0.3)
+    if min(pool_extent(x.shape[2], kh, sh, dh, t, b, ceil_mode),
+           pool_extent(x.shape[3], kw, sw, dw, l, r, ceil_mode)) < 1:
+        return None
+    attrs = {"pool_size": pair_text(g, kh, kw)}
+    put_pair(g, attrs, "strides", (sh, sw), (1, 1))
+    put_pair(g, attrs, "dilation", (dh, dw), (1, 1))
+    if (t, l, b, r) != (0, 0, 0, 0) or g.rng.random() < 0.2:
+        attrs["padding"] = pad_text(g, t, l, b, r)
+    if ceil_mode or g.rng.random() < 0.2:
+        attrs["ceil_mode"] = ceil_mode
+    if avg and g.rng.random() < 0.6:
+        attrs["count_include_pad"] = bool(g.rng.random() < 0.5)
+    put_layouts(g, attrs, {"layout": "NCHW"})
+    return Call([x], attrs)
+
+
+def gen_global_pool(g, x):
+    attrs = {}
+    put_layouts(g, attrs, {"layout": "NCHW"})
+    return Call([nchw_operand(g, x)], attrs)
+
+
+def gen_adaptive_avg_pool2d(g, x):
+    """output_size: None (the input's), one value, or (OH, OW), each up to 2 more than the input's."""
+    x = nchw_operand(g, x)
+    h, w = x.shape[2:]
+    oh, ow = int(g.rng.integers(1, h + 3)), int(g.rng.integers(1, w + 3))
+    attrs = {}
+    r = g.rng.random()
+    if r < 0.6:
+        attrs["output_size"] = [oh, ow]
+    elif r < 0.8:
+        attrs["output_size"] = oh if g.rng.random() < 0.5 else [oh]
+    elif r < 0.9:
+        attrs["output_size"] = None
+    put_layouts(g, attrs, {"layout": "NCHW"})
+    return Call([x], attrs)
+
+
+def gen_variance(g, x):
+    """The axes of a reduction, unbiased sometimes, and sometimes the mean as an operand:
+    mean(x, axis, keepdims=True) bound as a call of its own."""
+    call = gen_reduce(g, x)
+    if g.rng.random() < 0.5:
+        call.attrs["unbiased"] = bool(g.rng.random() < 0.6)
+    if g.rng.random() < 0.4:
+        mean_attrs = {k: v for k, v in call.attrs.items() if k in ("axis", "exclude")}
+        call.args.append(g.operand_call("mean", Call([x], {**mean_attrs, "keepdims": True})))
+    return call
+
+
+def gen_pad(g, x):
+    """[before, after] per axis in [-2, 3] (crops of at most the axis), the value as an attribute,
+    as a scalar operand (a literal, a 0-d value), or left to the default 0."""
+    widths = []
+    for d in x.shape:
+        before, after = (int(v) for v in g.rng.integers(-2, 4, 2))
+        if -min(before, 0) - min(after, 0) > d:
+            before, after = max(before, 0), max(after, 0)
+        widths.append([before, after])
+    attrs = {"pad_width": widths}
+    args = [x]
+    r = g.rng.random()
+    if r < 0.35:
+        args.append(g.scalar_operand(x.dtype))
+    elif r < 0.7:
+        attrs["pad_value"] = round(float(g.rng.uniform(-2, 2)), 2)
+    if g.rng.random() < 0.15:
+        attrs["pad_mode"] = "constant"
+    return Call(args, attrs)
+
+
+def gen_leaky_relu(g, x):
+    if g.rng.random() < 0.3:
+        return Call([x])
+    return Call([x], {"alpha": float(g.rng.choice([0.01, 0.1, 0.2, 0.3, 0.5, 1.5, -0.25]))})
+
+
+def gen_prelu(g, x):
+    r = len(x.shape)
+    if r == 0:
+        return None
+    axis = int(g.rng.integers(-r, r))
+    attrs = {"axis": axis} if axis != 1 or g.rng.random() < 0.5 else {}
+    return Call([x, g.operand((x.shape[norm_axis(axis, r)],), x.dtype)], attrs)
+
+
+def gen_batch_norm(g, x):
+    """Field 0 mostly (the statistics, fields 1 and 2, pass through); the statistics are
+    operands (the variance positive) or, a third of the time, the data's own: mean and variance
+    over every axis but the channel's (training mode)."""
+    r = len(x.shape)
+    if r == 0:
+        return None
+    axis = int(g.rng.integers(-r, r))
+    c = x.shape[norm_axis(axis, r)]
+    attrs = {"axis": axis} if axis != 1 or g.rng.random() < 0.5 else {}
+    if g.rng.random() < 0.5:
+        attrs["epsilon"] = float(g.rng.choice([1e-5, 1e-3, 0.01, 0.1]))
+    for name in ("center", "scale"):
+        if g.rng.random() < 0.3:
+            attrs[name] = bool(g.rng.random() < 0.5)
+    gamma, beta = g.operand((c,), x.dtype), g.operand((c,), x.dtype)
+    if g.rng.random() < 0.3:
+        mean = g.operand_call("mean", Call([x], {"axis": [axis], "exclude": True}))
+        var = g.operand_call("variance", Call([x], {"axis": [axis], "exclude": True}))
+    else:
+        mean, var = g.operand((c,), x.dtype), g.operand((c,), x.dtype, positive=True)
+    field = 0 if g.rng.random() < 0.8 else int(g.rng.integers(1, 3))
+    return Call([x, gamma, beta, mean, var], attrs, field=field)
+
+
+def gen_dropout(g, x):
+    attrs = {"rate": round(float(g.rng.uniform(0, 0.9)), 2)} if g.rng.random() < 0.5 else {}
+    return Call([x], attrs, field=0 if g.rng.random() < 0.75 else 1)
+
+
+# ------------------------------------------------------------------------------------------------
 # THE TABLE
 # ------------------------------------------------------------------------------------------------
 
 REDUCE_ATTRS = ("axis", "keepdims", "exclude")
+LAYOUT_ATTRS = ("layout", "out_layout")
+POOL_ATTRS = LAYOUT_ATTRS + ("pool_size", "strides", "dilation", "padding", "ceil_mode")
+CONV_ATTRS = ("strides", "padding", "dilation", "groups", "channels", "kernel_size", "data_layout", "kernel_layout",
+              "out_layout", "out_dtype")
 
 TABLE = {
     # unary
@@ -714,6 +1264,32 @@ TABLE = {
     "nn.nll_loss": Op(gen_nll_loss, np_nll_loss, t_nll_loss, ("reduction", "ignore_index"), ok=nll_ok),
     "grad.nll_loss_backward": Op(gen_nll_loss_backward, np_nll_loss_backward, t_nll_loss_backward,
                                  ("reduction", "ignore_index"), ok=nll_backward_ok),
+    "nn.leaky_relu": Op(gen_leaky_relu, lambda a, at: np.where(a[0] > 0, a[0], at["alpha"] * a[0]),
+                        lambda a, at: torch.nn.functional.leaky_relu(a[0], at["alpha"]), ("alpha",),
+                        ok=away_from_zero),
+    "nn.prelu": Op(gen_prelu, prelu_np, prelu_torch, ("axis",), ok=away_from_zero),
+    "nn.pad": Op(gen_pad, np_pad, t_pad, ("pad_width", "pad_value", "pad_mode")),
+    "variance": Op(gen_variance, np_variance, t_variance, REDUCE_ATTRS + ("unbiased",)),
+    "nn.batch_norm": Op(gen_batch_norm, np_batch_norm, t_batch_norm, ("axis", "epsilon", "center", "scale"),
+                        ok=batch_norm_ok),
+    "nn.dropout": Op(gen_dropout, lambda a, at: (a[0].copy(), np.ones_like(a[0])),
+                     lambda a, at: (a[0], torch.ones_like(a[0])), ("rate",), gradient=(True, False)),
+    # convolution and pooling (NCHW)
+    "nn.conv2d": Op(gen_conv2d, np_conv2d, t_conv2d, CONV_ATTRS),
+    "nn.conv2d_transpose": Op(functools.partial(gen_conv2d, transpose=True), np_conv2d_transpose,
+                              t_conv2d_transpose, CONV_ATTRS + ("output_padding",)),
+    "nn.max_pool2d": Op(gen_pool, np_max_pool2d, t_max_pool2d, POOL_ATTRS, ok=max_pool_ok),
+    "nn.avg_pool2d": Op(functools.partial(gen_pool, avg=True), np_avg_pool2d, t_avg_pool2d,
+                        POOL_ATTRS + ("count_include_pad",)),
+    "nn.global_avg_pool2d": Op(gen_global_pool, lambda a, at: np.mean(a[0], axis=(2, 3), keepdims=True),
+                               lambda a, at: torch.mean(a[0], dim=(2, 3), keepdim=True), LAYOUT_ATTRS),
+    "nn.global_max_pool2d": Op(gen_global_pool, lambda a, at: np.max(a[0], axis=(2, 3), keepdims=True),
+                               lambda a, at: torch.amax(a[0], dim=(2, 3), keepdim=True), LAYOUT_ATTRS,
+                               ok=global_max_ok),
+    "nn.adaptive_avg_pool2d": Op(gen_adaptive_avg_pool2d, np_adaptive_avg_pool2d,
+                                 lambda a, at: torch.nn.functional.adaptive_avg_pool2d(
+                                     a[0], adaptive_size(tuple(a[0].shape), at)),
+                                 LAYOUT_ATTRS + ("output_size",)),
     # gradient helpers the generator places itself (no_grad on a value, checkpoint segments)
     "grad.no_grad": Op(gen_unary, identity_np, lambda a, at: a[0].detach(), gradient=False, ints=True),
     "grad.start_checkpoint": Op(None, identity_np, identity_torch),
@@ -728,6 +1304,16 @@ NOT_GENERATED = {
     "grad.nll_loss_weights_backward": "a gradient helper with no gradient of its own: it runs in the "
                                       "adjoint of nn.nll_loss with weights, where the reference gradient "
                                       "checks it",
+    "nn.conv2d_backward_weight": "a gradient helper with no gradient of its own: it runs in the adjoints "
+                                 "of nn.conv2d and nn.conv2d_transpose (the weight's), where the reference "
+                                 "gradient checks it",
+    "grad.max_pool2d_backward": "a gradient helper with no gradient of its own: it runs in the adjoint of "
+                                "nn.max_pool2d, where the reference gradient checks it",
+    "grad.avg_pool2d_backward": "a gradient helper: it runs in the adjoint of nn.avg_pool2d, where the "
+                                "reference gradient checks it (and the second order its own gradient)",
+    "grad.adaptive_avg_pool2d_backward": "a gradient helper: it runs in the adjoint of "
+                                         "nn.adaptive_avg_pool2d, where the reference gradient checks it "
+                                         "(and the second order its own gradient)",
 }
 
 

@@ -74,7 +74,8 @@ def _perturbed(t, dtype, gen):
     out = t * (1 + scale * (torch.rand(t.shape, generator=gen, dtype=torch.float64) * 2 - 1))
     if out.requires_grad:
         v = 1 + scale * (torch.rand(t.shape, generator=gen, dtype=torch.float64) * 2 - 1)
-        out.register_hook(lambda g: g * v)
+        # g is None where a double backward has no gradient for it (conv2d's weight, say)
+        out.register_hook(lambda g: None if g is None else g * v)
     return out
 
 
@@ -99,6 +100,8 @@ def evaluate(prog, emulate, perturb=None):
                 a.value, dtype=EMULATED[a.dtype] if emulate else operators.TORCH_DTYPE[a.dtype])
             args.append(_compute_dtype(t) if emulate else _perturbed(t, a.dtype, perturb))
         out = operators.TABLE[b.op].torch(args, b.full_attrs)
+        if b.field is not None:  # a tuple result's projection
+            out = out[b.field]
         want = EMULATED[b.out.dtype] if emulate else operators.TORCH_DTYPE[b.out.dtype]
         env[b.out.name] = _perturbed(out.to(want), b.out.dtype, perturb)
     forward = [env[v.name] for v in prog.result]
