@@ -791,19 +791,39 @@ Conv2DBackwardWeightAttrs backward_weight_attrs(const ConvAttrs &a, int64_t KH, 
   return w;
 }
 
-/// d conv2d(x, w): dx = conv2d_transpose(dy, w) with the output padding that
-/// restores x's size; dw = conv2d_backward_weight(dy, x).
-Grads conv2d_grad(GradCtx &g) {
-  auto a = g.attrs_as<Conv2DAttrs>();
-  const Shape &xs = g.arg(0)->type.shape, &ws = g.arg(1)->type.shape, &ys = g.out->type.shape;
+/// The data gradient of a convolution of x (shape xs) by w (ws) with
+/// `a`'s geometry, for the output's adjoint dy: conv2d_transpose(dy, w) with
+/// the output padding that restores x's size.
+ExprPtr conv2d_data_grad(Builder &b, const ConvAttrs &a, const ExprPtr &dy, const ExprPtr &w, const Shape &xs) {
+  const Shape &ws = w->type.shape, &ys = dy->type.shape;
   Conv2DTransposeAttrs t;
   t.strides = a.strides, t.padding = a.padding, t.dilation = a.dilation, t.groups = a.groups;
   for (int i = 0; i < 2; ++i)
     t.output_padding[i] = xs[2 + i] - ((ys[2 + i] - 1) * a.strides[i] - a.padding[i] - a.padding[i + 2] +
                                        a.dilation[i] * (ws[2 + i] - 1) + 1);
-  ExprPtr dx = g.b.call(ops::conv2d_transpose, {g.grad, g.arg(1)}, t);
+  return b.call(ops::conv2d_transpose, {dy, w}, t);
+}
+
+/// d conv2d(x, w): dx = the data gradient; dw = conv2d_backward_weight(dy, x).
+Grads conv2d_grad(GradCtx &g) {
+  auto a = g.attrs_as<Conv2DAttrs>();
+  const Shape &ws = g.arg(1)->type.shape;
+  ExprPtr dx = conv2d_data_grad(g.b, a, g.grad, g.arg(1), g.arg(0)->type.shape);
   ExprPtr dw = g.b.call(ops::conv2d_backward_weight, {g.grad, g.arg(0)}, backward_weight_attrs(a, ws[2], ws[3]));
   return {dx, dw};
+}
+
+/// dw = conv2d_backward_weight(dy, x) is bilinear: <G, dw> = <dy,
+/// conv2d(x, G)>, so for an adjoint G of dw: d dy = conv2d(x, G), and d x =
+/// the data gradient of that convolution for dy (second-order gradients
+/// through a convolution's weight).
+Grads conv2d_backward_weight_grad(GradCtx &g) {
+  auto a = g.attrs_as<Conv2DBackwardWeightAttrs>();
+  Conv2DAttrs c;
+  c.strides = a.strides, c.padding = a.padding, c.dilation = a.dilation, c.groups = a.groups;
+  ExprPtr d_dy = g.b.call(ops::conv2d, {g.arg(1), g.grad}, c);
+  ExprPtr d_x = conv2d_data_grad(g.b, c, g.arg(0), g.grad, g.arg(1)->type.shape);
+  return {d_dy, d_x};
 }
 
 /// d conv2d_transpose(x, w): dx = conv2d(dy, w); dw[c, o] pairs x's channel
@@ -880,10 +900,15 @@ void register_conv_ops(OpRegistry &reg) {
       .attrs<Conv2DBackwardWeightAttrs>()
       .support_level(10)
       .relation("Conv2DBackwardWeight", conv2d_backward_weight_rel)
+      .gradient(conv2d_backward_weight_grad)
       .kernel(conv2d_backward_weight_kernel<gemm_nest>)
       .strategy(TargetKind::CPU, conv2d_backward_weight_kernel<gemm_cpu_packed>)
       .fuses_epilogue()
-      .flops(conv2d_backward_weight_flops);
+      .flops(conv2d_backward_weight_flops)
+      .example("%g: Tensor[(2, 6, 6, 4), float64], %x: Tensor[(2, 4, 6, 5), float64]",
+               "nn.conv2d_backward_weight(%g, %x, padding=[1, 0], groups=2, kernel_size=[3, 2])")
+      .example("%g: Tensor[(1, 3, 4, 2), float64], %x: Tensor[(1, 2, 6, 5), float64]",
+               "nn.conv2d_backward_weight(%g, %x, strides=2, padding=[1, 0], kernel_size=[2, 2])");
 }
 
 } // namespace gradc

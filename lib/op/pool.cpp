@@ -256,7 +256,7 @@ StmtPtr max_pool2d_kernel(KernelCtx &k) {
   const Shape &xs = k.arg_type(0).shape, &os = k.call.type.shape;
   PoolAxis h(a, 0, xs[2]), w(a, 1, xs[3]);
   return loop_nest(os, [&](const Index &o) {
-    BufferPtr acc = k.local("max", k.out()->dtype);
+    BufferPtr acc = k.local("max", k.call.type.dtype);
     return alloc(acc, seq({window_max(k, 0, h, w, o[0], o[1], o[2], o[3], acc, nullptr),
                            store(k.out(), flat_index(os, o), k.finish(o, load(acc, imm(0))))}));
   });
@@ -275,7 +275,7 @@ StmtPtr avg_pool2d_kernel(KernelCtx &k) {
   auto a = k.attrs_as<AvgPool2DAttrs>();
   const Shape &xs = k.arg_type(0).shape, &os = k.call.type.shape;
   PoolAxis h(a, 0, xs[2]), w(a, 1, xs[3]);
-  DType dt = k.out()->dtype, acc = dtype_info(dt).accumulator;
+  DType dt = k.call.type.dtype, acc = dtype_info(dt).accumulator;
   return loop_nest(os, [&](const Index &o) {
     BufferPtr sum = k.local("sum", acc);
     LExprPtr zero = imm(0);
@@ -317,7 +317,7 @@ StmtPtr over_windows_of(const PoolAxis &h, const PoolAxis &w, const LExprPtr &ih
 /// gathering rescans every window of every element.
 StmtPtr max_pool2d_backward_disjoint(KernelCtx &k, const PoolAxis &h, const PoolAxis &w) {
   const Shape &xs = k.arg_type(1).shape, &gs = k.arg_type(0).shape;
-  DType dt = k.out()->dtype;
+  DType dt = k.call.type.dtype;
   StmtPtr zero = loop_nest(xs, [&](const Index &i) { return store(k.out(), flat_index(xs, i), constant_of(0, dt)); });
   StmtPtr windows = loop_nest(gs, [&](const Index &o) {
     BufferPtr mx = k.local("max", dt), arg = k.local("arg", DType::Int64);
@@ -341,7 +341,7 @@ StmtPtr max_pool2d_backward_kernel(KernelCtx &k) {
   PoolAxis h(a, 0, xs[2]), w(a, 1, xs[3]);
   if (h.s >= h.d * (h.k - 1) + 1 && w.s >= w.d * (w.k - 1) + 1)
     return max_pool2d_backward_disjoint(k, h, w);
-  DType dt = k.out()->dtype, acc = dtype_info(dt).accumulator;
+  DType dt = k.call.type.dtype, acc = dtype_info(dt).accumulator;
   return loop_nest(xs, [&](const Index &i) {
     BufferPtr sum = k.local("sum", acc), mx = k.local("max", dt), arg = k.local("arg", DType::Int64);
     LExprPtr zero = imm(0), self = add(mul(i[2], imm(w.n)), i[3]);
@@ -361,7 +361,7 @@ StmtPtr avg_pool2d_backward_kernel(KernelCtx &k) {
   auto a = k.attrs_as<AvgPool2DAttrs>();
   const Shape &xs = k.arg_type(1).shape;
   PoolAxis h(a, 0, xs[2]), w(a, 1, xs[3]);
-  DType dt = k.out()->dtype, acc = dtype_info(dt).accumulator;
+  DType dt = k.call.type.dtype, acc = dtype_info(dt).accumulator;
   return loop_nest(xs, [&](const Index &i) {
     BufferPtr sum = k.local("sum", acc);
     LExprPtr zero = imm(0);
@@ -385,7 +385,7 @@ struct AdaptiveAxis {
 StmtPtr adaptive_avg_pool2d_kernel(KernelCtx &k) {
   const Shape &xs = k.arg_type(0).shape, &os = k.call.type.shape;
   AdaptiveAxis h{xs[2], os[2]}, w{xs[3], os[3]};
-  DType dt = k.out()->dtype, acc = dtype_info(dt).accumulator;
+  DType dt = k.call.type.dtype, acc = dtype_info(dt).accumulator;
   return loop_nest(os, [&](const Index &o) {
     BufferPtr sum = k.local("sum", acc);
     LExprPtr zero = imm(0), h0 = h.start(o[2]), h1 = h.end(o[2]), w0 = w.start(o[3]), w1 = w.end(o[3]);
@@ -409,7 +409,7 @@ StmtPtr adaptive_avg_pool2d_kernel(KernelCtx &k) {
 StmtPtr adaptive_avg_pool2d_backward_kernel(KernelCtx &k) {
   const Shape &gs = k.arg_type(0).shape, &xs = k.arg_type(1).shape;
   AdaptiveAxis h{xs[2], gs[2]}, w{xs[3], gs[3]};
-  DType dt = k.out()->dtype, acc = dtype_info(dt).accumulator;
+  DType dt = k.call.type.dtype, acc = dtype_info(dt).accumulator;
   int64_t ch = (h.m + h.n - 1) / h.n + 2, cw = (w.m + w.n - 1) / w.n + 2; // candidates per axis, from one before
   return loop_nest(xs, [&](const Index &i) {
     BufferPtr sum = k.local("sum", acc);

@@ -21,12 +21,16 @@ class Expander : public ExprMutator {
       return;
     }
     Builder builder(out, value->span);
+    size_t before = out.size();
     ExprPtr result = value->op->decompose(builder, value->args, value->attrs);
     GRADC_CHECK(result->type == b.var->type, "decompose",
                 value->op->name + "'s composition has type " + result->type.str() + ", the call " +
                     b.var->type.str());
-    // The composition's value keeps the call's name (%0 stays %0 in dumps).
-    if (!out.empty() && out.back().var == result) {
+    // The composition's value keeps the call's name (%0 stays %0 in dumps),
+    // if the composition bound it: a composition may return a value that
+    // was there before (collapse_sum_like to the same shape is its input),
+    // and that binding keeps its name.
+    if (out.size() > before && out.back().var == result) {
       ExprPtr named = make_var(b.var->name, b.var->annotation, b.var->span, result->type);
       out.back().var = named;
       result = named;
