@@ -372,45 +372,58 @@ BufferPtr padded_copy(KernelCtx &k, size_t arg, int64_t top, int64_t left, int64
 }
 
 /// out[n, g·Og + m, oh, ow] = Σ_(c, kh, kw) weight(g·Og + m, (c, kh, kw)) ·
-/// xp[g·Cg + c, n, oh + kh·dh, ow + kw·dw] on the extended grid of every
-/// image at once (xp channel-major: the images of a channel follow each
-/// other, so q runs over N·Hp·Wp pixels; the rows past OH of each image are
-/// computed and dropped too): one packed product per group, its result in
-/// scratch, then copied out through the epilogue. One fork-join per group,
-/// not one per image (per image, two threads were slower than one).
+/// xp[g·Cg + c, n, oh + kh·dh, ow + kw·dw] on the extended grid of a chunk
+/// of images at once (xp channel-major: the images of a channel follow each
+/// other, so q runs over the chunk's Hp·Wp pixels each; the rows past OH of
+/// an image are computed and dropped too): one packed product per chunk and
+/// group, its result in scratch, then copied out through the epilogue. A
+/// chunk's result fills about half the L2, so the copy reads it from there
+/// (one 56 x 56 image of 64 channels: 21.5 -> 19.7 ms for the batch of 8
+/// against all 8 at once), and small images share a product (32 x 32 images
+/// one at a time: a fork-join each, two threads slower than one).
 StmtPtr correlate_padded(KernelCtx &k, const BufferPtr &xp, int64_t N, int64_t C, int64_t Hp, int64_t Wp,
                          int64_t groups, int64_t KH, int64_t KW, int64_t dh, int64_t dw,
                          const std::function<LExprPtr(const LExprPtr &o, const LExprPtr &kk)> &weight) {
   const Shape &os = k.call.type.shape;
   int64_t O = os[1], OH = os[2], OW = os[3], Og = O / groups, Cg = C / groups, taps = KH * KW;
-  int64_t plane = Hp * Wp, grid = N * plane;
+  int64_t plane = Hp * Wp, all = N * plane;
   DType dt = k.call.type.dtype, acc = dtype_info(dt).accumulator;
-  BufferPtr ext = k.scratch("extended", acc, Og * grid);
+  int64_t chunk = std::clamp<int64_t>(k.target.l2_bytes / 2 / std::max<int64_t>(1, Og * plane * dtype_bytes(acc)), 1, N);
+  BufferPtr ext = k.scratch("extended", acc, Og * chunk * plane);
+  // images [first, first + count) of group g
+  auto product = [&](const LExprPtr &g, const LExprPtr &first, int64_t count) {
+    int64_t grid = (count - 1) * plane + OH * Wp; // not the last image's rows past OH
+    Gemm gm;
+    gm.M = Og, gm.N = grid, gm.K = Cg * taps;
+    gm.dtype = acc; // the scratch holds sums in the accumulator dtype
+    gm.b_gathered = true;
+    gm.a = [&, g](const LExprPtr &m, const LExprPtr &kk) { return weight(add(mul(g, imm(Og)), m), kk); };
+    gm.b = [&, g, first](const LExprPtr &kk, const LExprPtr &q) {
+      TapIndex t(kk, KH, KW);
+      LExprPtr channel = add(mul(add(mul(g, imm(Cg)), t.c), imm(all)), mul(first, imm(plane)));
+      LExprPtr offset = add(mul(t.kh, imm(dh * Wp)), mul(t.kw, imm(dw)));
+      return load(xp, add(add(channel, offset), q));
+    };
+    auto at_ext = [grid](const LExprPtr &m, const LExprPtr &q) { return add(mul(m, imm(grid)), q); };
+    gm.store = [&, at_ext](const LExprPtr &m, const LExprPtr &q, const LExprPtr &v) { return store(ext, at_ext(m, q), v); };
+    gm.store_raw = gm.store;
+    gm.load = [&, at_ext](const LExprPtr &m, const LExprPtr &q) { return load(ext, at_ext(m, q)); };
+    StmtPtr run = gemm_cpu_packed(k, gm);
+    StmtPtr copy_out = loop_nest({count, Og, OH, OW}, [&](const Index &i) {
+      Index idx{add(first, i[0]), add(mul(g, imm(Og)), i[1]), i[2], i[3]};
+      LExprPtr q = add(add(mul(i[0], imm(plane)), mul(i[2], imm(Wp))), i[3]);
+      return store(k.out(), flat_index(os, idx), k.finish(idx, cast(dt, load(ext, at_ext(i[1], q)))));
+    });
+    return seq({run, copy_out});
+  };
+  int64_t full = N / chunk, rest = N % chunk;
   return loop_nest(
       {groups},
       [&](const Index &g) {
-        Gemm gm;
-        gm.M = Og, gm.N = grid, gm.K = Cg * taps;
-        gm.dtype = acc; // the scratch holds sums in the accumulator dtype
-        gm.b_gathered = true;
-        gm.a = [&](const LExprPtr &m, const LExprPtr &kk) { return weight(add(mul(g[0], imm(Og)), m), kk); };
-        gm.b = [&](const LExprPtr &kk, const LExprPtr &q) {
-          TapIndex t(kk, KH, KW);
-          LExprPtr channel = mul(add(mul(g[0], imm(Cg)), t.c), imm(grid));
-          LExprPtr offset = add(mul(t.kh, imm(dh * Wp)), mul(t.kw, imm(dw)));
-          return load(xp, add(add(channel, offset), q));
-        };
-        auto at_ext = [&](const LExprPtr &m, const LExprPtr &q) { return add(mul(m, imm(grid)), q); };
-        gm.store = [&](const LExprPtr &m, const LExprPtr &q, const LExprPtr &v) { return store(ext, at_ext(m, q), v); };
-        gm.store_raw = gm.store;
-        gm.load = [&](const LExprPtr &m, const LExprPtr &q) { return load(ext, at_ext(m, q)); };
-        StmtPtr product = gemm_cpu_packed(k, gm);
-        StmtPtr copy_out = loop_nest({N, Og, OH, OW}, [&](const Index &i) {
-          Index idx{i[0], add(mul(g[0], imm(Og)), i[1]), i[2], i[3]};
-          LExprPtr q = add(add(mul(i[0], imm(plane)), mul(i[2], imm(Wp))), i[3]);
-          return store(k.out(), flat_index(os, idx), k.finish(idx, cast(dt, load(ext, at_ext(i[1], q)))));
-        });
-        return seq({product, copy_out});
+        StmtPtr chunks = loop_nest(
+            {full}, [&](const Index &c) { return product(g[0], mul(c[0], imm(chunk)), chunk); }, ForKind::Serial,
+            "chunk");
+        return rest ? seq({chunks, product(g[0], imm(full * chunk), rest)}) : chunks;
       },
       ForKind::Serial);
 }
