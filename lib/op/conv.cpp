@@ -648,6 +648,81 @@ StmtPtr conv2d_transpose_strided(KernelCtx &k, const ConvShape &s, DType acc) {
   return seq(stmts);
 }
 
+//===--- depthwise convolutions on the CPU --------------------------------===//
+//
+// With one input channel per group (groups = C, a channel multiplier m =
+// O / C) each product above would be one row deep: a fork-join per channel
+// for a few multiply-adds per pixel. Instead every output pixel is one
+// expression, the multiply-adds of its taps in row-major order, over a
+// zero-padded copy of the data; the pixel loops are plain data-parallel
+// loops that the schedule vectorizes along the row (stride 1: whole vector
+// loads) and spreads over the pool. The weight gradient is one compensated
+// sum per (channel, tap) over the batch's pixels.
+
+/// At most this many taps are unrolled into one expression.
+constexpr int64_t kMaxUnrolledTaps = 64;
+
+/// Whether a convolution of shape `s` is depthwise and handled here.
+bool depthwise(GemmStrategy strategy, const ConvShape &s) {
+  return strategy == gemm_cpu_packed && s.groups > 1 && s.Cg() == 1 && s.taps() <= kMaxUnrolledTaps;
+}
+
+/// out[n, o, oh, ow] = Σ_(kh, kw) weight(o, kh, kw) · xp[n, o / m, oh·s + kh·d, ow·s + kw·d]
+/// with xp (N, C, Hp, Wp) padded.
+StmtPtr depthwise_direct(KernelCtx &k, const ConvShape &s, const BufferPtr &xp, int64_t Hp, int64_t Wp,
+                         const std::function<LExprPtr(const LExprPtr &o, int64_t kh, int64_t kw)> &weight) {
+  const Shape &os = k.call.type.shape;
+  DType dt = k.call.type.dtype, acc = dtype_info(dt).accumulator;
+  int64_t m = s.O / s.C;
+  return loop_nest(os, [&](const Index &i) {
+    LExprPtr c = m == 1 ? i[1] : binary(BinaryOp::FloorDiv, i[1], imm(m));
+    LExprPtr plane = mul(add(mul(i[0], imm(s.C)), c), imm(Hp));
+    LExprPtr sum;
+    for (int64_t kh = 0; kh < s.KH; ++kh)
+      for (int64_t kw = 0; kw < s.KW; ++kw) {
+        LExprPtr row = add(plane, add(mul(i[2], imm(s.s[0])), imm(kh * s.d[0])));
+        LExprPtr x = load(xp, add(mul(row, imm(Wp)), add(mul(i[3], imm(s.s[1])), imm(kw * s.d[1]))));
+        LExprPtr w = weight(i[1], kh, kw);
+        sum = sum ? (is_float(acc) ? mul_add(w, x, sum) : add(sum, mul(w, x))) : mul(w, x);
+      }
+    return store(k.out(), flat_index(os, i), k.finish(i, cast(dt, sum)));
+  });
+}
+
+/// dw[o, 0, kh, kw] = Σ_(n, oh, ow) dy[n, o, oh, ow] · x[n, o / m, tap(oh, kh), tap(ow, kw)],
+/// one compensated sum per weight, in the order of the batch's pixels.
+StmtPtr depthwise_backward_weight(KernelCtx &k, const ConvShape &s, DType dt, DType acc) {
+  int64_t Hp = s.H + s.p[0] + s.p[2], Wp = s.W + s.p[1] + s.p[3], P = s.OH * s.OW, m = s.O / s.C;
+  std::vector<StmtPtr> stmts;
+  BufferPtr xp = padded_copy(k, 1, s.p[0], s.p[1], Hp, Wp, 0, false, acc, stmts);
+  const Shape &os = k.call.type.shape;
+  stmts.push_back(loop_nest({s.O, s.KH, s.KW}, [&](const Index &w) {
+    LExprPtr c = m == 1 ? w[0] : binary(BinaryOp::FloorDiv, w[0], imm(m));
+    // term at image n, output pixel (oh, ow)
+    auto term_at = [&](const LExprPtr &n, const LExprPtr &oh, const LExprPtr &ow) {
+      LExprPtr dy = cast(acc, k.in_flat(0, add(add(mul(add(mul(n, imm(s.O)), w[0]), imm(P)), mul(oh, imm(s.OW))), ow)));
+      LExprPtr row = add(mul(add(mul(n, imm(s.C)), c), imm(Hp)), add(mul(oh, imm(s.s[0])), mul(w[1], imm(s.d[0]))));
+      LExprPtr x = load(xp, add(mul(row, imm(Wp)), add(mul(ow, imm(s.s[1])), mul(w[2], imm(s.d[1])))));
+      return binary(BinaryOp::Mul, dy, x);
+    };
+    TermFn term = [&](const LExprPtr &r) {
+      Index at = unravel_index(r, {s.N, s.OH, s.OW});
+      return term_at(at[0], at[1], at[2]);
+    };
+    LaneBlockTermFn block_term;
+    if (s.OW % kSumLanes == 0) // a block of lanes never leaves its output row
+      block_term = [&](const LExprPtr &first, const LExprPtr &lane) {
+        Index at = unravel_index(binary(BinaryOp::FloorDiv, first, imm(kSumLanes)), {s.N, s.OH, s.OW / kSumLanes});
+        return term_at(at[0], at[1], add(mul(at[2], imm(kSumLanes)), lane));
+      };
+    return compensated_sum(
+        k, s.N * P, acc, term,
+        [&](const LExprPtr &total) { return store(k.out(), flat_index(os, {w[0], imm(0), w[1], w[2]}), k.finish({w[0], imm(0), w[1], w[2]}, cast(dt, total))); },
+        nullptr, 1, block_term);
+  }));
+  return seq(stmts);
+}
+
 /// Whether a convolution takes the stride-1 path: the packed CPU strategy,
 /// unit strides.
 bool padded_path(GemmStrategy strategy, const ConvAttrs &a) {
@@ -661,6 +736,15 @@ template <GemmStrategy strategy> StmtPtr conv2d_kernel(KernelCtx &k) {
   s.N = xs[0], s.C = xs[1], s.H = xs[2], s.W = xs[3], s.O = ws[0], s.KH = ws[2], s.KW = ws[3];
   s.OH = k.call.type.shape[2], s.OW = k.call.type.shape[3];
   DType acc = dtype_info(k.call.type.dtype).accumulator;
+  if (depthwise(strategy, s)) {
+    int64_t Hp = s.H + s.p[0] + s.p[2], Wp = s.W + s.p[1] + s.p[3];
+    std::vector<StmtPtr> stmts;
+    BufferPtr xp = padded_copy(k, 0, s.p[0], s.p[1], Hp, Wp, 0, false, acc, stmts);
+    stmts.push_back(depthwise_direct(k, s, xp, Hp, Wp, [&](const LExprPtr &o, int64_t kh, int64_t kw) {
+      return cast(acc, k.in(1, {o, imm(0), imm(kh), imm(kw)}));
+    }));
+    return seq(stmts);
+  }
   if (padded_path(strategy, attrs)) {
     int64_t Hp = s.H + s.p[0] + s.p[2], Wp = s.W + s.p[1] + s.p[3], K = s.Cg() * s.taps();
     std::vector<StmtPtr> stmts;
@@ -704,6 +788,21 @@ template <GemmStrategy strategy> StmtPtr conv2d_transpose_kernel(KernelCtx &k) {
   s.N = xs[0], s.C = xs[1], s.H = xs[2], s.W = xs[3], s.O = os[1], s.KH = ws[2], s.KW = ws[3];
   s.OH = os[2], s.OW = os[3];
   DType acc = dtype_info(k.call.type.dtype).accumulator;
+  if (depthwise(strategy, s) && padded_path(strategy, attrs)) {
+    // stride 1: the correlation with the flipped kernel (below), depthwise:
+    // out[n, c·m + j] reads channel c through w[c, j, KH-1-kh, KW-1-kw]
+    int64_t top = s.d[0] * (s.KH - 1) - s.p[0], left = s.d[1] * (s.KW - 1) - s.p[1];
+    int64_t Hp = s.OH + s.d[0] * (s.KH - 1), Wp = s.OW + s.d[1] * (s.KW - 1), m = s.Og();
+    std::vector<StmtPtr> stmts;
+    BufferPtr xp = padded_copy(k, 0, top, left, Hp, Wp, 0, false, acc, stmts);
+    ConvShape flipped = s;
+    flipped.s = {1, 1};
+    stmts.push_back(depthwise_direct(k, flipped, xp, Hp, Wp, [&](const LExprPtr &o, int64_t kh, int64_t kw) {
+      LExprPtr c = m == 1 ? o : binary(BinaryOp::FloorDiv, o, imm(m)), j = m == 1 ? imm(0) : binary(BinaryOp::FloorMod, o, imm(m));
+      return cast(acc, k.in(1, {c, j, imm(s.KH - 1 - kh), imm(s.KW - 1 - kw)}));
+    }));
+    return seq(stmts);
+  }
   if (strategy == gemm_cpu_packed && !padded_path(strategy, attrs))
     return conv2d_transpose_strided(k, s, acc);
   if (padded_path(strategy, attrs)) {
@@ -763,6 +862,8 @@ template <GemmStrategy strategy> StmtPtr conv2d_backward_weight_kernel(KernelCtx
   s.N = xs[0], s.C = xs[1], s.H = xs[2], s.W = xs[3], s.O = os[0], s.KH = os[2], s.KW = os[3];
   s.OH = dys[2], s.OW = dys[3];
   DType dt = k.call.type.dtype, acc = dtype_info(dt).accumulator;
+  if (depthwise(strategy, s))
+    return depthwise_backward_weight(k, s, dt, acc);
   if (padded_path(strategy, attrs))
     return backward_weight_padded(k, s, dt, acc);
   if (strategy == gemm_cpu_packed)

@@ -61,6 +61,9 @@ conv_case("tvm_conv_groups2_s22_p22", (3, 6, 10, 10), (4, 3, 3, 3), strides=(2, 
 conv_case("dilated_asym", (2, 3, 11, 9), (5, 3, 3, 2), strides=(1, 2), padding=(2, 0, 1, 3), dilation=(2, 3))
 conv_case("depthwise", (2, 8, 9, 9), (8, 1, 3, 3), padding=(1, 1), groups=8)
 conv_case("depthwise_x2_s2", (2, 4, 10, 10), (8, 1, 3, 3), strides=(2, 2), padding=(1, 1), groups=4)
+conv_case("depthwise_rows_of_16", (2, 4, 10, 32), (8, 1, 3, 3), padding=(1, 1), groups=4)
+conv_case("depthwise_dilated_s2", (2, 3, 11, 12), (3, 1, 3, 3), strides=(2, 2), padding=(2, 2), dilation=(2, 2),
+          groups=3)
 conv_case("packed_panels", (2, 40, 14, 13), (36, 40, 3, 3), padding=(1, 1))
 conv_case("pointwise", (4, 64, 7, 7), (48, 64, 1, 1))
 
