@@ -16,8 +16,8 @@ against OpenBLAS through numpy and torch, all single-threaded; a fused
 elementwise chain against a C memcpy of the same bytes; softmax and
 log_softmax rows against PyTorch; the MLP training step (784-256-10) at batch
 16, 64 and 256, gradc at 1 and all threads against PyTorch eager at its best
-thread count; conv2d 3x3 64->64 56x56 batch 8 against PyTorch (oneDNN) with
-one thread, and a CNN training step (batch 32, 3x32x32: two conv+batch
+thread count; conv2d 3x3 64->64 56x56 batch 8 and a depthwise 3x3 over 128
+channels against PyTorch (oneDNN) with one thread, and a CNN training step (batch 32, 3x32x32: two conv+batch
 norm+relu, max pool, a strided conv, global average pool, dense, nll loss)
 against PyTorch at its best thread count.
 
@@ -257,6 +257,13 @@ def cnn_rows(peak):
                                             POLICY], 1)
     gflops = 2 * 8 * 64 * 56 * 56 * 64 * 9 / ours / 1e6
     row("conv2d 3x3 64->64 56x56 b8, 1T", ours, theirs, "%6.1f GFLOP/s, %3.0f%% of peak" % (gflops, 100 * gflops / peak))
+    model = Model("dw3x3", """def @main(%x: Tensor[(8, 128, 56, 56), float32], %w: Tensor[(128, 1, 3, 3), float32]) {
+                                nn.conv2d(%x, %w, padding=[1, 1], groups=128)
+                              }""")
+    ours = model.time(scales={"w": 0.05})
+    theirs = python_peer("PyTorch depthwise", "x = torch.rand(8, 128, 56, 56); w = torch.rand(128, 1, 3, 3) * 0.05",
+                         "torch.nn.functional.conv2d(x, w, padding=1, groups=128)", torch=True)
+    row("depthwise 3x3 128ch 56x56 b8, 1T", ours, theirs, "")
     wrt = "--wrt=%w1,%g1,%b1,%w2,%g2,%b2,%w3,%w4,%b4"
     model = Model("cnn_step", CNN_STEP, ["--grad", wrt])
     scales = {"w1": 0.2, "w2": 0.1, "w3": 0.05, "w4": 0.1, "g1": 1, "g2": 1, "b1": 0, "b2": 0, "b4": 0}
