@@ -490,8 +490,10 @@ StmtPtr backward_weight_padded(KernelCtx &k, const ConvShape &s, DType dt, DType
 // With strides the taps of neighbouring output pixels are not contiguous,
 // but the output (or, transposed, the input) is s² times smaller than the
 // data, so the im2col is materialised: one copy of the taps, C·KH·KW rows
-// of the batch's N·OH·OW pixels, then one plain packed product per group
-// over it. A transposed convolution multiplies
+// of a chunk of images' OH·OW pixels (a chunk fills about half the L2: small
+// images share a product and a fork-join, large ones keep the scratch
+// bounded), then one plain packed product per group over it; the weight
+// gradient sums over the whole batch, so its im2col holds every image. A transposed convolution multiplies
 // first, into per-tap rows over its input pixels (col = wᵀ·x), then gathers
 // each output pixel's taps from them (col2im), in a fixed order. No zero is
 // multiplied, where spreading the data by the strides would multiply s² as
@@ -509,44 +511,69 @@ StmtPtr im2col(const KernelCtx &k, size_t arg, const ConvShape &s, const LExprPt
   });
 }
 
-/// conv2d with strides: the im2col of every image, rows (c, kh, kw) by
-/// (n, q), then per group out = w · col, one product over the batch.
+/// How many images one product of the strided paths takes: as many as keep
+/// its `bytes_per_image` of scratch within half the L2, so a batch of small
+/// images shares one fork-join and the scratch stays bounded for large ones.
+int64_t images_per_chunk(const KernelCtx &k, int64_t bytes_per_image, int64_t N) {
+  return std::clamp<int64_t>(k.target.l2_bytes / 2 / std::max<int64_t>(1, bytes_per_image), 1, N);
+}
+
+/// `body(first image, count)` over the batch in chunks of `chunk` images:
+/// the full chunks in a serial loop, then the rest.
+StmtPtr over_chunks(int64_t N, int64_t chunk, const std::function<StmtPtr(const LExprPtr &, int64_t)> &body) {
+  int64_t full = N / chunk, rest = N % chunk;
+  StmtPtr chunks = loop_nest({full}, [&](const Index &c) { return body(mul(c[0], imm(chunk)), chunk); },
+                             ForKind::Serial, "chunk");
+  return rest ? seq({chunks, body(imm(full * chunk), rest)}) : chunks;
+}
+
+/// conv2d with strides: per chunk of images, their im2col, rows (c, kh,
+/// kw) by (n, q), then per group out = w · col.
 StmtPtr conv2d_strided(KernelCtx &k, const ConvShape &s, DType acc) {
-  int64_t P = s.OH * s.OW, NP = s.N * P, K = s.Cg() * s.taps(), rows = s.C * s.taps();
-  BufferPtr col = k.scratch("im2col", acc, rows * NP);
-  StmtPtr fill = loop_nest({s.N}, [&](const Index &n) {
-    return im2col(k, 0, s, n[0], col, [&](const LExprPtr &r, const LExprPtr &q) {
-      return add(add(mul(r, imm(NP)), mul(n[0], imm(P))), q);
-    }, acc);
+  int64_t P = s.OH * s.OW, K = s.Cg() * s.taps(), rows = s.C * s.taps();
+  int64_t chunk = images_per_chunk(k, rows * P * dtype_bytes(acc), s.N);
+  BufferPtr col = k.scratch("im2col", acc, rows * chunk * P);
+  return over_chunks(s.N, chunk, [&](const LExprPtr &first, int64_t count) {
+    int64_t NP = count * P;
+    StmtPtr fill = loop_nest(
+        {count},
+        [&](const Index &n) {
+          return im2col(k, 0, s, add(first, n[0]), col, [&](const LExprPtr &r, const LExprPtr &q) {
+            return add(add(mul(r, imm(NP)), mul(n[0], imm(P))), q);
+          }, acc);
+        },
+        ForKind::Spatial, "n");
+    StmtPtr products = loop_nest(
+        {s.groups},
+        [&](const Index &g) {
+          Gemm gm;
+          gm.M = s.Og(), gm.N = NP, gm.K = K;
+          gm.dtype = k.call.type.dtype;
+          gm.epilogue = bool(k.epilogue);
+          auto o = [&](const LExprPtr &m) { return add(mul(g[0], imm(s.Og())), m); };
+          gm.a = [&](const LExprPtr &m, const LExprPtr &kk) { return cast(acc, k.in_flat(1, add(mul(o(m), imm(K)), kk))); };
+          gm.b = [&](const LExprPtr &kk, const LExprPtr &j) {
+            return load(col, add(mul(add(mul(g[0], imm(K)), kk), imm(NP)), j));
+          };
+          // pixel j of the chunk: image first + j / P, pixel j % P
+          auto image = [&](const LExprPtr &j) { return add(first, binary(BinaryOp::FloorDiv, j, imm(P))); };
+          auto flat = [&](const LExprPtr &m, const LExprPtr &j) {
+            return add(mul(add(mul(image(j), imm(s.O)), o(m)), imm(P)), binary(BinaryOp::FloorMod, j, imm(P)));
+          };
+          gm.store = [&](const LExprPtr &m, const LExprPtr &j, const LExprPtr &v) {
+            auto [oh, ow] = pixel(binary(BinaryOp::FloorMod, j, imm(P)), s.OW);
+            return store(k.out(), flat(m, j), k.finish({image(j), o(m), oh, ow}, v));
+          };
+          gm.load = [&](const LExprPtr &m, const LExprPtr &j) { return load(k.out(), flat(m, j)); };
+          if (k.out()->dtype == acc)
+            gm.store_raw = [&](const LExprPtr &m, const LExprPtr &j, const LExprPtr &v) {
+              return store(k.out(), flat(m, j), v);
+            };
+          return gemm_cpu_packed(k, gm);
+        },
+        ForKind::Serial);
+    return seq({fill, products});
   });
-  StmtPtr products = loop_nest(
-      {s.groups},
-      [&](const Index &g) {
-        Gemm gm;
-        gm.M = s.Og(), gm.N = NP, gm.K = K;
-        gm.dtype = k.call.type.dtype;
-        gm.epilogue = bool(k.epilogue);
-        auto o = [&](const LExprPtr &m) { return add(mul(g[0], imm(s.Og())), m); };
-        gm.a = [&](const LExprPtr &m, const LExprPtr &kk) { return cast(acc, k.in_flat(1, add(mul(o(m), imm(K)), kk))); };
-        gm.b = [&](const LExprPtr &kk, const LExprPtr &j) {
-          return load(col, add(mul(add(mul(g[0], imm(K)), kk), imm(NP)), j));
-        };
-        // pixel j of the batch: image j / P, pixel j % P
-        auto flat = [&](const LExprPtr &m, const LExprPtr &j) {
-          LExprPtr n = binary(BinaryOp::FloorDiv, j, imm(P)), q = binary(BinaryOp::FloorMod, j, imm(P));
-          return add(mul(add(mul(n, imm(s.O)), o(m)), imm(P)), q);
-        };
-        gm.store = [&](const LExprPtr &m, const LExprPtr &j, const LExprPtr &v) {
-          auto [oh, ow] = pixel(binary(BinaryOp::FloorMod, j, imm(P)), s.OW);
-          return store(k.out(), flat(m, j), k.finish({binary(BinaryOp::FloorDiv, j, imm(P)), o(m), oh, ow}, v));
-        };
-        gm.load = [&](const LExprPtr &m, const LExprPtr &j) { return load(k.out(), flat(m, j)); };
-        if (k.out()->dtype == acc)
-          gm.store_raw = [&](const LExprPtr &m, const LExprPtr &j, const LExprPtr &v) { return store(k.out(), flat(m, j), v); };
-        return gemm_cpu_packed(k, gm);
-      },
-      ForKind::Serial);
-  return seq({fill, products});
 }
 
 /// conv2d_backward_weight with strides: the im2col of every image, rows
@@ -556,11 +583,14 @@ StmtPtr backward_weight_strided(KernelCtx &k, const ConvShape &s, DType dt, DTyp
   int64_t P = s.OH * s.OW, NP = s.N * P, cols = s.Cg() * s.taps(), rows = s.C * s.taps();
   BufferPtr col = k.scratch("im2col", acc, rows * NP), dyt = k.scratch("grad_rows", acc, s.O * NP);
   std::vector<StmtPtr> stmts;
-  stmts.push_back(loop_nest({s.N}, [&](const Index &n) {
-    return im2col(k, 1, s, n[0], col, [&](const LExprPtr &r, const LExprPtr &q) {
-      return add(add(mul(r, imm(NP)), mul(n[0], imm(P))), q);
-    }, acc);
-  }));
+  stmts.push_back(loop_nest(
+      {s.N},
+      [&](const Index &n) {
+        return im2col(k, 1, s, n[0], col, [&](const LExprPtr &r, const LExprPtr &q) {
+          return add(add(mul(r, imm(NP)), mul(n[0], imm(P))), q);
+        }, acc);
+      },
+      ForKind::Spatial, "n"));
   stmts.push_back(loop_nest({s.N, s.O, P}, [&](const Index &i) {
     LExprPtr at = add(add(mul(i[1], imm(NP)), mul(i[0], imm(P))), i[2]);
     return store(dyt, at, cast(acc, k.in_flat(0, add(mul(add(mul(i[0], imm(s.O)), i[1]), imm(P)), i[2]))));
@@ -592,60 +622,67 @@ StmtPtr backward_weight_strided(KernelCtx &k, const ConvShape &s, DType dt, DTyp
   return seq(stmts);
 }
 
-/// conv2d_transpose with strides: per group col[(o, kh, kw), (n, p)] =
-/// Σ_c w[g·Cg + c, o, kh, kw] · x[n, g·Cg + c, p] over the input pixels of
-/// the batch (x copied channel-major first, so the product reads it along
-/// its rows), then each output pixel sums its taps' rows (col2im,
-/// gathering: the taps in row-major order, so the order is fixed).
+/// conv2d_transpose with strides: per chunk of images and group,
+/// col[(o, kh, kw), (n, p)] = Σ_c w[g·Cg + c, o, kh, kw] · x[n, g·Cg + c, p]
+/// over the chunk's input pixels (x copied channel-major first, so the
+/// product reads it along its rows), then each output pixel sums its taps'
+/// rows (col2im, gathering: the taps in row-major order, so the order is
+/// fixed).
 StmtPtr conv2d_transpose_strided(KernelCtx &k, const ConvShape &s, DType acc) {
-  int64_t P = s.H * s.W, NP = s.N * P, rows = s.Og() * s.taps();
-  BufferPtr xt = k.scratch("channel_major", acc, s.C * NP), col = k.scratch("col", acc, rows * NP);
+  int64_t P = s.H * s.W, rows = s.Og() * s.taps();
+  int64_t chunk = images_per_chunk(k, (s.C + rows) * P * dtype_bytes(acc), s.N);
+  BufferPtr xt = k.scratch("channel_major", acc, s.C * chunk * P), col = k.scratch("col", acc, rows * chunk * P);
   const Shape &os = k.call.type.shape;
   DType dt = k.call.type.dtype;
-  std::vector<StmtPtr> stmts;
-  stmts.push_back(loop_nest({s.N, s.C, P}, [&](const Index &i) {
-    LExprPtr src = add(mul(add(mul(i[0], imm(s.C)), i[1]), imm(P)), i[2]);
-    return store(xt, add(add(mul(i[1], imm(NP)), mul(i[0], imm(P))), i[2]), cast(acc, k.in_flat(0, src)));
-  }));
-  auto cat = [&](const LExprPtr &m, const LExprPtr &j) { return add(mul(m, imm(NP)), j); };
-  stmts.push_back(loop_nest(
-      {s.groups},
-      [&](const Index &g) {
-        Gemm gm;
-        gm.M = rows, gm.N = NP, gm.K = s.Cg();
-        gm.dtype = acc;
-        gm.a_contiguous_in_k = false;
-        gm.a = [&](const LExprPtr &m, const LExprPtr &c) { // w as (C, Og·KH·KW)
-          return cast(acc, k.in_flat(1, add(mul(add(mul(g[0], imm(s.Cg())), c), imm(rows)), m)));
-        };
-        gm.b = [&](const LExprPtr &c, const LExprPtr &j) { return load(xt, add(mul(add(mul(g[0], imm(s.Cg())), c), imm(NP)), j)); };
-        // col holds one group's rows at a time: the gather below reads them
-        gm.store = [&](const LExprPtr &m, const LExprPtr &j, const LExprPtr &v) { return store(col, cat(m, j), v); };
-        gm.store_raw = gm.store;
-        gm.load = [&](const LExprPtr &m, const LExprPtr &j) { return load(col, cat(m, j)); };
-        StmtPtr product = gemm_cpu_packed(k, gm);
-        StmtPtr gather = loop_nest({s.N, s.Og(), s.OH, s.OW}, [&](const Index &i) {
-          BufferPtr sum = k.local("sum", acc);
-          LExprPtr zero = imm(0);
-          StmtPtr taps = loop_nest(
-              {s.KH, s.KW},
-              [&](const Index &t) {
-                // the input pixel this tap reads: (o + pad - t·d) / s, whole and inside
-                LExprPtr valid;
-                LExprPtr ih = s.source(0, i[2], t[0], s.H, valid), iw = s.source(1, i[3], t[1], s.W, valid);
-                LExprPtr m = add(mul(add(mul(i[1], imm(s.KH)), t[0]), imm(s.KW)), t[1]);
-                LExprPtr v = load(col, cat(m, add(add(mul(i[0], imm(P)), mul(ih, imm(s.W))), iw)));
-                return store(sum, zero, add(load(sum, zero), select(valid, v, constant_of(0, acc))));
-              },
-              ForKind::Reduce, "k");
-          Index idx{i[0], add(mul(g[0], imm(s.Og())), i[1]), i[2], i[3]};
-          return alloc(sum, seq({store(sum, zero, constant_of(0, acc)), taps,
-                                 store(k.out(), flat_index(os, idx), k.finish(idx, cast(dt, load(sum, zero))))}));
-        });
-        return seq({product, gather});
-      },
-      ForKind::Serial));
-  return seq(stmts);
+  return over_chunks(s.N, chunk, [&](const LExprPtr &first, int64_t count) {
+    int64_t NP = count * P;
+    std::vector<StmtPtr> stmts;
+    stmts.push_back(loop_nest({count, s.C, P}, [&](const Index &i) {
+      LExprPtr src = add(mul(add(mul(add(first, i[0]), imm(s.C)), i[1]), imm(P)), i[2]);
+      return store(xt, add(add(mul(i[1], imm(NP)), mul(i[0], imm(P))), i[2]), cast(acc, k.in_flat(0, src)));
+    }));
+    auto cat = [NP](const LExprPtr &m, const LExprPtr &j) { return add(mul(m, imm(NP)), j); };
+    stmts.push_back(loop_nest(
+        {s.groups},
+        [&](const Index &g) {
+          Gemm gm;
+          gm.M = rows, gm.N = NP, gm.K = s.Cg();
+          gm.dtype = acc;
+          gm.a_contiguous_in_k = false;
+          gm.a = [&](const LExprPtr &m, const LExprPtr &c) { // w as (C, Og·KH·KW)
+            return cast(acc, k.in_flat(1, add(mul(add(mul(g[0], imm(s.Cg())), c), imm(rows)), m)));
+          };
+          gm.b = [&](const LExprPtr &c, const LExprPtr &j) {
+            return load(xt, add(mul(add(mul(g[0], imm(s.Cg())), c), imm(NP)), j));
+          };
+          // col holds one group's rows at a time: the gather below reads them
+          gm.store = [&](const LExprPtr &m, const LExprPtr &j, const LExprPtr &v) { return store(col, cat(m, j), v); };
+          gm.store_raw = gm.store;
+          gm.load = [&](const LExprPtr &m, const LExprPtr &j) { return load(col, cat(m, j)); };
+          StmtPtr product = gemm_cpu_packed(k, gm);
+          StmtPtr gather = loop_nest({count, s.Og(), s.OH, s.OW}, [&](const Index &i) {
+            BufferPtr sum = k.local("sum", acc);
+            LExprPtr zero = imm(0);
+            StmtPtr taps = loop_nest(
+                {s.KH, s.KW},
+                [&](const Index &t) {
+                  // the input pixel this tap reads: (o + pad - t·d) / s, whole and inside
+                  LExprPtr valid;
+                  LExprPtr ih = s.source(0, i[2], t[0], s.H, valid), iw = s.source(1, i[3], t[1], s.W, valid);
+                  LExprPtr m = add(mul(add(mul(i[1], imm(s.KH)), t[0]), imm(s.KW)), t[1]);
+                  LExprPtr v = load(col, cat(m, add(add(mul(i[0], imm(P)), mul(ih, imm(s.W))), iw)));
+                  return store(sum, zero, add(load(sum, zero), select(valid, v, constant_of(0, acc))));
+                },
+                ForKind::Reduce, "k");
+            Index idx{add(first, i[0]), add(mul(g[0], imm(s.Og())), i[1]), i[2], i[3]};
+            return alloc(sum, seq({store(sum, zero, constant_of(0, acc)), taps,
+                                   store(k.out(), flat_index(os, idx), k.finish(idx, cast(dt, load(sum, zero))))}));
+          });
+          return seq({product, gather});
+        },
+        ForKind::Serial));
+    return seq(stmts);
+  });
 }
 
 //===--- depthwise convolutions on the CPU --------------------------------===//

@@ -64,6 +64,8 @@ conv_case("depthwise_x2_s2", (2, 4, 10, 10), (8, 1, 3, 3), strides=(2, 2), paddi
 conv_case("depthwise_rows_of_16", (2, 4, 10, 32), (8, 1, 3, 3), padding=(1, 1), groups=4)
 conv_case("depthwise_dilated_s2", (2, 3, 11, 12), (3, 1, 3, 3), strides=(2, 2), padding=(2, 2), dilation=(2, 2),
           groups=3)
+# strided products over chunks of images (with the host's L2, 2 images a chunk and 1 left over)
+conv_case("strided_chunks", (3, 16, 40, 40), (8, 16, 3, 3), strides=(2, 2), padding=(1, 1))
 conv_case("packed_panels", (2, 40, 14, 13), (36, 40, 3, 3), padding=(1, 1))
 conv_case("pointwise", (4, 64, 7, 7), (48, 64, 1, 1))
 
