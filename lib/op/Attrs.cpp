@@ -19,13 +19,16 @@ void AttrDecoder::fail(const AttrValue &v, std::string message) {
 
 bool AttrDecoder::check_min(const char *name, const AttrValue &v, const std::vector<int64_t> &values,
                             const AttrRule &rule) {
-  if (!rule.min)
-    return true;
-  for (int64_t x : values)
-    if (x < *rule.min) {
+  for (int64_t x : values) {
+    if (rule.min && x < *rule.min) {
       fail(v, std::string(name) + " must be >= " + std::to_string(*rule.min) + ", found " + v.str());
       return false;
     }
+    if (rule.max && x > *rule.max) {
+      fail(v, std::string(name) + " must be <= " + std::to_string(*rule.max) + ", found " + v.str());
+      return false;
+    }
+  }
   return true;
 }
 
@@ -154,6 +157,8 @@ void AttrSchemaBuilder::add(const char *name, const char *doc, const AttrRule &r
     parts.push_back(count);
   if (rule.min)
     parts.push_back(">= " + std::to_string(*rule.min));
+  if (rule.max)
+    parts.push_back("<= " + std::to_string(*rule.max));
   if (rule.axis_of >= 0)
     parts.push_back(std::string(name) == "axes" || AttrKind(d.kind) != AttrKind::Int ? "axes of argument "
                                                                                      : "an axis of argument ");

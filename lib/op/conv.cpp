@@ -49,10 +49,10 @@ struct ConvAttrs {
   std::string data_layout = "NCHW", kernel_layout = "OIHW", out_layout, out_dtype;
 
   template <class V> void visit_common(V &v) {
-    v("strides", strides, "The step of the window along H and W.", {.min = 1});
+    v("strides", strides, "The step of the window along H and W.", {.min = 1, .max = kMaxElements});
     v("padding", padding, "Implicit zeros: 1 value (all sides), 2 (H, W) or 4 (top, left, bottom, right).",
-      {.min = 0});
-    v("dilation", dilation, "The spacing of the kernel's taps along H and W.", {.min = 1});
+      {.min = 0, .max = kMaxElements});
+    v("dilation", dilation, "The spacing of the kernel's taps along H and W.", {.min = 1, .max = kMaxElements});
     v("groups", groups, "Channel groups (the input channels for a depthwise convolution).", {.min = 1});
     v("channels", channels, "The output channels, checked against the weight if given.", {.min = 1});
     v("kernel_size", kernel_size, "(KH, KW), checked against the weight if given.", {.min = 1});
@@ -76,7 +76,8 @@ struct Conv2DTransposeAttrs : ConvAttrs {
   Conv2DTransposeAttrs() { kernel_layout = "IOHW"; }
   template <class V> void visit(V &v) {
     visit_common(v);
-    v("output_padding", output_padding, "Extra rows and columns at the bottom and right of the output.", {.min = 0});
+    v("output_padding", output_padding, "Extra rows and columns at the bottom and right of the output.",
+      {.min = 0, .max = kMaxElements});
     v("kernel_layout", kernel_layout, "The weight layout.", {.one_of = {"IOHW"}});
     visit_output(v);
   }
@@ -187,13 +188,28 @@ bool conv_informational(RelationCtx &ctx, const ConvAttrs &a, int64_t out_channe
 /// dilated kernel is larger than the padded data.
 std::optional<std::pair<int64_t, int64_t>> conv_extents(RelationCtx &ctx, const ConvShape &s, int64_t H, int64_t W,
                                                         int64_t KH, int64_t KW) {
-  int64_t eh = s.d[0] * (KH - 1) + 1, ew = s.d[1] * (KW - 1) + 1;
-  if (H + s.p[0] + s.p[2] < eh || W + s.p[1] + s.p[3] < ew) {
-    ctx.fail("the dilated kernel (" + std::to_string(eh) + ", " + std::to_string(ew) + ") is larger than the padded data (" +
-             std::to_string(H + s.p[0] + s.p[2]) + ", " + std::to_string(W + s.p[1] + s.p[3]) + ")");
+  // in 128 bits: a dilation and a kernel within the limits multiply past 2^63
+  __int128 eh = __int128(s.d[0]) * (KH - 1) + 1, ew = __int128(s.d[1]) * (KW - 1) + 1;
+  __int128 ph = __int128(H) + s.p[0] + s.p[2], pw = __int128(W) + s.p[1] + s.p[3];
+  if (ph < eh || pw < ew) {
+    auto str = [](__int128 v) { return v > INT64_MAX ? std::string("over 2^63") : std::to_string(int64_t(v)); };
+    ctx.fail("the dilated kernel (" + str(eh) + ", " + str(ew) + ") is larger than the padded data (" + str(ph) + ", " +
+             str(pw) + ")");
     return std::nullopt;
   }
   return std::make_pair(s.out_extent(0, H, KH), s.out_extent(1, W, KW));
+}
+
+/// The scratch a convolution's CPU kernels may take (a padded copy, the
+/// im2col of the batch, the product over an extended grid), within the
+/// limits on a tensor, or a failure: `rows` taps by `pixels`, and the padded
+/// planes.
+bool conv_scratch_fits(RelationCtx &ctx, __int128 rows, __int128 pixels, __int128 padded) {
+  __int128 most = std::max(rows * pixels, padded);
+  if (most <= kMaxElements)
+    return true;
+  ctx.fail("the convolution's im2col or padded copy would hold more than 2^44 elements (gradc's limit on a tensor)");
+  return false;
 }
 
 Type conv2d_rel(RelationCtx &ctx) {
@@ -212,7 +228,11 @@ Type conv2d_rel(RelationCtx &ctx) {
   if (!conv_informational(ctx, a, O, w->shape[2], w->shape[3]))
     return Type::unknown();
   auto out = conv_extents(ctx, ConvShape(a), x->shape[2], x->shape[3], w->shape[2], w->shape[3]);
-  if (!out)
+  if (!out || !conv_scratch_fits(ctx, __int128(x->shape[1]) * w->shape[2] * w->shape[3],
+                                 __int128(x->shape[0]) * out->first * out->second,
+                                 (__int128(x->shape[2]) + a.padding[0] + a.padding[2]) *
+                                     (__int128(x->shape[3]) + a.padding[1] + a.padding[3]) *
+                                     std::max(x->shape[0] * x->shape[1], x->shape[0] * O)))
     return Type::unknown();
   return Type::tensor({x->shape[0], O, out->first, out->second}, x->dtype);
 }
@@ -235,12 +255,19 @@ Type conv2d_transpose_rel(RelationCtx &ctx) {
                                                  " must be less than the strides " + ctx.attrs.get("strides").str());
   Shape out{x->shape[0], O, 0, 0};
   for (int i = 0; i < 2; ++i) {
-    int64_t extent = (x->shape[2 + i] - 1) * a.strides[i] - a.padding[i] - a.padding[i + 2] +
-                     a.dilation[i] * (w->shape[2 + i] - 1) + a.output_padding[i] + 1;
+    __int128 extent = __int128(x->shape[2 + i] - 1) * a.strides[i] - a.padding[i] - a.padding[i + 2] +
+                      __int128(a.dilation[i]) * (w->shape[2 + i] - 1) + a.output_padding[i] + 1;
     if (extent < 1)
       return ctx.fail("the padding " + ctx.attrs.get("padding").str() + " leaves an empty output");
-    out[2 + i] = extent;
+    if (extent > kMaxElements)
+      return ctx.fail("the output would be over 2^44 elements along an axis (gradc's limit on a tensor)");
+    out[2 + i] = int64_t(extent);
   }
+  // the padded (and stride-spread) data and the columns of its taps
+  __int128 padded = __int128(out[2] + a.dilation[0] * (w->shape[2] - 1)) * (out[3] + a.dilation[1] * (w->shape[3] - 1));
+  if (!conv_scratch_fits(ctx, __int128(O / a.groups) * w->shape[2] * w->shape[3] + x->shape[1],
+                         __int128(x->shape[0]) * x->shape[2] * x->shape[3], padded * x->shape[0] * std::max(C, O)))
+    return Type::unknown();
   return Type::tensor(out, x->dtype);
 }
 
@@ -260,6 +287,11 @@ Type conv2d_backward_weight_rel(RelationCtx &ctx) {
     return ctx.fail("the batch of the adjoint " + dy->str() + " differs from the data's " + x->str());
   auto out = conv_extents(ctx, ConvShape(a), x->shape[2], x->shape[3], KH, KW);
   if (!out)
+    return Type::unknown();
+  if (!conv_scratch_fits(ctx, __int128(x->shape[1]) * KH * KW, __int128(x->shape[0]) * out->first * out->second,
+                         (__int128(x->shape[2]) + a.padding[0] + a.padding[2]) *
+                             (__int128(x->shape[3]) + a.padding[1] + a.padding[3]) * x->shape[0] *
+                             std::max(x->shape[1], O)))
     return Type::unknown();
   if (dy->shape[2] != out->first || dy->shape[3] != out->second)
     return ctx.fail("the adjoint " + dy->str() + " is not the output of a convolution of " + x->str() +

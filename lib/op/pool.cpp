@@ -47,11 +47,11 @@ struct Pool2DAttrs {
   bool ceil_mode = false;
   bool count_include_pad = false;
   template <class V> void visit_window(V &v) {
-    v("pool_size", pool_size, "The window (KH, KW).", {.required = true, .min = 1});
-    v("strides", strides, "The step of the window.", {.min = 1});
-    v("dilation", dilation, "The spacing of the window's taps.", {.min = 1});
+    v("pool_size", pool_size, "The window (KH, KW).", {.required = true, .min = 1, .max = kMaxElements});
+    v("strides", strides, "The step of the window.", {.min = 1, .max = kMaxElements});
+    v("dilation", dilation, "The spacing of the window's taps.", {.min = 1, .max = kMaxElements});
     v("padding", padding, "Implicit padding: 1 value (all sides), 2 (H, W) or 4 (top, left, bottom, right).",
-      {.min = 0});
+      {.min = 0, .max = kMaxElements});
     v("layout", layout, "The data layout.", {.one_of = {"NCHW"}});
     v("out_layout", out_layout, "Empty (the data layout) or NCHW.", {.one_of = {"", "NCHW"}});
     v("ceil_mode", ceil_mode, "Round the output extent up.");
@@ -81,7 +81,8 @@ struct AdaptivePool2DAttrs {
   std::optional<std::vector<int64_t>> output_size; // None: the input's (H, W)
   std::string layout = "NCHW", out_layout;
   template <class V> void visit(V &v) {
-    v("output_size", output_size, "(OH, OW), one value for both, or None for the input's.", {.min = 1});
+    v("output_size", output_size, "(OH, OW), one value for both, or None for the input's.",
+      {.min = 1, .max = kMaxElements});
     v("layout", layout, "The data layout.", {.one_of = {"NCHW"}});
     v("out_layout", out_layout, "Empty (the data layout) or NCHW.", {.one_of = {"", "NCHW"}});
   }
@@ -123,11 +124,13 @@ bool pool_window(RelationCtx &ctx, const Pool2DAttrs &a, const Type &x, int64_t 
     return false;
   }
   for (int i = 0; i < 2; ++i) {
-    int64_t n = x.shape[2 + i], span = a.dilation[i] * (a.pool_size[i] - 1) + 1;
+    // in 128 bits: a dilation and a window within the limits multiply past 2^63
+    __int128 n = x.shape[2 + i], span = __int128(a.dilation[i]) * (a.pool_size[i] - 1) + 1;
     if (n + a.padding[i] + a.padding[i + 2] < span) {
-      ctx.fail_attr("pool_size", "the window " + ctx.attrs.get("pool_size").str() + " (dilated extent " +
-                                     std::to_string(span) + ") is larger than the padded " + (i ? "width " : "height ") +
-                                     std::to_string(n + a.padding[i] + a.padding[i + 2]));
+      auto str = [](__int128 v) { return v > INT64_MAX ? std::string("over 2^63") : std::to_string(int64_t(v)); };
+      ctx.fail_attr("pool_size", "the window " + ctx.attrs.get("pool_size").str() + " (dilated extent " + str(span) +
+                                     ") is larger than the padded " + (i ? "width " : "height ") +
+                                     str(n + a.padding[i] + a.padding[i + 2]));
       return false;
     }
   }

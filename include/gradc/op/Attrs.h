@@ -53,6 +53,7 @@ using IntPairs = std::vector<std::array<int64_t, 2>>;
 struct AttrRule {
   bool required = false;          // no default: the call must give it
   std::optional<int64_t> min;     // every integer of the field is >= min
+  std::optional<int64_t> max;     // ... and <= max (a window's size, a padding: kMaxElements)
   int axis_of = -1;               // the field is an axis (or axes) of argument `axis_of`
   int extra_rank = 0;             // ... of a result with this many more axes (expand_dims)
   bool shape = false;             // a list of int that is a shape (entries >= 0, within limits)
