@@ -169,6 +169,22 @@ template <class A> Type pool2d_backward_rel(RelationCtx &ctx) {
   return *x;
 }
 
+/// grad.max_pool2d_gather(data_grad, data): data_grad has the data's type;
+/// the result the pool's output type.
+Type max_pool2d_gather_rel(RelationCtx &ctx) {
+  const Type *g = ctx.tensor(0), *x = g ? ctx.tensor(1) : nullptr;
+  if (!x)
+    return Type::unknown();
+  if (!require_float(ctx, *x))
+    return Type::unknown();
+  if (*g != *x)
+    return ctx.fail("data_grad of type " + g->str() + " is not the data's type " + x->str());
+  int64_t oh, ow;
+  if (!pool_window(ctx, ctx.attrs_as<AvgPool2DAttrs>(), *x, oh, ow))
+    return Type::unknown();
+  return Type::tensor({x->shape[0], x->shape[1], oh, ow}, x->dtype);
+}
+
 /// The (OH, OW) of an adaptive pool of x.
 std::pair<int64_t, int64_t> adaptive_extent(const AdaptivePool2DAttrs &a, const Shape &x) {
   if (!a.output_size || a.output_size->empty())
@@ -359,6 +375,24 @@ StmtPtr max_pool2d_backward_kernel(KernelCtx &k) {
   });
 }
 
+/// out[n, c, oh, ow] = data_grad at the first maximum of window (oh, ow) of
+/// data (0 for a window with no data): the adjoint of max_pool2d_backward's
+/// scatter, which is linear in its output_grad.
+StmtPtr max_pool2d_gather_kernel(KernelCtx &k) {
+  auto a = k.attrs_as<AvgPool2DAttrs>();
+  const Shape &xs = k.arg_type(1).shape, &os = k.call.type.shape;
+  PoolAxis h(a, 0, xs[2]), w(a, 1, xs[3]);
+  DType dt = k.call.type.dtype;
+  return loop_nest(os, [&](const Index &o) {
+    BufferPtr mx = k.local("max", dt), arg = k.local("arg", DType::Int64);
+    LExprPtr at = load(arg, imm(0)), found = compare(CompareOp::GE, at, imm(0));
+    LExprPtr ih = clamp_index(fdiv(at, w.n), h.n), iw = clamp_index(fmod(at, w.n), w.n);
+    LExprPtr picked = select(found, k.in(0, {o[0], o[1], ih, iw}), constant_of(0, dt));
+    return alloc(mx, alloc(arg, seq({window_max(k, 1, h, w, o[0], o[1], o[2], o[3], mx, arg),
+                                     store(k.out(), flat_index(os, o), picked)})));
+  });
+}
+
 /// dx[n, c, ih, iw] = Σ over windows holding (ih, iw) of g / divisor.
 StmtPtr avg_pool2d_backward_kernel(KernelCtx &k) {
   auto a = k.attrs_as<AvgPool2DAttrs>();
@@ -495,7 +529,27 @@ void register_pool_ops(OpRegistry &reg) {
       .attrs<AvgPool2DAttrs>()
       .support_level(10)
       .relation("MaxPool2DBackward", pool2d_backward_rel<AvgPool2DAttrs>)
-      .kernel(max_pool2d_backward_kernel);
+      // Linear in output_grad with the argmax fixed by data (piecewise
+      // constant in it): <G, backward(og, x)> = <gather(G, x), og>.
+      .gradient([](GradCtx &g) -> Grads {
+        return {g.b.call(ops::max_pool2d_gather, {g.grad, g.arg(1)}, g.attrs_as<AvgPool2DAttrs>()), nullptr};
+      })
+      .kernel(max_pool2d_backward_kernel)
+      .example(kPoolBackwardTypes, "grad.max_pool2d_backward(%g, %x, pool_size=[3, 2], strides=[2, 2], padding=[1, 0])");
+
+  reg.add("grad.max_pool2d_gather")
+      .describe("The adjoint of grad.max_pool2d_backward: data_grad read at each window's first maximum of data.")
+      .arg("data_grad", "Tensor[(N, C, H, W)]", "A tensor of the data's type.")
+      .arg("data", "Tensor[(N, C, H, W)]", "The pool's input (its windows' argmax).")
+      .attrs<AvgPool2DAttrs>()
+      .support_level(10)
+      .relation("MaxPool2DGather", max_pool2d_gather_rel)
+      .gradient([](GradCtx &g) -> Grads { // the scatter and the gather are each other's adjoints
+        return {g.b.call(ops::max_pool2d_backward, {g.grad, g.arg(1)}, g.attrs_as<AvgPool2DAttrs>()), nullptr};
+      })
+      .kernel(max_pool2d_gather_kernel)
+      .example("%g: Tensor[(2, 3, 7, 6), float64], %x: Tensor[(2, 3, 7, 6), float64]",
+               "grad.max_pool2d_gather(%g, %x, pool_size=[3, 2], strides=[2, 2], padding=[1, 0])");
 
   reg.add("grad.avg_pool2d_backward")
       .describe("The gradient of nn.avg_pool2d: each window's adjoint spread over its taps.")

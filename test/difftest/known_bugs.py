@@ -63,18 +63,9 @@ def second_order_nll_loss_weights(gradc, workdir):
                          "%w: Tensor[(4,), float32]", "nn.nll_loss(%p, %t, %w)", 1)
 
 
-def second_order_max_pool2d(gradc, workdir):
-    """The second order of nn.max_pool2d's gradient with respect to its data."""
-    return _second_order(gradc, workdir, "%x: Tensor[(1, 2, 5, 5), float32]", "nn.max_pool2d(%x, pool_size=[2, 2])", 0)
-
-
 KNOWN_BUGS = [
     KnownBug("no second-order gradient through the weights of nn.nll_loss: "
              "grad.nll_loss_weights_backward has no gradient (SPEC §5: the adjoint differentiates again)",
              {"second"}, r"no gradient is registered for operator 'grad\.nll_loss_weights_backward'",
              second_order_nll_loss_weights),
-    KnownBug("no second-order gradient through nn.max_pool2d or nn.global_max_pool2d: "
-             "grad.max_pool2d_backward has no gradient (SPEC §5: the adjoint differentiates again)",
-             {"second"}, r"no gradient is registered for operator 'grad\.max_pool2d_backward'",
-             second_order_max_pool2d),
 ]

@@ -1307,8 +1307,10 @@ NOT_GENERATED = {
     "nn.conv2d_backward_weight": "a gradient helper: it runs in the adjoints of nn.conv2d and "
                                  "nn.conv2d_transpose (the weight's), where the reference gradient checks "
                                  "it (and the second order its own gradient)",
-    "grad.max_pool2d_backward": "a gradient helper with no gradient of its own: it runs in the adjoint of "
-                                "nn.max_pool2d, where the reference gradient checks it",
+    "grad.max_pool2d_backward": "a gradient helper: it runs in the adjoint of nn.max_pool2d, where the "
+                                "reference gradient checks it (and the second order its own gradient)",
+    "grad.max_pool2d_gather": "the gradient of grad.max_pool2d_backward: it runs in second-order "
+                              "adjoints through max pools, where the reference checks it",
     "grad.avg_pool2d_backward": "a gradient helper: it runs in the adjoint of nn.avg_pool2d, where the "
                                 "reference gradient checks it (and the second order its own gradient)",
     "grad.adaptive_avg_pool2d_backward": "a gradient helper: it runs in the adjoint of "

@@ -429,6 +429,24 @@ def _max_pool2d_backward(a, at):
     return out
 
 
+def _max_pool2d_gather(a, at):
+    """data_grad at each window's first maximum of data."""
+    g, x = a
+    outs = {}
+    for oh, ow, taps, _ in _pool_windows(x.shape, at):
+        outs[(oh, ow)] = taps
+    OH, OW = max(k[0] for k in outs) + 1, max(k[1] for k in outs) + 1
+    out = np.zeros(x.shape[:2] + (OH, OW), dtype=x.dtype)
+    for (oh, ow), taps in outs.items():
+        for n in range(x.shape[0]):
+            for c in range(x.shape[1]):
+                vals = [x[n, c, h, w] for h, w in taps]
+                if vals:
+                    h, w = taps[next(k for k, v in enumerate(vals) if v == max(vals))]
+                    out[n, c, oh, ow] = g[n, c, h, w]
+    return out
+
+
 def _avg_pool2d_backward(a, at):
     g, x = a
     out = np.zeros_like(x)
@@ -601,6 +619,7 @@ REFERENCE = {
     "nn.conv2d_transpose": _conv2d_transpose,
     "nn.conv2d_backward_weight": _conv2d_backward_weight,
     "grad.max_pool2d_backward": _max_pool2d_backward,
+    "grad.max_pool2d_gather": _max_pool2d_gather,
     "grad.avg_pool2d_backward": _avg_pool2d_backward,
     "grad.adaptive_avg_pool2d_backward": _adaptive_avg_pool2d_backward,
     "nn.batch_norm": _batch_norm,
