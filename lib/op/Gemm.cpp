@@ -12,10 +12,6 @@
 namespace gradc {
 namespace {
 
-LExprPtr add(LExprPtr a, LExprPtr b) { return binary(BinaryOp::Add, std::move(a), std::move(b)); }
-LExprPtr mul(LExprPtr a, LExprPtr b) { return binary(BinaryOp::Mul, std::move(a), std::move(b)); }
-LExprPtr imm(int64_t v) { return int_imm(v); }
-
 /// A `for` that disappears when its extent is 0 and is a plain statement when 1.
 StmtPtr loop(KernelCtx &k, const std::string &name, int64_t extent, ForKind kind,
              const std::function<StmtPtr(const LExprPtr &)> &body) {

@@ -23,7 +23,6 @@ LExprPtr KernelCtx::in_flat(size_t arg, const LExprPtr &flat) const {
   return in(arg, idx);
 }
 
-
 LExprPtr constant_of(double value, DType dtype) {
   if (is_float(dtype))
     return float_imm(value, dtype);
@@ -53,9 +52,6 @@ LExprPtr highest_of(DType dtype) {
 }
 
 namespace {
-
-LExprPtr add(LExprPtr a, LExprPtr b) { return binary(BinaryOp::Add, std::move(a), std::move(b)); }
-LExprPtr sub(LExprPtr a, LExprPtr b) { return binary(BinaryOp::Sub, std::move(a), std::move(b)); }
 
 } // namespace
 

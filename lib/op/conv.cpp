@@ -30,12 +30,6 @@
 namespace gradc {
 namespace {
 
-LExprPtr add(LExprPtr a, LExprPtr b) { return binary(BinaryOp::Add, std::move(a), std::move(b)); }
-LExprPtr sub(LExprPtr a, LExprPtr b) { return binary(BinaryOp::Sub, std::move(a), std::move(b)); }
-LExprPtr mul(LExprPtr a, LExprPtr b) { return binary(BinaryOp::Mul, std::move(a), std::move(b)); }
-LExprPtr imm(int64_t v) { return int_imm(v); }
-LExprPtr both(LExprPtr a, LExprPtr b) { return binary(BinaryOp::And, std::move(a), std::move(b)); }
-
 /// The attributes every convolution shares (Relay's Conv2DAttrs; the
 /// informational ones are checked against the operands).
 struct ConvAttrs {

@@ -15,9 +15,6 @@
 namespace gradc {
 namespace {
 
-LExprPtr add(LExprPtr a, LExprPtr b) { return binary(BinaryOp::Add, std::move(a), std::move(b)); }
-LExprPtr mul(LExprPtr a, LExprPtr b) { return binary(BinaryOp::Mul, std::move(a), std::move(b)); }
-
 struct DenseAttrs {
   std::optional<int64_t> units;
   std::string out_dtype;
@@ -228,7 +225,6 @@ int64_t matrix_product_flops(const Expr &call) {
   const Shape &a = call.args[0]->type.shape;
   return 2 * num_elements(call.type.shape) * (a.empty() ? 1 : a.back());
 }
-
 
 } // namespace
 

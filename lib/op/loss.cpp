@@ -13,8 +13,6 @@
 namespace gradc {
 namespace {
 
-LExprPtr mul(LExprPtr a, LExprPtr b) { return binary(BinaryOp::Mul, std::move(a), std::move(b)); }
-
 struct NllAttrs {
   std::string reduction = "mean";
   int64_t ignore_index = -100;

@@ -75,6 +75,13 @@ struct KernelCtx {
   LVarPtr var(const std::string &name);
 };
 
+/// Shorthands for the arithmetic kernels build, index or value alike.
+inline LExprPtr add(LExprPtr a, LExprPtr b) { return binary(BinaryOp::Add, std::move(a), std::move(b)); }
+inline LExprPtr sub(LExprPtr a, LExprPtr b) { return binary(BinaryOp::Sub, std::move(a), std::move(b)); }
+inline LExprPtr mul(LExprPtr a, LExprPtr b) { return binary(BinaryOp::Mul, std::move(a), std::move(b)); }
+inline LExprPtr both(LExprPtr a, LExprPtr b) { return binary(BinaryOp::And, std::move(a), std::move(b)); }
+inline LExprPtr imm(int64_t v) { return int_imm(v); } // an Int64 index constant
+
 /// A constant of any dtype (float_imm or int_imm); integers saturate at the
 /// dtype's limits (the dtype table's int_min/int_max), NaN becomes 0.
 LExprPtr constant_of(double value, DType dtype);
