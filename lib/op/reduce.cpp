@@ -150,18 +150,17 @@ ExprPtr broadcast_back(GradCtx &g, ExprPtr grad) {
   return g.b.call(ops::broadcast_to, {kept}, bs);
 }
 
-struct VarianceAttrs {
-  std::optional<std::vector<int64_t>> axis;
-  bool keepdims = false, exclude = false, unbiased = false;
+/// The reduction's attributes and `unbiased`.
+struct VarianceAttrs : ReduceAttrs {
+  bool unbiased = false;
   template <class V> void visit(V &v) {
-    v("axis", axis, "Axes to reduce; None reduces all.", {.axis_of = 0});
-    v("keepdims", keepdims, "Keep reduced axes with size 1.");
-    v("exclude", exclude, "Reduce every axis except `axis`.");
+    ReduceAttrs::visit(v);
     v("unbiased", unbiased, "Divide by n - 1 (Bessel's correction) instead of n.");
   }
+  /// The reduction with keepdims = `keep`.
   ReduceAttrs reduce(bool keep) const {
-    ReduceAttrs r;
-    r.axis = axis, r.keepdims = keep, r.exclude = exclude;
+    ReduceAttrs r = *this;
+    r.keepdims = keep;
     return r;
   }
 };

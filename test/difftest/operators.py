@@ -1105,15 +1105,6 @@ def gen_leaky_relu(g, x):
     return Call([x], {"alpha": float(g.rng.choice([0.01, 0.1, 0.2, 0.3, 0.5, 1.5, -0.25]))})
 
 
-def gen_prelu(g, x):
-    r = len(x.shape)
-    if r == 0:
-        return None
-    axis = int(g.rng.integers(-r, r))
-    attrs = {"axis": axis} if axis != 1 or g.rng.random() < 0.5 else {}
-    return Call([x, g.operand((x.shape[norm_axis(axis, r)],), x.dtype)], attrs)
-
-
 def gen_batch_norm(g, x):
     """Field 0 mostly (the statistics, fields 1 and 2, pass through); the statistics are
     operands (the variance positive) or, a third of the time, the data's own: mean and variance
@@ -1267,7 +1258,8 @@ TABLE = {
     "nn.leaky_relu": Op(gen_leaky_relu, lambda a, at: np.where(a[0] > 0, a[0], at["alpha"] * a[0]),
                         lambda a, at: torch.nn.functional.leaky_relu(a[0], at["alpha"]), ("alpha",),
                         ok=away_from_zero),
-    "nn.prelu": Op(gen_prelu, prelu_np, prelu_torch, ("axis",), ok=away_from_zero),
+    # an axis and one value per index of it, drawn as bias_add's
+    "nn.prelu": Op(gen_bias_add, prelu_np, prelu_torch, ("axis",), ok=away_from_zero),
     "nn.pad": Op(gen_pad, np_pad, t_pad, ("pad_width", "pad_value", "pad_mode")),
     "variance": Op(gen_variance, np_variance, t_variance, REDUCE_ATTRS + ("unbiased",)),
     "nn.batch_norm": Op(gen_batch_norm, np_batch_norm, t_batch_norm, ("axis", "epsilon", "center", "scale"),

@@ -321,12 +321,14 @@ def _pool2d(x, at, kind):
     return out
 
 
+def _conv_geometry(at):
+    """A convolution's (strides, dilation, (top, left, bottom, right), groups)."""
+    return _pair(at.get("strides")), _pair(at.get("dilation")), _pad4(at.get("padding") or [0]), at.get("groups", 1)
+
+
 def _conv2d(a, at):
     x, w = a
-    sh, sw = _pair(at.get("strides"))
-    dh, dw = _pair(at.get("dilation"))
-    top, left, bottom, right = _pad4(at.get("padding") or [0])
-    groups = at.get("groups", 1)
+    (sh, sw), (dh, dw), (top, left, bottom, right), groups = _conv_geometry(at)
     N, C, H, W = x.shape
     O, Cg, KH, KW = w.shape
     # in float64, rounded once: gradc accumulates float16 in float32
@@ -349,11 +351,8 @@ def _conv2d_transpose(a, at):
     """Scatter form: every data element adds x · w[c, o] at (ih·s - pad + kh·d, iw·s - pad + kw·d);
     the output window starts at (top, left) of the unpadded result."""
     x, w = a
-    sh, sw = _pair(at.get("strides"))
-    dh, dw = _pair(at.get("dilation"))
+    (sh, sw), (dh, dw), (top, left, bottom, right), groups = _conv_geometry(at)
     oph, opw = _pair(at.get("output_padding"), (0, 0))
-    top, left, bottom, right = _pad4(at.get("padding") or [0])
-    groups = at.get("groups", 1)
     N, C, H, W = x.shape
     _, Og, KH, KW = w.shape
     Cg = C // groups
@@ -374,10 +373,7 @@ def _conv2d_transpose(a, at):
 def _conv2d_backward_weight(a, at):
     """dw[o, c, i, j] = Σ dy[n, o, oh, ow] · xpad[n, g·Cg + c, oh·s + i·d, ow·s + j·d]."""
     dy, x = a
-    sh, sw = _pair(at.get("strides"))
-    dh, dw = _pair(at.get("dilation"))
-    top, left, bottom, right = _pad4(at.get("padding") or [0])
-    groups = at.get("groups", 1)
+    (sh, sw), (dh, dw), (top, left, bottom, right), groups = _conv_geometry(at)
     KH, KW = _pair(at["kernel_size"])
     N, O, OH, OW = dy.shape
     Cg = x.shape[1] // groups
