@@ -374,6 +374,7 @@ void register_shape_ops(OpRegistry &reg) {
       .relation("CollapseSumTo", collapse_sum_to_rel)
       .gradient(broadcast_grad)
       .kernel(collapse_sum_kernel)
+      .fuses_producers() // reads each element once
       .example(kTypes, "collapse_sum_to(%x, shape=[3, 1])");
 
   reg.add("collapse_sum_like")

@@ -14,6 +14,12 @@
 // markers is left alone: merging a segment's value with an equal one
 // outside would change what the segment keeps.
 //
+// A field of a tuple built in the same function is that field's value:
+// `%t = (%a, %z, %z); %u = %t.0` makes %u %a. Gradient rules of tuple-result
+// operators build such tuples (batch norm's adjoint pairs the data gradient
+// with zeros for the unused statistics); without this the field would be a
+// value of its own that fusion cannot see through, and a buffer.
+//
 //===----------------------------------------------------------------------===//
 #include "gradc/ir/Functor.h"
 #include "gradc/op/Registry.h"
@@ -101,6 +107,15 @@ class Merger : public ExprMutator {
 protected:
   void mutate_binding(const Binding &b, std::vector<Binding> &out) override {
     ExprPtr value = mutate(b.value); // operands already merged
+    if (value->kind == ExprKind::Tuple)
+      tuples_[b.var.get()] = value;
+    if (value->kind == ExprKind::TupleGet) {
+      auto it = tuples_.find(value->args[0].get());
+      if (it != tuples_.end() && it->second->args[value->index]->type == b.var->type) {
+        remap(b.var, it->second->args[value->index]);
+        return;
+      }
+    }
     std::string key = value_key(*value);
     if (!key.empty()) {
       auto [it, fresh] = seen_.emplace(key, b.var);
@@ -114,6 +129,7 @@ protected:
 
 private:
   std::unordered_map<std::string, ExprPtr> seen_;
+  std::unordered_map<const Expr *, ExprPtr> tuples_; // var -> the tuple it is bound to
 };
 
 bool leave_alone(const Function &fn) {

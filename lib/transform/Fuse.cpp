@@ -13,6 +13,16 @@
 //    product that feeds it. The anchor's kernel then stores the consumers'
 //    value; one anchor per kernel.
 //
+// A value with several users (at most kMaxUsers) is recomputed in each of
+// them instead of kept in memory when that is cheap: an injective tree of a
+// few additions, products, selects and index changes (no transcendental
+// function, division or power at full size), reading at most two tensors of
+// its own size, whose every user takes it as a plain producer. Writing it
+// once and reading it k times costs k + 1 passes over memory; recomputing
+// it costs reads its users mostly make anyway: a batch norm's gradient
+// builds g·dy and dy·(x - mean) once and reads each in two sums and the
+// data gradient, and a relu mask feeds three of them.
+//
 //===----------------------------------------------------------------------===//
 #include "gradc/support/Log.h"
 #include "gradc/transform/Fuse.h"
@@ -21,6 +31,7 @@
 #include "gradc/op/Registry.h"
 
 #include <algorithm>
+#include <functional>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -28,6 +39,10 @@ namespace gradc {
 namespace {
 
 constexpr int kMaxFusedDepth = 64;
+constexpr int kMaxUsers = 4;            // users a recomputed value may have
+constexpr int kMaxRecomputedCalls = 8;  // operators at full size in a recomputed value's tree
+constexpr int kMaxRecomputedTree = 32;  // operators in all (per-channel scalars included)
+constexpr int kMaxRecomputedReads = 2;  // tensors of its own size it reads
 
 /// How many times each Var is read, counting reads inside `fn` bodies.
 class UseCounter : public ExprVisitor {
@@ -59,6 +74,22 @@ int count_calls(const ExprPtr &e) {
 
 bool injective(const Expr &e) { return e.kind == ExprKind::Call && e.op->injective(); }
 
+/// Builds injective `call`'s element expression once over symbolic output
+/// indices (each operand read through a probe load), calling `read` for each
+/// operand element it reads; returns the expression and the indices.
+LExprPtr probe_element(const ExprPtr &call, Index &out,
+                       const std::function<void(size_t arg, const Index &idx)> &read) {
+  for (size_t d = 0; d < call->type.shape.size(); ++d)
+    out.push_back(var_ref(std::make_shared<LVar>(LVar{"i" + std::to_string(d)})));
+  ElementCtx ctx{*call, out, [&](size_t a, const Index &idx) {
+                   read(a, idx);
+                   auto probe = std::make_shared<Buffer>(
+                       Buffer{"probe", call->args[a]->type.dtype, {1}, BufferScope::Input});
+                   return load(probe, int_imm(0));
+                 }};
+  return call->op->element(ctx);
+}
+
 /// Whether injective `call` reads operand `arg` at its own output index and
 /// nowhere else (bias_add, relu, where: yes; transpose, a broadcast operand:
 /// no), found by building its element expression once over symbolic indices.
@@ -67,24 +98,70 @@ bool reads_elementwise(const ExprPtr &call, size_t arg) {
   if (!t.is_tensor() || !at.is_tensor() || !(at.shape == t.shape))
     return false;
   Index out;
-  for (size_t d = 0; d < t.shape.size(); ++d)
-    out.push_back(var_ref(std::make_shared<LVar>(LVar{"i" + std::to_string(d)})));
   int reads = 0;
   bool same = true;
-  ElementCtx ctx{*call, out, [&](size_t a, const Index &idx) {
-                   const Type &type = call->args[a]->type;
-                   if (a == arg) {
-                     ++reads;
-                     same = same && idx == out;
-                   }
-                   auto probe = std::make_shared<Buffer>(Buffer{"probe", type.dtype, {1}, BufferScope::Input});
-                   return load(probe, int_imm(0));
-                 }};
-  call->op->element(ctx);
+  probe_element(call, out, [&](size_t a, const Index &idx) {
+    if (a == arg) {
+      ++reads;
+      same = same && idx == out;
+    }
+  });
   return reads == 1 && same;
 }
 
-/// A single-use value that may fuse into its user.
+/// Whether an element of expression `e` costs a few cycles: no
+/// transcendental function, division or power of floating values.
+bool cheap(const LExprPtr &e) {
+  if (!e)
+    return true;
+  bool is_float = dtype_info(e->dtype).is_float;
+  if (e->kind == LExprKind::Unary && e->uop != UnaryOp::Neg && e->uop != UnaryOp::Abs)
+    return false;
+  if (e->kind == LExprKind::Binary && is_float && (e->bop == BinaryOp::Div || e->bop == BinaryOp::Pow))
+    return false;
+  for (const LExprPtr &o : e->operands)
+    if (!cheap(o))
+      return false;
+  return true;
+}
+
+/// Whether the fused injective tree `value` may be recomputed in each of its
+/// users (see the header): few operators, cheap at full size, reading each
+/// operand once per element and at most kMaxRecomputedReads tensors of its
+/// own size.
+bool recomputable(const ExprPtr &value) {
+  int64_t size = num_elements(value->type.shape);
+  int calls = 0, full_calls = 0;
+  bool ok = true;
+  std::unordered_set<const Expr *> big;
+  std::function<void(const ExprPtr &)> walk = [&](const ExprPtr &e) {
+    if (!ok)
+      return;
+    if (e->kind == ExprKind::Var) {
+      if (e->type.is_tensor() && num_elements(e->type.shape) >= size)
+        big.insert(e.get());
+      return;
+    }
+    if (e->kind != ExprKind::Call)
+      return;
+    bool full_size = num_elements(e->type.shape) >= size;
+    full_calls += full_size;
+    if (++calls > kMaxRecomputedTree || full_calls > kMaxRecomputedCalls || !injective(*e)) {
+      ok = false;
+      return;
+    }
+    std::vector<int> reads(e->args.size(), 0);
+    Index out;
+    LExprPtr element = probe_element(e, out, [&](size_t a, const Index &) { ++reads[a]; });
+    ok = (!full_size || cheap(element)) && std::all_of(reads.begin(), reads.end(), [](int r) { return r <= 1; });
+    for (const ExprPtr &a : e->args)
+      walk(a);
+  };
+  walk(value);
+  return ok && int(big.size()) <= kMaxRecomputedReads;
+}
+
+/// A value that may fuse into its users (one, or several when recomputed).
 struct Fusable {
   ExprPtr value;
   int depth = 1;
@@ -96,8 +173,17 @@ struct Fusable {
 FunctionPtr fuse_operators(const Function &fn) {
   UseCounter counter;
   counter.visit_function(fn);
-  std::unordered_map<const Expr *, Fusable> single_use; // by var
-  std::unordered_set<const Expr *> fused;                // vars whose value moved into their user
+  // Reads of each var as the operand of a call that takes plain injective
+  // producers (an injective call, or one that fuses_producers): a value
+  // whose every use is one may be recomputed in each.
+  std::unordered_map<const Expr *, int> producer_uses;
+  for (const Binding &b : fn.body.bindings)
+    if (b.value->kind == ExprKind::Call && (injective(*b.value) || b.value->op->fuses_producers))
+      for (const ExprPtr &a : b.value->args)
+        if (a->kind == ExprKind::Var)
+          ++producer_uses[a.get()];
+  std::unordered_map<const Expr *, Fusable> fusable; // by var
+  std::unordered_map<const Expr *, int> replaced;     // uses of each var that fused
   std::vector<Binding> out;
   for (const Binding &b : fn.body.bindings) {
     ExprPtr value = b.value;
@@ -106,8 +192,8 @@ FunctionPtr fuse_operators(const Function &fn) {
       Fusable self{nullptr, 1, false};
       std::vector<ExprPtr> args = value->args;
       for (size_t i = 0; i < args.size(); ++i) {
-        auto it = single_use.find(args[i].get());
-        if (it == single_use.end())
+        auto it = fusable.find(args[i].get());
+        if (it == fusable.end())
           continue;
         const Fusable &f = it->second;
         bool plain_producer = injective(*f.value) && !f.anchored;
@@ -115,7 +201,7 @@ FunctionPtr fuse_operators(const Function &fn) {
                       : plain_producer && value->op->fuses_producers;
         if (!ok)
           continue;
-        fused.insert(args[i].get());
+        ++replaced[args[i].get()];
         self.depth = std::max(self.depth, f.depth + 1);
         self.anchored = self.anchored || f.anchored;
         args[i] = f.value;
@@ -124,16 +210,24 @@ FunctionPtr fuse_operators(const Function &fn) {
       // A chain deeper than kMaxFusedDepth starts a new kernel, so that every
       // walk over a fused expression (lowering, the verifier, codegen) stays
       // shallow however long the chain (100 000 chained adds compile).
-      bool fusable = inj || (value->op->fuses_epilogue && !self.anchored);
-      if (fusable && counter.uses[b.var.get()] == 1 && b.var->type.is_tensor() && self.depth < kMaxFusedDepth) {
+      int uses = counter.uses[b.var.get()];
+      bool single = uses == 1 && (inj || (value->op->fuses_epilogue && !self.anchored));
+      bool shared = uses > 1 && uses <= kMaxUsers && producer_uses[b.var.get()] == uses && inj && !self.anchored &&
+                    recomputable(value);
+      if ((single || shared) && b.var->type.is_tensor() && self.depth < kMaxFusedDepth) {
         self.value = value;
         self.anchored = self.anchored || !inj;
-        single_use[b.var.get()] = self;
+        fusable[b.var.get()] = self;
       }
     }
     out.push_back({b.var, value, b.is_let});
   }
-  std::erase_if(out, [&](const Binding &b) { return fused.count(b.var.get()) > 0; });
+  // A value leaves memory only if every use took it; one that some user did
+  // not take stays a kernel of its own (the users that took it recompute it).
+  std::erase_if(out, [&](const Binding &b) {
+    auto it = replaced.find(b.var.get());
+    return it != replaced.end() && it->second == counter.uses[b.var.get()];
+  });
   if (log_enabled(LogLevel::Info))
     for (const Binding &b : out) {
       int ops = count_calls(b.value);
