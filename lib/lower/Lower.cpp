@@ -107,7 +107,7 @@ private:
     if (e.get() == anchor_.first) // inside the epilogue of the anchor's kernel
       return anchor_.second;
     GRADC_CHECK(e->op->injective(), "lowering", "fused non-injective operator " + e->op->name);
-    ElementCtx ctx{*e, idx, [this, e](size_t arg, const Index &i) { return element(e->args[arg], i); }};
+    ElementCtx ctx{*e, idx, [this, e](size_t leaf, const Index &i) { return input(*e, leaf, i); }};
     return e->op->element(ctx);
   }
 
@@ -186,7 +186,7 @@ private:
     GRADC_CHECK(kernel, "lowering", "operator " + call.op->name + " has no lowering");
     KernelCtx ctx{call,
                   bufs,
-                  [this, &call](size_t arg, const Index &i) { return element(call.args[arg], i); },
+                  [this, &call](size_t leaf, const Index &i) { return input(call, leaf, i); },
                   opts_.target,
                   [this] { return status_buffer(); },
                   [this, &kname](const std::string &name, DType dtype, int64_t size) {
@@ -203,6 +203,37 @@ private:
         return result;
       };
     add_kernel(kname, kernel(ctx));
+  }
+
+  /// Input `leaf` of `call` at element `idx` (op/Kernel.h: InputFn): its
+  /// arguments in order, a tuple-typed one contributing each of its leaves.
+  LExprPtr input(const Expr &call, size_t leaf, const Index &idx) {
+    for (const ExprPtr &a : call.args) {
+      size_t n = count_leaves(a->type);
+      if (leaf >= n) {
+        leaf -= n;
+        continue;
+      }
+      if (a->type.is_tensor())
+        return element(a, idx);
+      return tuple_leaf(a, leaf, idx);
+    }
+    internal_error("lowering", call.op->name + " read input " + std::to_string(leaf) + " past its arguments");
+  }
+  /// Leaf `leaf` of tuple-typed atom `t` (a Var, or a Tuple of atoms).
+  LExprPtr tuple_leaf(const ExprPtr &t, size_t leaf, const Index &idx) {
+    if (t->kind == ExprKind::Var) {
+      const BufferPtr &buf = leaves_.at(t.get()).at(leaf);
+      return load(buf, flat_index(buf->shape, idx));
+    }
+    GRADC_CHECK(t->kind == ExprKind::Tuple, "lowering", "a tuple argument that is neither a variable nor a tuple");
+    for (const ExprPtr &f : t->args) {
+      size_t n = count_leaves(f->type);
+      if (leaf < n)
+        return f->type.is_tensor() ? element(f, idx) : tuple_leaf(f, leaf, idx);
+      leaf -= n;
+    }
+    internal_error("lowering", "a tuple leaf past the tuple's fields");
   }
 
   /// The non-injective call fused under injective `v`, if any (one at most).

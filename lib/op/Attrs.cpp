@@ -119,6 +119,16 @@ void AttrDecoder::read(const char *name, const AttrValue &v, std::optional<std::
   read(name, v, xs, rule);
   f = std::move(xs);
 }
+void AttrDecoder::read(const char *name, const AttrValue &v, IntOrList &f, const AttrRule &rule) {
+  std::vector<int64_t> xs = v.as_ints();
+  if (!check_min(name, v, xs, rule))
+    return;
+  f = {};
+  if (v.kind == AttrValue::Int)
+    f.count = v.i;
+  else
+    f.list = std::move(xs);
+}
 void AttrDecoder::read(const char *name, const AttrValue &v, Pair &f, const AttrRule &rule) {
   std::vector<int64_t> xs = v.as_ints();
   if (xs.size() != 1 && xs.size() != 2)
@@ -205,6 +215,9 @@ D::Described D::describe(const IntPairs &f, const AttrRule &) {
   for (const auto &p : f)
     pairs.push_back(AttrValue::ints({p[0], p[1]}));
   return {int(AttrKind::IntPairs), pairs.empty() ? AttrValue::ints({}) : AttrValue::of_list(std::move(pairs))};
+}
+D::Described D::describe(const IntOrList &f, const AttrRule &) {
+  return {int(AttrKind::IntOrList), f.count ? AttrValue::of(*f.count) : AttrValue::ints(f.list)};
 }
 D::Described D::describe(const Pad4 &f, const AttrRule &) {
   return {int(AttrKind::IntList), AttrValue::ints({f.begin(), f.end()})};

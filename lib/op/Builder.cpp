@@ -74,6 +74,12 @@ ExprPtr Builder::transpose(ExprPtr a, const std::vector<int64_t> &axes) {
   return call(ops::transpose, {a}, attrs);
 }
 
+ExprPtr Builder::pad(ExprPtr a, const IntPairs &widths) {
+  Attrs attrs;
+  attrs.set("pad_width", AttrSchemaBuilder::describe(widths, {}).value);
+  return call(ops::pad, {a}, attrs);
+}
+
 ExprPtr Builder::transpose_last2(ExprPtr a) {
   int64_t r = a->type.rank();
   std::vector<int64_t> axes(r);

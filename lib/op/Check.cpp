@@ -47,6 +47,8 @@ bool conform(AttrValue &v, AttrKind kind, std::string &why) {
     return true;
   case AttrKind::OptIntList:
     return v.kind == AttrValue::None || is_int() || v.is_int_list();
+  case AttrKind::IntOrList:
+    return is_int() || v.is_int_list();
   case AttrKind::IntPairs:
     if (v.is_int_list() && v.int_list.empty())
       return true; // []

@@ -272,6 +272,24 @@ StmtPtr loop_nest(const Shape &shape, const std::function<StmtPtr(const Index &)
   return s;
 }
 
+namespace {
+void flatten_into(const Type &t, std::vector<Type> &out) {
+  if (!t.is_tuple()) {
+    out.push_back(t);
+    return;
+  }
+  for (const Type &f : t.fields)
+    flatten_into(f, out);
+}
+} // namespace
+
+std::vector<Type> input_leaves(const Expr &call) {
+  std::vector<Type> out;
+  for (const ExprPtr &a : call.args)
+    flatten_into(a->type, out);
+  return out;
+}
+
 LExprPtr ElementCtx::in(size_t arg) const {
   return input(arg, broadcast_index(arg_type(arg).shape, type().shape, index));
 }

@@ -35,6 +35,8 @@ const char *attr_kind_name(AttrKind kind) {
     return "shape";
   case AttrKind::IntPairs:
     return "list of [int, int]";
+  case AttrKind::IntOrList:
+    return "int or list of int";
   }
   return "?";
 }
@@ -208,6 +210,7 @@ const OpRegistry &OpRegistry::global() {
     register_elementwise_ops(r);
     register_reduce_ops(r);
     register_shape_ops(r);
+    register_slice_ops(r);
     register_linear_ops(r);
     register_softmax_ops(r);
     register_loss_ops(r);

@@ -81,10 +81,10 @@ LExprPtr probe_element(const ExprPtr &call, Index &out,
                        const std::function<void(size_t arg, const Index &idx)> &read) {
   for (size_t d = 0; d < call->type.shape.size(); ++d)
     out.push_back(var_ref(std::make_shared<LVar>(LVar{"i" + std::to_string(d)})));
+  std::vector<Type> inputs = input_leaves(*call);
   ElementCtx ctx{*call, out, [&](size_t a, const Index &idx) {
                    read(a, idx);
-                   auto probe = std::make_shared<Buffer>(
-                       Buffer{"probe", call->args[a]->type.dtype, {1}, BufferScope::Input});
+                   auto probe = std::make_shared<Buffer>(Buffer{"probe", inputs.at(a).dtype, {1}, BufferScope::Input});
                    return load(probe, int_imm(0));
                  }};
   return call->op->element(ctx);
@@ -95,8 +95,9 @@ LExprPtr probe_element(const ExprPtr &call, Index &out,
 /// no), found by building its element expression once over symbolic indices.
 bool reads_elementwise(const ExprPtr &call, size_t arg) {
   const Type &t = call->type, &at = call->args[arg]->type;
-  if (!t.is_tensor() || !at.is_tensor() || !(at.shape == t.shape))
-    return false;
+  if (!t.is_tensor() || !at.is_tensor() || !(at.shape == t.shape) ||
+      std::any_of(call->args.begin(), call->args.end(), [](const ExprPtr &a) { return a->type.is_tuple(); }))
+    return false; // (a tuple argument numbers the inputs otherwise: op/Kernel.h)
   Index out;
   int reads = 0;
   bool same = true;
@@ -150,7 +151,7 @@ bool recomputable(const ExprPtr &value) {
       ok = false;
       return;
     }
-    std::vector<int> reads(e->args.size(), 0);
+    std::vector<int> reads(input_leaves(*e).size(), 0);
     Index out;
     LExprPtr element = probe_element(e, out, [&](size_t a, const Index &) { ++reads[a]; });
     ok = (!full_size || cheap(element)) && std::all_of(reads.begin(), reads.end(), [](int r) { return r <= 1; });

@@ -1135,6 +1135,110 @@ def gen_dropout(g, x):
     return Call([x], attrs, field=0 if g.rng.random() < 0.75 else 1)
 
 
+def split_parts(n, ios):
+    """split's parts along an axis of size n as (begin, end): sections, or numpy's indices."""
+    if isinstance(ios, int):
+        return [(i * (n // ios), (i + 1) * (n // ios)) for i in range(ios)]
+    parts, begin = [], 0
+    for i in ios:
+        end = min(max(i + n if i < 0 else i, 0), n)
+        parts.append((begin, max(begin, end)))
+        begin = end
+    return parts + [(begin, max(begin, n))]
+
+
+def np_split(a, at):
+    axis = norm_axis(at["axis"], a[0].ndim)
+    n = a[0].shape[axis]
+    return tuple(np.take(a[0], np.arange(b, e), axis=axis) for b, e in split_parts(n, at["indices_or_sections"]))
+
+
+def t_split(a, at):
+    axis = norm_axis(at["axis"], a[0].dim())
+    return tuple(a[0].narrow(axis, b, e - b) for b, e in split_parts(a[0].shape[axis], at["indices_or_sections"]))
+
+
+def slice_index_lists(shape, at):
+    """Per axis, the input indices strided_slice reads (python's slice semantics = numpy's)."""
+    lists = [list(range(n)) for n in shape]
+    begin, end = at["begin"], at["end"]
+    axes = at["axes"] if at["axes"] is not None else list(range(len(begin)))
+    strides = at["strides"] or [1]
+    for j, ax in enumerate(axes):
+        ax = norm_axis(ax, len(shape))
+        n = shape[ax]
+        step = 1 if at["slice_mode"] == "size" else strides[0] if len(strides) == 1 else (
+            strides[j] if j < len(strides) else 1)
+        b, e = begin[j], end[j]
+        if at["slice_mode"] == "size":
+            e = n if e < 0 else (b + n if b < 0 else b) + e
+        lists[ax] = list(range(*slice(b, e, step).indices(n)))
+    return lists
+
+
+def np_strided_slice(a, at):
+    out = a[0]
+    for ax, idx in enumerate(slice_index_lists(a[0].shape, at)):
+        out = np.take(out, np.array(idx, dtype=np.int64), axis=ax)
+    return out
+
+
+def t_strided_slice(a, at):
+    out = a[0]
+    for ax, idx in enumerate(slice_index_lists(tuple(a[0].shape), at)):
+        out = out.index_select(ax, torch.tensor(idx, dtype=torch.int64))
+    return out
+
+
+def gen_split(g, x):
+    """Sections that divide the axis, or index lists (ascending, or not: numpy's empty and
+    overlapping parts); a projection of one part."""
+    r = len(x.shape)
+    if r == 0:
+        return None
+    axis = int(g.rng.integers(-r, r))
+    n = x.shape[norm_axis(axis, r)]
+    if g.rng.random() < 0.4 and n > 0:
+        ios = int(g.rng.choice([k for k in range(1, n + 1) if n % k == 0]))
+    else:
+        ios = sorted(int(i) for i in g.rng.integers(-n - 1, n + 2, int(g.rng.integers(0, 4))))
+        if g.rng.random() < 0.25:
+            ios = ios[::-1]
+    parts = len(split_parts(n, ios))
+    attrs = {"indices_or_sections": ios}
+    if axis != 0 or g.rng.random() < 0.5:
+        attrs["axis"] = axis
+    return Call([x], attrs, field=int(g.rng.integers(0, parts)))
+
+
+def gen_strided_slice(g, x):
+    """begin/end anywhere in [-n - 2, n + 2] (numpy clips them), steps in ±[1, 3], a subset of
+    the axes named or the leading ones, sometimes slice_mode="size"."""
+    r = len(x.shape)
+    if r == 0:
+        return None
+    if g.rng.random() < 0.5:
+        axes = [int(a) for a in g.rng.permutation(r)[:int(g.rng.integers(1, r + 1))]]
+        named = [a - r if g.rng.random() < 0.3 else a for a in axes]
+    else:
+        axes, named = list(range(int(g.rng.integers(1, r + 1)))), None
+    begin, end, strides = [], [], []
+    size_mode = g.rng.random() < 0.2
+    for a in axes:
+        n = x.shape[a]
+        begin.append(int(g.rng.integers(-n - 2, n + 3)))
+        end.append(int(g.rng.integers(-1, n + 1)) if size_mode else int(g.rng.integers(-n - 2, n + 3)))
+        strides.append(int(g.rng.choice([1, 2, 3, -1, -2, -3])))
+    attrs = {"begin": begin, "end": end}
+    if named is not None:
+        attrs["axes"] = named
+    if size_mode:
+        attrs["slice_mode"] = "size"
+    elif g.rng.random() < 0.8:
+        attrs["strides"] = strides if g.rng.random() < 0.8 else strides[:1]
+    return Call([x], attrs)
+
+
 # ------------------------------------------------------------------------------------------------
 # THE TABLE
 # ------------------------------------------------------------------------------------------------
@@ -1261,6 +1365,9 @@ TABLE = {
     # an axis and one value per index of it, drawn as bias_add's
     "nn.prelu": Op(gen_bias_add, prelu_np, prelu_torch, ("axis",), ok=away_from_zero),
     "nn.pad": Op(gen_pad, np_pad, t_pad, ("pad_width", "pad_value", "pad_mode")),
+    "split": Op(gen_split, np_split, t_split, ("indices_or_sections", "axis"), ints=True),
+    "strided_slice": Op(gen_strided_slice, np_strided_slice, t_strided_slice,
+                        ("begin", "end", "strides", "axes", "slice_mode"), ints=True),
     "variance": Op(gen_variance, np_variance, t_variance, REDUCE_ATTRS + ("unbiased",)),
     "nn.batch_norm": Op(gen_batch_norm, np_batch_norm, t_batch_norm, ("axis", "epsilon", "center", "scale"),
                         ok=batch_norm_ok),
@@ -1293,6 +1400,13 @@ TABLE = {
 SEGMENT_MARKERS = ("grad.start_checkpoint", "grad.end_checkpoint")
 
 NOT_GENERATED = {
+    "concatenate": "takes a tuple argument, which the generator does not build yet; checked by its "
+                   "finite-difference examples, the forward oracle and test/ops/slice.relay, and as the "
+                   "gradient of split here",
+    "stack": "takes a tuple argument (as concatenate); checked by its finite-difference examples, the "
+             "forward oracle and test/ops/slice.relay",
+    "grad.strided_slice_backward": "a gradient helper: it runs in the adjoint of strided_slice, where the "
+                                   "reference gradient checks it (and the second order its own gradient)",
     "grad.nll_loss_weights_backward": "a gradient helper with no gradient of its own: it runs in the "
                                       "adjoint of nn.nll_loss with weights, where the reference gradient "
                                       "checks it",

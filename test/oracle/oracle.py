@@ -124,6 +124,16 @@ def _collapse_sum(x, shape):
 
 
 def _strided_slice(x, at):
+    return x[_slice_index(x, at)]
+
+
+def _strided_slice_backward(a, at):
+    out = np.zeros_like(a[1])
+    out[_slice_index(a[1], at)] = a[0]
+    return out
+
+
+def _slice_index(x, at):
     begin, end = list(at["begin"]), list(at["end"])
     strides = at.get("strides") or [1]
     axes = at.get("axes")
@@ -141,7 +151,7 @@ def _strided_slice(x, at):
             s = 1
             e = None if e is None or e < 0 else (b + x.shape[ax] if b < 0 else b) + e
         idx[ax] = slice(b, e, s)  # python's slice canonicalisation = TVM's for in-range strides
-    return x[tuple(idx)]
+    return tuple(idx)
 
 
 def _take(x, ind, axis, mode):
@@ -590,6 +600,7 @@ REFERENCE = {
     "stack": lambda a, at: np.stack(a[0], axis=at["axis"]),
     "split": lambda a, at: tuple(np.split(a[0], at["indices_or_sections"], axis=at["axis"])),
     "strided_slice": lambda a, at: _strided_slice(a[0], at),
+    "grad.strided_slice_backward": _strided_slice_backward,
     # index
     "take": lambda a, at: _take(a[0], a[1], at["axis"], at.get("mode", "clip")),
     "one_hot": lambda a, at: _one_hot(a[0], a[1], a[2], at["depth"], at["axis"], at["dtype"]),

@@ -49,6 +49,13 @@ using Pad4 = std::array<int64_t, 4>;
 /// A [before, after] pair per axis (nn.pad's pad_width).
 using IntPairs = std::vector<std::array<int64_t, 2>>;
 
+/// An int or a list of ints that mean different things (split's
+/// indices_or_sections: 3 equal parts, or parts starting at [3, 7]).
+struct IntOrList {
+  std::optional<int64_t> count; // an int was given
+  std::vector<int64_t> list;    // a list was given
+};
+
 /// What a field accepts beyond its C++ type.
 struct AttrRule {
   bool required = false;          // no default: the call must give it
@@ -102,6 +109,7 @@ private:
   void read(const char *name, const AttrValue &v, Pair &f, const AttrRule &rule);
   void read(const char *name, const AttrValue &v, Pad4 &f, const AttrRule &rule);
   void read(const char *name, const AttrValue &v, IntPairs &f, const AttrRule &rule);
+  void read(const char *name, const AttrValue &v, IntOrList &f, const AttrRule &rule);
 
   void fail(const AttrValue &v, std::string message);
   bool check_min(const char *name, const AttrValue &v, const std::vector<int64_t> &values, const AttrRule &rule);
@@ -134,6 +142,7 @@ public:
   static Described describe(const Pair &f, const AttrRule &rule);
   static Described describe(const Pad4 &f, const AttrRule &rule);
   static Described describe(const IntPairs &f, const AttrRule &rule);
+  static Described describe(const IntOrList &f, const AttrRule &rule);
 
 private:
   OpDef &def_;

@@ -66,6 +66,8 @@ public:
   ExprPtr sum(ExprPtr a, const std::vector<int64_t> &axes, bool keepdims = false, bool exclude = false);
   ExprPtr cast(ExprPtr a, DType dtype);
   ExprPtr reverse(ExprPtr a, int64_t axis);
+  /// nn.pad with zeros: [before, after] per axis (negative crops).
+  ExprPtr pad(ExprPtr a, const IntPairs &widths);
 
   void set_span(Span span) { span_ = span; }
 

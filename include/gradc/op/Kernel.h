@@ -19,8 +19,14 @@
 namespace gradc {
 
 using Index = std::vector<LExprPtr>;
-/// The value of argument `arg` of a call at element `idx`.
+/// The value of input `arg` of a call at element `idx`. Inputs are the
+/// call's arguments with each tuple-typed argument flattened into its fields
+/// (input_leaves): concatenate((%a, %b, %c), axis) reads inputs 0, 1 and 2;
+/// for a call without tuple arguments, input i is argument i.
 using InputFn = std::function<LExprPtr(size_t arg, const Index &idx)>;
+
+/// The tensor types of a call's inputs (its arguments, tuples flattened).
+std::vector<Type> input_leaves(const Expr &call);
 
 struct ElementCtx {
   const Expr &call;

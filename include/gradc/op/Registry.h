@@ -46,6 +46,7 @@ enum class AttrKind {
   DTypeName,  // "float32"
   Shape,      // [2, 3], every entry >= 0
   IntPairs,   // [[0, 0], [1, 2]]: a [before, after] pair per axis
+  IntOrList,  // 3 or [3, 7]: two meanings (split's sections or indices)
 };
 const char *attr_kind_name(AttrKind kind);
 
@@ -270,5 +271,6 @@ void register_norm_ops(OpRegistry &reg);
 void register_activation_ops(OpRegistry &reg);
 void register_scan_ops(OpRegistry &reg);
 void register_grad_ops(OpRegistry &reg);
+void register_slice_ops(OpRegistry &reg);
 
 } // namespace gradc
