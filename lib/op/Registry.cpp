@@ -211,6 +211,7 @@ const OpRegistry &OpRegistry::global() {
     register_reduce_ops(r);
     register_shape_ops(r);
     register_slice_ops(r);
+    register_index_ops(r);
     register_linear_ops(r);
     register_softmax_ops(r);
     register_loss_ops(r);

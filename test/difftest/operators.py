@@ -1239,6 +1239,47 @@ def gen_strided_slice(g, x):
     return Call([x], attrs)
 
 
+def take_parts(x, ind, at):
+    """take's data (flattened for axis=None), axis and the indices brought into range by the mode."""
+    axis = at["axis"]
+    if axis is None:
+        x, axis = x.reshape(-1), 0
+    axis = norm_axis(axis, x.ndim)
+    n = x.shape[axis]
+    return x, axis, (ind % n) if at["mode"] == "wrap" else ind.clip(0, n - 1)
+
+
+def np_take(a, at):
+    x, axis, ind = take_parts(a[0], a[1], at)
+    return np.take(x, ind, axis=axis)
+
+
+def t_take(a, at):
+    x, axis, ind = take_parts(a[0], a[1], at)
+    picked = torch.index_select(x, axis, ind.reshape(-1))
+    return picked.reshape(tuple(x.shape[:axis]) + tuple(ind.shape) + tuple(x.shape[axis + 1:]))
+
+
+def gen_take(g, x):
+    """An embedding-style lookup: integer indices (int32 or int64, repeated, and out of range
+    for clip and wrap) along an axis or into the flattened data."""
+    r = len(x.shape)
+    if r == 0 or 0 in x.shape:
+        return None
+    attrs = {}
+    axis = None
+    if g.rng.random() < 0.75:
+        axis = int(g.rng.integers(-r, r))
+        attrs["axis"] = axis
+    n = math.prod(x.shape) if axis is None else x.shape[norm_axis(axis, r)]
+    mode = str(g.rng.choice(["clip", "wrap", "fast"]))
+    if mode != "clip" or g.rng.random() < 0.5:
+        attrs["mode"] = mode
+    low, high = (0, n) if mode == "fast" else (-n - 2, 2 * n + 2)
+    ind = g.int_param(g.shape(int(g.rng.integers(0, 3))), str(g.rng.choice(INT_DTYPES)), high, low)
+    return Call([x, ind], attrs)
+
+
 # ------------------------------------------------------------------------------------------------
 # THE TABLE
 # ------------------------------------------------------------------------------------------------
@@ -1366,6 +1407,7 @@ TABLE = {
     "nn.prelu": Op(gen_bias_add, prelu_np, prelu_torch, ("axis",), ok=away_from_zero),
     "nn.pad": Op(gen_pad, np_pad, t_pad, ("pad_width", "pad_value", "pad_mode")),
     "split": Op(gen_split, np_split, t_split, ("indices_or_sections", "axis"), ints=True),
+    "take": Op(gen_take, np_take, t_take, ("axis", "batch_dims", "mode")),
     "strided_slice": Op(gen_strided_slice, np_strided_slice, t_strided_slice,
                         ("begin", "end", "strides", "axes", "slice_mode"), ints=True),
     "variance": Op(gen_variance, np_variance, t_variance, REDUCE_ATTRS + ("unbiased",)),
@@ -1400,6 +1442,9 @@ TABLE = {
 SEGMENT_MARKERS = ("grad.start_checkpoint", "grad.end_checkpoint")
 
 NOT_GENERATED = {
+    "grad.take_backward": "a gradient helper: it runs in the adjoint of take, where the reference gradient "
+                          "checks it (and the second order its own gradient)",
+    "one_hot": "no gradient and an integer operand; its forward is checked by the oracle's cases",
     "concatenate": "takes a tuple argument, which the generator does not build yet; checked by its "
                    "finite-difference examples, the forward oracle and test/ops/slice.relay, and as the "
                    "gradient of split here",

@@ -154,16 +154,35 @@ def _slice_index(x, at):
     return tuple(idx)
 
 
-def _take(x, ind, axis, mode):
+def _take(x, ind, axis, mode, batch_dims=0):
     if axis is None:
         x, axis = x.reshape(-1), 0
     axis = _norm(axis, x.ndim)
     n = x.shape[axis]
-    if mode == "clip":
-        ind = np.clip(ind, 0, n - 1)
-    elif mode == "wrap":
-        ind = np.mod(ind, n)
-    return np.take(x, ind, axis=axis)
+    ind = np.clip(ind, 0, n - 1) if mode != "wrap" else np.mod(ind, n)
+    if batch_dims == 0:
+        return np.take(x, ind, axis=axis)
+    # batch axes: each batch element takes from its own slice
+    out = [_take(x[b], ind[b], axis - 1, mode, batch_dims - 1) for b in range(x.shape[0])]
+    return np.stack(out) if out else np.zeros((0,) + np.take(x[:0].sum(0), ind[:0].sum(0), axis=axis - 1).shape)
+
+
+def _take_backward(a, at):
+    g, x, ind = a
+    axis, mode, b = at["axis"], at.get("mode", "clip"), at.get("batch_dims", 0)
+    flat = x.reshape(-1) if axis is None else x
+    ax = 0 if axis is None else _norm(axis, x.ndim)
+    n = flat.shape[ax]
+    ind = np.clip(ind, 0, n - 1) if mode != "wrap" else np.mod(ind, n)
+    out = np.zeros_like(flat)
+    assert b == 0, "the oracle's take_backward reference has no batch_dims"
+    # out[pre, ind[j], post] += g[pre, j, post], in order
+    g = g.reshape(flat.shape[:ax] + (-1,) + flat.shape[ax + 1:])
+    for j, i in enumerate(ind.reshape(-1)):
+        sel_out = (slice(None),) * ax + (i,)
+        sel_g = (slice(None),) * ax + (j,)
+        out[sel_out] += g[sel_g]
+    return out.reshape(x.shape)
 
 
 def _one_hot(ind, on, off, depth, axis, dtype):
@@ -171,7 +190,7 @@ def _one_hot(ind, on, off, depth, axis, dtype):
     shape = [1] * (ind.ndim + 1)
     shape[axis] = depth
     hit = np.expand_dims(ind, axis) == np.arange(depth).reshape(shape)
-    return np.where(hit, on, off).astype(dtype)
+    return np.where(hit, on, off).astype(dtype or on.dtype)
 
 
 def _cumulative(x, at, prod):
@@ -602,7 +621,8 @@ REFERENCE = {
     "strided_slice": lambda a, at: _strided_slice(a[0], at),
     "grad.strided_slice_backward": _strided_slice_backward,
     # index
-    "take": lambda a, at: _take(a[0], a[1], at["axis"], at.get("mode", "clip")),
+    "take": lambda a, at: _take(a[0], a[1], at["axis"], at.get("mode", "clip"), at.get("batch_dims", 0)),
+    "grad.take_backward": _take_backward,
     "one_hot": lambda a, at: _one_hot(a[0], a[1], a[2], at["depth"], at["axis"], at["dtype"]),
     # linear algebra
     "nn.dense": lambda a, at: np.matmul(a[0], a[1].T),
@@ -863,6 +883,9 @@ EXTRA_EXAMPLES = {
                (F234, "cumsum(%x)", False, 2), (F234, "cumsum(%x, axis=-1)", False, 2),
                (F234, "cumsum(%x, exclusive=True)", False, 2),
                ("%x: Tensor[(2, 5), int32]", "cumsum(%x, axis=1)", False, 10)],
+    "one_hot": [("%i: Tensor[(2, 3), int64]", "one_hot(%i, 1f64, -0.5f64, depth=4)", False, 5),
+                ("%i: Tensor[(3,), int32]", "one_hot(%i, 2f, 0f, depth=3, axis=0)", False, 4),
+                ("%i: Tensor[(2, 2), int64]", "one_hot(%i, 1f, 0f, depth=3, axis=1, dtype=\"int32\")", False, 3)],
     "cumprod": [(F234, "cumprod(%x)", False, 2), (F234, "cumprod(%x, axis=1, exclusive=True)", False, 2)],
     "nn.dense": [("%x: Tensor[(3, 5), float16], %w: Tensor[(4, 5), float16]", "nn.dense(%x, %w)", False, 2),
                  ("%x: Tensor[(37, 70), float64], %w: Tensor[(29, 70), float64]", "nn.dense(%x, %w)", False, 2),

@@ -272,5 +272,6 @@ void register_activation_ops(OpRegistry &reg);
 void register_scan_ops(OpRegistry &reg);
 void register_grad_ops(OpRegistry &reg);
 void register_slice_ops(OpRegistry &reg);
+void register_index_ops(OpRegistry &reg);
 
 } // namespace gradc
