@@ -212,6 +212,7 @@ const OpRegistry &OpRegistry::global() {
     register_shape_ops(r);
     register_slice_ops(r);
     register_index_ops(r);
+    register_annotation_ops(r);
     register_linear_ops(r);
     register_softmax_ops(r);
     register_loss_ops(r);

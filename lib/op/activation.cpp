@@ -1,8 +1,11 @@
-//===- activation.cpp - nn.leaky_relu, nn.prelu, nn.dropout ---------------===//
+//===- activation.cpp - leaky_relu, prelu, gelu, silu, softplus, dropout --===//
 //
 // The piecewise-linear activations (injective: they fuse into their
 // neighbours and into a product's epilogue) and Relay's inference-time
-// dropout, which is the identity on field 0 of (output, mask).
+// dropout, which is the identity on field 0 of (output, mask). gelu and
+// silu are compositions of elementwise operators (so every order of
+// gradient comes from their parts, and they fuse the same); softplus is
+// computed stably, max(βx, 0) + log(1 + e^-|βx|), over β.
 //
 // leaky_relu and prelu take the slope where x > 0 is false, so at x = 0 the
 // gradient is alpha, as PyTorch's.
@@ -12,6 +15,8 @@
 #include "gradc/op/Kernel.h"
 #include "gradc/op/Builder.h"
 #include "gradc/op/Relations.h"
+
+#include <cmath>
 
 namespace gradc {
 namespace {
@@ -31,6 +36,23 @@ struct DropoutAttrs {
   template <class V> void visit(V &v) { v("rate", rate, "The training-time drop probability (unused at inference)."); }
 };
 
+struct GeluAttrs {
+  std::string approximate = "none";
+  template <class V> void visit(V &v) {
+    v("approximate", approximate, "\"none\": x·Φ(x) with erf; \"tanh\": the tanh approximation.",
+      {.one_of = {"none", "tanh"}});
+  }
+};
+
+struct SoftplusAttrs {
+  double beta = 1;
+  double threshold = 20;
+  template <class V> void visit(V &v) {
+    v("beta", beta, "The sharpness: log(1 + e^(beta·x)) / beta.");
+    v("threshold", threshold, "Above it, beta·x is returned as x (linear).");
+  }
+};
+
 LExprPtr positive(const LExprPtr &x) { return compare(CompareOp::GT, x, constant_of(0, x->dtype)); }
 
 Type prelu_rel(RelationCtx &ctx) {
@@ -42,6 +64,15 @@ Type prelu_rel(RelationCtx &ctx) {
   if (*alpha != expect)
     return ctx.fail("alpha must be " + expect.str() + " (the data's axis " + std::to_string(axis) + "), found " +
                     alpha->str());
+  return *x;
+}
+
+Type softplus_rel(RelationCtx &ctx) {
+  const Type *x = ctx.tensor(0);
+  if (!x || !require_float(ctx, *x))
+    return Type::unknown();
+  if (!(ctx.attrs_as<SoftplusAttrs>().beta > 0))
+    return ctx.fail_attr("beta", "beta must be > 0, found " + ctx.attrs.get("beta").str());
   return *x;
 }
 
@@ -99,6 +130,64 @@ void register_activation_ops(OpRegistry &reg) {
       })
       .example("%x: Tensor[(2, 3, 4), float64], %a: Tensor[(3,), float64]", "nn.prelu(%x, %a)")
       .example("%x: Tensor[(2, 3, 4), float64], %a: Tensor[(4,), float64]", "nn.prelu(%x, %a, axis=-1)");
+
+  reg.add("nn.gelu")
+      .describe("Elementwise x·Φ(x) = x/2 · (1 + erf(x/√2)); approximate=\"tanh\": x/2 · (1 + tanh(√(2/π)(x + "
+                "0.044715x³))).")
+      .arg("data", "Tensor", "The input.")
+      .attrs<GeluAttrs>()
+      .support_level(3)
+      .relation("FloatIdentity", float_identity_rel)
+      .decompose([](Builder &b, const std::vector<ExprPtr> &a, const Attrs &attrs) {
+        ExprPtr x = a[0];
+        DType dt = x->type.dtype;
+        ExprPtr inner;
+        if (composite_attrs<GeluAttrs>(a, attrs).approximate == "tanh")
+          inner = b.call(ops::tanh, {b.scale(b.add(x, b.scale(b.mul(b.mul(x, x), x), 0.044715)),
+                                            std::sqrt(2 / M_PI))});
+        else
+          inner = b.call(ops::erf, {b.scale(x, M_SQRT1_2)});
+        return b.mul(b.scale(x, 0.5), b.add(b.constant(1, dt), inner));
+      })
+      .example("%x: Tensor[(2, 3), float64]", "nn.gelu(%x)")
+      .example("%x: Tensor[(2, 3), float64]", "nn.gelu(%x, approximate=\"tanh\")");
+
+  reg.add("nn.silu")
+      .describe("Elementwise x·sigmoid(x) (swish).")
+      .arg("data", "Tensor", "The input.")
+      .support_level(3)
+      .relation("FloatIdentity", float_identity_rel)
+      .decompose([](Builder &b, const std::vector<ExprPtr> &a, const Attrs &) {
+        return b.mul(a[0], b.call(ops::sigmoid, {a[0]}));
+      })
+      .example("%x: Tensor[(2, 3), float64]", "nn.silu(%x)");
+
+  reg.add("nn.softplus")
+      .describe("Elementwise log(1 + e^(beta·x)) / beta, x itself where beta·x > threshold.")
+      .arg("data", "Tensor", "The input.")
+      .attrs<SoftplusAttrs>()
+      .support_level(3)
+      .relation("Softplus", softplus_rel)
+      .gradient([](GradCtx &g) -> Grads { // sigmoid(beta·x), 1 past the threshold
+        auto a = g.attrs_as<SoftplusAttrs>();
+        DType dt = g.grad->type.dtype;
+        ExprPtr bx = g.b.scale(g.arg(0), a.beta);
+        ExprPtr linear = g.b.call(ops::greater, {bx, g.b.constant(a.threshold, dt)});
+        return {g.b.call(ops::where, {linear, g.grad, g.b.mul(g.grad, g.b.call(ops::sigmoid, {bx}))})};
+      })
+      .element([](ElementCtx &c) {
+        auto a = c.attrs_as<SoftplusAttrs>();
+        LExprPtr x = c.in(0);
+        DType dt = x->dtype;
+        LExprPtr bx = mul(constant_of(a.beta, dt), x);
+        LExprPtr soft = add(binary(BinaryOp::Max, bx, constant_of(0, dt)),
+                            unary(UnaryOp::Log, add(constant_of(1, dt),
+                                                    unary(UnaryOp::Exp, unary(UnaryOp::Neg, unary(UnaryOp::Abs, bx))))));
+        return select(compare(CompareOp::GT, bx, constant_of(a.threshold, dt)), x,
+                      binary(BinaryOp::Div, soft, constant_of(a.beta, dt)));
+      })
+      .example("%x: Tensor[(2, 3), float64]", "nn.softplus(%x)")
+      .example("%x: Tensor[(2, 3), float64]", "nn.softplus(%x, beta=2f, threshold=1.5f)");
 
   reg.add("nn.dropout")
       .describe("Inference-time dropout: (data, a mask of ones); the identity on field 0.")

@@ -115,6 +115,24 @@ Type clip_rel(RelationCtx &ctx) {
   return *x;
 }
 
+/// logical_and / or (two operands) and logical_not (one): bool tensors.
+Type logical_rel(RelationCtx &ctx) {
+  for (size_t i = 0; i < ctx.args.size(); ++i) {
+    const Type *t = ctx.tensor(i);
+    if (!t)
+      return Type::unknown();
+    if (t->dtype != DType::Bool)
+      return ctx.fail("expects bool tensors, found " + t->str() + " (compare first, or cast)");
+  }
+  return ctx.args.size() == 1 ? ctx.args[0] : broadcast_rel(ctx);
+}
+
+/// isnan / isinf: any tensor -> bool of its shape.
+Type predicate_rel(RelationCtx &ctx) {
+  const Type *x = ctx.tensor(0);
+  return x ? Type::tensor(x->shape, DType::Bool) : Type::unknown();
+}
+
 LExprPtr math(UnaryOp op, const LExprPtr &x) { return unary(op, x); }
 
 void unary_op(OpRegistry &reg, const char *name, const char *summary, TypeRelation rel, GradientFn grad, ElementFn elem,
@@ -319,6 +337,48 @@ void register_elementwise_ops(OpRegistry &reg) {
   GRADC_COMPARE("greater", CompareOp::GT);
   GRADC_COMPARE("greater_equal", CompareOp::GE);
 #undef GRADC_COMPARE
+
+  //===--- logic ------------------------------------------------------------===//
+#define GRADC_LOGICAL(NAME, BOP)                                                                                       \
+  reg.add(NAME)                                                                                                        \
+      .describe("Elementwise logical operation of bool tensors, with broadcasting.")                                   \
+      .arg("lhs", "Tensor[bool]", "The left operand.")                                                                 \
+      .arg("rhs", "Tensor[bool]", "The right operand.")                                                                \
+      .support_level(4)                                                                                                \
+      .relation("Logical", logical_rel)                                                                                \
+      .no_gradient()                                                                                                   \
+      .element([](ElementCtx &c) { return binary(BOP, c.in(0), c.in(1)); })
+  GRADC_LOGICAL("logical_and", BinaryOp::And);
+  GRADC_LOGICAL("logical_or", BinaryOp::Or);
+#undef GRADC_LOGICAL
+  reg.add("logical_not")
+      .describe("Elementwise not of a bool tensor.")
+      .arg("data", "Tensor[bool]", "The input.")
+      .support_level(4)
+      .relation("Logical", logical_rel)
+      .no_gradient()
+      .element([](ElementCtx &c) { return compare(CompareOp::EQ, c.in(0), constant_of(0, DType::Bool)); });
+  reg.add("isnan")
+      .describe("Elementwise: is x NaN (false for integers and bools).")
+      .arg("data", "Tensor", "The input.")
+      .support_level(4)
+      .relation("IdentityComp", predicate_rel)
+      .no_gradient()
+      .element([](ElementCtx &c) {
+        LExprPtr x = c.in(0);
+        return is_float(x->dtype) ? compare(CompareOp::NE, x, x) : constant_of(0, DType::Bool);
+      });
+  reg.add("isinf")
+      .describe("Elementwise: is x +inf or -inf (false for integers and bools).")
+      .arg("data", "Tensor", "The input.")
+      .support_level(4)
+      .relation("IdentityComp", predicate_rel)
+      .no_gradient()
+      .element([](ElementCtx &c) {
+        LExprPtr x = c.in(0);
+        return is_float(x->dtype) ? compare(CompareOp::EQ, unary(UnaryOp::Abs, x), highest_of(x->dtype))
+                                  : constant_of(0, DType::Bool);
+      });
 
   reg.add("where")
       .describe("Elementwise cond ? x : y with broadcasting of all three.")

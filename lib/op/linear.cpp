@@ -24,6 +24,17 @@ struct DenseAttrs {
   }
 };
 
+struct BatchMatmulAttrs {
+  std::string out_dtype;
+  bool transpose_a = false;
+  bool transpose_b = true;
+  template <class V> void visit(V &v) {
+    v("out_dtype", out_dtype, "Must be empty or the input dtype.");
+    v("transpose_a", transpose_a, "Use each matrix of a transposed.");
+    v("transpose_b", transpose_b, "Use each matrix of b transposed (Relay's default: a·bᵀ).");
+  }
+};
+
 struct BiasAddAttrs {
   int64_t axis = 1;
   template <class V> void visit(V &v) { v("axis", axis, "The axis the bias runs along.", {.axis_of = 0}); }
@@ -138,6 +149,30 @@ Type matmul_rel(RelationCtx &ctx) {
   if (!s.error.empty())
     return ctx.fail(s.error + " (found " + a->str() + " and " + b->str() + ")");
   return Type::tensor(s.result(), a->dtype);
+}
+
+/// nn.batch_matmul: (B, M, K) × (B, N, K) -> (B, M, N) by default (b
+/// transposed), either batch 1 broadcast.
+Type batch_matmul_rel(RelationCtx &ctx) {
+  const Type *a = ctx.tensor(0), *b = a ? ctx.tensor(1) : nullptr;
+  if (!b)
+    return Type::unknown();
+  if (a->rank() != 3 || b->rank() != 3)
+    return ctx.fail("expects two tensors of rank 3, found " + a->str() + " and " + b->str());
+  if (a->dtype != b->dtype)
+    return ctx.fail(std::string("dtypes ") + dtype_name(a->dtype) + " and " + dtype_name(b->dtype) + " differ");
+  auto at = ctx.attrs_as<BatchMatmulAttrs>();
+  if (!at.out_dtype.empty() && at.out_dtype != dtype_name(a->dtype))
+    return ctx.fail_attr("out_dtype", "out_dtype \"" + at.out_dtype + "\" differs from the input dtype " +
+                                          dtype_name(a->dtype));
+  int64_t batch = a->shape[0], other = b->shape[0];
+  if (batch != other && batch != 1 && other != 1)
+    return ctx.fail("batch sizes " + std::to_string(batch) + " and " + std::to_string(other) + " differ");
+  int64_t m = a->shape[at.transpose_a ? 2 : 1], ka = a->shape[at.transpose_a ? 1 : 2];
+  int64_t n = b->shape[at.transpose_b ? 1 : 2], kb = b->shape[at.transpose_b ? 2 : 1];
+  if (ka != kb)
+    return ctx.fail("inner dimensions differ (" + std::to_string(ka) + " vs " + std::to_string(kb) + ")");
+  return Type::tensor({std::max(batch, other), m, n}, a->dtype);
 }
 
 /// out[.., i, j] = sum_k a[.., i, k] b[.., k, j], one matrix product per
@@ -272,6 +307,24 @@ void register_linear_ops(OpRegistry &reg) {
       .example("%a: Tensor[(3,), float64], %b: Tensor[(2, 3, 4), float64]", "matmul(%a, %b)")
       .example("%a: Tensor[(2, 4, 3), float64], %b: Tensor[(3,), float64]", "matmul(%a, %b)")
       .example("%a: Tensor[(3,), float64], %b: Tensor[(3,), float64]", "matmul(%a, %b)");
+
+  reg.add("nn.batch_matmul")
+      .describe("A batch of matrix products, (B, M, K) · (B, N, K)ᵀ by default; a batch of 1 broadcasts.")
+      .arg("a", "Tensor[(B, M, K)]", "The left operand ((B, K, M) with transpose_a).")
+      .arg("b", "Tensor[(B, N, K)]", "The right operand ((B, K, N) without transpose_b).")
+      .attrs<BatchMatmulAttrs>()
+      .support_level(10)
+      .relation("BatchMatmul", batch_matmul_rel)
+      .decompose([](Builder &b, const std::vector<ExprPtr> &a, const Attrs &attrs) {
+        auto at = composite_attrs<BatchMatmulAttrs>(a, attrs);
+        // the transposes fuse into the product as producers (read where packed)
+        ExprPtr x = at.transpose_a ? b.transpose_last2(a[0]) : a[0];
+        ExprPtr y = at.transpose_b ? b.transpose_last2(a[1]) : a[1];
+        return b.call(ops::matmul, {x, y});
+      })
+      .example("%a: Tensor[(2, 3, 4), float64], %b: Tensor[(2, 5, 4), float64]", "nn.batch_matmul(%a, %b)")
+      .example("%a: Tensor[(1, 4, 3), float64], %b: Tensor[(2, 4, 5), float64]",
+               "nn.batch_matmul(%a, %b, transpose_a=True, transpose_b=False)");
 
   reg.add("nn.bias_add")
       .describe("Add a 1-D bias along `axis`.")

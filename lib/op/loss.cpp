@@ -272,7 +272,33 @@ OpBuilder &nll_backward(OpBuilder &b) {
 
 } // namespace
 
+/// nn.cross_entropy_with_logits(pred, target): same-typed, rank >= 1.
+Type cross_entropy_rel(RelationCtx &ctx) {
+  const Type *p = ctx.tensor(0), *t = p ? ctx.tensor(1) : nullptr;
+  if (!t || !require_float(ctx, *p))
+    return Type::unknown();
+  if (*p != *t)
+    return ctx.fail("predictions " + p->str() + " and targets " + t->str() + " must have one type");
+  if (p->rank() < 1)
+    return ctx.fail("expects a batch axis (rank >= 1), found " + p->str());
+  return Type::tensor({}, p->dtype);
+}
+
 void register_loss_ops(OpRegistry &reg) {
+  reg.add("nn.cross_entropy_with_logits")
+      .describe("-Σ predictions · targets / batch (Relay: predictions are log-probabilities, targets a "
+                "distribution per row; batch = the first axis).")
+      .arg("predictions", "Tensor[(N, ...)]", "Log-probabilities (e.g. log_softmax of logits).")
+      .arg("targets", "Tensor[(N, ...)]", "Target probabilities (e.g. one_hot).")
+      .support_level(10)
+      .relation("CrossEntropy", cross_entropy_rel)
+      .decompose([](Builder &b, const std::vector<ExprPtr> &a, const Attrs &) {
+        ExprPtr total = b.sum(b.mul(a[0], a[1]), {});
+        return b.scale(total, -1.0 / double(std::max<int64_t>(1, a[0]->type.shape[0])));
+      })
+      .example("%p: Tensor[(3, 4), float64], %t: Tensor[(3, 4), float64]", "nn.cross_entropy_with_logits(%p, %t)");
+
+
   nll_attrs(reg.add("nn.nll_loss")
                 .describe("Negative log-likelihood loss (PyTorch semantics).")
                 .arg("predictions", "Tensor[(N, C, d...)]", "Log-probabilities.")

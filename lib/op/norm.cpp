@@ -1,4 +1,4 @@
-//===- norm.cpp - nn.batch_norm -------------------------------------------===//
+//===- norm.cpp - nn.batch_norm, nn.layer_norm, nn.group_norm -------------===//
 //
 // Relay's batch normalisation: (data, gamma, beta, mean, var) along `axis`,
 //
@@ -12,6 +12,11 @@
 // training-mode batch norm is written with the batch's own statistics,
 // `nn.batch_norm(x, g, b, mean(x, axis=[0, 2, 3]), variance(x, axis=[0, 2, 3]))`,
 // and differentiates exactly as PyTorch's F.batch_norm(training=True).
+//
+// layer_norm and group_norm are compositions (the statistics of each row or
+// group with mean, then the same formula), so their gradients of every
+// order come from the parts, and fusion recomputes the centred values
+// instead of storing them.
 //
 //===----------------------------------------------------------------------===//
 #include "gradc/op/Ops.h"
@@ -111,9 +116,136 @@ Grads batch_norm_grad(GradCtx &g) {
   return {dx, dgamma, dbeta, dmean, dvar};
 }
 
+struct LayerNormAttrs {
+  int64_t axis = -1;
+  double epsilon = 1e-5;
+  bool center = true;
+  bool scale = true;
+  template <class V> void visit(V &v) {
+    v("axis", axis, "The normalised axis.", {.axis_of = 0});
+    v("epsilon", epsilon, "Added to the variance.");
+    v("center", center, "Add beta.");
+    v("scale", scale, "Multiply by gamma.");
+  }
+};
+
+struct GroupNormAttrs {
+  int64_t num_groups = 1;
+  int64_t axis = 1;
+  double epsilon = 1e-5;
+  bool center = true;
+  bool scale = true;
+  template <class V> void visit(V &v) {
+    v("num_groups", num_groups, "Groups of channels normalised together.", {.required = true, .min = 1});
+    v("axis", axis, "The channel axis.", {.axis_of = 0});
+    v("epsilon", epsilon, "Added to the variance.");
+    v("center", center, "Add beta.");
+    v("scale", scale, "Multiply by gamma.");
+  }
+};
+
+/// gamma and beta: (C,) for axis `axis` of the data, epsilon >= 0.
+Type affine_norm_rel(RelationCtx &ctx, int64_t axis, double epsilon) {
+  const Type *x = ctx.tensor(0);
+  if (!x || !require_float(ctx, *x))
+    return Type::unknown();
+  if (epsilon < 0)
+    return ctx.fail_attr("epsilon", "epsilon must be >= 0, found " + ctx.attrs.get("epsilon").str());
+  Type vec = Type::tensor({x->shape[axis]}, x->dtype);
+  for (size_t i = 1; i < 3; ++i) {
+    const Type *t = ctx.tensor(i);
+    if (!t)
+      return Type::unknown();
+    if (*t != vec)
+      return ctx.fail(ctx.op.args[i].name + " must be " + vec.str() + " (the data's axis " + std::to_string(axis) +
+                      "), found " + t->str());
+  }
+  return *x;
+}
+
+Type layer_norm_rel(RelationCtx &ctx) {
+  auto a = ctx.attrs_as<LayerNormAttrs>();
+  return affine_norm_rel(ctx, a.axis, a.epsilon);
+}
+
+Type group_norm_rel(RelationCtx &ctx) {
+  auto a = ctx.attrs_as<GroupNormAttrs>();
+  Type t = affine_norm_rel(ctx, a.axis, a.epsilon);
+  if (t.is_tensor() && t.shape[a.axis] % a.num_groups != 0)
+    return ctx.fail_attr("num_groups", std::to_string(t.shape[a.axis]) + " channels do not split into " +
+                                           std::to_string(a.num_groups) + " groups");
+  return t;
+}
+
+/// (x - mean) · rsqrt(var + eps) over `axes` of x (kept), the biased variance.
+ExprPtr normalise(Builder &b, ExprPtr x, const std::vector<int64_t> &axes, double epsilon) {
+  ReduceAttrs r;
+  r.axis = axes;
+  r.keepdims = true;
+  ExprPtr d = b.sub(x, b.call(ops::mean, {x}, r));
+  ExprPtr var = b.call(ops::mean, {b.mul(d, d)}, r);
+  return b.mul(d, b.call(ops::rsqrt, {b.add(var, b.constant(epsilon, x->type.dtype))}));
+}
+
+/// y · gamma + beta with both along `axis` (as scale and center say).
+ExprPtr affine(Builder &b, ExprPtr y, ExprPtr gamma, ExprPtr beta, int64_t axis, bool scale, bool center) {
+  Shape along(y->type.rank() - axis, 1);
+  along[0] = y->type.shape[axis];
+  if (scale)
+    y = b.mul(y, b.reshape(gamma, along));
+  if (center)
+    y = b.add(y, b.reshape(beta, along));
+  return y;
+}
+
 } // namespace
 
 void register_norm_ops(OpRegistry &reg) {
+  reg.add("nn.layer_norm")
+      .describe("Layer normalisation: (x - mean) / sqrt(var + epsilon) · gamma + beta over `axis`.")
+      .arg("data", "Tensor", "The input.")
+      .arg("gamma", "Tensor[(C,)]", "The scale (used with scale=True).")
+      .arg("beta", "Tensor[(C,)]", "The shift (used with center=True).")
+      .attrs<LayerNormAttrs>()
+      .support_level(1)
+      .relation("LayerNorm", layer_norm_rel)
+      .decompose([](Builder &b, const std::vector<ExprPtr> &a, const Attrs &attrs) {
+        auto at = composite_attrs<LayerNormAttrs>(a, attrs);
+        return affine(b, normalise(b, a[0], {at.axis}, at.epsilon), a[1], a[2], at.axis, at.scale, at.center);
+      })
+      .example("%x: Tensor[(2, 3, 5), float64], %g: Tensor[(5,), float64], %b: Tensor[(5,), float64]",
+               "nn.layer_norm(%x, %g, %b)")
+      .example("%x: Tensor[(2, 3, 4), float64], %g: Tensor[(3,), float64], %b: Tensor[(3,), float64]",
+               "nn.layer_norm(%x, %g, %b, axis=1, epsilon=0.01f, center=False)");
+
+  reg.add("nn.group_norm")
+      .describe("Group normalisation: channels in num_groups groups, each normalised over its channels and the "
+                "axes after them, then gamma and beta per channel.")
+      .arg("data", "Tensor", "The input.")
+      .arg("gamma", "Tensor[(C,)]", "The scale (used with scale=True).")
+      .arg("beta", "Tensor[(C,)]", "The shift (used with center=True).")
+      .attrs<GroupNormAttrs>()
+      .support_level(1)
+      .relation("GroupNorm", group_norm_rel)
+      .decompose([](Builder &b, const std::vector<ExprPtr> &a, const Attrs &attrs) {
+        auto at = composite_attrs<GroupNormAttrs>(a, attrs);
+        const Shape &s = a[0]->type.shape;
+        Shape grouped(s.begin(), s.begin() + at.axis);
+        grouped.push_back(at.num_groups);
+        grouped.push_back(s[at.axis] / at.num_groups);
+        grouped.insert(grouped.end(), s.begin() + at.axis + 1, s.end());
+        std::vector<int64_t> axes;
+        for (int64_t d = at.axis + 1; d < int64_t(grouped.size()); ++d)
+          axes.push_back(d);
+        ExprPtr y = b.reshape(normalise(b, b.reshape(a[0], grouped), axes, at.epsilon), s);
+        return affine(b, y, a[1], a[2], at.axis, at.scale, at.center);
+      })
+      .example("%x: Tensor[(2, 4, 3), float64], %g: Tensor[(4,), float64], %b: Tensor[(4,), float64]",
+               "nn.group_norm(%x, %g, %b, num_groups=2)")
+      .example("%x: Tensor[(2, 3, 6), float64], %g: Tensor[(6,), float64], %b: Tensor[(6,), float64]",
+               "nn.group_norm(%x, %g, %b, num_groups=3, axis=-1, scale=False)");
+
+
   reg.add("nn.batch_norm")
       .describe("Batch normalisation with given statistics: (out, mean, var).")
       .arg("data", "Tensor", "The input.")

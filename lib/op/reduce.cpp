@@ -29,10 +29,20 @@ struct ReduceShape {
   int64_t count; // elements reduced into each output
 };
 
+/// argmax / argmin: the reduction's attributes and select_last_index.
+struct ArgReduceAttrs : ReduceAttrs {
+  bool select_last_index = false;
+  template <class V> void visit(V &v) {
+    ReduceAttrs::visit(v);
+    v("select_last_index", select_last_index, "On ties, the last position instead of the first.");
+  }
+};
+
 ReduceShape reduce_shape(const Expr &call) {
   ReduceShape r;
   r.in = call.args[0]->type.shape;
-  auto a = call_attrs<ReduceAttrs>(call);
+  auto a = call.op->attrs_type == &typeid(ArgReduceAttrs) ? ReduceAttrs(call_attrs<ArgReduceAttrs>(call))
+                                                           : call_attrs<ReduceAttrs>(call);
   r.axes = a.reduced(int64_t(r.in.size()));
   r.keepdims = a.keepdims;
   r.out = call.type.shape;
@@ -139,6 +149,50 @@ StmtPtr extremum_kernel(KernelCtx &k, BinaryOp op) {
     LExprPtr init = op == BinaryOp::Max ? lowest_of(out->dtype) : highest_of(out->dtype);
     return alloc(acc, seq({store(acc, zero, init), body, store(out, flat_index(r.out, oidx), load(acc, zero))}));
   });
+}
+
+/// argmax and argmin: the flat position (row-major over the reduced axes)
+/// of the first extreme, or the last with select_last_index; a NaN is the
+/// extreme (the first NaN, as numpy). int32, as Relay.
+StmtPtr arg_extremum_kernel(KernelCtx &k, CompareOp better) {
+  ReduceShape r = reduce_shape(k.call);
+  bool last = k.attrs_as<ArgReduceAttrs>().select_last_index;
+  Shape red_shape;
+  for (int64_t a : r.axes)
+    red_shape.push_back(r.in[a]);
+  const BufferPtr &out = k.out();
+  DType dt = k.arg_type(0).dtype;
+  return loop_nest(r.out, [&](const Index &oidx) {
+    BufferPtr best = k.local("best", dt), at = k.local("at", DType::Int64);
+    LExprPtr zero = int_imm(0);
+    auto is_nan = [&](const LExprPtr &v) { return compare(CompareOp::NE, v, v); };
+    StmtPtr body = loop_nest(
+        red_shape,
+        [&](const Index &ridx) {
+          LExprPtr x = k.in(0, input_index(r, oidx, ridx)), b = load(best, zero);
+          LExprPtr wins = compare(last ? (better == CompareOp::GT ? CompareOp::GE : CompareOp::LE) : better, x, b);
+          if (is_float(dt)) // the first NaN wins and stays
+            wins = both(compare(CompareOp::EQ, b, b), binary(BinaryOp::Or, wins, is_nan(x)));
+          return if_then(wins, seq({store(best, zero, x), store(at, zero, flat_index(red_shape, ridx))}));
+        },
+        ForKind::Reduce, "r");
+    LExprPtr first = k.in(0, input_index(r, oidx, Index(red_shape.size(), int_imm(0))));
+    return alloc(best, alloc(at, seq({store(best, zero, first), store(at, zero, zero), body,
+                                      store(out, flat_index(r.out, oidx), cast(out->dtype, load(at, zero)))})));
+  });
+}
+
+Type arg_reduce_rel(RelationCtx &ctx) {
+  const Type *x = ctx.tensor(0);
+  if (!x)
+    return Type::unknown();
+  auto a = ctx.attrs_as<ArgReduceAttrs>();
+  std::vector<int64_t> axes = a.reduced(x->rank());
+  for (int64_t ax : axes)
+    if (x->shape[ax] == 0)
+      return ctx.fail("cannot take the " + std::string(ctx.op.name == "argmax" ? "maximum" : "minimum") +
+                      " of an empty axis " + std::to_string(ax));
+  return Type::tensor(reduced_shape(x->shape, axes, a.keepdims), DType::Int32);
 }
 
 /// The adjoint of a reduction's output, broadcast back to the input's shape.
@@ -249,6 +303,64 @@ void register_reduce_ops(OpRegistry &reg) {
       })
       .example(kTypes, "variance(%x, axis=[0, 2])")
       .example(kTypes, "variance(%x, mean(%x, axis=1, keepdims=True), axis=1, keepdims=True, unbiased=True)");
+
+  reg.add("std")
+      .describe("The standard deviation over axes: sqrt(variance) (numpy's std with ddof = unbiased).")
+      .arg("data", "Tensor", "The input tensor.")
+      .arg("mean", "Tensor", "Optional: the mean, with the reduced axes kept.")
+      .arity(1, 2)
+      .attrs<VarianceAttrs>()
+      .support_level(4)
+      .relation("Variance", variance_rel)
+      .decompose([](Builder &b, const std::vector<ExprPtr> &args, const Attrs &attrs) {
+        return b.call(ops::sqrt, {b.call(ops::variance, args, attrs)});
+      })
+      .example(kTypes, "std(%x, axis=[0, 2])", true)
+      .example(kTypes, "std(%x, axis=1, keepdims=True, unbiased=True)", true);
+
+  reg.add("logsumexp")
+      .attrs<ReduceAttrs>()
+      .describe("log Σ exp(x) over axes, computed as m + log Σ exp(x - m) with m the maximum (no overflow).")
+      .arg("data", "Tensor", "The input tensor.")
+      .support_level(4)
+      .relation("Reduce", float_reduce_rel)
+      .decompose([](Builder &b, const std::vector<ExprPtr> &args, const Attrs &attrs) {
+        auto a = composite_attrs<ReduceAttrs>(args, attrs);
+        ExprPtr x = args[0];
+        DType dt = x->type.dtype;
+        ReduceAttrs kept = a;
+        kept.keepdims = true;
+        // m only shifts the exponentials: the result does not depend on it, so
+        // no gradient flows through it (and an infinite m, all -inf or a +inf,
+        // shifts by 0 so that no inf - inf appears)
+        ExprPtr m = b.call(ops::no_grad, {b.call(ops::max, {x}, kept)});
+        ExprPtr inf = b.call(ops::equal, {b.call(ops::abs, {m}), b.constant(INFINITY, dt)});
+        m = b.call(ops::where, {inf, b.constant(0, dt), m});
+        ExprPtr r = b.add(b.call(ops::log, {b.call(ops::sum, {b.call(ops::exp, {b.sub(x, m)})}, kept)}), m);
+        return b.reshape(r, reduced_shape(x->type.shape, a.reduced(x->type.rank()), a.keepdims));
+      })
+      .example(kTypes, "logsumexp(%x, axis=1)")
+      .example(kTypes, "logsumexp(%x, axis=[0, 2], keepdims=True)");
+
+  reg.add("argmax")
+      .attrs<ArgReduceAttrs>()
+      .describe("The position of the maximum over axes (int32; the first on ties, the first NaN).")
+      .arg("data", "Tensor", "The input tensor.")
+      .support_level(4)
+      .relation("ArgReduce", arg_reduce_rel)
+      .no_gradient()
+      .kernel([](KernelCtx &k) { return arg_extremum_kernel(k, CompareOp::GT); })
+      .fuses_producers();
+
+  reg.add("argmin")
+      .attrs<ArgReduceAttrs>()
+      .describe("The position of the minimum over axes (int32; the first on ties, the first NaN).")
+      .arg("data", "Tensor", "The input tensor.")
+      .support_level(4)
+      .relation("ArgReduce", arg_reduce_rel)
+      .no_gradient()
+      .kernel([](KernelCtx &k) { return arg_extremum_kernel(k, CompareOp::LT); })
+      .fuses_producers();
 
   reg.add("max")
       .attrs<ReduceAttrs>()

@@ -1280,6 +1280,183 @@ def gen_take(g, x):
     return Call([x, ind], attrs)
 
 
+def gen_gelu(g, x):
+    return Call([x], {"approximate": str(g.rng.choice(["none", "tanh"]))} if g.rng.random() < 0.5 else {})
+
+
+def gen_softplus(g, x):
+    attrs = {}
+    if g.rng.random() < 0.5:
+        attrs["beta"] = float(g.rng.choice([0.5, 1.0, 2.0, 3.0]))
+    if g.rng.random() < 0.5:
+        attrs["threshold"] = float(g.rng.choice([0.5, 1.0, 5.0, 20.0]))
+    return Call([x], attrs)
+
+
+def softplus_ok(a, at, out, margin):  # away from the threshold's switch
+    return not np.any(np.abs(a[0] * at["beta"] - at["threshold"]) < margin * 10)
+
+
+def gen_annotation(g, x, names):
+    attrs = {}
+    for name in names:
+        if g.rng.random() < 0.4:
+            attrs[name] = bool(g.rng.random() < 0.5) if name.startswith(("is_", "constrain")) else int(g.rng.integers(0, 3))
+    return Call([x], attrs)
+
+
+def norm_params(g, x, axis):
+    c = x.shape[norm_axis(axis, len(x.shape))]
+    return g.operand((c,), x.dtype), g.operand((c,), x.dtype)
+
+
+def gen_layer_norm(g, x):
+    r = len(x.shape)
+    if r == 0 or x.shape[-1] == 0:
+        return None
+    axis = -1 if g.rng.random() < 0.6 else int(g.rng.integers(-r, r))
+    if x.shape[norm_axis(axis, r)] < 2:
+        return None
+    gamma, beta = norm_params(g, x, axis)
+    attrs = {"axis": axis} if axis != -1 or g.rng.random() < 0.3 else {}
+    if g.rng.random() < 0.4:
+        attrs["epsilon"] = float(g.rng.choice([1e-5, 1e-3, 0.1]))
+    for name in ("center", "scale"):
+        if g.rng.random() < 0.25:
+            attrs[name] = bool(g.rng.random() < 0.5)
+    return Call([x, gamma, beta], attrs)
+
+
+def gen_group_norm(g, x):
+    r = len(x.shape)
+    if r < 2:
+        return None
+    axis = 1 if g.rng.random() < 0.7 else int(g.rng.integers(-r, r))
+    c = x.shape[norm_axis(axis, r)]
+    if c == 0:
+        return None
+    groups = int(g.rng.choice([k for k in range(1, c + 1) if c % k == 0]))
+    if math.prod(x.shape[norm_axis(axis, r) + 1:]) * (c // groups) < 2:
+        return None
+    gamma, beta = norm_params(g, x, axis)
+    attrs = {"num_groups": groups}
+    if axis != 1 or g.rng.random() < 0.3:
+        attrs["axis"] = axis
+    if g.rng.random() < 0.4:
+        attrs["epsilon"] = float(g.rng.choice([1e-5, 1e-3, 0.1]))
+    for name in ("center", "scale"):
+        if g.rng.random() < 0.25:
+            attrs[name] = bool(g.rng.random() < 0.5)
+    return Call([x, gamma, beta], attrs)
+
+
+def np_norm(x, axes, eps):
+    m = x.mean(axis=axes, keepdims=True)
+    return (x - m) / np.sqrt(((x - m) ** 2).mean(axis=axes, keepdims=True) + eps)
+
+
+def t_norm(x, axes, eps):
+    m = x.mean(dim=axes, keepdim=True)
+    return (x - m) / torch.sqrt(((x - m) ** 2).mean(dim=axes, keepdim=True) + eps)
+
+
+def affine_ref(y, gamma, beta, axis, at):
+    along = [1] * y.ndim
+    along[axis] = -1
+    if at["scale"]:
+        y = y * gamma.reshape(along)
+    if at["center"]:
+        y = y + beta.reshape(along)
+    return y
+
+
+def layer_norm_ref(norm):
+    def run(a, at):
+        axis = norm_axis(at["axis"], a[0].ndim)
+        return affine_ref(norm(a[0], (axis,), at["epsilon"]), a[1], a[2], axis, at)
+    return run
+
+
+def group_norm_ref(norm):
+    def run(a, at):
+        x = a[0]
+        axis = norm_axis(at["axis"], x.ndim)
+        k = at["num_groups"]
+        shape = tuple(x.shape[:axis]) + (k, x.shape[axis] // k) + tuple(x.shape[axis + 1:])
+        y = norm(x.reshape(shape), tuple(range(axis + 1, len(shape))), at["epsilon"]).reshape(tuple(x.shape))
+        return affine_ref(y, a[1], a[2], axis, at)
+    return run
+
+
+def norm_ok(a, at, out, margin):  # a near-constant row makes the normalised values ill-conditioned
+    x = a[0]
+    return float(np.std(x)) > 0.05
+
+
+def np_std(a, at):
+    return np.sqrt(np_variance(a, at))
+
+
+def t_std(a, at):
+    return torch.sqrt(t_variance(a, at))
+
+
+def std_ok(a, at, out, margin):  # sqrt's kink at a zero variance
+    return bool(np.all(np.asarray(out) > 1e-2))
+
+
+def np_logsumexp(a, at):
+    x = a[0]
+    ax = reduce_axes(at["axis"], x.ndim, at["exclude"])
+    m = np.max(x, axis=ax, keepdims=True) if ax and x.size else np.zeros([1] * x.ndim)
+    r = np.log(np.sum(np.exp(x - m), axis=ax, keepdims=True)) + m
+    return r if at["keepdims"] else np.squeeze(r, axis=ax)
+
+
+def t_logsumexp(a, at):
+    ax = reduce_axes(at["axis"], a[0].dim(), at["exclude"])
+    return a[0] if not ax else torch.logsumexp(a[0], dim=ax, keepdim=at["keepdims"])
+
+
+def gen_logsumexp(g, x):
+    return gen_reduce(g, x) if 0 not in x.shape else None
+
+
+def gen_batch_matmul(g, x):
+    if len(x.shape) != 3:
+        return None
+    ta, tb = bool(g.rng.random() < 0.3), bool(g.rng.random() < 0.7)
+    batch = x.shape[0]
+    k = x.shape[1] if ta else x.shape[2]
+    n = int(g.rng.integers(1, 6))
+    ob = 1 if g.rng.random() < 0.2 else batch
+    other = g.operand((ob, n, k) if tb else (ob, k, n), x.dtype)
+    attrs = {}
+    if ta:
+        attrs["transpose_a"] = True
+    if not tb or g.rng.random() < 0.3:
+        attrs["transpose_b"] = tb
+    return Call([x, other], attrs)
+
+
+def batch_matmul_ref(matmul, swap):
+    def run(a, at):
+        x = swap(a[0]) if at["transpose_a"] else a[0]
+        y = swap(a[1]) if at["transpose_b"] else a[1]
+        return matmul(x, y)
+    return run
+
+
+def gen_cross_entropy(g, x):
+    if len(x.shape) == 0:
+        return None
+    return Call([x, g.operand(x.shape, x.dtype)])
+
+
+def cross_entropy_ref(a, at):
+    return -(a[0] * a[1]).sum() / max(1, a[0].shape[0])
+
+
 # ------------------------------------------------------------------------------------------------
 # THE TABLE
 # ------------------------------------------------------------------------------------------------
@@ -1411,6 +1588,31 @@ TABLE = {
     "strided_slice": Op(gen_strided_slice, np_strided_slice, t_strided_slice,
                         ("begin", "end", "strides", "axes", "slice_mode"), ints=True),
     "variance": Op(gen_variance, np_variance, t_variance, REDUCE_ATTRS + ("unbiased",)),
+    "std": Op(gen_variance, np_std, t_std, REDUCE_ATTRS + ("unbiased",), ok=std_ok),
+    "logsumexp": Op(gen_logsumexp, np_logsumexp, t_logsumexp, REDUCE_ATTRS),
+    "nn.gelu": Op(gen_gelu, lambda a, at: 0.5 * a[0] * (1 + (np.tanh(math.sqrt(2 / math.pi) * (a[0] + 0.044715 * a[0] ** 3))
+                                                             if at["approximate"] == "tanh" else np_erf(a[0] / math.sqrt(2)))),
+                  lambda a, at: torch.nn.functional.gelu(a[0], approximate=at["approximate"]), ("approximate",)),
+    "nn.silu": Op(gen_unary, lambda a, at: a[0] * np_sigmoid(a[0]), lambda a, at: torch.nn.functional.silu(a[0])),
+    "nn.softplus": Op(gen_softplus, lambda a, at: np.where(a[0] * at["beta"] > at["threshold"], a[0],
+                                                           np.logaddexp(0, a[0] * at["beta"]) / at["beta"]),
+                      lambda a, at: torch.nn.functional.softplus(a[0], at["beta"], at["threshold"]),
+                      ("beta", "threshold"), ok=softplus_ok),
+    "nn.layer_norm": Op(gen_layer_norm, layer_norm_ref(np_norm), layer_norm_ref(t_norm),
+                        ("axis", "epsilon", "center", "scale"), ok=norm_ok),
+    "nn.group_norm": Op(gen_group_norm, group_norm_ref(np_norm), group_norm_ref(t_norm),
+                        ("num_groups", "axis", "epsilon", "center", "scale"), ok=norm_ok),
+    "nn.batch_matmul": Op(gen_batch_matmul, batch_matmul_ref(np.matmul, lambda m: np.swapaxes(m, -1, -2)),
+                          batch_matmul_ref(torch.matmul, lambda m: m.transpose(-1, -2)),
+                          ("out_dtype", "transpose_a", "transpose_b")),
+    "nn.cross_entropy_with_logits": Op(gen_cross_entropy, cross_entropy_ref, cross_entropy_ref),
+    "on_device": Op(lambda g, x: gen_annotation(g, x, ("device_type", "is_fixed", "constrain_result",
+                                                       "constrain_body")),
+                    identity_np, lambda a, at: a[0].clone(),
+                    ("device_type", "virtual_device", "is_fixed", "constrain_result", "constrain_body"), ints=True),
+    "device_copy": Op(lambda g, x: gen_annotation(g, x, ("src_dev_type", "dst_dev_type")), identity_np,
+                      lambda a, at: a[0].clone(),
+                      ("src_dev_type", "dst_dev_type", "src_virtual_device", "dst_virtual_device"), ints=True),
     "nn.batch_norm": Op(gen_batch_norm, np_batch_norm, t_batch_norm, ("axis", "epsilon", "center", "scale"),
                         ok=batch_norm_ok),
     "nn.dropout": Op(gen_dropout, lambda a, at: (a[0].copy(), np.ones_like(a[0])),
@@ -1442,6 +1644,13 @@ TABLE = {
 SEGMENT_MARKERS = ("grad.start_checkpoint", "grad.end_checkpoint")
 
 NOT_GENERATED = {
+    "argmax": "an integer result with no gradient; its forward is checked by the oracle's cases",
+    "argmin": "an integer result with no gradient; its forward is checked by the oracle's cases",
+    "logical_and": "bool operands and result; its forward is checked by the oracle's cases",
+    "logical_or": "bool operands and result; its forward is checked by the oracle's cases",
+    "logical_not": "a bool operand and result; its forward is checked by the oracle's cases",
+    "isnan": "a bool result with no gradient; its forward is checked by the oracle's cases",
+    "isinf": "a bool result with no gradient; its forward is checked by the oracle's cases",
     "grad.take_backward": "a gradient helper: it runs in the adjoint of take, where the reference gradient "
                           "checks it (and the second order its own gradient)",
     "one_hot": "no gradient and an integer operand; its forward is checked by the oracle's cases",

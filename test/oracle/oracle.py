@@ -277,6 +277,58 @@ def _batch_matmul(a, b, ta, tb):
     return np.matmul(a, b)
 
 
+def _gelu(x, approximate):
+    if approximate == "tanh":
+        inner = np.tanh(math.sqrt(2 / math.pi) * (x + 0.044715 * x ** 3))
+    else:
+        inner = _erf(x / x.dtype.type(math.sqrt(2)))
+    return (x * x.dtype.type(0.5) * (1 + inner)).astype(x.dtype)
+
+
+def _softplus(x, beta, threshold):
+    bx = x * beta
+    return np.where(bx > threshold, x, np.log1p(np.exp(-np.abs(bx))) / beta + np.maximum(bx, 0) / beta).astype(x.dtype)
+
+
+def _group_norm(a, at):
+    x, gamma, beta = a
+    axis = _norm(at["axis"], x.ndim)
+    g = at["num_groups"]
+    shape = x.shape[:axis] + (g, x.shape[axis] // g) + x.shape[axis + 1:]
+    xg = x.reshape(shape)
+    axes = tuple(range(axis + 1, len(shape)))
+    y = ((xg - xg.mean(axis=axes, keepdims=True)) / np.sqrt(xg.var(axis=axes, keepdims=True) + at["epsilon"]))
+    y = y.reshape(x.shape)
+    along = [1] * x.ndim
+    along[axis] = -1
+    if at["scale"]:
+        y = y * gamma.reshape(along)
+    if at["center"]:
+        y = y + beta.reshape(along)
+    return y.astype(x.dtype)
+
+
+def _logsumexp(x, at):
+    axes = _axes(at["axis"], x.ndim, at.get("exclude", False))
+    m = np.max(x, axis=axes, keepdims=True)
+    m = np.where(np.isinf(m), 0, m)
+    r = np.log(np.sum(np.exp(x - m), axis=axes, keepdims=True)) + m
+    return np.asarray(r if at["keepdims"] else np.squeeze(r, axis=axes)).astype(x.dtype)
+
+
+def _arg_extremum(x, at, fn):
+    axes = _axes(at["axis"], x.ndim, at.get("exclude", False))
+    kept = [d for d in range(x.ndim) if d not in axes]
+    moved = np.transpose(x, kept + list(axes)).reshape([x.shape[d] for d in kept] + [-1])
+    if at.get("select_last_index", False):
+        r = moved.shape[-1] - 1 - fn(moved[..., ::-1], axis=-1)
+    else:
+        r = fn(moved, axis=-1)
+    if at["keepdims"]:
+        r = r.reshape([1 if d in axes else x.shape[d] for d in range(x.ndim)])
+    return np.asarray(r).astype(np.int32)
+
+
 def _layer_norm(a, at):
     x, gamma, beta = a
     axis = _norm(at["axis"], x.ndim)
@@ -568,8 +620,8 @@ REFERENCE = {
     "clip": lambda a, at: np.minimum(np.maximum(a[0], _scalar(at["a_min"], a[0].dtype)),
                                      _scalar(at["a_max"], a[0].dtype)),
     "copy": lambda a, at: a[0].copy(),
-    "nn.gelu": lambda a, at: (a[0] * a[0].dtype.type(0.5) *
-                              (1 + _erf(a[0] / a[0].dtype.type(math.sqrt(2))))).astype(a[0].dtype),
+    "nn.gelu": lambda a, at: _gelu(a[0], at.get("approximate", "none")),
+    "nn.softplus": lambda a, at: _softplus(a[0], at["beta"], at["threshold"]),
     "nn.silu": lambda a, at: a[0] * _sigmoid(a[0]),
     # binary (numpy broadcasting, equal dtypes)
     "add": lambda a, at: a[0] + a[1],
@@ -601,6 +653,12 @@ REFERENCE = {
     "max": _reduce(np.max),
     "min": _reduce(np.min),
     "prod": _reduce(np.prod),
+    "std": lambda a, at: np.asarray(np.std(
+        a[0], axis=_axes(at["axis"], a[0].ndim, at.get("exclude", False)), keepdims=at["keepdims"],
+        ddof=1 if at.get("unbiased", False) else 0)).astype(a[0].dtype),
+    "logsumexp": lambda a, at: _logsumexp(a[0], at),
+    "argmax": lambda a, at: _arg_extremum(a[0], at, np.argmax),
+    "argmin": lambda a, at: _arg_extremum(a[0], at, np.argmin),
     "variance": lambda a, at: np.asarray(np.var(
         a[0], axis=_axes(at["axis"], a[0].ndim, at.get("exclude", False)), keepdims=at["keepdims"],
         ddof=1 if at.get("unbiased", False) else 0)).astype(a[0].dtype),
@@ -637,6 +695,14 @@ REFERENCE = {
     "nn.cross_entropy_with_logits": lambda a, at: np.asarray(
         -np.sum(a[0] * a[1]) / a[0].dtype.type(a[0].shape[0]), dtype=a[0].dtype),
     "nn.layer_norm": _layer_norm,
+    "nn.group_norm": _group_norm,
+    "on_device": lambda a, at: a[0].copy(),
+    "device_copy": lambda a, at: a[0].copy(),
+    "logical_and": lambda a, at: np.logical_and(a[0], a[1]),
+    "logical_or": lambda a, at: np.logical_or(a[0], a[1]),
+    "logical_not": lambda a, at: np.logical_not(a[0]),
+    "isnan": lambda a, at: np.isnan(a[0]) if a[0].dtype.kind == "f" else np.zeros(a[0].shape, bool),
+    "isinf": lambda a, at: np.isinf(a[0]) if a[0].dtype.kind == "f" else np.zeros(a[0].shape, bool),
     "nn.conv2d": _conv2d,
     "nn.max_pool2d": lambda a, at: _pool2d(a[0], at, "max"),
     "nn.avg_pool2d": lambda a, at: _pool2d(a[0], at, "avg"),
@@ -883,6 +949,17 @@ EXTRA_EXAMPLES = {
                (F234, "cumsum(%x)", False, 2), (F234, "cumsum(%x, axis=-1)", False, 2),
                (F234, "cumsum(%x, exclusive=True)", False, 2),
                ("%x: Tensor[(2, 5), int32]", "cumsum(%x, axis=1)", False, 10)],
+    "argmax": [(F234, "argmax(%x, axis=1)", False, 2), (F234, "argmax(%x)", False, 2),
+               (F234, "argmax(%x, axis=[0, 2], keepdims=True)", False, 2),
+               ("%x: Tensor[(3, 4), int32]", "argmax(%x, axis=1, select_last_index=True)", False, 3)],
+    "argmin": [(F234, "argmin(%x, axis=-1)", False, 2), ("%x: Tensor[(3, 4), int64]", "argmin(%x, axis=0)", False, 3)],
+    "logical_and": [("%a: Tensor[(2, 3), bool], %b: Tensor[(3,), bool]", "logical_and(%a, %b)", False, 2)],
+    "logical_or": [("%a: Tensor[(2, 3), bool], %b: Tensor[(2, 1), bool]", "logical_or(%a, %b)", False, 2)],
+    "logical_not": [("%a: Tensor[(2, 3), bool]", "logical_not(%a)", False, 2)],
+    "isnan": [("%x: Tensor[(2, 3), float32]", "isnan(log(%x))", False, 2),
+              ("%x: Tensor[(2, 3), int32]", "isnan(%x)", False, 2)],
+    "isinf": [("%x: Tensor[(2, 3), float64]", "isinf(log(%x * %x))", False, 2),
+              ("%x: Tensor[(2, 3), float32]", "isinf(%x / %x)", False, 2)],
     "one_hot": [("%i: Tensor[(2, 3), int64]", "one_hot(%i, 1f64, -0.5f64, depth=4)", False, 5),
                 ("%i: Tensor[(3,), int32]", "one_hot(%i, 2f, 0f, depth=3, axis=0)", False, 4),
                 ("%i: Tensor[(2, 2), int64]", "one_hot(%i, 1f, 0f, depth=3, axis=1, dtype=\"int32\")", False, 3)],

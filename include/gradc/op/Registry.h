@@ -273,5 +273,6 @@ void register_scan_ops(OpRegistry &reg);
 void register_grad_ops(OpRegistry &reg);
 void register_slice_ops(OpRegistry &reg);
 void register_index_ops(OpRegistry &reg);
+void register_annotation_ops(OpRegistry &reg);
 
 } // namespace gradc
