@@ -19,7 +19,9 @@ log_softmax rows against PyTorch; the MLP training step (784-256-10) at batch
 thread count; conv2d 3x3 64->64 56x56 batch 8 and a depthwise 3x3 over 128
 channels against PyTorch (oneDNN) with one thread, and a CNN training step (batch 32, 3x32x32: two conv+batch
 norm+relu, max pool, a strided conv, global average pool, dense, nll loss)
-against PyTorch at its best thread count.
+against PyTorch at its best thread count; a GPT-style training step (bench/gpt_step.relay: batch 8,
+sequence 64, width 128, 4 heads, MLP 512, vocabulary 1000, tied embedding, causal mask, two layer
+norms, gelu, cross entropy) against PyTorch at its best thread count.
 
 Every figure is timed in a process of its own, one process at a time: gradc
 through its C ABI (bench/harness.c), OpenBLAS through numpy and PyTorch eager in
@@ -276,10 +278,31 @@ def cnn_rows(peak):
     row("CNN training step b32 3x32x32", min(ours.values()), min(theirs.values()), detail)
 
 
+def gpt_rows():
+    """The GPT-style training step of bench/gpt_step.relay (its header says the model) against
+    bench/torch_gpt.py: token ids and targets are zeros (the harness fills integer inputs so), the
+    causal mask zeros as well (the products and the softmax cost the same either way)."""
+    print("\nGPT-style training step, float32: ms; ratio = PyTorch / gradc (above 1: gradc faster)")
+    print("  %-34s %10s %10s %9s" % ("", "gradc", "PyTorch", "ratio"))
+    with open(os.path.join(ROOT, "bench", "gpt_step.relay")) as f:
+        text = f.read().split("\n", 1)[1]
+    wrt = "--wrt=%E,%P,%ln1_g,%ln1_b,%Wqkv,%bqkv,%Wo,%bo,%ln2_g,%ln2_b,%W1,%b1,%W2,%b2"
+    model = Model("gpt_step", text, ["--grad", wrt])
+    scales = {"mask": 0, "E": 0.02, "P": 0.02, "Wqkv": 0.02, "Wo": 0.02, "W1": 0.02, "W2": 0.02, "bqkv": 0, "bo": 0,
+              "b1": 0, "b2": 0, "ln1_b": 0, "ln2_b": 0}
+    ours = {t: model.time("main_adjoint", t, scales=scales) for t in sorted({1, CORES})}
+    theirs = {t: measure("PyTorch GPT step %dT" % t, [
+        "/usr/bin/python3", os.path.join(ROOT, "bench", "torch_gpt.py"), str(t), "step", POLICY], t)
+        for t in sorted({1, CORES})}
+    detail = "gradc " + ", ".join("%dT %.3f" % kv for kv in ours.items()) + "; PyTorch " + ", ".join(
+        "%dT %.3f" % kv for kv in theirs.items())
+    row("GPT step b8 T64 C128 4 heads", min(ours.values()), min(theirs.values()), detail)
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="smaller shapes, fewer rows")
-    parser.add_argument("--only", default="gemm,elementwise,softmax,mlp,cnn", help="comma list of row groups")
+    parser.add_argument("--only", default="gemm,elementwise,softmax,mlp,cnn,gpt", help="comma list of row groups")
     parser.add_argument("--cpu", help="compile gradc's code for this CPU (gradc --cpu) instead of the host")
     parser.add_argument("--peer-isa", choices=["avx2", "avx512"], help="pin OpenBLAS and PyTorch to this ISA")
     args = parser.parse_args()
@@ -312,6 +335,8 @@ def main():
         mlp_rows(args.quick)
     if "cnn" in only:
         cnn_rows(peak)
+    if "gpt" in only:
+        gpt_rows()
 
 
 if __name__ == "__main__":

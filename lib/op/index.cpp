@@ -149,28 +149,23 @@ Type take_backward_rel(RelationCtx &ctx) {
   return *x;
 }
 
-/// out = 0, then out[data_index(o)] += g[o] for every o: loops over the
-/// axes before and after the taken one (independent destinations), the
-/// index axes serial inside, in order.
-StmtPtr take_backward_kernel(KernelCtx &k) {
+/// The GPU form of take_backward_kernel (below).
+StmtPtr take_backward_columns(KernelCtx &k, const TakeShape &t) {
   const Type &g = k.arg_type(0), &x = k.arg_type(1);
-  TakeShape t = take_shape(k.call, x, k.arg_type(2));
   const BufferPtr &out = k.out();
-  DType dt = out->dtype;
   Shape outer(t.data.begin(), t.data.begin() + t.axis);
   outer.insert(outer.end(), t.data.begin() + t.axis + 1, t.data.end());
   Shape rest(t.indices.begin() + t.batch, t.indices.end());
-  int64_t before = t.axis;
   auto full = [&](const Index &o, const Index &middle) {
-    Index i(o.begin(), o.begin() + before);
+    Index i(o.begin(), o.begin() + t.axis);
     i.insert(i.end(), middle.begin(), middle.end());
-    i.insert(i.end(), o.begin() + before, o.end());
+    i.insert(i.end(), o.begin() + t.axis, o.end());
     return i;
   };
   auto flat = [&](const Index &d) { return flat_index(x.shape, real_index(x.shape, t, d)); };
   return loop_nest(outer, [&](const Index &o) {
     StmtPtr zero = loop_nest(
-        {t.data[t.axis]}, [&](const Index &j) { return store(out, flat(full(o, j)), constant_of(0, dt)); },
+        {t.data[t.axis]}, [&](const Index &j) { return store(out, flat(full(o, j)), constant_of(0, out->dtype)); },
         ForKind::Reduce, "z");
     if (num_elements(rest) == 0 || num_elements(g.shape) == 0)
       return zero;
@@ -184,6 +179,55 @@ StmtPtr take_backward_kernel(KernelCtx &k) {
         ForKind::Reduce, "r");
     return seq({zero, scatter});
   });
+}
+
+/// out = 0, then out[data_index(o)] += g[o] for every o. The zeros are one
+/// contiguous pass; the scatter loops over the axes before the taken one and
+/// over blocks of the axes after it (independent destinations: the pool may
+/// share them out), with the index axes serial inside, in order, and a block
+/// of up to 16 consecutive elements innermost (one vector: an embedding's
+/// rows are added a vector at a time). On a GPU, one nest: a thread per
+/// element of the axes around the taken one zeroes its column and scatters
+/// into it in order.
+StmtPtr take_backward_kernel(KernelCtx &k) {
+  const Type &g = k.arg_type(0), &x = k.arg_type(1);
+  TakeShape t = take_shape(k.call, x, k.arg_type(2));
+  const BufferPtr &out = k.out();
+  if (k.target.is_gpu())
+    return take_backward_columns(k, t);
+  StmtPtr zero = loop_nest(x.shape, [&](const Index &i) {
+    return store(out, flat_index(x.shape, i), constant_of(0, out->dtype));
+  });
+  Shape pre(t.data.begin(), t.data.begin() + t.axis), post(t.data.begin() + t.axis + 1, t.data.end());
+  Shape rest(t.indices.begin() + t.batch, t.indices.end());
+  if (num_elements(rest) == 0 || num_elements(g.shape) == 0)
+    return zero;
+  int64_t width = num_elements(post), block = 1;
+  for (int64_t b : {16, 8, 4, 2})
+    if (width % b == 0) {
+      block = b;
+      break;
+    }
+  Shape outer = pre;
+  outer.push_back(width / block);
+  StmtPtr scatter = loop_nest(outer, [&](const Index &o) {
+    Index before(o.begin(), o.end() - 1);
+    return loop_nest(
+        rest,
+        [&](const Index &r) {
+          return loop_nest({block}, [&](const Index &lane) {
+            Index after = unravel_index(add(mul(o.back(), imm(block)), lane[0]), post);
+            Index go = before;
+            go.insert(go.end(), r.begin(), r.end());
+            go.insert(go.end(), after.begin(), after.end());
+            Index d = data_index(t, go, [&](const Index &i) { return k.in(2, i); });
+            LExprPtr at = flat_index(x.shape, real_index(x.shape, t, d));
+            return store(out, at, add(load(out, at), k.in(0, go)));
+          }, ForKind::Spatial, "v");
+        },
+        ForKind::Reduce, "r");
+  });
+  return seq({zero, scatter});
 }
 
 Type one_hot_rel(RelationCtx &ctx) {

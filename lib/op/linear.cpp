@@ -11,6 +11,9 @@
 #include "gradc/op/Kernel.h"
 #include "gradc/op/Builder.h"
 #include "gradc/op/Relations.h"
+#include "gradc/loops/Functor.h"
+
+#include <functional>
 
 namespace gradc {
 namespace {
@@ -181,7 +184,13 @@ template <GemmStrategy strategy> StmtPtr matmul_kernel(KernelCtx &k) {
   const Shape &os = k.call.type.shape;
   MatmulShapes s(k.arg_type(0).shape, k.arg_type(1).shape);
   Shape a_batch(s.a.begin(), s.a.end() - 2), b_batch(s.b.begin(), s.b.end() - 2);
-  return loop_nest(
+  bool shared = false; // a product that uses kernel scratch (shared by its jobs)
+  auto scratch = k.scratch;
+  k.scratch = [&](const std::string &name, DType dtype, int64_t size) {
+    shared = true;
+    return scratch(name, dtype, size);
+  };
+  StmtPtr nest = loop_nest(
       s.batch,
       [&](const Index &batch) {
         Gemm g;
@@ -216,10 +225,22 @@ template <GemmStrategy strategy> StmtPtr matmul_kernel(KernelCtx &k) {
           };
         return strategy(k, g);
       },
-      // The packed schedule's jobs are Parallel loops already (which may not
-      // nest) and share its packed rows and partial sums (kernel scratch):
-      // its batch iterations run one after another.
-      strategy == gemm_cpu_packed ? ForKind::Serial : ForKind::Spatial);
+      ForKind::Spatial);
+  k.scratch = scratch;
+  // A packed product big enough for jobs of its own runs them as Parallel
+  // loops (which may not nest) sharing its packed rows and partial sums
+  // (kernel scratch): its batch iterations then run one after another. A
+  // batch of small products (attention's heads) has neither, and the batch
+  // loop is the one the schedule may run on the pool, each iteration with
+  // its own local panels.
+  if (!shared && !contains_loop(nest, ForKind::Parallel))
+    return nest;
+  std::function<StmtPtr(const StmtPtr &, size_t)> serial = [&](const StmtPtr &st, size_t depth) -> StmtPtr {
+    if (depth == 0 || st->kind != StmtKind::For)
+      return st;
+    return with_for(*st, ForKind::Serial, serial(st->body, depth - 1));
+  };
+  return serial(nest, s.batch.size());
 }
 
 /// da = g bᵀ, db = aᵀ g on the promoted operands; the pass sums the

@@ -90,8 +90,11 @@ struct PoolAxis {
   PoolAxis(const Pool2DAttrs &a, int axis, int64_t extent)
       : n(extent), k(a.pool_size[axis]), s(a.strides[axis]), d(a.dilation[axis]), lo(a.padding[axis]),
         hi(a.padding[axis + 2]) {
-    int64_t span = n + lo + hi - d * (k - 1) - 1; // >= 0, checked by the relation
-    out = (span + (a.ceil_mode ? s - 1 : 0)) / s + 1;
+    // negative where the window is longer than the padded data, which
+    // ceil_mode allows (one window, as PyTorch); the relation checks out >= 1
+    int64_t span = n + lo + hi - d * (k - 1) - 1;
+    int64_t num = span + (a.ceil_mode ? s - 1 : 0);
+    out = (num >= 0 ? num / s : -((-num + s - 1) / s)) + 1;
     if (a.ceil_mode && (out - 1) * s >= n + lo) // the last window starts past the data
       --out;
   }
@@ -121,7 +124,9 @@ bool pool_window(RelationCtx &ctx, const Pool2DAttrs &a, const Type &x, int64_t 
   for (int i = 0; i < 2; ++i) {
     // in 128 bits: a dilation and a window within the limits multiply past 2^63
     __int128 n = x.shape[2 + i], span = __int128(a.dilation[i]) * (a.pool_size[i] - 1) + 1;
-    if (n + a.padding[i] + a.padding[i + 2] < span) {
+    // ceil_mode: a window longer than the padded data still gives one output (PyTorch)
+    __int128 slack = a.ceil_mode ? a.strides[i] - 1 : 0;
+    if (n + a.padding[i] + a.padding[i + 2] + slack < span || PoolAxis(a, i, x.shape[2 + i]).out < 1) {
       auto str = [](__int128 v) { return v > INT64_MAX ? std::string("over 2^63") : std::to_string(int64_t(v)); };
       ctx.fail_attr("pool_size", "the window " + ctx.attrs.get("pool_size").str() + " (dilated extent " + str(span) +
                                      ") is larger than the padded " + (i ? "width " : "height ") +

@@ -134,6 +134,11 @@ pool_case("max_ties_first", "max", (2, 3, 8, 8), (3, 3), (1, 1), (1, 1), ties=Tr
 pool_case("max_2x2_s2_ties", "max", (2, 3, 8, 7), (2, 2), (2, 2), ties=True)  # disjoint windows
 pool_case("max_2x2_s3_pad_ceil", "max", (2, 3, 9, 10), (2, 2), (3, 3), (1, 1), ceil_mode=True, ties=True)
 pool_case("max_dilated_ceil", "max", (1, 2, 11, 10), (2, 3), (2, 2), (1, 1), ceil_mode=True, dilation=(2, 2))
+# ceil_mode with a window longer than the padded data: one output row (as PyTorch; regression: it was refused)
+pool_case("regress_avg_window_over_data_ceil", "avg", (1, 3, 2, 7), (3, 1), (3, 1), ceil_mode=True)
+pool_case("regress_avg_window_over_data_ceil_pad", "avg", (1, 2, 2, 5), (4, 2), (3, 2), (1, 1), ceil_mode=True,
+          count_include_pad=True)
+pool_case("regress_max_window_over_data_ceil", "max", (2, 2, 3, 4), (5, 2), (4, 2), (1, 0), ceil_mode=True)
 CASES.append(("global_avg", {"x": (2, 5, 6, 7)}, ["x"], "nn.global_avg_pool2d(%x)",
               lambda t: F.adaptive_avg_pool2d(t["x"], 1), False))
 CASES.append(("global_max_ties", {"x": (2, 5, 6, 7)}, ["x"], "nn.global_max_pool2d(%x)",
