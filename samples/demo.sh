@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The main job on the samples: install what is missing, build gradc, compile
-# samples/mlp.relay and samples/cnn.relay with their gradients to objects and
-# to PTX, link each C driver with its object, and run a few training steps.
+# samples/mlp.relay, samples/cnn.relay and samples/transformer.relay with their
+# gradients to objects and to PTX, link each C driver with its object, and run
+# a few training steps.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 bash "$root/tools/install-deps.sh"
@@ -18,12 +19,17 @@ cnn_wrt=%w1,%g1,%b1,%w2,%g2,%b2,%w3,%b3,%w4,%b4
 "$gradc" compile "$root/samples/cnn.relay" --grad --wrt=$cnn_wrt -o cnn --report
 "$gradc" compile "$root/samples/cnn.relay" --grad --wrt=$cnn_wrt --target=cuda --gpu-arch=sm_90 -o cnn_cuda
 cc -O2 -std=c11 -I. "$root/samples/cnn_app.c" cnn.o -lm -o cnn_app
+gpt_wrt=%E,%P,%ln1_g,%ln1_b,%Wqkv,%bqkv,%Wo,%bo,%ln2_g,%ln2_b,%W1,%b1,%W2,%b2
+"$gradc" compile "$root/samples/transformer.relay" --grad --wrt=$gpt_wrt -o transformer --report
+"$gradc" compile "$root/samples/transformer.relay" --grad --wrt=$gpt_wrt --target=cuda --gpu-arch=sm_90 -o transformer_cuda
+cc -O2 -std=c11 -I. "$root/samples/transformer_app.c" transformer.o -lm -o transformer_app
 { set +x; } 2>/dev/null
-ls -l mlp.o mlp.h mlp.json mlp_cuda.ptx mlp_cuda.o cnn.o cnn.h cnn_cuda.ptx
+ls -l mlp.o mlp.h mlp.json mlp_cuda.ptx mlp_cuda.o cnn.o cnn.h cnn_cuda.ptx transformer.o transformer.h transformer_cuda.ptx
 if command -v ptxas >/dev/null || [ -x /usr/local/cuda/bin/ptxas ]; then
-  for ptx in mlp_cuda.ptx cnn_cuda.ptx; do
+  for ptx in mlp_cuda.ptx cnn_cuda.ptx transformer_cuda.ptx; do
     "$(command -v ptxas || echo /usr/local/cuda/bin/ptxas)" -arch=sm_90 $ptx -o /dev/null && echo "ptxas -arch=sm_90 $ptx: ok"
   done
 fi
 ./mlp_app
 ./cnn_app
+./transformer_app
