@@ -270,7 +270,37 @@ OpBuilder &nll_backward(OpBuilder &b) {
                        .support_level(10));
 }
 
-} // namespace
+/// The gradient of dw = nll_loss_weights_backward(g, p, t, w) (second order
+/// through a weighted loss), from Φ = Σ_c G[c] dw[c] for the adjoint G, in
+/// nll_loss calls with G or w as the class weights (m_i: target i counts):
+///   sum / none: Φ = Σ_i g_i nll_i(p, t, G), free of w;
+///   mean:       Φ = g (S_G - L W_G) / W with S_G = nll_sum(p, t, G),
+///               W_G = Σ m_i G[t_i] = nll_sum(-1, t, G), L = nll_mean(p, t, w),
+///               W = nll_sum(-1, t, w); so dΦ/dw comes from dL/dw and
+///               dW/dw[c] = (counted targets of class c), both weight gradients.
+Grads nll_loss_weights_backward_grad(GradCtx &g) {
+  const auto &a = g.call.args; // (output_grad, predictions, targets, weights)
+  ExprPtr G = g.grad, go = a[0], p = a[1], t = a[2], w = a[3];
+  NllAttrs attrs = g.attrs_as<NllAttrs>(), sum = attrs, mean = attrs;
+  sum.reduction = "sum";
+  mean.reduction = "mean";
+  Builder &b = g.b;
+  if (attrs.reduction != "mean")
+    return {b.call(ops::nll_loss, {p, t, G}, attrs), b.call(ops::nll_loss_backward, {go, p, t, G}, attrs), nullptr,
+            nullptr};
+  DType dt = p->type.dtype;
+  ExprPtr minus_one = b.neg(b.ones_like(p)), one = b.constant(1, dt);
+  ExprPtr S_G = b.call(ops::nll_loss, {p, t, G}, sum), W_G = b.call(ops::nll_loss, {minus_one, t, G}, sum);
+  ExprPtr L = b.call(ops::nll_loss, {p, t, w}, mean), W = b.call(ops::nll_loss, {minus_one, t, w}, sum);
+  ExprPtr dg = b.div(b.sub(S_G, b.mul(L, W_G)), W); // (S_G - L W_G) / W
+  ExprPtr g_over_W = b.div(go, W);
+  ExprPtr dp = b.sub(b.call(ops::nll_loss_backward, {g_over_W, p, t, G}, sum),
+                     b.call(ops::nll_loss_backward, {b.mul(g_over_W, W_G), p, t, w}, mean));
+  ExprPtr dL_dw = b.call(ops::nll_loss_weights_backward, {one, p, t, w}, mean);
+  ExprPtr dW_dw = b.call(ops::nll_loss_weights_backward, {one, minus_one, t, w}, sum);
+  ExprPtr dw = b.neg(b.add(b.mul(dL_dw, b.mul(g_over_W, W_G)), b.mul(dW_dw, b.div(b.mul(go, dg), W))));
+  return {dg, dp, nullptr, dw};
+}
 
 /// nn.cross_entropy_with_logits(pred, target): same-typed, rank >= 1.
 Type cross_entropy_rel(RelationCtx &ctx) {
@@ -283,6 +313,8 @@ Type cross_entropy_rel(RelationCtx &ctx) {
     return ctx.fail("expects a batch axis (rank >= 1), found " + p->str());
   return Type::tensor({}, p->dtype);
 }
+
+} // namespace
 
 void register_loss_ops(OpRegistry &reg) {
   reg.add("nn.cross_entropy_with_logits")
@@ -346,7 +378,13 @@ void register_loss_ops(OpRegistry &reg) {
   nll_backward(reg.add("grad.nll_loss_weights_backward")
                    .describe("The gradient of nn.nll_loss with respect to its class weights."))
       .relation("NLLLossWeightsBackward", nll_loss_weights_backward_rel)
-      .kernel(nll_loss_weights_backward_kernel);
+      .gradient(nll_loss_weights_backward_grad)
+      .kernel(nll_loss_weights_backward_kernel)
+      .example(kNllBackward, "grad.nll_loss_weights_backward(%g, %p, %t, %w)", true, 3)
+      .example(kNllBackward, "grad.nll_loss_weights_backward(%g, %p, %t, %w, reduction=\"sum\", ignore_index=1)", true, 3)
+      .example("%g: Tensor[(3,), float64], %p: Tensor[(3, 4), float64], %t: Tensor[(3,), int64], "
+               "%w: Tensor[(4,), float64]",
+               "grad.nll_loss_weights_backward(%g, %p, %t, %w, reduction=\"none\")", true, 4);
 }
 
 } // namespace gradc

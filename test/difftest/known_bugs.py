@@ -57,15 +57,4 @@ def _second_order(gradc, workdir, params, body, field):
     return _gradc(gradc, workdir, "compile", "second.relay", "--grad=second", "--emit=obj", "-o", "s")
 
 
-def second_order_nll_loss_weights(gradc, workdir):
-    """The second order of nn.nll_loss's gradient with respect to its weights."""
-    return _second_order(gradc, workdir, "%p: Tensor[(3, 4), float32], %t: Tensor[(3,), int64], "
-                         "%w: Tensor[(4,), float32]", "nn.nll_loss(%p, %t, %w)", 1)
-
-
-KNOWN_BUGS = [
-    KnownBug("no second-order gradient through the weights of nn.nll_loss: "
-             "grad.nll_loss_weights_backward has no gradient (SPEC §5: the adjoint differentiates again)",
-             {"second"}, r"no gradient is registered for operator 'grad\.nll_loss_weights_backward'",
-             second_order_nll_loss_weights),
-]
+KNOWN_BUGS = []
