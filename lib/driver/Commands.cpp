@@ -5,6 +5,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "gradc/driver/Commands.h"
+#include "gradc/driver/OpReference.h"
 #include "gradc/text/Printer.h"
 #include "gradc/op/Registry.h"
 #include "gradc/text/Parser.h"
@@ -643,7 +644,9 @@ int ops_command(const std::string &name, bool json, std::ostream &out, std::ostr
                      {"has_lowering", d->has_lowering()},
                      {"injective", d->injective()},
                      {"aliases", d->aliases},
-                     {"examples", examples}});
+                     {"examples", examples},
+                     {"gradient_formula", derived_gradient(*d)},
+                     {"decomposes_into", derived_decomposition(*d)}});
     }
     out << arr.dump(2) << "\n";
     return 0;
@@ -695,6 +698,16 @@ int ops_command(const std::string &name, bool json, std::ostream &out, std::ostr
           : d.decompose ? "from its parts (a composite)"
                         : "none")
       << "\n";
+  // Derived from the operator's own rules on its first example (OpReference.h).
+  if (std::string example = example_text(d); !example.empty())
+    out << "  example: " << example << "\n";
+  std::vector<std::string> formula = derived_gradient(d);
+  if (!formula.empty())
+    out << "  gradient of the example (%out its result, %grad the adjoint of %out):\n";
+  for (const std::string &line : formula)
+    out << "    " << line << "\n";
+  if (std::string parts = derived_decomposition(d); !parts.empty())
+    out << "  decomposes into: " << parts << "\n";
   std::string strategies;
   for (const auto &[target, fn] : d.strategies)
     strategies += std::string(strategies.empty() ? "; for " : ", ") + target_kind_name(target);

@@ -425,14 +425,16 @@ void register_elementwise_ops(OpRegistry &reg) {
       .support_level(3)
       .decompose([](Builder &b, const std::vector<ExprPtr> &a, const Attrs &) {
         return b.call(ops::full_like, {a[0], b.constant(0, a[0]->type.dtype)});
-      });
+      })
+      .example(kUnaryTypes, "zeros_like(%x) + %x");
   reg.add("ones_like")
       .describe("Ones of the input's type.")
       .arg("data", "Tensor", "The input tensor.")
       .support_level(3)
       .decompose([](Builder &b, const std::vector<ExprPtr> &a, const Attrs &) {
         return b.call(ops::full_like, {a[0], b.constant(1, a[0]->type.dtype)});
-      });
+      })
+      .example(kUnaryTypes, "ones_like(%x) * %x");
   reg.add("full_like")
       .describe("The input's type filled with a scalar.")
       .arg("data", "Tensor", "The input tensor.")
