@@ -327,7 +327,13 @@ void register_linear_ops(OpRegistry &reg) {
       .example("%a: Tensor[(5, 3), float64], %b: Tensor[(3, 35), float64]", "matmul(%a, %b)") // full tiles
       .example("%a: Tensor[(3,), float64], %b: Tensor[(2, 3, 4), float64]", "matmul(%a, %b)")
       .example("%a: Tensor[(2, 4, 3), float64], %b: Tensor[(3,), float64]", "matmul(%a, %b)")
-      .example("%a: Tensor[(3,), float64], %b: Tensor[(3,), float64]", "matmul(%a, %b)");
+      .example("%a: Tensor[(3,), float64], %b: Tensor[(3,), float64]", "matmul(%a, %b)")
+      // TVM's numeric-gradient matrix for matmul
+      .example("%a: Tensor[(2, 3), float64], %b: Tensor[(3, 4), float64]", "matmul(%a, %b)")
+      .example("%a: Tensor[(4,), float64], %b: Tensor[(4,), float64]", "matmul(%a, %b)")
+      .example("%a: Tensor[(4,), float64], %b: Tensor[(2, 3, 4, 5), float64]", "matmul(%a, %b)")
+      .example("%a: Tensor[(2, 3, 4, 5), float64], %b: Tensor[(5,), float64]", "matmul(%a, %b)")
+      .example("%a: Tensor[(2, 3, 1, 4, 5), float64], %b: Tensor[(3, 2, 5, 4), float64]", "matmul(%a, %b)");
 
   reg.add("nn.batch_matmul")
       .describe("A batch of matrix products, (B, M, K) · (B, N, K)ᵀ by default; a batch of 1 broadcasts.")
