@@ -37,7 +37,7 @@ import warnings
 import numpy as np
 
 import operators
-from operators import FLOAT_DTYPES, INT_DTYPES, Call
+from operators import FLOAT_DTYPES, INT_DTYPES, Call, Fields
 
 SIZES = (1, 2, 3, 5, 7, 11, 13, 17, 19, 23, 29, 31, 37)
 LARGE_SIZES = (47, 64, 67, 97, 131)  # across vector widths, with remainders
@@ -103,7 +103,7 @@ class Binding:
         self.group = None  # the BindingGroup it is printed in
 
     def values(self):
-        return [a for a in self.args if isinstance(a, Value)]
+        return [v for a in self.args for v in (a.values if isinstance(a, Fields) else [a]) if isinstance(v, Value)]
 
 
 def attr_text(v):
@@ -121,7 +121,13 @@ INFIX = {"add": "+", "subtract": "-", "multiply": "*", "divide": "/"}
 
 def expr_text(b, names):
     """The call of binding b, its Value arguments renamed by `names` (name -> text) where given."""
-    args = [a.text() if isinstance(a, Literal) else names.get(a.name, a.name) for a in b.args]
+    def arg_text(a):
+        if isinstance(a, Literal):
+            return a.text()
+        if isinstance(a, Fields):  # a tuple argument
+            return "(" + ", ".join(arg_text(v) for v in a.values) + ("," if len(a.values) == 1 else "") + ")"
+        return names.get(a.name, a.name)
+    args = [arg_text(a) for a in b.args]
     if b.infix:
         return f"({args[0]} {INFIX[b.op]} {args[1]})"
     call = f"{b.op}(" + ", ".join(args + [f"{k}={attr_text(v)}" for k, v in b.attrs.items()]) + ")"
@@ -473,7 +479,7 @@ class Generator:
         style = str(self.rng.choice(["graph", "let", "let-typed"], p=[0.8, 0.1, 0.1]))
         index = len(self.bindings)
         v = Value(f"%{index}" if style == "graph" else f"%v{index}", out.shape, dtype, out)
-        inputs = [a for a in call.args if isinstance(a, Value)]
+        inputs = [v for a in call.args for v in (a.values if isinstance(a, Fields) else [a]) if isinstance(v, Value)]
         v.grad = v.is_float() and operators.TABLE[op].has_gradient(call.field) and any(a.grad for a in inputs)
         v.ops = frozenset({(index, op)}).union(*(a.ops for a in inputs))
         if op == "grad.start_checkpoint":

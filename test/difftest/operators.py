@@ -50,10 +50,20 @@ class Call:
     operator with a tuple result, the field it projects (`op(...).k`)."""
 
     def __init__(self, args, attrs=None, dtype=None, field=None):
-        self.args = args
+        self.args = args  # Values, Literals or Fields (a tuple argument)
         self.attrs = attrs or {}
         self.dtype = dtype  # the result's dtype when it is not the first float argument's
         self.field = field  # the index k of `op(...).k` for a tuple result, else None
+
+
+class Fields:
+    """A tuple argument of a call (concatenate's, stack's): generator Values, its fields. `data`
+    holds their arrays, as a reference receives them: a list."""
+
+    def __init__(self, values):
+        self.values = list(values)
+        self.dtype = self.values[0].dtype
+        self.data = [v.data for v in self.values]
 
 
 class Op:
@@ -1457,6 +1467,32 @@ def cross_entropy_ref(a, at):
     return -(a[0] * a[1]).sum() / max(1, a[0].shape[0])
 
 
+def gen_concatenate(g, x):
+    """x and one to three more tensors that differ from it only along the axis (some of size 0),
+    in a shuffled order, as the tuple argument."""
+    r = len(x.shape)
+    if r == 0:
+        return None
+    axis = int(g.rng.integers(-r, r))
+    a = norm_axis(axis, r)
+    parts = [x]
+    for _ in range(int(g.rng.integers(1, 4))):
+        shape = list(x.shape)
+        shape[a] = int(g.rng.integers(0, 4))
+        parts.append(g.operand(tuple(shape), x.dtype))
+    order = [int(i) for i in g.rng.permutation(len(parts))]
+    attrs = {"axis": axis} if axis != 0 or g.rng.random() < 0.5 else {}
+    return Call([Fields([parts[i] for i in order])], attrs)
+
+
+def gen_stack(g, x):
+    r = len(x.shape)
+    parts = [x] + [g.operand(x.shape, x.dtype) for _ in range(int(g.rng.integers(0, 3)))]
+    order = [int(i) for i in g.rng.permutation(len(parts))]
+    attrs = {"axis": int(g.rng.integers(-r - 1, r + 1))}
+    return Call([Fields([parts[i] for i in order])], attrs)
+
+
 # ------------------------------------------------------------------------------------------------
 # THE TABLE
 # ------------------------------------------------------------------------------------------------
@@ -1583,6 +1619,10 @@ TABLE = {
     # an axis and one value per index of it, drawn as bias_add's
     "nn.prelu": Op(gen_bias_add, prelu_np, prelu_torch, ("axis",), ok=away_from_zero),
     "nn.pad": Op(gen_pad, np_pad, t_pad, ("pad_width", "pad_value", "pad_mode")),
+    "concatenate": Op(gen_concatenate, lambda a, at: np.concatenate(a[0], axis=at["axis"]),
+                      lambda a, at: torch.cat(a[0], dim=at["axis"]), ("axis",), ints=True),
+    "stack": Op(gen_stack, lambda a, at: np.stack(a[0], axis=at["axis"]), lambda a, at: torch.stack(a[0], dim=at["axis"]),
+                ("axis",), ints=True),
     "split": Op(gen_split, np_split, t_split, ("indices_or_sections", "axis"), ints=True),
     "take": Op(gen_take, np_take, t_take, ("axis", "batch_dims", "mode")),
     "strided_slice": Op(gen_strided_slice, np_strided_slice, t_strided_slice,
@@ -1654,11 +1694,6 @@ NOT_GENERATED = {
     "grad.take_backward": "a gradient helper: it runs in the adjoint of take, where the reference gradient "
                           "checks it (and the second order its own gradient)",
     "one_hot": "no gradient and an integer operand; its forward is checked by the oracle's cases",
-    "concatenate": "takes a tuple argument, which the generator does not build yet; checked by its "
-                   "finite-difference examples, the forward oracle and test/ops/slice.relay, and as the "
-                   "gradient of split here",
-    "stack": "takes a tuple argument (as concatenate); checked by its finite-difference examples, the "
-             "forward oracle and test/ops/slice.relay",
     "grad.strided_slice_backward": "a gradient helper: it runs in the adjoint of strided_slice, where the "
                                    "reference gradient checks it (and the second order its own gradient)",
     "grad.nll_loss_weights_backward": "a gradient helper with no gradient of its own: it runs in the "

@@ -95,10 +95,14 @@ def evaluate(prog, emulate, perturb=None):
         env[p.name] = t
     for b in prog.bindings:
         args = []
-        for a in b.args:
+        def operand(a):
+            if isinstance(a, operators.Fields):  # a tuple argument: its fields
+                return [operand(v) for v in a.values]
             t = env[a.name] if hasattr(a, "name") else torch.tensor(
                 a.value, dtype=EMULATED[a.dtype] if emulate else operators.TORCH_DTYPE[a.dtype])
-            args.append(_compute_dtype(t) if emulate else _perturbed(t, a.dtype, perturb))
+            return _compute_dtype(t) if emulate else _perturbed(t, a.dtype, perturb)
+        for a in b.args:
+            args.append(operand(a))
         out = operators.TABLE[b.op].torch(args, b.full_attrs)
         if b.field is not None:  # a tuple result's projection
             out = out[b.field]
