@@ -1,7 +1,10 @@
-//===- scan.cpp - recurrences: cumsum -------------------------------------===//
+//===- scan.cpp - recurrences: cumsum, cumprod ----------------------------===//
 //
-// cumsum lowers through the shared scan machinery (lower_scan, op/Scan.h): the
-// scanned axis is the time loop, the other axes are the state.
+// cumsum and cumprod lower through the shared scan machinery (lower_scan,
+// op/Scan.h): the scanned axis is the time loop, the other axes are the
+// state. cumprod's gradient is right where inputs are zero: the usual
+// reverse_cumsum(g·y) / x only for the elements before the first zero of
+// each row, the first zero's own from the products after it, zero past it.
 //
 //===----------------------------------------------------------------------===//
 #include "gradc/op/Ops.h"
@@ -35,7 +38,9 @@ Type cumulative_rel(RelationCtx &ctx) {
 /// dtype's accumulator (float16 in float32) with Neumaier's compensation,
 /// as reductions are: each out[t] is the exact prefix sum rounded once
 /// (a plain float32 running sum over 6 700 elements was off by 7e-5).
-StmtPtr cumsum_kernel(KernelCtx &k) {
+/// With `product`: out[t] = out[t-1] · x[t] (out[0] = 1 if exclusive), a
+/// plain running product in the accumulator.
+StmtPtr cumulative_kernel(KernelCtx &k, bool product) {
   const Shape &xs = k.arg_type(0).shape, &os = k.out()->shape;
   auto attrs = k.attrs_as<CumsumAttrs>();
   bool flat = !attrs.axis;
@@ -60,18 +65,66 @@ StmtPtr cumsum_kernel(KernelCtx &k) {
   BufferPtr sum = k.scratch("sum", acc, num_elements(scan.state)), carry = k.scratch("carry", acc, num_elements(scan.state));
   auto write = [&](const LExprPtr &t, const Index &s) {
     LExprPtr slot = flat_index(scan.state, s);
-    return store(k.out(), flat_index(os, full(t, s)), cast(dt, neumaier_total(sum, carry, slot)));
+    LExprPtr total = product ? load(sum, slot) : neumaier_total(sum, carry, slot);
+    return store(k.out(), flat_index(os, full(t, s)), cast(dt, total));
   };
   scan.first = [&](const Index &s) {
     LExprPtr slot = flat_index(scan.state, s), zero = int_imm(0);
-    return seq({store(sum, slot, exclusive ? constant_of(0, acc) : x_at(zero, s)), store(carry, slot, constant_of(0, acc)),
+    LExprPtr identity = constant_of(product ? 1 : 0, acc);
+    return seq({store(sum, slot, exclusive ? identity : x_at(zero, s)), store(carry, slot, constant_of(0, acc)),
                 write(zero, s)});
   };
   scan.step = [&](const LExprPtr &t, const Index &s) {
     LExprPtr xt = exclusive ? x_at(binary(BinaryOp::Sub, t, int_imm(1)), s) : x_at(t, s);
-    return seq({neumaier(sum, carry, flat_index(scan.state, s), xt), write(t, s)});
+    LExprPtr slot = flat_index(scan.state, s);
+    StmtPtr accumulate = product ? store(sum, slot, mul(load(sum, slot), xt)) : neumaier(sum, carry, slot, xt);
+    return seq({accumulate, write(t, s)});
   };
   return lower_scan(scan);
+}
+
+/// d cumprod: for inclusive y_t = Π_{r<=t} x_r, dx_s = Σ_{t>=s} g_t Π_{r<=t, r!=s} x_r.
+/// With k the first zero of the row (z counts zeros up to and including s):
+///   s < k:  rcumsum(g·y)_s / x_s          (x_s != 0; the terms past k vanish)
+///   s = k:  E_k · rcumsum(g·P)_s          (E exclusive cumprod, P the
+///                                          cumprod of x with 1 up to k)
+///   s > k:  0
+/// The exclusive cumprod is the inclusive one shifted: its gradient is the
+/// inclusive one's for g shifted back.
+Grads cumprod_grad(GradCtx &g) {
+  auto attrs = g.attrs_as<CumsumAttrs>();
+  Builder &b = g.b;
+  ExprPtr x = g.arg(0), grad = g.grad;
+  const Shape &shape = x->type.shape;
+  bool flat = !attrs.axis;
+  int64_t axis = attrs.axis.value_or(0);
+  if (flat)
+    x = b.reshape(x, {num_elements(shape)});
+  DType dt = x->type.dtype;
+  if (attrs.exclusive) { // g'_t = g_{t+1}, the last 0
+    IntPairs shift(x->type.rank(), {0, 0});
+    shift[axis] = {-1, 1};
+    grad = b.pad(grad, shift);
+  }
+  CumsumAttrs inclusive = attrs, exclusive = attrs;
+  inclusive.axis = exclusive.axis = axis;
+  inclusive.exclusive = false;
+  exclusive.exclusive = true;
+  auto cumsum = [&](ExprPtr v, const CumsumAttrs &a) { return b.call(ops::cumsum, {v}, a); };
+  auto cumprod = [&](ExprPtr v, const CumsumAttrs &a) { return b.call(ops::cumprod, {v}, a); };
+  auto rcumsum = [&](ExprPtr v) { return b.reverse(cumsum(b.reverse(v, axis), inclusive), axis); };
+  ExprPtr zero = b.constant(0, dt), one = b.constant(1, dt);
+  ExprPtr is_zero = b.cast(b.call(ops::equal, {x, zero}), dt);
+  ExprPtr zeros_before = cumsum(is_zero, exclusive), zeros_upto = cumsum(is_zero, inclusive);
+  ExprPtr before = b.call(ops::equal, {zeros_upto, zero});                       // s < k
+  ExprPtr at = b.call(ops::equal, {b.add(zeros_before, is_zero), one});          // s == k
+  ExprPtr after_k = b.call(ops::greater_equal, {zeros_before, one});              // r > k
+  ExprPtr y = cumprod(x, inclusive);
+  ExprPtr early = b.div(rcumsum(b.mul(grad, y)), b.call(ops::where, {before, x, one}));
+  ExprPtr P = cumprod(b.call(ops::where, {after_k, x, one}), inclusive);
+  ExprPtr first_zero = b.mul(cumprod(x, exclusive), rcumsum(b.mul(grad, P)));
+  ExprPtr dx = b.call(ops::where, {before, early, b.call(ops::where, {at, first_zero, zero})});
+  return {flat ? b.reshape(dx, shape) : dx};
 }
 
 } // namespace
@@ -93,8 +146,21 @@ void register_scan_ops(OpRegistry &reg) {
         ExprPtr c = g.b.reverse(g.b.call(ops::cumsum, {r}, attrs), *attrs.axis);
         return {flat ? g.b.reshape(c, g.arg(0)->type.shape) : c};
       })
-      .kernel(cumsum_kernel)
+      .kernel([](KernelCtx &k) { return cumulative_kernel(k, false); })
       .example("%x: Tensor[(3, 4), float64]", "cumsum(%x, axis=1, exclusive=True)");
+
+  reg.add("cumprod")
+      .describe("Cumulative product along an axis (None: over the flattened input); the gradient is right where "
+                "inputs are zero.")
+      .arg("data", "Tensor", "The input.")
+      .attrs<CumsumAttrs>()
+      .support_level(3)
+      .relation("Cumulative", cumulative_rel)
+      .gradient(cumprod_grad)
+      .kernel([](KernelCtx &k) { return cumulative_kernel(k, true); })
+      .example("%x: Tensor[(3, 4), float64]", "cumprod(%x, axis=1)")
+      .example("%x: Tensor[(2, 5), float64]", "cumprod(%x, axis=-1, exclusive=True)")
+      .example("%x: Tensor[(2, 3), float64]", "cumprod(%x)");
 }
 
 } // namespace gradc

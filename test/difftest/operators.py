@@ -180,6 +180,18 @@ def np_cumsum(x, at):
     return out - x if at["exclusive"] else out
 
 
+def np_cumprod(x, at):
+    if at["axis"] is None:
+        x, axis = x.reshape(-1), 0
+    else:
+        axis = norm_axis(at["axis"], x.ndim)
+    out = np.cumprod(x, axis=axis)
+    if not at["exclusive"] or x.shape[axis] == 0:
+        return out
+    head = np.ones_like(np.take(out, [0], axis=axis))
+    return np.concatenate([head, np.take(out, np.arange(x.shape[axis] - 1), axis=axis)], axis=axis)
+
+
 def nll_class_axis(pred):
     return 0 if pred.ndim == 1 else 1
 
@@ -230,6 +242,22 @@ def t_cumsum(x, at):
         axis = norm_axis(at["axis"], x.dim())
     out = torch.cumsum(x, dim=axis)
     return out - x if at["exclusive"] else out
+
+
+def t_cumprod(x, at):
+    """PyTorch's cumprod (its backward is right at zeros); exclusive: shifted by one, 1 first."""
+    if at["axis"] is None:
+        x, axis = x.reshape(-1), 0
+    else:
+        axis = norm_axis(at["axis"], x.dim())
+    out = torch.cumprod(x, dim=axis)
+    if not at["exclusive"] or x.shape[axis] == 0:
+        return out
+    return torch.cat([torch.ones_like(out.narrow(axis, 0, 1)), out.narrow(axis, 0, x.shape[axis] - 1)], axis)
+
+
+def cumprod_ok(a, at, out, margin):  # long products of values near 1.5 overflow float16
+    return bool(np.all(np.abs(np.asarray(out)) < 1e3))
 
 
 def t_nll_loss(a, at):
@@ -1597,6 +1625,8 @@ TABLE = {
     # recurrences
     "cumsum": Op(gen_cumsum, lambda a, at: np_cumsum(a[0], at), lambda a, at: t_cumsum(a[0], at),
                  ("axis", "exclusive"), ints=True),
+    "cumprod": Op(gen_cumsum, lambda a, at: np_cumprod(a[0], at), lambda a, at: t_cumprod(a[0], at),
+                  ("axis", "exclusive"), ok=cumprod_ok),
     # linear algebra
     "matmul": Op(gen_matmul, lambda a, at: np.matmul(a[0], a[1]), lambda a, at: torch.matmul(a[0], a[1]), ints=True),
     "nn.dense": Op(gen_dense, lambda a, at: np.matmul(a[0], a[1].T), lambda a, at: torch.matmul(a[0], a[1].T),
