@@ -27,6 +27,7 @@ StmtPtr loop(KernelCtx &k, const std::string &name, int64_t extent, ForKind kind
 /// operand where it lies, `cols` read as vectors from the packed other one.
 struct Oriented {
   int64_t rows = 0, cols = 0, K = 0;
+  bool bcast_computed = false; // the broadcast operand's elements are computed (a fused producer)
   std::function<LExprPtr(const LExprPtr &row, const LExprPtr &k)> bcast;
   std::function<LExprPtr(const LExprPtr &k, const LExprPtr &col)> vec;
   std::function<StmtPtr(const LExprPtr &row, const LExprPtr &col, const LExprPtr &value)> store;
@@ -41,6 +42,30 @@ struct Oriented {
 /// costs less: x·wᵀ with a small batch packs x, not w. An operand already
 /// contiguous along the packed panels' rows copies in whole vectors (a
 /// quarter of the cost of gathering it); a transposed store is per element.
+/// Whether value `e` computes anything beyond loading: arithmetic, a select,
+/// a comparison (a Load's index arithmetic and casts do not count).
+bool computes(const LExprPtr &e) {
+  switch (e->kind) {
+  case LExprKind::IntImm:
+  case LExprKind::FloatImm:
+  case LExprKind::Var:
+  case LExprKind::Load:
+    return false;
+  case LExprKind::Cast:
+    return computes(e->operands[0]);
+  default:
+    return true;
+  }
+}
+
+/// Whether operand `f` of a product is a fused producer that computes its
+/// elements (a layer norm's normalisation before a dense), not one that only
+/// reads them at other places (a transpose).
+bool computed_operand(const std::function<LExprPtr(const LExprPtr &, const LExprPtr &)> &f) {
+  auto m = std::make_shared<LVar>(LVar{"m"}), kk = std::make_shared<LVar>(LVar{"k"});
+  return computes(f(var_ref(m), var_ref(kk)));
+}
+
 Oriented orient(const Gemm &g) {
   Oriented o;
   o.K = g.K;
@@ -56,6 +81,7 @@ Oriented orient(const Gemm &g) {
     o.store_raw = g.store_raw;
     o.vec_contiguous_in_k = g.b_contiguous_in_k;
     o.bcast_contiguous_in_k = g.a_contiguous_in_k;
+    o.bcast_computed = computed_operand(g.a);
     return o;
   }
   o.rows = g.N;
@@ -68,6 +94,7 @@ Oriented orient(const Gemm &g) {
     o.store_raw = [&g](const LExprPtr &n, const LExprPtr &m, const LExprPtr &v) { return g.store_raw(m, n, v); };
   o.vec_contiguous_in_k = g.a_contiguous_in_k;
   o.bcast_contiguous_in_k = g.b_contiguous_in_k;
+  o.bcast_computed = computed_operand([&g](const LExprPtr &n, const LExprPtr &k) { return g.b(k, n); });
   o.transposed = true;
   return o;
 }
@@ -80,7 +107,8 @@ struct Blocking {
   // The broadcast rows are packed too, [tile][k][MR], when 8 or more panels
   // reuse them and they lie along k a multiple of 4 KiB apart: in place, MR
   // such rows share one L1 set (1024 x 1024: 0.73x OpenBLAS before). Other
-  // strides read well in place, and packing costs a pass and a fork-join.
+  // strides read well in place, and packing costs a pass and a fork-join;
+  // computed rows (blocking()) are packed to be computed once.
   bool pack_rows = false;
   // The row tiles are split into `groups` (MC blocks), each job one panel ×
   // one group over all of K: a group's rows stay in half the L2 while the
@@ -149,7 +177,12 @@ Blocking blocking(const Target &t, const Gemm &g, const Oriented &o) {
   b.full_panels = o.cols / b.nr;
   b.tiles = (o.rows + b.mr - 1) / b.mr;
   b.full_tiles = o.rows / b.mr;
-  b.pack_rows = b.panels >= 8 && b.tiles >= 2 && o.bcast_contiguous_in_k && (o.K * acc_bytes) % 4096 == 0;
+  // Computed broadcast rows (a fused producer: a layer norm's output feeding
+  // a dense) are packed whenever two or more panels read them, so that each
+  // element is computed once per K block, not once per panel (the GPT step's
+  // qkv and MLP products: 12 and 16 panels).
+  b.pack_rows = (o.bcast_computed && b.panels >= 2) ||
+                (b.panels >= 8 && b.tiles >= 2 && o.bcast_contiguous_in_k && (o.K * acc_bytes) % 4096 == 0);
   b.groups = row_groups(t, b, o, acc_bytes);
   int64_t cores = t.cores > 0 ? t.cores : 4;
   if (!b.pack_rows && o.K <= kShortK && b.panels > 1 && b.full_tiles >= 2 * cores) {
