@@ -161,10 +161,9 @@ private:
       bufs.push_back(make_buffer(b.var->name, b.var->type, BufferScope::Arena));
     } else {
       GRADC_CHECK(!v.op->injective(), "lowering", "injective operator " + v.op->name + " with a tuple result");
-      std::vector<Type> leaf_types;
-      flatten_leaves(b.var->type, leaf_types);
-      for (size_t i = 0; i < leaf_types.size(); ++i)
-        bufs.push_back(make_buffer(b.var->name + "_" + std::to_string(i), leaf_types[i], BufferScope::Arena));
+      std::vector<Type> leaves = leaf_types(b.var->type);
+      for (size_t i = 0; i < leaves.size(); ++i)
+        bufs.push_back(make_buffer(b.var->name + "_" + std::to_string(i), leaves[i], BufferScope::Arena));
     }
     leaves_[b.var.get()] = bufs;
     produced_.insert(produced_.end(), bufs.begin(), bufs.end());
@@ -257,23 +256,7 @@ private:
     return s;
   }
 
-  static void flatten_leaves(const Type &t, std::vector<Type> &out) {
-    if (!t.is_tuple()) {
-      out.push_back(t);
-      return;
-    }
-    for (const Type &f : t.fields)
-      flatten_leaves(f, out);
-  }
-
-  static size_t count_leaves(const Type &t) {
-    if (!t.is_tuple())
-      return 1;
-    size_t n = 0;
-    for (const Type &f : t.fields)
-      n += count_leaves(f);
-    return n;
-  }
+  static size_t count_leaves(const Type &t) { return leaf_types(t).size(); }
 
   std::vector<BufferPtr> atom_leaves(const ExprPtr &e) {
     if (e->kind == ExprKind::Var)

@@ -272,21 +272,21 @@ StmtPtr loop_nest(const Shape &shape, const std::function<StmtPtr(const Index &)
   return s;
 }
 
-namespace {
-void flatten_into(const Type &t, std::vector<Type> &out) {
-  if (!t.is_tuple()) {
-    out.push_back(t);
-    return;
-  }
-  for (const Type &f : t.fields)
-    flatten_into(f, out);
+std::vector<Type> leaf_types(const Type &type) {
+  if (!type.is_tuple())
+    return {type};
+  std::vector<Type> out;
+  for (const Type &f : type.fields)
+    for (Type &leaf : leaf_types(f))
+      out.push_back(std::move(leaf));
+  return out;
 }
-} // namespace
 
 std::vector<Type> input_leaves(const Expr &call) {
   std::vector<Type> out;
   for (const ExprPtr &a : call.args)
-    flatten_into(a->type, out);
+    for (Type &leaf : leaf_types(a->type))
+      out.push_back(std::move(leaf));
   return out;
 }
 

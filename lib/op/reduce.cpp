@@ -16,6 +16,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <tuple>
 
 namespace gradc {
 namespace {
@@ -182,6 +183,8 @@ StmtPtr arg_extremum_kernel(KernelCtx &k, CompareOp better) {
   });
 }
 
+template <CompareOp better> StmtPtr arg_kernel(KernelCtx &k) { return arg_extremum_kernel(k, better); }
+
 Type arg_reduce_rel(RelationCtx &ctx) {
   const Type *x = ctx.tensor(0);
   if (!x)
@@ -342,25 +345,17 @@ void register_reduce_ops(OpRegistry &reg) {
       .example(kTypes, "logsumexp(%x, axis=1)")
       .example(kTypes, "logsumexp(%x, axis=[0, 2], keepdims=True)");
 
-  reg.add("argmax")
-      .attrs<ArgReduceAttrs>()
-      .describe("The position of the maximum over axes (int32; the first on ties, the first NaN).")
-      .arg("data", "Tensor", "The input tensor.")
-      .support_level(4)
-      .relation("ArgReduce", arg_reduce_rel)
-      .no_gradient()
-      .kernel([](KernelCtx &k) { return arg_extremum_kernel(k, CompareOp::GT); })
-      .fuses_producers();
-
-  reg.add("argmin")
-      .attrs<ArgReduceAttrs>()
-      .describe("The position of the minimum over axes (int32; the first on ties, the first NaN).")
-      .arg("data", "Tensor", "The input tensor.")
-      .support_level(4)
-      .relation("ArgReduce", arg_reduce_rel)
-      .no_gradient()
-      .kernel([](KernelCtx &k) { return arg_extremum_kernel(k, CompareOp::LT); })
-      .fuses_producers();
+  for (auto [name, what, better] : {std::tuple{"argmax", "maximum", CompareOp::GT},
+                                     std::tuple{"argmin", "minimum", CompareOp::LT}})
+    reg.add(name)
+        .attrs<ArgReduceAttrs>()
+        .describe(std::string("The position of the ") + what + " over axes (int32; the first on ties, the first NaN).")
+        .arg("data", "Tensor", "The input tensor.")
+        .support_level(4)
+        .relation("ArgReduce", arg_reduce_rel)
+        .no_gradient()
+        .kernel(better == CompareOp::GT ? arg_kernel<CompareOp::GT> : arg_kernel<CompareOp::LT>)
+        .fuses_producers();
 
   reg.add("max")
       .attrs<ReduceAttrs>()

@@ -25,6 +25,8 @@ using Index = std::vector<LExprPtr>;
 /// for a call without tuple arguments, input i is argument i.
 using InputFn = std::function<LExprPtr(size_t arg, const Index &idx)>;
 
+/// The tensor leaves of `type`, depth first (a tensor is its own one leaf).
+std::vector<Type> leaf_types(const Type &type);
 /// The tensor types of a call's inputs (its arguments, tuples flattened).
 std::vector<Type> input_leaves(const Expr &call);
 
