@@ -269,13 +269,19 @@ def cnn_rows(peak):
     wrt = "--wrt=%w1,%g1,%b1,%w2,%g2,%b2,%w3,%w4,%b4"
     model = Model("cnn_step", CNN_STEP, ["--grad", wrt])
     scales = {"w1": 0.2, "w2": 0.1, "w3": 0.05, "w4": 0.1, "g1": 1, "g2": 1, "b1": 0, "b2": 0, "b4": 0}
+    step_row("CNN training step b32 3x32x32", model, scales, "torch_cnn.py")
+
+
+def step_row(name, model, scales, peer):
+    """A training step's row: gradc's @main_adjoint and the PyTorch script bench/PEER (`PEER
+    THREADS step POLICY`), each at 1 thread and at every core, the best of each compared."""
     ours = {t: model.time("main_adjoint", t, scales=scales) for t in sorted({1, CORES})}
-    theirs = {t: measure("PyTorch CNN step %dT" % t, [
-        "/usr/bin/python3", os.path.join(ROOT, "bench", "torch_cnn.py"), str(t), "step", POLICY], t)
+    theirs = {t: measure("PyTorch %s %dT" % (peer, t), [
+        "/usr/bin/python3", os.path.join(ROOT, "bench", peer), str(t), "step", POLICY], t)
         for t in sorted({1, CORES})}
     detail = "gradc " + ", ".join("%dT %.3f" % kv for kv in ours.items()) + "; PyTorch " + ", ".join(
         "%dT %.3f" % kv for kv in theirs.items())
-    row("CNN training step b32 3x32x32", min(ours.values()), min(theirs.values()), detail)
+    row(name, min(ours.values()), min(theirs.values()), detail)
 
 
 def gpt_rows():
@@ -290,13 +296,7 @@ def gpt_rows():
     model = Model("gpt_step", text, ["--grad", wrt])
     scales = {"mask": 0, "E": 0.02, "P": 0.02, "Wqkv": 0.02, "Wo": 0.02, "W1": 0.02, "W2": 0.02, "bqkv": 0, "bo": 0,
               "b1": 0, "b2": 0, "ln1_b": 0, "ln2_b": 0}
-    ours = {t: model.time("main_adjoint", t, scales=scales) for t in sorted({1, CORES})}
-    theirs = {t: measure("PyTorch GPT step %dT" % t, [
-        "/usr/bin/python3", os.path.join(ROOT, "bench", "torch_gpt.py"), str(t), "step", POLICY], t)
-        for t in sorted({1, CORES})}
-    detail = "gradc " + ", ".join("%dT %.3f" % kv for kv in ours.items()) + "; PyTorch " + ", ".join(
-        "%dT %.3f" % kv for kv in theirs.items())
-    row("GPT step b8 T64 C128 4 heads", min(ours.values()), min(theirs.values()), detail)
+    step_row("GPT step b8 T64 C128 4 heads", model, scales, "torch_gpt.py")
 
 
 def main():
