@@ -26,6 +26,9 @@ ptxas = shutil.which("ptxas") or ("/usr/local/cuda/bin/ptxas" if os.path.exists(
 if ptxas:
     config.available_features.add("ptxas")
     config.substitutions.append(("%ptxas", ptxas))
+# gpu_check.py prepare links its harness with cuda.h and the toolkit's stub libcuda.
+if os.path.exists("/usr/local/cuda/include/cuda.h") and os.path.exists("/usr/local/cuda/lib64/stubs/libcuda.so"):
+    config.available_features.add("cuda-toolkit")
 try:
     import subprocess
     subprocess.run(["/usr/bin/python3", "-c", "import torch, numpy"], check=True, capture_output=True)

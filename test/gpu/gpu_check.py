@@ -1,0 +1,311 @@
+#!/usr/bin/env python3
+"""GPU check: every operator example and the sample and benchmark models, compiled with
+--target=cuda and run on a GPU, against `gradc run` on the CPU with the same inputs.
+
+    gpu_check.py prepare GRADC_BINARY BUNDLE.tar.xz [--only SUBSTRING] [--gpu-arch sm_90]
+    gpu_check.py check BUNDLE.tar.xz [--report FILE] [--time N]
+
+`prepare` runs where gradc is built (no GPU needed, the CUDA toolkit's cuda.h and stub libcuda
+are): for each case it writes the program, draws its inputs with a fixed seed (as the forward
+oracle does: floats from ±[0.5, 1.5], integers from [0, int_range)), computes the reference
+outputs with `gradc run` on the CPU, compiles the same program with `--target=cuda`, and links
+the CUDA object with harness.c into an executable. Cases:
+  * every example of `gradc ops --json` and every extra example of test/oracle/oracle.py,
+    with the gradient (`--grad`) whenever the program has one, else the forward function;
+  * samples/*.relay, bench/gpt_step.relay and bench.py's CNN training step, with --grad.
+Everything goes into one compressed bundle, so it can travel to a machine with a GPU.
+
+`check` runs there: it unpacks the bundle, runs each executable (outputs and workspace filled
+with 0xFF bytes before the call, so an unwritten element is a NaN or -1), and compares every
+output with the CPU's: integers and bools exactly, floats with
+|gpu - cpu| <= rtol * |cpu| + max(atol * max|cpu|, floor) per output (float64 1e-9 / 1e-12 /
+1e-13, float32 1e-4 / 1e-5 / 1e-5, float16 1e-2 / 1e-3 / 1e-3: the two targets sum in different
+orders and use different exp and log). A float32 model is compared through its float64 twin
+instead: the GPU's largest error against it may be 4 times the CPU's plus rtol times the
+output's largest magnitude. It prints `PASS case` or `FAIL case: reason` per case and
+`N passed, M failed` last, and exits 1 if anything failed. With --time N the models are timed too (median of N calls).
+"""
+import argparse
+import concurrent.futures
+import importlib.util
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tarfile
+import tempfile
+import zlib
+
+import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+CUDA = os.environ.get("CUDA_HOME", "/usr/local/cuda")
+# rtol, atol as a fraction of the output's largest magnitude, and an absolute floor (an output
+# that cancels to rounding noise, such as the gradient of a sum of softmax rows).
+TOLERANCE = {"float64": (1e-9, 1e-12, 1e-13), "float32": (1e-4, 1e-5, 1e-5), "float16": (1e-2, 1e-3, 1e-3)}
+# A model is checked against its float64 twin: the GPU's error may be this many times the CPU's,
+# plus rtol times the output's largest magnitude (libdevice's expf and logf are within 2 ulp, the
+# CPU's within 1, and a deep float32 model amplifies the difference).
+ERROR_RATIO = 4
+
+
+def load_module(name, path):
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+# ----------------------------------------------------------------------------------------------
+# prepare
+# ----------------------------------------------------------------------------------------------
+
+
+def op_cases(gradc, oracle):
+    """(name, program text, int_range, positive) for every registry and oracle example."""
+    ops = json.loads(subprocess.run([gradc, "ops", "--json"], check=True, capture_output=True, text=True).stdout)
+    known = {o["name"] for o in ops} | {a for o in ops for a in o.get("aliases", [])}
+    cases = []
+    for o in ops:
+        examples = [(str(k), e["params"], e["body"], e["positive"], e["int_range"])
+                    for k, e in enumerate(o["examples"])]
+        for k, (params, body, positive, int_range) in enumerate(oracle.EXTRA_EXAMPLES.get(o["name"], [])):
+            try:
+                if not set(oracle.calls_in(oracle.Parser(body).body())) <= known:
+                    continue
+            except oracle.ParseError:
+                pass
+            examples.append((f"x{k}", params, body, positive, int_range))
+        for label, params, body, positive, int_range in examples:
+            text = f'#[version = "0.0.5"]\ndef @main({params}) {{ {body} }}\n'
+            cases.append((f"{o['name']}#{label}", text, int_range, positive))
+    return cases
+
+
+def model_cases(bench):
+    cases = []
+    for path in sorted(os.listdir(os.path.join(ROOT, "samples"))):
+        if path.endswith(".relay"):
+            with open(os.path.join(ROOT, "samples", path)) as f:
+                cases.append(("samples/" + path, f.read(), 10, False))
+    with open(os.path.join(ROOT, "bench", "gpt_step.relay")) as f:
+        cases.append(("bench/gpt_step.relay", f.read(), 10, False))
+    cases.append(("bench/cnn_step", '#[version = "0.0.5"]\n' + bench.CNN_STEP + "\n", 10, False))
+    return cases
+
+
+def float64_twin(text):
+    """The program with every float32 type and literal made float64 (models only)."""
+    return re.sub(r"([0-9])f(?![0-9A-Za-z_])", r"\1f64", text.replace("float32", "float64"))
+
+
+def run(cmd, **kw):
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=600, **kw)
+
+
+def prepare_case(gradc, oracle, gpu_arch, work, name, text, int_range, positive):
+    """Builds one case directory; returns (name, None) or (name, why it was skipped)."""
+    d = os.path.join(work, re.sub(r"[^A-Za-z0-9_#.-]", "_", name))
+    os.makedirs(d)
+    model = os.path.join(d, "model.relay")
+    with open(model, "w") as f:
+        f.write(text)
+    cuda = [gradc, "compile", model, "--target=cuda", "--gpu-arch=" + gpu_arch, "--cpu=x86-64-v2",
+            "--emit=obj,header,manifest", "-o", os.path.join(d, "m")]
+    grad = ["--grad"]
+    proc = run(cuda + grad)
+    if proc.returncode != 0:  # no floating-point parameter, or an operator without a gradient
+        grad = []
+        proc = run(cuda)
+    if proc.returncode != 0:
+        return name, "gradc compile --target=cuda failed: " + " | ".join(proc.stderr.strip().splitlines()[:3])
+    with open(os.path.join(d, "m.json")) as f:
+        manifest = json.load(f)
+    fn = next(f for f in manifest["functions"] if f["name"] == ("main_adjoint" if grad else "main"))
+
+    rng = np.random.default_rng(zlib.crc32(name.encode()))
+    cpu = [gradc, "run", model, *grad, "--output-dir", os.path.join(d, "ref")]
+    args = [str(fn["workspace_bytes"])]
+    for i, p in enumerate(fn["parameters"]):
+        x = np.array(oracle.draw(rng, tuple(p["shape"]), p["dtype"], positive, int_range), order="C")
+        np.save(os.path.join(d, f"in_{i}.npy"), x)
+        x.tofile(os.path.join(d, f"in_{i}.bin"))
+        cpu += ["--input", f"{p['name']}={os.path.join(d, f'in_{i}.npy')}"]
+        args.append(f"in:{p['bytes']}:in_{i}.bin")
+    proc = run(cpu)
+    if proc.returncode != 0:
+        return name, "gradc run (the CPU reference) failed: " + " | ".join(proc.stderr.strip().splitlines()[:3])
+    outputs = []
+    for i, r in enumerate(fn["results"]):
+        args.append(f"out:{r['bytes']}:out_{i}.bin")
+        outputs.append({"dtype": r["dtype"], "shape": r["shape"], "file": f"out_{i}.bin", "ref": f"ref/output_{i}.npy"})
+    if "#" not in name and "float32" in text:
+        # A float32 model's outputs carry float32 rounding of its whole depth: both targets are
+        # measured against its float64 twin on the same inputs (cast), and the GPU may be at most
+        # ERROR_RATIO times as far from it as the CPU.
+        with open(os.path.join(d, "model64.relay"), "w") as f:
+            f.write(float64_twin(text))
+        twin = [gradc, "run", os.path.join(d, "model64.relay"), *grad, "--output-dir", os.path.join(d, "truth")]
+        for i, p in enumerate(fn["parameters"]):
+            x = np.load(os.path.join(d, f"in_{i}.npy"))
+            np.save(os.path.join(d, f"in64_{i}.npy"), x.astype(np.float64) if x.dtype == np.float32 else x)
+            twin += ["--input", f"{p['name']}={os.path.join(d, f'in64_{i}.npy')}"]
+        proc = run(twin)
+        if proc.returncode != 0:
+            return name, "gradc run of the float64 twin failed: " + " | ".join(proc.stderr.strip().splitlines()[:3])
+        for i, o in enumerate(outputs):
+            o["truth"] = f"truth/output_{i}.npy"
+    proc = run(["cc", "-O1", "-std=c11", "-DENTRY=" + fn["symbol"], "-I" + os.path.join(CUDA, "include"),
+                os.path.join(HERE, "harness.c"), os.path.join(d, "m.o"), "-L" + os.path.join(CUDA, "lib64", "stubs"),
+                "-lcuda", "-lm", "-lpthread", "-o", os.path.join(d, "run")])
+    if proc.returncode != 0:
+        return name, "linking the harness failed: " + proc.stderr.strip()
+    with open(os.path.join(d, "case.json"), "w") as f:
+        json.dump({"name": name, "function": fn["name"], "args": args, "outputs": outputs,
+                   "kernels": len(fn.get("kernels", [])), "model": not name.count("#")}, f)
+    for leftover in os.listdir(d):  # only the raw inputs travel
+        if re.fullmatch(r"in(64)?_[0-9]+\.npy|m\.[oh]", leftover):
+            os.remove(os.path.join(d, leftover))
+    return name, None
+
+
+def prepare(args):
+    oracle = load_module("oracle", os.path.join(ROOT, "test", "oracle", "oracle.py"))
+    bench = load_module("bench", os.path.join(ROOT, "bench", "bench.py"))
+    cases = op_cases(args.gradc, oracle) + model_cases(bench)
+    if args.only:
+        cases = [c for c in cases if args.only in c[0]]
+    skipped = []
+    with tempfile.TemporaryDirectory(prefix="gradc-gpu-") as tmp:
+        work = os.path.join(tmp, "cases")
+        os.makedirs(work)
+        with concurrent.futures.ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
+            futures = [pool.submit(prepare_case, args.gradc, oracle, args.gpu_arch, work, *c) for c in cases]
+            for fut in futures:
+                name, why = fut.result()
+                if why:
+                    skipped.append(name)
+                    print(f"SKIP {name}: {why}")
+                    shutil.rmtree(os.path.join(work, re.sub(r"[^A-Za-z0-9_#.-]", "_", name)), ignore_errors=True)
+        with tarfile.open(args.bundle, "w:xz") as tar:
+            tar.add(work, arcname="cases")
+    print(f"{len(cases) - len(skipped)} cases in {args.bundle} ({os.path.getsize(args.bundle) >> 10} KiB), "
+          f"{len(skipped)} skipped")
+    return 0
+
+
+# ----------------------------------------------------------------------------------------------
+# check
+# ----------------------------------------------------------------------------------------------
+
+
+def compare(got, want):
+    if got.dtype.kind != "f":
+        bad = got != want
+        if not bad.any():
+            return None
+        where = tuple(int(i) for i in np.argwhere(bad)[0])
+        return f"{int(bad.sum())} of {got.size} differ, first at {where}: gpu {got[where]!r} vs cpu {want[where]!r}"
+    rtol, atol, floor = TOLERANCE[got.dtype.name]
+    g, w = got.astype(np.float64), want.astype(np.float64)
+    finite = np.isfinite(w)
+    scale = float(np.max(np.abs(w[finite]))) if finite.any() else 0.0
+    bad = ~np.isclose(g, w, rtol=rtol, atol=max(atol * scale, floor), equal_nan=True)
+    if not bad.any():
+        return None
+    err = np.where(np.isnan(g) != np.isnan(w), np.inf, np.abs(g - w))
+    err = np.where(bad, err, -1)
+    where = np.unravel_index(int(np.nanargmax(err)), got.shape)
+    return (f"{int(bad.sum())} of {got.size} differ, worst at {tuple(int(i) for i in where)}: "
+            f"gpu {g[where]!r} vs cpu {w[where]!r} (max |cpu| {scale:.3g})")
+
+
+def compare_to_truth(got, want, truth):
+    """None if the GPU's output is about as close to the float64 truth as the CPU's."""
+    if got.dtype.kind != "f":
+        return compare(got, want)
+    if (np.isnan(got) != np.isnan(want)).any():
+        return compare(got, want)
+    g, w = got.astype(np.float64), want.astype(np.float64)
+    scale = float(np.max(np.abs(truth), initial=0.0))
+    gpu, cpu = float(np.max(np.abs(g - truth), initial=0.0)), float(np.max(np.abs(w - truth), initial=0.0))
+    if gpu <= ERROR_RATIO * cpu + TOLERANCE[got.dtype.name][0] * scale:
+        return None
+    return (f"max error against float64 {gpu:.3g} on the GPU, {cpu:.3g} on the CPU "
+            f"(more than {ERROR_RATIO}x; max |truth| {scale:.3g})")
+
+
+def check_case(d, repeats):
+    with open(os.path.join(d, "case.json")) as f:
+        case = json.load(f)
+    cmd = [os.path.join(d, "run"), *case["args"]]
+    if repeats and case["model"]:
+        cmd.append(f"time:{repeats}")
+    try:
+        proc = subprocess.run(cmd, cwd=d, capture_output=True, text=True, timeout=300)
+    except subprocess.TimeoutExpired:
+        return case, "timed out", None
+    if proc.returncode != 0:
+        return case, f"exit {proc.returncode}: {proc.stderr.strip()}", None
+    timing = None
+    m = re.search(r"TIME ([0-9.]+) ([0-9.]+)", proc.stdout)
+    if m:
+        timing = (float(m.group(1)), float(m.group(2)))
+    for i, o in enumerate(case["outputs"]):
+        want = np.load(os.path.join(d, o["ref"]))
+        got = np.fromfile(os.path.join(d, o["file"]), dtype=o["dtype"]).reshape(o["shape"])
+        why = compare_to_truth(got, want, np.load(os.path.join(d, o["truth"]))) if "truth" in o else compare(got, want)
+        if why:
+            return case, (f"output {i}: {why}" if len(case["outputs"]) > 1 else why), timing
+    return case, None, timing
+
+
+def check(args):
+    work = tempfile.mkdtemp(prefix="gradc-gpu-")
+    with tarfile.open(args.bundle) as tar:
+        tar.extractall(work)
+    cases = sorted(os.listdir(os.path.join(work, "cases")))
+    lines, passed, failed = [], 0, 0
+    for c in cases:
+        case, why, timing = check_case(os.path.join(work, "cases", c), args.time)
+        label = f"{case['name']} ({case['function']}, {case['kernels']} kernels)"
+        if why is None:
+            passed += 1
+            line = f"PASS {label}"
+        else:
+            failed += 1
+            line = f"FAIL {label}: {why}"
+        if timing:
+            line += f"  time median {timing[0]:.3f} ms, min {timing[1]:.3f} ms"
+        print(line, flush=True)
+        lines.append(line)
+    summary = f"{passed} passed, {failed} failed"
+    print(summary)
+    if args.report:
+        with open(args.report, "w") as f:
+            f.write("\n".join(lines + [summary]) + "\n")
+    shutil.rmtree(work, ignore_errors=True)
+    return 1 if failed else 0
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    p = sub.add_parser("prepare")
+    p.add_argument("gradc")
+    p.add_argument("bundle")
+    p.add_argument("--only")
+    p.add_argument("--gpu-arch", default="sm_90")
+    c = sub.add_parser("check")
+    c.add_argument("bundle")
+    c.add_argument("--report")
+    c.add_argument("--time", type=int, default=0)
+    args = parser.parse_args()
+    return prepare(args) if args.command == "prepare" else check(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
