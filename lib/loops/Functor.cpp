@@ -3,6 +3,8 @@
 #include "gradc/loops/Lanes.h"
 #include "gradc/support/Diagnostics.h"
 
+#include <unordered_set>
+
 namespace gradc {
 
 void unhandled_loop_kind(const char *what) {
@@ -97,6 +99,31 @@ StmtPtr substitute(const StmtPtr &s, const VarValues &values) {
     }
   };
   return Substitute(values).mutate(s);
+}
+
+std::vector<BufferPtr> touched_buffers(const StmtPtr &s) {
+  class Collector : public LoopVisitor {
+  public:
+    std::vector<BufferPtr> buffers;
+    using LoopVisitor::visit;
+
+  private:
+    std::unordered_set<const Buffer *> seen_;
+    void note(const BufferPtr &b) {
+      if (b->scope != BufferScope::Local && seen_.insert(b.get()).second)
+        buffers.push_back(b);
+    }
+    void on_store(const StmtPtr &st) override {
+      note(st->buffer);
+      LoopVisitor::on_store(st);
+    }
+    void on_load(const LExprPtr &e) override {
+      note(e->buffer);
+      LoopVisitor::on_load(e);
+    }
+  } collector;
+  collector.visit(s);
+  return std::move(collector.buffers);
 }
 
 bool contains_loop(const StmtPtr &s, std::optional<ForKind> kind) {

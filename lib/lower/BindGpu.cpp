@@ -3,6 +3,13 @@
 // Runs after lowering for --target=cuda. The data-parallel loops at the top
 // of a kernel become one flat index over blockIdx/threadIdx; everything
 // inside them (reductions, the serial loops of a kernel) runs per thread.
+// A kernel that is a sequence of phases (batch norm's scale, then its
+// normalisation; a scatter's zero fill, then its writes) runs each phase that
+// starts with a data-parallel nest as a launch of its own: launches on one
+// stream run in order, so the phases still see each other's writes, and none
+// of them is left to a single thread because a sibling is not parallel.
+// Consecutive phases that are not data parallel share one single-thread
+// launch.
 //
 //===----------------------------------------------------------------------===//
 #include "gradc/loops/Functor.h"
@@ -33,38 +40,80 @@ StmtPtr serialize_unscheduled(const StmtPtr &body) {
   return Serialize().mutate(body);
 }
 
+/// The phases of a kernel body, each run as one launch: the statements of a
+/// top-level sequence, consecutive ones that are not data parallel together.
+std::vector<StmtPtr> phases(const StmtPtr &body) {
+  if (!body || body->kind != StmtKind::Seq)
+    return {body};
+  std::vector<StmtPtr> out, serial;
+  auto flush = [&] {
+    if (!serial.empty())
+      out.push_back(serial.size() == 1 ? serial[0] : seq(serial));
+    serial.clear();
+  };
+  for (const StmtPtr &s : body->seq) {
+    if (s && data_parallel(*s)) {
+      flush();
+      out.push_back(s);
+    } else if (s) {
+      serial.push_back(s);
+    }
+  }
+  flush();
+  return out;
+}
+
+void bind(Kernel &k, const Target &target) {
+  std::vector<const Stmt *> nest;
+  for (const Stmt *s = k.body.get(); s && data_parallel(*s); s = s->body.get())
+    nest.push_back(s);
+  if (nest.empty()) {
+    k.body = serialize_unscheduled(k.body); // a serial kernel: one thread
+    return;
+  }
+  Shape extents;
+  for (const Stmt *s : nest)
+    extents.push_back(s->extent);
+  int64_t total = num_elements(extents);
+  if (total == 0) { // nothing to compute: one thread that does nothing (a grid of 0 cannot launch)
+    k.body = seq({});
+    return;
+  }
+  k.block = std::min({total, kThreadsPerBlock, int64_t(target.max_threads_per_block)});
+  k.grid = (total + k.block - 1) / k.block;
+  auto bx = std::make_shared<LVar>(LVar{"blockIdx.x"});
+  auto tx = std::make_shared<LVar>(LVar{"threadIdx.x"});
+  LExprPtr flat = binary(BinaryOp::Add, binary(BinaryOp::Mul, var_ref(bx), int_imm(k.block)), var_ref(tx));
+  Index idx = unravel_index(flat, extents);
+  VarValues values;
+  for (size_t d = 0; d < nest.size(); ++d)
+    values[nest[d]->var.get()] = idx[d];
+  StmtPtr inner = serialize_unscheduled(substitute(nest.back()->body, values));
+  StmtPtr guarded = if_then(compare(CompareOp::LT, flat, int_imm(total)), inner);
+  k.body = for_loop(bx, k.grid, ForKind::BlockIdx, for_loop(tx, k.block, ForKind::ThreadIdx, guarded));
+}
+
 } // namespace
 
 void bind_gpu_threads(LoweredFunction &fn, const Target &target) {
+  std::vector<Kernel> launches;
   for (Kernel &k : fn.kernels) {
-    std::vector<const Stmt *> nest;
-    for (const Stmt *s = k.body.get(); s && data_parallel(*s); s = s->body.get())
-      nest.push_back(s);
-    if (nest.empty()) {
-      k.body = serialize_unscheduled(k.body); // a serial kernel: one thread
+    std::vector<StmtPtr> parts = phases(k.body);
+    if (parts.size() <= 1) {
+      bind(k, target);
+      launches.push_back(std::move(k));
       continue;
     }
-    Shape extents;
-    for (const Stmt *s : nest)
-      extents.push_back(s->extent);
-    int64_t total = num_elements(extents);
-    if (total == 0) { // nothing to compute: one thread that does nothing (a grid of 0 cannot launch)
-      k.body = seq({});
-      continue;
+    for (size_t i = 0; i < parts.size(); ++i) {
+      Kernel part;
+      part.name = k.name + "_" + std::to_string(i);
+      part.body = parts[i];
+      part.buffers = touched_buffers(part.body);
+      bind(part, target);
+      launches.push_back(std::move(part));
     }
-    k.block = std::min({total, kThreadsPerBlock, int64_t(target.max_threads_per_block)});
-    k.grid = (total + k.block - 1) / k.block;
-    auto bx = std::make_shared<LVar>(LVar{"blockIdx.x"});
-    auto tx = std::make_shared<LVar>(LVar{"threadIdx.x"});
-    LExprPtr flat = binary(BinaryOp::Add, binary(BinaryOp::Mul, var_ref(bx), int_imm(k.block)), var_ref(tx));
-    Index idx = unravel_index(flat, extents);
-    VarValues values;
-    for (size_t d = 0; d < nest.size(); ++d)
-      values[nest[d]->var.get()] = idx[d];
-    StmtPtr inner = serialize_unscheduled(substitute(nest.back()->body, values));
-    StmtPtr guarded = if_then(compare(CompareOp::LT, flat, int_imm(total)), inner);
-    k.body = for_loop(bx, k.grid, ForKind::BlockIdx, for_loop(tx, k.block, ForKind::ThreadIdx, guarded));
   }
+  fn.kernels = std::move(launches);
 }
 
 } // namespace gradc

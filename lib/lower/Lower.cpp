@@ -25,27 +25,6 @@ namespace gradc {
 
 namespace {
 
-/// Every non-Local buffer a kernel body reads or writes, in first-use order.
-class BufferCollector : public LoopVisitor {
-public:
-  std::vector<BufferPtr> buffers;
-
-private:
-  std::unordered_set<const Buffer *> seen_;
-  void note(const BufferPtr &b) {
-    if (b->scope != BufferScope::Local && seen_.insert(b.get()).second)
-      buffers.push_back(b);
-  }
-  void on_store(const StmtPtr &s) override {
-    note(s->buffer);
-    LoopVisitor::on_store(s);
-  }
-  void on_load(const LExprPtr &e) override {
-    note(e->buffer);
-    LoopVisitor::on_load(e);
-  }
-};
-
 class FunctionLowering : ExprFunctor<LExprPtr(const Index &)> {
 public:
   FunctionLowering(const Function &fn, const LowerOptions &opts) : fn_(fn), opts_(opts) {}
@@ -123,9 +102,7 @@ private:
     Kernel k;
     k.name = name;
     k.body = std::move(body);
-    BufferCollector collector;
-    collector.visit(k.body);
-    k.buffers = std::move(collector.buffers);
+    k.buffers = touched_buffers(k.body);
     out_.kernels.push_back(std::move(k));
   }
 

@@ -312,6 +312,29 @@ struct ConvProduct {
 };
 
 StmtPtr conv_product(KernelCtx &k, GemmStrategy strategy, const ConvProduct &p) {
+  // On a GPU, a product of few outputs and a long K (a weight gradient, K
+  // summing over every image and pixel) in chunks of K by threads of their
+  // own: one thread per output left most of the device idle.
+  Shape all = p.loops;
+  all.insert(all.end(), {p.M, p.N});
+  auto split_at = [&](const LExprPtr &o) {
+    Index i = unravel_index(o, all);
+    LExprPtr m = i[i.size() - 2], n = i.back();
+    i.resize(i.size() - 2);
+    return std::tuple{i, m, n};
+  };
+  DType dt = k.call.type.dtype;
+  if (StmtPtr split = gpu_split_sums(
+          k, num_elements(all), p.K, dtype_info(dt).accumulator,
+          [&](const LExprPtr &o, const LExprPtr &kk) {
+            auto [at, m, n] = split_at(o);
+            return mul(p.a(at, m, kk), p.b(at, kk, n));
+          },
+          [&](const LExprPtr &o, const LExprPtr &total) {
+            auto [at, m, n] = split_at(o);
+            return store(k.out(), p.out_flat(at, m, n), k.finish(p.out_index(at, m, n), cast(dt, total)));
+          }))
+    return split;
   return loop_nest(
       p.loops,
       [&](const Index &at) {

@@ -155,26 +155,33 @@ Type nll_loss_backward_rel(RelationCtx &ctx) {
   return *p;
 }
 
-/// dpred[.., c, ..] = -w[t] g / (total weight if mean) where c == t and t counts
+/// dpred[.., c, ..] = -w[t] g / (total weight if mean) where c == t and t counts.
+/// The total weight is summed first, into a scratch word, so that the writes
+/// of dpred are a nest of their own (parallel on the CPU, a launch of their
+/// own on the GPU) rather than the tail of a serial sum.
 StmtPtr nll_loss_backward_kernel(KernelCtx &k) {
   NllShape s(k.arg_type(1).shape);
   DType dt = k.out()->dtype;
   const std::string reduction = k.attrs_as<NllAttrs>().reduction;
   LExprPtr zero_f = constant_of(0, dt), zero = int_imm(0);
   DType at = dtype_info(dt).accumulator; // the total weight sums in the accumulator dtype
-  BufferPtr wsum = k.local("weight", at), wsum_c = k.local("weight_carry", at);
-  std::vector<StmtPtr> stmts{store(wsum, zero, constant_of(1, at))};
+  std::vector<StmtPtr> stmts;
+  LExprPtr total = constant_of(1, at);
   if (reduction == "mean") { // the total weight, compensated as the loss's
-    stmts = {store(wsum, zero, constant_of(0, at)), store(wsum_c, zero, constant_of(0, at)),
-             loop_nest(
-                 s.target,
-                 [&](const Index &tidx) {
-                   auto [cls, counted] = nll_target(k, 2, s, tidx);
-                   LExprPtr w = select(counted, nll_weight(k, 3, cls, dt), zero_f);
-                   return neumaier(wsum, wsum_c, zero, cast(at, w));
-                 },
-                 ForKind::Reduce, "r"),
-             store(wsum, zero, neumaier_total(wsum, wsum_c, zero))};
+    BufferPtr wsum = k.local("weight", at), wsum_c = k.local("weight_carry", at);
+    BufferPtr word = k.scratch("weight_total", at, 1);
+    StmtPtr sum = loop_nest(
+        s.target,
+        [&](const Index &tidx) {
+          auto [cls, counted] = nll_target(k, 2, s, tidx);
+          LExprPtr w = select(counted, nll_weight(k, 3, cls, dt), zero_f);
+          return neumaier(wsum, wsum_c, zero, cast(at, w));
+        },
+        ForKind::Reduce, "r");
+    stmts.push_back(alloc(wsum, alloc(wsum_c, seq({store(wsum, zero, constant_of(0, at)),
+                                                   store(wsum_c, zero, constant_of(0, at)), sum,
+                                                   store(word, zero, neumaier_total(wsum, wsum_c, zero))}))));
+    total = load(word, zero);
   }
   stmts.push_back(loop_nest(s.pred, [&](const Index &pidx) {
     Index tidx = pidx;
@@ -183,11 +190,10 @@ StmtPtr nll_loss_backward_kernel(KernelCtx &k) {
     auto [cls, counted] = nll_target(k, 2, s, tidx);
     LExprPtr hit = binary(BinaryOp::And, counted, compare(CompareOp::EQ, cls, c));
     LExprPtr g = k.in(0, reduction == "none" ? tidx : Index{});
-    LExprPtr value =
-        cast(dt, binary(BinaryOp::Div, cast(at, unary(UnaryOp::Neg, mul(nll_weight(k, 3, cls, dt), g))), load(wsum, zero)));
+    LExprPtr value = cast(dt, binary(BinaryOp::Div, cast(at, unary(UnaryOp::Neg, mul(nll_weight(k, 3, cls, dt), g))), total));
     return store(k.out(), flat_index(s.pred, pidx), select(hit, value, zero_f));
   }));
-  return alloc(wsum, alloc(wsum_c, seq(std::move(stmts))));
+  return seq(std::move(stmts));
 }
 
 //===--- grad.nll_loss_weights_backward -----------------------------------===//

@@ -101,6 +101,11 @@ StmtPtr sum_kernel(KernelCtx &k, bool mean) {
           [&](const LExprPtr &l, const LExprPtr &i) { return reduced_element(k, r, unravel_index(at(l), r.out), i); },
           [&](const LExprPtr &l, const LExprPtr &total) { return store(out, at(l), finish(total)); });
     });
+  if (StmtPtr split = gpu_split_sums(
+          k, outputs, r.count, acc,
+          [&](const LExprPtr &o, const LExprPtr &i) { return reduced_element(k, r, unravel_index(o, r.out), i); },
+          [&](const LExprPtr &o, const LExprPtr &total) { return store(out, o, finish(total)); }))
+    return split;
   // Where the innermost reduced axis is the input's last and a multiple of
   // the lanes long, a block of lanes never crosses it: its start is split
   // into indices once and the lanes step along that axis (one vector load;

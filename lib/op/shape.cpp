@@ -265,17 +265,23 @@ StmtPtr collapse_sum_kernel(KernelCtx &k) {
     if (d < lead || out[d - lead] != in[d])
       red_shape.push_back(in[d]);
   DType acc = dtype_info(k.out()->dtype).accumulator;
+  auto element = [&](const Index &oidx, const LExprPtr &flat) {
+    Index ridx = unravel_index(flat, red_shape), idx;
+    size_t r = 0;
+    for (size_t d = 0; d < in.size(); ++d)
+      idx.push_back(d < lead || out[d - lead] != in[d] ? ridx[r++] : oidx[d - lead]);
+    return k.in(0, idx);
+  };
+  if (StmtPtr split = gpu_split_sums(
+          k, num_elements(out), num_elements(red_shape), acc,
+          [&](const LExprPtr &o, const LExprPtr &i) { return element(unravel_index(o, out), i); },
+          [&](const LExprPtr &o, const LExprPtr &total) { return store(k.out(), o, cast(k.out()->dtype, total)); }))
+    return split;
   return loop_nest(out, [&](const Index &oidx) {
-    auto element = [&](const LExprPtr &flat) {
-      Index ridx = unravel_index(flat, red_shape), idx;
-      size_t r = 0;
-      for (size_t d = 0; d < in.size(); ++d)
-        idx.push_back(d < lead || out[d - lead] != in[d] ? ridx[r++] : oidx[d - lead]);
-      return k.in(0, idx);
-    };
-    return compensated_sum(k, num_elements(red_shape), acc, element, [&](const LExprPtr &total) {
-      return store(k.out(), flat_index(out, oidx), cast(k.out()->dtype, total));
-    });
+    return compensated_sum(k, num_elements(red_shape), acc, [&](const LExprPtr &i) { return element(oidx, i); },
+                           [&](const LExprPtr &total) {
+                             return store(k.out(), flat_index(out, oidx), cast(k.out()->dtype, total));
+                           });
   });
 }
 

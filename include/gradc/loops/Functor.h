@@ -173,6 +173,9 @@ StmtPtr with_for(const Stmt &loop, ForKind kind, StmtPtr body);
 using VarValues = std::unordered_map<const LVar *, LExprPtr>;
 StmtPtr substitute(const StmtPtr &s, const VarValues &values);
 
+/// Every non-Local buffer that `s` reads or writes, in first-use order.
+std::vector<BufferPtr> touched_buffers(const StmtPtr &s);
+
 /// Whether `s` contains a loop (of `kind`, if given).
 bool contains_loop(const StmtPtr &s, std::optional<ForKind> kind = std::nullopt);
 
