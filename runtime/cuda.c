@@ -8,6 +8,7 @@
 
 #include <dlfcn.h>
 #include <limits.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -35,7 +36,50 @@ struct gradc_rt_cuda_driver {
   int (*module_unload)(void *module);
   int (*memset_d8)(uint64_t address, unsigned char value, size_t bytes);    /* only with a status word */
   int (*memcpy_dtoh)(void *destination, uint64_t source, size_t bytes);     /* only with a status word */
+  int (*ctx_get_id)(void *context, unsigned long long *id);                 /* optional (CUDA 12) */
 };
+
+/* Modules stay loaded, one per (context, PTX): loading a module (the driver JIT-compiles the
+ * PTX or fetches it from its disk cache) took about as long as the kernels of a small training
+ * step. A context is named by its unique id (cuCtxGetId, CUDA 12), which no later context
+ * reuses, so a destroyed context's entry can never be hit again; with a driver that lacks it,
+ * each call loads and unloads its module as before. The table is this object's own (the
+ * runtime is linked into every object), so a PTX pointer in it is always this object's. When
+ * the table is full, calls with a new key load and unload as before. */
+enum { GRADC_RT_CUDA_MODULES = 16 };
+static struct gradc_rt_cuda_module {
+  const char *ptx;
+  unsigned long long context_id;
+  void *module;
+} gradc_rt_cuda_modules[GRADC_RT_CUDA_MODULES];
+static int gradc_rt_cuda_num_modules;
+static pthread_mutex_t gradc_rt_cuda_modules_lock = PTHREAD_MUTEX_INITIALIZER;
+
+/* The module of `ptx` in `context`: a cached one (*cached = 1), or one loaded now that the
+ * caller unloads when done (*cached = 0). Returns 0 when loading fails. */
+static int gradc_rt_cuda_module(const struct gradc_rt_cuda_driver *d, void *context, const char *ptx,
+                                void **module, int *cached) {
+  unsigned long long id = 0;
+  *cached = 0;
+  if (d->ctx_get_id == NULL || d->ctx_get_id(context, &id) != GRADC_RT_CUDA_SUCCESS)
+    return d->module_load_data(module, ptx) == GRADC_RT_CUDA_SUCCESS;
+  pthread_mutex_lock(&gradc_rt_cuda_modules_lock);
+  for (int i = 0; i < gradc_rt_cuda_num_modules; ++i)
+    if (gradc_rt_cuda_modules[i].ptx == ptx && gradc_rt_cuda_modules[i].context_id == id) {
+      *module = gradc_rt_cuda_modules[i].module;
+      *cached = 1;
+      pthread_mutex_unlock(&gradc_rt_cuda_modules_lock);
+      return 1;
+    }
+  int loaded = d->module_load_data(module, ptx) == GRADC_RT_CUDA_SUCCESS;
+  if (loaded && gradc_rt_cuda_num_modules < GRADC_RT_CUDA_MODULES) {
+    struct gradc_rt_cuda_module entry = {ptx, id, *module};
+    gradc_rt_cuda_modules[gradc_rt_cuda_num_modules++] = entry;
+    *cached = 1;
+  }
+  pthread_mutex_unlock(&gradc_rt_cuda_modules_lock);
+  return loaded;
+}
 
 /* POSIX guarantees that dlsym's data pointer converts to a function pointer; memcpy says so
  * without a cast that ISO C does not define. */
@@ -61,6 +105,8 @@ static int gradc_rt_cuda_open(struct gradc_rt_cuda_driver *d) {
   found &= gradc_rt_cuda_resolve(lib, "cuLaunchKernel", &d->launch_kernel);
   found &= gradc_rt_cuda_resolve(lib, "cuStreamSynchronize", &d->stream_synchronize);
   found &= gradc_rt_cuda_resolve(lib, "cuModuleUnload", &d->module_unload);
+  if (!gradc_rt_cuda_resolve(lib, "cuCtxGetId", &d->ctx_get_id))
+    d->ctx_get_id = NULL;
   return found;
 }
 
@@ -110,8 +156,9 @@ int32_t gradc_rt_cuda_run(const char *ptx, const gradc_rt_cuda_launch *launches,
 
   int32_t status = GRADC_RT_DRIVER_FAILED;
   void *module = NULL;
+  int cached = 0;
   if ((status_word == NULL || d.memset_d8(status_address, 0, sizeof(int64_t)) == GRADC_RT_CUDA_SUCCESS) &&
-      d.module_load_data(&module, ptx) == GRADC_RT_CUDA_SUCCESS) {
+      gradc_rt_cuda_module(&d, context, ptx, &module, &cached)) {
     int32_t launched = gradc_rt_cuda_launch_all(&d, module, launches, num_launches, stream);
     /* Also after a failed launch, so that no kernel still runs when its module is unloaded. */
     int synced = launched == 0 || d.stream_synchronize(stream) == GRADC_RT_CUDA_SUCCESS;
@@ -122,7 +169,8 @@ int32_t gradc_rt_cuda_run(const char *ptx, const gradc_rt_cuda_launch *launches,
       else if (d.memcpy_dtoh(&reported, status_address, sizeof reported) == GRADC_RT_CUDA_SUCCESS)
         status = (int32_t)reported;
     }
-    d.module_unload(module);
+    if (!cached)
+      d.module_unload(module);
   }
   if (pushed)
     d.ctx_pop_current(&context);

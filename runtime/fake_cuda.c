@@ -1,7 +1,8 @@
 /* fake_cuda.c - a stand-in libcuda.so.1 for runtime/test_cuda.c, built by runtime/run_tests.sh.
  * It implements the driver functions that cuda.c resolves, writes every call to a log that the
  * test reads back, and fails a chosen call on request. Built with -DFAKE_CUDA_WITHOUT_UNLOAD it
- * lacks cuModuleUnload, like a driver too old for the runtime. */
+ * lacks cuModuleUnload, like a driver too old for the runtime; with -DFAKE_CUDA_CONTEXT_IDS it
+ * has cuCtxGetId (CUDA 12), with which the runtime keeps modules loaded. */
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -46,6 +47,22 @@ void fake_cuda_reset(const char *fail_call, int fail_on, int has_context) {
 }
 
 const char *fake_cuda_log(void) { return fake_log; }
+
+#ifdef FAKE_CUDA_CONTEXT_IDS
+static unsigned long long fake_context_id = 1;
+
+/* The id that cuCtxGetId gives every context from now on: a new id is a new context. */
+void fake_cuda_set_context_id(unsigned long long id) { fake_context_id = id; }
+
+int cuCtxGetId(void *context, unsigned long long *id) {
+  int fail = fake_call("cuCtxGetId");
+  fake_write("(%s)", context == &fake_app_context ? "app_context" : context == &fake_buffer_context ? "buffer_context" : "?");
+  if (fail)
+    return FAKE_CUDA_ERROR;
+  *id = fake_context_id;
+  return 0;
+}
+#endif
 
 int cuInit(unsigned flags) {
   int fail = fake_call("cuInit");

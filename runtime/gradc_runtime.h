@@ -44,9 +44,10 @@ int32_t gradc_rt_get_num_threads(void);
 void gradc_rt_shutdown(void);
 
 /* ---- CUDA host launcher (cuda.c) -----------------------------------------------------------
- * Keeps no state between calls: libcuda is looked up with dlopen on every call (dlopen only
- * counts references once the library is loaded) and never closed, because unloading the
- * driver under live contexts is unsafe. */
+ * libcuda is looked up with dlopen on every call (dlopen only counts references once the
+ * library is loaded) and never closed, because unloading the driver under live contexts is
+ * unsafe. Its one piece of state is a table of loaded modules, one per (context, PTX), kept
+ * where the driver names contexts by a unique id (cuCtxGetId); see cuda.c. */
 
 /* One kernel launch, with a 1-D grid of 1-D blocks and no dynamic shared memory. */
 typedef struct gradc_rt_cuda_launch {
@@ -56,9 +57,10 @@ typedef struct gradc_rt_cuda_launch {
   void **args;        /* cuLaunchKernel's kernelParams: the address of each parameter's value */
 } gradc_rt_cuda_launch;
 
-/* Loads `ptx` (NUL-terminated) as a module, launches `launches[0 .. num_launches)` in order on
- * `stream` (a CUstream; NULL is the legacy default stream), waits for the stream, unloads the
- * module. A calling thread with no current CUDA context borrows, for the call, the context
+/* Loads `ptx` (NUL-terminated) as a module, or finds it loaded in this context already,
+ * launches `launches[0 .. num_launches)` in order on `stream` (a CUstream; NULL is the legacy
+ * default stream), and waits for the stream. A module that could not be kept (no cuCtxGetId,
+ * or the table full) is unloaded. A calling thread with no current CUDA context borrows, for the call, the context
  * that owns the device address `context_owner` (one of the call's buffers).
  * Returns 0 on success (also when num_launches is 0, without opening libcuda); 3 when
  * libcuda.so.1 or one of the driver functions it needs cannot be found; 4 when a driver call

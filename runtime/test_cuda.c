@@ -131,6 +131,43 @@ static void test_fake_driver(void) {
         fake_log());
 }
 
+/* With cuCtxGetId, a module is loaded once per context and PTX and kept: the second call in
+ * the same context launches without loading, a new context loads again, a failed load is not
+ * kept, and nothing is unloaded. */
+static void test_cached_modules(void) {
+  void (*set_id)(unsigned long long) = NULL;
+  void *lib = dlopen("libcuda.so.1", RTLD_NOW);
+  void *sym = lib ? dlsym(lib, "fake_cuda_set_context_id") : NULL;
+  memcpy(&set_id, &sym, sizeof sym);
+  check(set_id != NULL, "the fake has cuCtxGetId", "build it with -DFAKE_CUDA_CONTEXT_IDS");
+  if (set_id == NULL)
+    return;
+  char launches[512], s[32], want[1024];
+  snprintf(s, sizeof s, "%p", stream);
+  snprintf(launches, sizeof launches,
+           "cuModuleGetFunction(module,m_f_k0) cuLaunchKernel(m_f_k0,8x1x1,256x1x1,0,%s,11,NULL) "
+           "cuModuleGetFunction(module,m_f_k1) cuLaunchKernel(m_f_k1,1x1x1,32x1x1,0,%s,22,NULL) "
+           "cuStreamSynchronize(%s)",
+           s, s, s);
+  const char *start = "cuInit(0) cuCtxGetCurrent cuCtxGetId(app_context)";
+  set_id(1);
+  snprintf(want, sizeof want, "%s cuModuleLoadData(PTX)", start);
+  expect("a failed load fails the call", "cuModuleLoadData", 1, 1, 4, want);
+  snprintf(want, sizeof want, "%s cuModuleLoadData(PTX) %s", start, launches);
+  expect("the next call loads again (a failed load is not kept) and keeps the module", NULL, 0, 1, 0, want);
+  snprintf(want, sizeof want, "%s %s", start, launches);
+  expect("the second call in that context launches without loading", NULL, 0, 1, 0, want);
+  set_id(2);
+  snprintf(want, sizeof want, "%s cuModuleLoadData(PTX) %s", start, launches);
+  expect("a new context loads the module again", NULL, 0, 1, 0, want);
+  set_id(3);
+  snprintf(want, sizeof want,
+           "cuInit(0) cuCtxGetCurrent cuPointerGetAttribute(1,0x7000) cuCtxPushCurrent_v2(buffer_context) "
+           "cuCtxGetId(buffer_context) cuModuleLoadData(PTX) %s cuCtxPopCurrent_v2",
+           launches);
+  expect("a borrowed context is the one that keeps the module", NULL, 0, 0, 0, want);
+}
+
 int main(int argc, char **argv) {
   const char *mode = argc > 1 ? argv[1] : "";
   if (strcmp(mode, "fake") == 0) {
@@ -142,6 +179,9 @@ int main(int argc, char **argv) {
       int32_t status = gradc_rt_cuda_run(ptx, two_launches, 2, stream, owner, NULL);
       check(status == 3 && fake_log()[0] == '\0', "a driver without cuModuleUnload: status 3, no call", fake_log());
     }
+  } else if (strcmp(mode, "cached") == 0) {
+    if (find_fake_driver())
+      test_cached_modules();
   } else if (strcmp(mode, "absent") == 0) {
     void *real = dlopen("libcuda.so.1", RTLD_NOW);
     if (real != NULL) {
@@ -150,7 +190,7 @@ int main(int argc, char **argv) {
     }
     check(gradc_rt_cuda_run(ptx, two_launches, 2, stream, owner, NULL) == 3, "no libcuda.so.1: status 3", "");
   } else {
-    fprintf(stderr, "usage: test_cuda fake|incomplete|absent\n");
+    fprintf(stderr, "usage: test_cuda fake|incomplete|absent|cached\n");
     return 2;
   }
   return failures != 0;

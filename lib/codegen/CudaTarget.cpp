@@ -4,9 +4,9 @@
 // with libdevice linked in for math, and the host stub, whose entry points check
 // their arguments and pass the embedded PTX and a description of each launch to
 // the runtime's gradc_rt_cuda_run (runtime/cuda.c, linked in with every symbol
-// internal), which opens libcuda at run time, loads the PTX, launches the kernels
-// in order on the caller's stream, waits and unloads, keeping no global state
-// (SPEC §8).
+// internal), which opens libcuda at run time, loads the PTX once per CUDA
+// context (a table of loaded modules, the object's one piece of state),
+// launches the kernels in order on the caller's stream and waits (SPEC §8).
 //
 //===----------------------------------------------------------------------===//
 #include "Emitter.h"

@@ -656,8 +656,11 @@ std::string emit_c_header(const LoweredModule &module, const std::vector<Functio
        << " * starts them again. Unloading the object (dlclose) stops them by itself.\n";
   os << " *\n"
      << " * Every buffer is dense and row-major, aligned to " << P << "_ALIGNMENT bytes,\n"
-     << " * and overlaps no other." << (cuda ? " The functions keep no global state: threads may call\n"
-                                               " * them at once, each with its own workspace."
+     << " * and overlaps no other." << (cuda ? " Threads may call the functions at once, each with its\n"
+                                               " * own workspace. The object's one piece of global state is a table of\n"
+                                               " * loaded modules: the first call in a CUDA context loads the PTX, later\n"
+                                               " * calls in it reuse the module (with a driver that has cuCtxGetId,\n"
+                                               " * CUDA 12; an older one loads and unloads it on every call)."
                                              : "")
      << " float16 elements are passed as\n"
      << " * their IEEE bit pattern (uint16_t), bool elements as one byte, 0 or 1.\n"
