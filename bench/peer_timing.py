@@ -15,6 +15,19 @@ def _pass_ms(f, calls):
     return (time.perf_counter() - start) * 1e3 / calls
 
 
+def on(device, f):
+    """f, or on a GPU f followed by waiting for the device (its kernels run
+    asynchronously, so a call's time is only known once they are done)."""
+    if device == "cpu":
+        return f
+    import torch
+
+    def call():
+        f()
+        torch.cuda.synchronize()
+    return call
+
+
 def report(f, policy):
     """Warms f up and times it under `policy`; prints "MS SETTLED"."""
     min_warm_ms, max_warm_ms, pass_ms, passes = (float(v) for v in policy.split(","))

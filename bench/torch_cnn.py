@@ -2,7 +2,8 @@
 in a process of its own under the policy of bench/peer_timing.py; prints
 "MS SETTLED". Usage: torch_cnn.py THREADS conv POLICY   (conv2d 3x3, 64->64,
 56x56, batch 8, forward) | torch_cnn.py THREADS step POLICY (the CNN training
-step of samples-style layers, batch 32, 3x32x32). bench/bench.py starts it with
+step of samples-style layers, batch 32, 3x32x32) [cuda] (cuda: on the GPU, each
+timed call waiting for the device). bench/bench.py starts it with
 OMP_NUM_THREADS, OPENBLAS_NUM_THREADS and MKL_NUM_THREADS set to THREADS;
 PyTorch's own thread counts are set here before any operation."""
 import sys
@@ -13,25 +14,25 @@ import torch.nn.functional as F
 import peer_timing
 
 threads, what, policy = int(sys.argv[1]), sys.argv[2], sys.argv[3]
+device = sys.argv[4] if len(sys.argv) > 4 else "cpu"
 torch.set_num_threads(threads)
 torch.set_num_interop_threads(threads)
 torch.manual_seed(0)
 
 if what == "conv":
     torch.set_grad_enabled(False)
-    x = torch.rand(8, 64, 56, 56)
-    w = torch.rand(64, 64, 3, 3) * 0.05
-    peer_timing.report(lambda: F.conv2d(x, w, padding=1), policy)
+    x = torch.rand(8, 64, 56, 56).to(device)
+    w = (torch.rand(64, 64, 3, 3) * 0.05).to(device)
+    peer_timing.report(peer_timing.on(device, lambda: F.conv2d(x, w, padding=1)), policy)
 else:
-    x = torch.rand(32, 3, 32, 32)
-    y = torch.arange(32) % 10
+    x = torch.rand(32, 3, 32, 32).to(device)
+    y = (torch.arange(32) % 10).to(device)
     params = {
         "w1": torch.rand(16, 3, 3, 3) * 0.2, "g1": torch.ones(16), "b1": torch.zeros(16),
         "w2": torch.rand(32, 16, 3, 3) * 0.1, "g2": torch.ones(32), "b2": torch.zeros(32),
         "w3": torch.rand(64, 32, 3, 3) * 0.05, "w4": torch.rand(10, 64) * 0.1, "b4": torch.zeros(10),
     }
-    for p in params.values():
-        p.requires_grad_()
+    params = {name: t.to(device).requires_grad_() for name, t in params.items()}
     p = params
 
     def step():
@@ -45,4 +46,4 @@ else:
         loss = F.nll_loss(F.log_softmax(h @ p["w4"].t() + p["b4"], dim=-1), y)
         loss.backward()
 
-    peer_timing.report(step, policy)
+    peer_timing.report(peer_timing.on(device, step), policy)

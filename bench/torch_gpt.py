@@ -2,7 +2,8 @@
 GPT-style training step (forward, mean cross-entropy loss, backward for every
 weight), float32, timed in a process of its own under the policy of
 bench/peer_timing.py; prints "MS SETTLED".
-Usage: torch_gpt.py THREADS step POLICY
+Usage: torch_gpt.py THREADS step POLICY [cuda]   (cuda: the same step on the GPU,
+each timed call waiting for the device, for the README's GPU section)
 bench/bench.py starts it with OMP_NUM_THREADS, OPENBLAS_NUM_THREADS and
 MKL_NUM_THREADS set to THREADS; PyTorch's own thread counts are set here before
 any operation.
@@ -34,6 +35,7 @@ import torch.nn.functional as F
 import peer_timing
 
 threads, what, policy = int(sys.argv[1]), sys.argv[2], sys.argv[3]
+device = sys.argv[4] if len(sys.argv) > 4 else "cpu"
 torch.set_num_threads(threads)
 torch.set_num_interop_threads(threads)
 torch.manual_seed(0)
@@ -43,9 +45,9 @@ if what != "step":
 B, T, C, H, D, HIDDEN, V = 8, 64, 128, 4, 32, 512, 1000
 SCALE = 1.0 / math.sqrt(D)
 
-tokens = torch.randint(0, V, (B, T))
-targets = torch.randint(0, V, (B, T))
-mask = torch.triu(torch.full((T, T), -1e9), diagonal=1)
+tokens = torch.randint(0, V, (B, T)).to(device)
+targets = torch.randint(0, V, (B, T)).to(device)
+mask = torch.triu(torch.full((T, T), -1e9), diagonal=1).to(device)
 
 
 def normal(*shape):
@@ -62,8 +64,7 @@ params = {
     "W1": normal(HIDDEN, C), "b1": normal(HIDDEN),
     "W2": normal(C, HIDDEN), "b2": normal(C),
 }
-for t in params.values():
-    t.requires_grad_()
+params = {name: t.to(device).requires_grad_() for name, t in params.items()}
 p = params
 
 
@@ -91,4 +92,4 @@ def step():
     loss_of().backward()
 
 
-peer_timing.report(step, policy)
+peer_timing.report(peer_timing.on(device, step), policy)
