@@ -185,6 +185,77 @@ private:
   }
 };
 
+/// The reverse walk, apart from what a caller wraps around it (which values
+/// are seeded, what the result is, how adjoints are named): over the forward
+/// bindings from last to first, each binding's rule adds to its inputs'
+/// adjoints; the backward bindings are appended through the builder.
+class ReverseWalk {
+public:
+  explicit ReverseWalk(Builder &b) : b_(b), adj_(b), step_(b, adj_, missing_, blocked_) {}
+
+  /// adj[x] += g before the walk (g has x's type).
+  void seed(const ExprPtr &x, const ExprPtr &g) { adj_.add(x, g); }
+
+  /// Walks body[0, num_forward) backwards. Once a rule is missing, the walk
+  /// goes on marking what lies behind it as blocked, so every missing rule
+  /// on the way to a seeded value is found.
+  void run(const std::vector<Binding> &body, size_t num_forward) {
+    for (size_t i = num_forward; i-- > 0;) {
+      Binding bind = body[i]; // copied: `body` grows as the walk emits
+      const Expr &value = *bind.value;
+      b_.set_span(value.span);
+      if (blocked_.count(bind.var.get())) {
+        if (value.kind == ExprKind::Call && !value.op->has_gradient())
+          missing_[value.op->name].push_back(value.span);
+        if (value.kind != ExprKind::Call || !value.op->no_gradient)
+          for (const ExprPtr &a : value.args)
+            blocked_.insert(a.get());
+      }
+      step_.run(bind);
+    }
+  }
+
+  /// Every operator without a gradient that the walk reached, in source
+  /// order, as errors; throws CompileError if there was one.
+  void report(DiagEngine &diag) const {
+    std::vector<std::pair<Span, std::string>> errors;
+    for (const auto &[name, spans] : missing_)
+      for (Span s : spans)
+        errors.push_back({s, name});
+    std::sort(errors.begin(), errors.end(), [](auto &a, auto &b) { return a.first.begin < b.first.begin; });
+    for (const auto &[span, name] : errors)
+      diag.error(span, "no gradient is registered for operator '" + name + "'");
+    diag.check();
+  }
+
+  /// adj[x] as one expression of x's type; null if no path reached x.
+  ExprPtr value(const ExprPtr &x) { return adj_.value(x); }
+  /// adj[x] if it is a single tensor expression already, else null.
+  ExprPtr tensor(const ExprPtr &x) const { return adj_.find(x).tensor; }
+
+private:
+  Builder &b_;
+  Adjoints adj_;
+  std::map<std::string, std::vector<Span>> missing_;
+  std::unordered_set<const Expr *> blocked_;
+  BackwardStep step_;
+};
+
+/// Each adjoint named after its primal value (`%d_w1`), parameters first, so
+/// that the dumps read like the math; then dead code removed.
+FunctionPtr name_adjoints(const Function &fn, const ReverseWalk &walk, size_t num_forward) {
+  std::unordered_map<const Expr *, std::string> names;
+  auto name_adjoint = [&](const ExprPtr &x) {
+    if (ExprPtr g = walk.tensor(x); g && g->kind == ExprKind::Var)
+      names.emplace(g.get(), "d_" + x->name);
+  };
+  for (const ExprPtr &p : fn.params)
+    name_adjoint(p);
+  for (size_t i = 0; i < num_forward; ++i)
+    name_adjoint(fn.body.bindings[i].var);
+  return eliminate_dead_code(*Renamer(names).mutate_function(fn));
+}
+
 } // namespace
 
 FunctionPtr build_adjoint(const Function &primal, const std::vector<std::string> &wrt, DiagEngine &diag) {
@@ -234,58 +305,21 @@ FunctionPtr build_adjoint(const Function &primal, const std::vector<std::string>
                              target->type.str());
   diag.check();
 
-  // Reverse walk over the forward bindings.
   size_t num_forward = body.size();
-  Adjoints adj(b);
-  adj.add(target, b.ones_like(target));
-  // Once a rule is missing, the walk goes on marking what lies behind it as
-  // `blocked`, so every missing rule on the way to a parameter is reported.
-  std::map<std::string, std::vector<Span>> missing;
-  std::unordered_set<const Expr *> blocked;
-  BackwardStep step(b, adj, missing, blocked);
-  for (size_t i = num_forward; i-- > 0;) {
-    Binding bind = body[i]; // copied: `body` grows as we emit
-    const Expr &value = *bind.value;
-    b.set_span(value.span);
-    if (blocked.count(bind.var.get())) {
-      if (value.kind == ExprKind::Call && !value.op->has_gradient())
-        missing[value.op->name].push_back(value.span);
-      if (value.kind != ExprKind::Call || !value.op->no_gradient)
-        for (const ExprPtr &a : value.args)
-          blocked.insert(a.get());
-    }
-    step.run(bind);
-  }
-  std::vector<std::pair<Span, std::string>> errors;
-  for (const auto &[name, spans] : missing)
-    for (Span s : spans)
-      errors.push_back({s, name});
-  std::sort(errors.begin(), errors.end(), [](auto &a, auto &b) { return a.first.begin < b.first.begin; });
-  for (const auto &[span, name] : errors)
-    diag.error(span, "no gradient is registered for operator '" + name + "'");
-  diag.check();
+  ReverseWalk walk(b);
+  walk.seed(target, b.ones_like(target));
+  walk.run(body, num_forward);
+  walk.report(diag);
 
   b.set_span(fn->span);
   std::vector<ExprPtr> grads;
   for (const ExprPtr &p : targets) {
-    ExprPtr g = adj.value(p);
+    ExprPtr g = walk.value(p);
     grads.push_back(g ? g : b.zeros(p->type));
   }
   ExprPtr grad_tuple = b.tuple(grads);
   fn->body.result = b.tuple({result, grad_tuple});
-
-  // Name each adjoint after its primal value (`%d_w1`), parameters first,
-  // so that the grad dump reads like the math.
-  std::unordered_map<const Expr *, std::string> names;
-  auto name_adjoint = [&](const ExprPtr &x) {
-    if (ExprPtr g = adj.find(x).tensor; g && g->kind == ExprKind::Var)
-      names.emplace(g.get(), "d_" + x->name);
-  };
-  for (const ExprPtr &p : fn->params)
-    name_adjoint(p);
-  for (size_t i = 0; i < num_forward; ++i)
-    name_adjoint(body[i].var);
-  return eliminate_dead_code(*Renamer(names).mutate_function(*fn));
+  return name_adjoints(*fn, walk, num_forward);
 }
 
 } // namespace gradc
