@@ -13,6 +13,7 @@
 #include "gradc/transform/Passes.h"
 
 #include <algorithm>
+#include <functional>
 #include <map>
 #include <unordered_map>
 #include <unordered_set>
@@ -136,8 +137,8 @@ private:
 class BackwardStep : ExprFunctor<void(const ExprPtr &)> {
 public:
   BackwardStep(Builder &b, Adjoints &adj, std::map<std::string, std::vector<Span>> &missing,
-               std::unordered_set<const Expr *> &blocked)
-      : b_(b), adj_(adj), missing_(missing), blocked_(blocked) {}
+               std::unordered_set<const Expr *> &blocked, DiagEngine &diag)
+      : b_(b), adj_(adj), missing_(missing), blocked_(blocked), diag_(diag) {}
   void run(const Binding &bind) { dispatch(bind.value, bind.var); }
 
 private:
@@ -145,6 +146,7 @@ private:
   Adjoints &adj_;
   std::map<std::string, std::vector<Span>> &missing_;
   std::unordered_set<const Expr *> &blocked_;
+  DiagEngine &diag_;
 
   void on_call(const ExprPtr &e, const ExprPtr &var) override {
     const Expr &value = *e;
@@ -157,7 +159,7 @@ private:
         blocked_.insert(a.get());
       return;
     }
-    GradCtx ctx{b_, value, var, g};
+    GradCtx ctx{b_, value, var, g, [this](const Function &f) { return build_vjp(f, diag_); }};
     Grads grads = value.op->gradient(ctx);
     GRADC_CHECK(grads.size() == value.args.size(), "gradient",
                 value.op->name + " gradient returned " + std::to_string(grads.size()) + " adjoints for " +
@@ -191,7 +193,7 @@ private:
 /// adjoints; the backward bindings are appended through the builder.
 class ReverseWalk {
 public:
-  explicit ReverseWalk(Builder &b) : b_(b), adj_(b), step_(b, adj_, missing_, blocked_) {}
+  ReverseWalk(Builder &b, DiagEngine &diag) : b_(b), adj_(b), step_(b, adj_, missing_, blocked_, diag) {}
 
   /// adj[x] += g before the walk (g has x's type).
   void seed(const ExprPtr &x, const ExprPtr &g) { adj_.add(x, g); }
@@ -306,7 +308,7 @@ FunctionPtr build_adjoint(const Function &primal, const std::vector<std::string>
   diag.check();
 
   size_t num_forward = body.size();
-  ReverseWalk walk(b);
+  ReverseWalk walk(b, diag);
   walk.seed(target, b.ones_like(target));
   walk.run(body, num_forward);
   walk.report(diag);
@@ -319,6 +321,57 @@ FunctionPtr build_adjoint(const Function &primal, const std::vector<std::string>
   }
   ExprPtr grad_tuple = b.tuple(grads);
   fn->body.result = b.tuple({result, grad_tuple});
+  return name_adjoints(*fn, walk, num_forward);
+}
+
+/// Whether a value of `type` has a floating-point part, so an adjoint.
+static bool differentiable(const Type &type) {
+  if (type.is_tuple())
+    return std::any_of(type.fields.begin(), type.fields.end(), differentiable);
+  return type.is_tensor() && is_float(type.dtype);
+}
+
+FunctionPtr build_vjp(const Function &primal, DiagEngine &diag) {
+  auto fn = std::make_shared<Function>(*clone_function(primal));
+  fn->name = primal.name + "_vjp";
+  fn->ret_type = Type::unknown();
+  // %d_out, or a name no parameter, binding or adjoint (d_ + a name) takes.
+  std::unordered_set<std::string> taken;
+  for (const ExprPtr &p : fn->params)
+    taken.insert({p->name, "d_" + p->name});
+  for (const Binding &bind : fn->body.bindings)
+    taken.insert({bind.var->name, "d_" + bind.var->name});
+  std::string name = "d_out";
+  while (taken.count(name))
+    name += "_";
+  ExprPtr seed = make_var(name, fn->body.result->type, fn->span);
+  fn->params.push_back(seed);
+
+  std::vector<Binding> &body = fn->body.bindings;
+  Builder b(body, fn->span);
+  size_t num_forward = body.size();
+  ReverseWalk walk(b, diag);
+  // A tuple result written out as a tuple seeds each field's value.
+  std::function<void(const ExprPtr &, const ExprPtr &)> seed_value = [&](const ExprPtr &x, const ExprPtr &g) {
+    if (x->kind != ExprKind::Tuple)
+      return walk.seed(x, g);
+    for (size_t k = 0; k < x->args.size(); ++k)
+      seed_value(x->args[k], b.get(g, int(k)));
+  };
+  seed_value(fn->body.result, seed);
+  walk.run(body, num_forward);
+  walk.report(diag);
+
+  b.set_span(fn->span);
+  std::vector<ExprPtr> grads;
+  for (size_t i = 0; i + 1 < fn->params.size(); ++i) {
+    const ExprPtr &p = fn->params[i];
+    if (!differentiable(p->type))
+      continue;
+    ExprPtr g = walk.value(p);
+    grads.push_back(g ? g : b.zeros(p->type));
+  }
+  fn->body.result = b.tuple(grads);
   return name_adjoints(*fn, walk, num_forward);
 }
 

@@ -8,11 +8,17 @@
 //===----------------------------------------------------------------------===//
 #include "gradc/driver/Pipeline.h"
 #include "gradc/op/Registry.h"
+#include "gradc/text/Parser.h"
+#include "gradc/text/Printer.h"
+#include "gradc/transform/Gradient.h"
+#include "gradc/transform/Passes.h"
+#include "gradc/transform/TypeInfer.h"
 
 #include <catch2/catch.hpp>
 
 #include <cmath>
 #include <cstring>
+#include <optional>
 #include <random>
 #include <sstream>
 
@@ -62,9 +68,14 @@ std::vector<std::vector<double>> call(Compiled &c, const std::string &fn, std::v
     memcpy(p, s.data(), s.size());
     in.push_back(p);
   }
-  for (const BufferPtr &b : lf->outputs)
+  // Outputs and workspace start as garbage (0xFF bytes: NaN), so an element
+  // left unwritten cannot pass as a zero.
+  for (const BufferPtr &b : lf->outputs) {
     out.push_back(aligned(b->bytes()));
+    memset(out.back(), 0xFF, size_t(b->bytes()));
+  }
   void *ws = aligned(lf->workspace_bytes);
+  memset(ws, 0xFF, size_t(lf->workspace_bytes));
   REQUIRE(c.jit->lookup(fn)(in.data(), out.data(), ws) == 0);
   for (size_t i = 0; i < lf->outputs.size(); ++i) {
     REQUIRE(lf->outputs[i]->dtype == DType::Float64);
@@ -72,6 +83,38 @@ std::vector<std::vector<double>> call(Compiled &c, const std::string &fn, std::v
     results.emplace_back(p, p + lf->outputs[i]->numel());
   }
   return results;
+}
+
+/// `text` parsed and typed, each function in ANF; nullopt (and the messages
+/// in `errors`) if it has an error.
+std::optional<Module> typed_module(const std::string &name, const std::string &text, std::ostream &errors) {
+  auto src = std::make_shared<SourceFile>(name, text);
+  DiagEngine diag(src, errors);
+  std::optional<Module> parsed = parse_module(src, diag);
+  if (!parsed)
+    return std::nullopt;
+  try {
+    Module typed = infer_types(*parsed, diag);
+    diag.check();
+    for (FunctionPtr &fn : typed.functions)
+      fn = normalize(*fn);
+    return typed;
+  } catch (CompileError &) {
+    return std::nullopt;
+  }
+}
+
+/// build_vjp of @f in `text`, printed: the text of `def @f_vjp ...`.
+std::string vjp_text(const std::string &text) {
+  std::ostringstream errors;
+  std::optional<Module> typed = typed_module("f.relay", text, errors);
+  INFO(errors.str());
+  REQUIRE(typed);
+  DiagEngine diag(typed->source, errors);
+  Module out = *typed;
+  out.functions = {build_vjp(*typed->find("f"), diag)};
+  std::string printed = print_module(out);
+  return printed.substr(printed.find("def @f_vjp"));
 }
 
 } // namespace
@@ -147,4 +190,90 @@ TEST_CASE("every differentiable operator passes a finite-difference check", "[gr
         }
       }
   }
+}
+
+TEST_CASE("the gradient hook: build_vjp of a function with a tuple state matches the adjoint", "[gradient]") {
+  // A scan body's shape (issue 17): a tuple state (the TE tutorial's two
+  // states), an input, a captured weight and an integer parameter without an
+  // adjoint. @f_vjp(s, x, w, n, d_out) must equal main_adjoint's gradients of
+  // <d_out, f(s, x, w, n)> (d_out passed as %g0, %g1), to rounding.
+  const std::string f = "def @f(%s: (Tensor[(3), float64], Tensor[(3), float64]), %x: Tensor[(3), float64],\n"
+                        "       %w: Tensor[(3, 3), float64], %n: Tensor[(3), int64]) {\n"
+                        "  %h = tanh(add(squeeze(nn.dense(expand_dims(%s.0, axis=0), %w), axis=[0]), %x));\n"
+                        "  (%h, %s.1 + %h * %s.0 + cast(%n, dtype=\"float64\"))\n"
+                        "}\n";
+  const std::string header = "#[version = \"0.0.5\"]\n";
+  std::ostringstream errors;
+  std::optional<Module> typed = typed_module("f.relay", header + f, errors);
+  REQUIRE(typed);
+  DiagEngine diag(typed->source, errors);
+  FunctionPtr vjp = build_vjp(*typed->find("f"), diag);
+  REQUIRE(vjp->name == "f_vjp");
+  REQUIRE(vjp->params.size() == 5);
+  CHECK(vjp->params.back()->name == "d_out");
+  CHECK(vjp->params.back()->type == typed->find("f")->body.result->type);
+  const std::string vjp_fn = vjp_text(header + f);
+  INFO(vjp_fn);
+
+  // Entry points take tensors only: @vjp calls @f_vjp with the tuples built
+  // in the caller, and is inlined here (round-tripping @f_vjp through the
+  // text format on the way); @main is <g, f(...)> with f written out.
+  const std::string params = "%s0: Tensor[(3), float64], %s1: Tensor[(3), float64], %x: Tensor[(3), float64], "
+                             "%w: Tensor[(3, 3), float64], %n: Tensor[(3), int64], %g0: Tensor[(3), float64], "
+                             "%g1: Tensor[(3), float64]";
+  std::optional<Module> wrapper = typed_module(
+      "vjp.relay", header + vjp_fn + "def @vjp(" + params + ") {\n  @f_vjp((%s0, %s1), %x, %w, %n, (%g0, %g1))\n}\n",
+      errors);
+  INFO(errors.str());
+  REQUIRE(wrapper);
+  Module inlined = *wrapper;
+  inlined.functions = {inline_calls(*wrapper->find("vjp"), *wrapper)};
+  std::string text = print_module(inlined) +
+                     "def @main(" + params + ") {\n"
+                     "  %h = tanh(add(squeeze(nn.dense(expand_dims(%s0, axis=0), %w), axis=[0]), %x));\n"
+                     "  add(sum(multiply(%h, %g0)), sum(multiply(%s1 + %h * %s0 + cast(%n, dtype=\"float64\"), %g1)))\n}\n";
+  INFO(text);
+  Compiled c = compile_text(text);
+  std::mt19937_64 rng(7);
+  std::vector<std::string> inputs;
+  for (int p = 0; p < 7; ++p) {
+    size_t n = p == 3 ? 9 : 3;
+    std::string bytes(n * 8, '\0');
+    for (size_t k = 0; k < n; ++k) {
+      if (p == 4) {
+        int64_t v = int64_t(rng() % 5);
+        memcpy(&bytes[k * 8], &v, 8);
+      } else {
+        double v = std::uniform_real_distribution<double>(-1.5, 1.5)(rng);
+        memcpy(&bytes[k * 8], &v, 8);
+      }
+    }
+    inputs.push_back(bytes);
+  }
+  auto adjoint = call(c, "main_adjoint", inputs); // loss, then d s0, s1, x, w, g0, g1
+  auto vjp_out = call(c, "vjp", inputs);          // d s0, s1 (the tuple's fields), x, w
+  REQUIRE(adjoint.size() == 7);
+  REQUIRE(vjp_out.size() == 4);
+  for (size_t i = 0; i < 4; ++i) {
+    REQUIRE(vjp_out[i].size() == adjoint[1 + i].size());
+    for (size_t k = 0; k < vjp_out[i].size(); ++k)
+      CHECK(vjp_out[i][k] == Approx(adjoint[1 + i][k]).epsilon(1e-12).margin(1e-14));
+  }
+}
+
+TEST_CASE("build_vjp: a parameter the result does not reach gets zeros, a returned parameter d_out", "[gradient]") {
+  const std::string f = "def @f(%x: Tensor[(2), float64], %y: Tensor[(2), float64]) {\n  %x\n}\n";
+  const std::string header = "#[version = \"0.0.5\"]\n";
+  Compiled c = compile_text(header + f + vjp_text(header + f) +
+                            "def @main(%x: Tensor[(2), float64], %y: Tensor[(2), float64], %g: Tensor[(2), float64]) {\n"
+                            "  @f_vjp(%x, %y, %g)\n}\n");
+  std::vector<std::string> inputs;
+  for (double base : {1.0, 2.0, 3.0}) {
+    double v[2] = {base, -base};
+    inputs.emplace_back(reinterpret_cast<const char *>(v), sizeof v);
+  }
+  auto got = call(c, "main", inputs);
+  REQUIRE(got.size() == 2);
+  CHECK(got[0] == std::vector<double>{3.0, -3.0});
+  CHECK(got[1] == std::vector<double>{0.0, 0.0});
 }

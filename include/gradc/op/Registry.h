@@ -96,6 +96,12 @@ struct GradCtx {
   const Expr &call;
   ExprPtr out;
   ExprPtr grad;
+  /// The gradient pass applied to a function of the language (a scan's
+  /// body): its vector-Jacobian product `@F_vjp(params..., %d_out)`, one
+  /// adjoint per parameter with a floating-point part (transform/Gradient.h:
+  /// build_vjp). Its errors (an operator without a gradient inside) are
+  /// reported with the rest of the pass's.
+  std::function<FunctionPtr(const Function &)> differentiate;
   const ExprPtr &arg(size_t i) const { return call.args[i]; }
   const Attrs &attrs() const { return call.attrs; }
   template <class T> T attrs_as() const { return call_attrs<T>(call); }

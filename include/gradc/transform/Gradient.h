@@ -24,4 +24,17 @@ namespace gradc {
 /// operator without a gradient, all at once.
 FunctionPtr build_adjoint(const Function &fn, const std::vector<std::string> &wrt, DiagEngine &diag);
 
+/// Builds `@FN_vjp`, the vector-Jacobian product of `fn`, by the same
+/// reverse walk: the gradient of any function, for a rule that needs one (a
+/// scan differentiates its body; GradCtx::differentiate).
+///
+/// Pre: as build_adjoint. Post: the parameters are fn's (fresh Vars) and a
+/// last one, `%d_out`, of fn's result type (a tuple for a tuple result);
+/// the result is the tuple of adj[p] for each parameter p with a
+/// floating-point part (a float tensor, or a tuple with one at any depth),
+/// in declared order, zeros where no path reaches p and for the integer
+/// parts of a tuple. Unlike the adjoint, it does not return fn's result.
+/// Errors: every reachable operator without a gradient, all at once.
+FunctionPtr build_vjp(const Function &fn, DiagEngine &diag);
+
 } // namespace gradc
