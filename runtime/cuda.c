@@ -112,25 +112,46 @@ static int gradc_rt_cuda_open(struct gradc_rt_cuda_driver *d) {
 
 static int gradc_rt_cuda_fits(int64_t size) { return size >= 1 && size <= UINT_MAX; }
 
-/* Launches in order until one fails or has a size that the driver cannot take; returns how
- * many were launched. */
-static int32_t gradc_rt_cuda_launch_all(const struct gradc_rt_cuda_driver *d, void *module,
-                                        const gradc_rt_cuda_launch *launches, int32_t num_launches, void *stream) {
-  int32_t i = 0;
-  for (; i < num_launches; ++i) {
+/* Launches [first, last) in order, each time loop that starts there (among loops[from ..),
+ * which are sorted outer first) repeated `extent` times, until one launch fails or has a size
+ * that the driver cannot take; counts the launches made in *launched. Returns 1 if all were. */
+static int gradc_rt_cuda_launch_range(const struct gradc_rt_cuda_driver *d, void *module,
+                                      const gradc_rt_cuda_launch *launches, const gradc_rt_cuda_loop *loops,
+                                      int32_t num_loops, int32_t from, int32_t first, int32_t last, void *stream,
+                                      int64_t *launched) {
+  for (int32_t i = first; i < last;) {
+    int32_t loop = from;
+    while (loop < num_loops && !(loops[loop].first == i && loops[loop].last <= last))
+      ++loop;
+    if (loop < num_loops) {
+      for (int64_t step = 0; step < loops[loop].extent; ++step)
+        if (!gradc_rt_cuda_launch_range(d, module, launches, loops, num_loops, loop + 1, loops[loop].first,
+                                        loops[loop].last, stream, launched))
+          return 0;
+      i = loops[loop].last;
+      continue;
+    }
     const gradc_rt_cuda_launch *l = &launches[i];
     void *function = NULL;
     if (!gradc_rt_cuda_fits(l->grid) || !gradc_rt_cuda_fits(l->block) ||
         d->module_get_function(&function, module, l->kernel) != GRADC_RT_CUDA_SUCCESS ||
         d->launch_kernel(function, (unsigned)l->grid, 1, 1, (unsigned)l->block, 1, 1, 0, stream, l->args, NULL) !=
             GRADC_RT_CUDA_SUCCESS)
-      break;
+      return 0;
+    ++*launched;
+    ++i;
   }
-  return i;
+  return 1;
 }
 
 int32_t gradc_rt_cuda_run(const char *ptx, const gradc_rt_cuda_launch *launches, int32_t num_launches, void *stream,
                           const void *context_owner, void *status_word) {
+  return gradc_rt_cuda_run_loops(ptx, launches, num_launches, NULL, 0, stream, context_owner, status_word);
+}
+
+int32_t gradc_rt_cuda_run_loops(const char *ptx, const gradc_rt_cuda_launch *launches, int32_t num_launches,
+                                const gradc_rt_cuda_loop *loops, int32_t num_loops, void *stream,
+                                const void *context_owner, void *status_word) {
   if (num_launches <= 0)
     return 0;
   struct gradc_rt_cuda_driver d = {0};
@@ -159,10 +180,11 @@ int32_t gradc_rt_cuda_run(const char *ptx, const gradc_rt_cuda_launch *launches,
   int cached = 0;
   if ((status_word == NULL || d.memset_d8(status_address, 0, sizeof(int64_t)) == GRADC_RT_CUDA_SUCCESS) &&
       gradc_rt_cuda_module(&d, context, ptx, &module, &cached)) {
-    int32_t launched = gradc_rt_cuda_launch_all(&d, module, launches, num_launches, stream);
+    int64_t launched = 0;
+    int all = gradc_rt_cuda_launch_range(&d, module, launches, loops, num_loops, 0, 0, num_launches, stream, &launched);
     /* Also after a failed launch, so that no kernel still runs when its module is unloaded. */
     int synced = launched == 0 || d.stream_synchronize(stream) == GRADC_RT_CUDA_SUCCESS;
-    if (launched == num_launches && synced) {
+    if (all && synced) {
       int64_t reported = 0;
       if (status_word == NULL)
         status = 0;

@@ -73,6 +73,20 @@ typedef struct gradc_rt_cuda_launch {
 int32_t gradc_rt_cuda_run(const char *ptx, const gradc_rt_cuda_launch *launches, int32_t num_launches, void *stream,
                           const void *context_owner, void *status_word);
 
+/* A time loop over launches (loops/LoopIR.h: TimeLoop): launches [first, last) run `extent`
+ * times before the launch after them. */
+typedef struct gradc_rt_cuda_loop {
+  int32_t first, last;
+  int64_t extent;
+} gradc_rt_cuda_loop;
+
+/* gradc_rt_cuda_run with time loops: `loops[0 .. num_loops)`, disjoint or nested, sorted by
+ * first launch with the outer of two loops that start together first, repeat their launches
+ * (a loop with extent 0 runs nothing). gradc_rt_cuda_run is this with no loops. */
+int32_t gradc_rt_cuda_run_loops(const char *ptx, const gradc_rt_cuda_launch *launches, int32_t num_launches,
+                                const gradc_rt_cuda_loop *loops, int32_t num_loops, void *stream,
+                                const void *context_owner, void *status_word);
+
 #ifdef __cplusplus
 }
 #endif

@@ -125,6 +125,26 @@ static void test_fake_driver(void) {
     check(status == reported && strcmp(fake_log(), want) == 0,
           reported ? "a status word of 5 is the status" : "a status word of 0: status 0", detail);
   }
+  /* Time loops: launch 1 three times inside a loop of both launches run twice; a failure
+   * inside a repeat stops the call (and the launches made are waited for). */
+  {
+    const gradc_rt_cuda_loop loops[] = {{0, 2, 2}, {1, 2, 3}};
+    char k0[256], k1[256], body[1024], looped[2048];
+    snprintf(k0, sizeof k0, "cuModuleGetFunction(module,m_f_k0) cuLaunchKernel(m_f_k0,8x1x1,256x1x1,0,%s,11,NULL)", s);
+    snprintf(k1, sizeof k1, "cuModuleGetFunction(module,m_f_k1) cuLaunchKernel(m_f_k1,1x1x1,32x1x1,0,%s,22,NULL)", s);
+    snprintf(body, sizeof body, "%s %s %s %s", k0, k1, k1, k1);
+    snprintf(looped, sizeof looped, "%s cuModuleLoadData(PTX) %s %s cuStreamSynchronize(%s) cuModuleUnload(module)",
+             start, body, body, s);
+    fake_reset(NULL, 0, 1);
+    status = gradc_rt_cuda_run_loops(ptx, two_launches, 2, loops, 2, stream, owner, NULL);
+    check(status == 0 && strcmp(fake_log(), looped) == 0, "nested time loops repeat their launches", fake_log());
+    fake_reset("cuLaunchKernel", 3, 1);
+    status = gradc_rt_cuda_run_loops(ptx, two_launches, 2, loops, 2, stream, owner, NULL);
+    snprintf(looped, sizeof looped, "%s cuModuleLoadData(PTX) %s %s %s cuStreamSynchronize(%s) cuModuleUnload(module)",
+             start, k0, k1, k1, s);
+    check(status == 4 && strcmp(fake_log(), looped) == 0, "a launch failing inside a time loop stops the call",
+          fake_log());
+  }
   fake_reset("cuMemcpyDtoH_v2", 1, 1);
   set_status(0);
   check(gradc_rt_cuda_run(ptx, two_launches, 2, stream, owner, word) == 4, "the status word cannot be read: status 4",

@@ -225,16 +225,43 @@ std::unique_ptr<Module> build_cpu_module(const LoweredModule &module, const Code
     Value *status = fn.status ? buffers.lookup(fn.status.get()) : nullptr;
     if (status) // what the kernels report into (LoweredFunction::status)
       b.CreateMemSet(status, b.getInt8(0), kStatusWords * 8, MaybeAlign(64));
-    for (const Kernel &kernel : fn.kernels) {
-      llvm::Function *&f = emitted[structural_key(kernel)];
-      if (f) {
-        ++shared;
-      } else {
-        std::string symbol = unique_symbol(*m, entries[i]->getName().str() + "_" + kernel.name);
-        f = emit_kernel(*m, kernel, symbol, {Device::CPU, threads, fma});
-      }
-      b.CreateCall(f, kernel_arguments(buffers, kernel));
-    }
+    // Kernels in order; a time loop's kernels in a counted loop of the entry.
+    struct OpenLoop {
+      PHINode *step;
+      BasicBlock *body;
+    };
+    std::vector<OpenLoop> open;
+    walk_schedule(
+        fn,
+        [&](const TimeLoop &) {
+          BasicBlock *before = b.GetInsertBlock();
+          BasicBlock *body = BasicBlock::Create(ctx, "time", entries[i]);
+          b.CreateBr(body);
+          b.SetInsertPoint(body);
+          PHINode *step = b.CreatePHI(b.getInt64Ty(), 2, "step");
+          step->addIncoming(b.getInt64(0), before);
+          open.push_back({step, body});
+        },
+        [&](size_t k) {
+          const Kernel &kernel = fn.kernels[k];
+          llvm::Function *&f = emitted[structural_key(kernel)];
+          if (f) {
+            ++shared;
+          } else {
+            std::string symbol = unique_symbol(*m, entries[i]->getName().str() + "_" + kernel.name);
+            f = emit_kernel(*m, kernel, symbol, {Device::CPU, threads, fma});
+          }
+          b.CreateCall(f, kernel_arguments(buffers, kernel));
+        },
+        [&](const TimeLoop &l) {
+          OpenLoop loop = open.back();
+          open.pop_back();
+          Value *next = b.CreateAdd(loop.step, b.getInt64(1), "step.next");
+          BasicBlock *exit = BasicBlock::Create(ctx, "time.end", entries[i]);
+          b.CreateCondBr(b.CreateICmpSLT(next, b.getInt64(l.extent)), loop.body, exit);
+          loop.step->addIncoming(next, b.GetInsertBlock());
+          b.SetInsertPoint(exit);
+        });
     if (status) {
       Value *code = b.CreateLoad(b.getInt64Ty(), status, "status");
       b.CreateRet(b.CreateTrunc(code, b.getInt32Ty()));

@@ -160,9 +160,25 @@ void emit_launches(IRBuilder<> &b, const LoweredFunction &fn, const BufferValues
   Value *context_owner = buffers.lookup(fn.outputs[0].get());
   // The status word kernels report into (LoweredFunction::status), if any.
   Value *status_word = fn.status ? buffers.lookup(fn.status.get()) : ConstantPointerNull::get(b.getPtrTy());
+  // The time loops (gradc_rt_cuda_loop: first, last, extent), outer first, as a constant.
+  Value *loops = ConstantPointerNull::get(b.getPtrTy());
+  std::vector<Constant *> rows;
+  StructType *loop_type = StructType::get(b.getInt32Ty(), b.getInt32Ty(), i64);
+  walk_schedule(
+      fn,
+      [&](const TimeLoop &l) {
+        rows.push_back(ConstantStruct::get(loop_type, {b.getInt32(uint32_t(l.first)), b.getInt32(uint32_t(l.last)),
+                                                       b.getInt64(uint64_t(l.extent))}));
+      },
+      [](size_t) {}, [](const TimeLoop &) {});
+  if (!rows.empty()) {
+    auto *table = ArrayType::get(loop_type, rows.size());
+    loops = new GlobalVariable(*entry->getParent(), table, true, GlobalValue::PrivateLinkage,
+                               ConstantArray::get(table, rows), fn.name + "_time_loops");
+  }
   Value *status = b.CreateCall(runtime_function(*entry->getParent(), RuntimeFn::CudaRun),
-                               {ptx, launches, b.getInt32(fn.kernels.size()), entry->getArg(3), context_owner,
-                                status_word});
+                               {ptx, launches, b.getInt32(fn.kernels.size()), loops, b.getInt32(rows.size()),
+                                entry->getArg(3), context_owner, status_word});
   b.CreateRet(status);
 }
 

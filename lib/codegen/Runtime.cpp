@@ -66,8 +66,10 @@ FunctionCallee runtime_function(Module &m, RuntimeFn which) {
     return m.getOrInsertFunction("gradc_rt_get_num_threads", FunctionType::get(i32, {}, false));
   case RuntimeFn::Shutdown:
     return m.getOrInsertFunction("gradc_rt_shutdown", FunctionType::get(void_ty, {}, false));
-  case RuntimeFn::CudaRun: // i32 (ptx, launches, i32 num_launches, stream, context_owner, status_word)
-    return m.getOrInsertFunction("gradc_rt_cuda_run", FunctionType::get(i32, {ptr, ptr, i32, ptr, ptr, ptr}, false));
+  case RuntimeFn::CudaRun: // i32 (ptx, launches, i32 num_launches, loops, i32 num_loops, stream, context_owner,
+                           // status_word)
+    return m.getOrInsertFunction("gradc_rt_cuda_run_loops",
+                                 FunctionType::get(i32, {ptr, ptr, i32, ptr, i32, ptr, ptr, ptr}, false));
   }
   internal_error("codegen (runtime)", "unknown runtime function");
 }

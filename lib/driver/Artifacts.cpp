@@ -757,6 +757,11 @@ nlohmann::json build_manifest(const LoweredModule &module, const std::vector<Fun
       kernels.push_back(kernel);
     }
 
+    // Kernel-level loops: kernels [first, last) run `extent` times (TimeLoop).
+    nlohmann::json time_loops = nlohmann::json::array();
+    for (const TimeLoop &l : fn.time_loops)
+      time_loops.push_back({{"first_kernel", l.first}, {"end_kernel", l.last}, {"extent", l.extent}});
+
     nlohmann::json arena = nlohmann::json::array();
     for (const BufferPtr &b : fn.arena)
       arena.push_back({{"name", b->name}, {"offset", b->offset}, {"bytes", b->bytes()}});
@@ -772,6 +777,7 @@ nlohmann::json build_manifest(const LoweredModule &module, const std::vector<Fun
         {"remat", {{"segments", report.remat_segments}, {"recomputed_bindings", report.remat_recomputed}}},
         {"flops", report.flops},
         {"kernels", kernels},
+        {"time_loops", time_loops},
         {"arena", arena},
     });
   }

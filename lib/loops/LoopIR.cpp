@@ -207,7 +207,45 @@ std::unordered_map<const Buffer *, std::pair<size_t, size_t>> buffer_lifetimes(c
     }
   if (fn.status)
     life[fn.status.get()] = {0, fn.kernels.empty() ? 0 : fn.kernels.size() - 1};
+  // Innermost loops first (nested loops are shorter), so that a buffer
+  // stretched to an inner loop is stretched again to the loop around it.
+  std::vector<const TimeLoop *> loops;
+  for (const TimeLoop &l : fn.time_loops)
+    loops.push_back(&l);
+  std::stable_sort(loops.begin(), loops.end(),
+                   [](const TimeLoop *a, const TimeLoop *b) { return a->last - a->first < b->last - b->first; });
+  for (const TimeLoop *l : loops) {
+    if (l->first >= l->last)
+      continue;
+    for (auto &[buffer, range] : life)
+      if (range.first < l->last && range.second >= l->first)
+        range = {std::min(range.first, l->first), std::max(range.second, l->last - 1)};
+  }
   return life;
+}
+
+void walk_schedule(const LoweredFunction &fn, const std::function<void(const TimeLoop &)> &enter,
+                   const std::function<void(size_t kernel)> &kernel, const std::function<void(const TimeLoop &)> &leave) {
+  // Opened in order of first kernel, the longer (outer) loop first.
+  std::vector<const TimeLoop *> loops;
+  for (const TimeLoop &l : fn.time_loops)
+    loops.push_back(&l);
+  std::stable_sort(loops.begin(), loops.end(), [](const TimeLoop *a, const TimeLoop *b) {
+    return a->first != b->first ? a->first < b->first : a->last > b->last;
+  });
+  std::vector<const TimeLoop *> open;
+  size_t next = 0;
+  for (size_t k = 0; k < fn.kernels.size(); ++k) {
+    for (; next < loops.size() && loops[next]->first == k; ++next) {
+      enter(*loops[next]);
+      open.push_back(loops[next]);
+    }
+    kernel(k);
+    while (!open.empty() && open.back()->last == k + 1) {
+      leave(*open.back());
+      open.pop_back();
+    }
+  }
 }
 
 namespace {
@@ -451,17 +489,31 @@ public:
       buffer(b);
     for (const BufferPtr &b : fn.arena)
       buffer(b);
-    for (const Kernel &k : fn.kernels) {
-      os << "  kernel " << k.name << "(";
-      for (size_t i = 0; i < k.buffers.size(); ++i)
-        os << (i ? ", " : "") << k.buffers[i]->name;
-      os << ")";
-      if (k.grid > 1 || k.block > 1)
-        os << " launch(grid=" << k.grid << ", block=" << k.block << ")";
-      os << " {\n";
-      stmt(k.body, 2);
-      os << "  }\n";
-    }
+    // A time loop is a `for` over kernels; each level indents its kernels.
+    int depth = 1;
+    walk_schedule(
+        fn,
+        [&](const TimeLoop &l) {
+          os << std::string(size_t(2 * depth), ' ') << "for (step, 0, " << l.extent << ") time {\n";
+          ++depth;
+        },
+        [&](size_t index) {
+          const Kernel &k = fn.kernels[index];
+          const std::string pad(size_t(2 * depth), ' ');
+          os << pad << "kernel " << k.name << "(";
+          for (size_t i = 0; i < k.buffers.size(); ++i)
+            os << (i ? ", " : "") << k.buffers[i]->name;
+          os << ")";
+          if (k.grid > 1 || k.block > 1)
+            os << " launch(grid=" << k.grid << ", block=" << k.block << ")";
+          os << " {\n";
+          stmt(k.body, depth + 1);
+          os << pad << "}\n";
+        },
+        [&](const TimeLoop &) {
+          --depth;
+          os << std::string(size_t(2 * depth), ' ') << "}\n";
+        });
     os << "}\n";
   }
 };

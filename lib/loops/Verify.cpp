@@ -223,6 +223,30 @@ void verify_arena(const LoweredFunction &fn, const std::string &where) {
     }
 }
 
+/// Each time loop holds at least one kernel of the function and runs at
+/// least once; two loops are disjoint or one holds the other.
+void verify_time_loops(const LoweredFunction &fn, const std::string &where) {
+  auto range = [](const TimeLoop &l) {
+    return "[" + std::to_string(l.first) + ", " + std::to_string(l.last) + ")";
+  };
+  for (const TimeLoop &l : fn.time_loops) {
+    if (l.first >= l.last || l.last > fn.kernels.size())
+      internal_error("verifier", where + ": time loop over kernels " + range(l) + " of " +
+                                     std::to_string(fn.kernels.size()) + " is empty or out of range");
+    if (l.extent < 1)
+      internal_error("verifier", where + ": time loop over kernels " + range(l) + " runs " +
+                                     std::to_string(l.extent) + " times");
+  }
+  for (const TimeLoop &a : fn.time_loops)
+    for (const TimeLoop &b : fn.time_loops) {
+      bool overlap = a.first < b.last && b.first < a.last;
+      bool a_holds_b = a.first <= b.first && b.last <= a.last;
+      if (&a != &b && overlap && !a_holds_b && !(b.first <= a.first && a.last <= b.last))
+        internal_error("verifier", where + ": time loops over kernels " + range(a) + " and " + range(b) +
+                                       " overlap without one holding the other");
+    }
+}
+
 } // namespace
 
 void verify(const LoweredFunction &fn, const LoopVerifyOptions &opts, const std::string &after_pass) {
@@ -234,6 +258,7 @@ void verify(const LoweredFunction &fn, const LoopVerifyOptions &opts, const std:
     if (k.grid < 1 || k.block < 1)
       internal_error("verifier", where + ": launch shape below 1");
   }
+  verify_time_loops(fn, "after " + after_pass + ", in @" + fn.name);
   if (opts.planned)
     verify_arena(fn, "after " + after_pass + ", in @" + fn.name);
 }

@@ -97,7 +97,9 @@ void bind(Kernel &k, const Target &target) {
 
 void bind_gpu_threads(LoweredFunction &fn, const Target &target) {
   std::vector<Kernel> launches;
+  std::vector<size_t> first_launch; // of each kernel, and the end
   for (Kernel &k : fn.kernels) {
+    first_launch.push_back(launches.size());
     std::vector<StmtPtr> parts = phases(k.body);
     if (parts.size() <= 1) {
       bind(k, target);
@@ -113,7 +115,10 @@ void bind_gpu_threads(LoweredFunction &fn, const Target &target) {
       launches.push_back(std::move(part));
     }
   }
+  first_launch.push_back(launches.size());
   fn.kernels = std::move(launches);
+  for (TimeLoop &l : fn.time_loops) // the same kernels, now counted in launches
+    l = {first_launch[l.first], first_launch[l.last], l.extent};
 }
 
 } // namespace gradc

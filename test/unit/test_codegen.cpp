@@ -7,6 +7,8 @@
 //
 //===----------------------------------------------------------------------===//
 #include "gradc/codegen/Codegen.h"
+#include "gradc/loops/Verify.h"
+#include "gradc/lower/Passes.h"
 #include "gradc/support/Diagnostics.h"
 
 #include <catch2/catch.hpp>
@@ -622,4 +624,168 @@ TEST_CASE("codegen: kernels share a function exactly when their structure is equ
   CHECK(structural_key(kernel("x", "i", std::nextafter(0.5, 1.0), DType::Float32)) != base); // one ulp of float64
   CHECK(structural_key(kernel("x", "i", 0.5, DType::Float64)) != base);
   CHECK(structural_key(kernel("x", "i", -0.0, DType::Float32)) != structural_key(kernel("x", "i", 0.0, DType::Float32)));
+}
+
+TEST_CASE("codegen: a time loop repeats its kernels, live throughout, printed, verified, launched", "[codegen]") {
+  // state = 0; for step in [0, 5): state = state / 2 + xs[step]; out = state. The step is an
+  // arena word that a kernel before the loop sets and the loop's last kernel advances.
+  const int64_t T = 5, n = 4;
+  auto xs = input("xs", DType::Float64, T * n, 0);
+  auto out = output("out", DType::Float64, n, 0);
+  auto step = buffer("step", DType::Int64, 1, BufferScope::Arena, -1);
+  auto state = buffer("state", DType::Float64, n, BufferScope::Arena, -1);
+  auto zero = int_imm(0);
+  LoweredFunction fn;
+  fn.name = "main";
+  fn.inputs = {xs};
+  fn.outputs = {out};
+  fn.arena = {step, state};
+  fn.kernels.push_back(Kernel{"start", {step, state}, seq({store(step, zero, zero), loop(n, ForKind::Parallel, [&](LExprPtr i) {
+                                                             return store(state, i, float_imm(0, DType::Float64));
+                                                           })})});
+  fn.kernels.push_back(Kernel{"accumulate", {state, xs, step}, loop(n, ForKind::Parallel, [&](LExprPtr i) {
+                                LExprPtr x = load(xs, binary(BinaryOp::Add, binary(BinaryOp::Mul, load(step, zero),
+                                                                                   int_imm(n)), i));
+                                return store(state, i, binary(BinaryOp::Add, binary(BinaryOp::Mul, load(state, i),
+                                                                                    float_imm(0.5, DType::Float64)), x));
+                              })});
+  fn.kernels.push_back(Kernel{"advance", {step}, store(step, zero, binary(BinaryOp::Add, load(step, zero), int_imm(1)))});
+  fn.kernels.push_back(Kernel{"finish", {state, out}, loop(n, ForKind::Parallel, [&](LExprPtr i) {
+                                return store(out, i, load(state, i));
+                              })});
+  fn.time_loops = {TimeLoop{1, 3, T}};
+
+  // The input read only inside the loop is live for all of it; the plan keeps the step and the
+  // state apart, and the verifier accepts it.
+  auto life = buffer_lifetimes(fn);
+  CHECK(life[xs.get()] == std::pair<size_t, size_t>{1, 2});
+  CHECK(life[step.get()] == std::pair<size_t, size_t>{0, 2});
+  plan_memory(fn);
+  CHECK(step->offset != state->offset);
+  verify(fn, {true, true}, "a test");
+
+  LoweredModule m;
+  m.functions.push_back(fn);
+  std::string printed = print_loops(m);
+  INFO(printed);
+  CHECK(printed.find("  kernel start(") != std::string::npos);
+  CHECK(printed.find("  for (step, 0, 5) time {\n    kernel accumulate(") != std::string::npos);
+  CHECK(printed.find("    kernel advance(") != std::string::npos);
+  CHECK(printed.find("  }\n  kernel finish(") != std::string::npos);
+
+  auto session = jit(m);
+  Aligned<double> in{size_t(T * n)}, result{size_t(n)};
+  Aligned<char> workspace{size_t(fn.workspace_bytes)};
+  for (int64_t i = 0; i < T * n; ++i)
+    in[size_t(i)] = double(i % 7) - 2.5;
+  REQUIRE(call(*session, {in.data()}, {result.data()}, workspace.data()) == 0);
+  for (int64_t i = 0; i < n; ++i) {
+    double want = 0;
+    for (int64_t t = 0; t < T; ++t)
+      want = want * 0.5 + in[size_t(t * n + i)];
+    CHECK(result[size_t(i)] == want);
+  }
+
+  // Loops that are empty, out of range, never run, or overlap without nesting are refused.
+  auto refused = [&](std::vector<TimeLoop> loops, const std::string &why) {
+    LoweredFunction bad = fn;
+    bad.time_loops = std::move(loops);
+    CHECK_THROWS_WITH(verify(bad, {}, "p"), Catch::Matchers::Contains(why));
+  };
+  refused({{2, 2, 3}}, "is empty or out of range");
+  refused({{3, 5, 3}}, "is empty or out of range");
+  refused({{1, 3, 0}}, "runs 0 times");
+  refused({{0, 2, 2}, {1, 3, 2}}, "overlap without one holding the other");
+  LoweredFunction nested = fn;
+  nested.time_loops = {{1, 3, 2}, {0, 4, 3}, {1, 2, 2}};
+  verify(nested, {}, "p");
+
+  // The CUDA host stub repeats the launches of nested loops: run against a fake libcuda.so.1
+  // that prints each launched kernel (runtime/test_cuda.c checks the launcher itself).
+  LoweredModule gpu;
+  gpu.functions.push_back(nested);
+  CodegenOptions opts;
+  opts.target = TargetKind::CUDA;
+  CodegenRequest what;
+  what.object = true;
+  CodegenOutput code;
+  try {
+    code = generate_code(gpu, opts, what);
+  } catch (const CompileError &) {
+    WARN("no libdevice: CUDA code generation skipped");
+    return;
+  }
+  if (!have_cc()) {
+    WARN("no `cc`: the CUDA host stub was not linked");
+    return;
+  }
+  std::string dir = temp_dir();
+  write_file(dir + "/m.o", code.object);
+  write_file(dir + "/fake_cuda.c", R"(
+#include <stdint.h>
+#include <stdio.h>
+int cuInit(unsigned flags) { return 0; }
+int cuCtxGetCurrent(void **ctx) { *ctx = (void *)7; return 0; }
+int cuPointerGetAttribute(void **data, int attribute, uint64_t ptr) { return 0; }
+int cuCtxPushCurrent_v2(void *ctx) { return 0; }
+int cuCtxPopCurrent_v2(void **ctx) { return 0; }
+int cuModuleLoadData(void **module, const char *ptx) { *module = (void *)2; return 0; }
+int cuModuleGetFunction(void **f, void *module, const char *name) { *f = (void *)name; return 0; }
+int cuLaunchKernel(void *f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
+                   unsigned bz, unsigned shared, void *stream, void **args, void **extra) {
+  printf("%s ", (const char *)f + 11); /* past "model_main_" */
+  return 0;
+}
+int cuStreamSynchronize(void *stream) { return 0; }
+int cuModuleUnload(void *module) { return 0; }
+int cuMemsetD8_v2(uint64_t address, unsigned char value, size_t bytes) { return 0; }
+int cuMemcpyDtoH_v2(void *destination, uint64_t source, size_t bytes) { return 0; }
+)");
+  write_file(dir + "/app.c", R"(
+#include <stdint.h>
+#include <stdio.h>
+int32_t model_main(void *const *, void *const *, void *, void *);
+int main(void) {
+  void *in[1] = {(void *)64}, *out[1] = {(void *)128};
+  printf("rc=%d\n", model_main(in, out, (void *)192, 0));
+  return 0;
+})");
+  REQUIRE(run_shell("cd " + dir + " && mkdir fake && cc -shared -fPIC fake_cuda.c -o fake/libcuda.so.1 && " +
+                    "cc app.c m.o -o app && LD_LIBRARY_PATH=fake ./app > log.txt") == 0);
+  std::ifstream log_file(dir + "/log.txt");
+  std::string log((std::istreambuf_iterator<char>(log_file)), std::istreambuf_iterator<char>());
+  // Loops {0, 4) x3 around {1, 3) x2 around {1, 2) x2.
+  std::string once = "start accumulate accumulate advance accumulate accumulate advance finish ";
+  CHECK(log == once + once + once + "rc=0\n");
+  fs::remove_all(dir);
+}
+
+TEST_CASE("GPU binding keeps a time loop around the launches its kernels split into", "[codegen]") {
+  // Kernel 1 has two phases (a zero fill, then writes): two launches, both inside the loop.
+  const int64_t n = 300;
+  auto x = input("x", DType::Float32, n, 0);
+  auto y = output("y", DType::Float32, n, 0);
+  auto fill = [&](const BufferPtr &b, LExprPtr v) {
+    return loop(n, ForKind::Spatial, [&](LExprPtr i) { return store(b, i, v); });
+  };
+  LoweredFunction fn;
+  fn.name = "main";
+  fn.inputs = {x};
+  fn.outputs = {y};
+  fn.kernels.push_back(Kernel{"a", {y}, fill(y, float_imm(1, DType::Float32))});
+  fn.kernels.push_back(Kernel{"b", {x, y}, seq({fill(y, float_imm(0, DType::Float32)),
+                                               loop(n, ForKind::Spatial, [&](LExprPtr i) {
+                                                 return store(y, i, load(x, i));
+                                               })})});
+  fn.kernels.push_back(Kernel{"c", {y}, fill(y, float_imm(2, DType::Float32))});
+  fn.time_loops = {TimeLoop{1, 2, 4}, TimeLoop{0, 3, 2}};
+  Target gpu;
+  gpu.kind = TargetKind::CUDA;
+  bind_gpu_threads(fn, gpu);
+  REQUIRE(fn.kernels.size() == 4);
+  CHECK(fn.kernels[1].name == "b_0");
+  CHECK(fn.kernels[2].name == "b_1");
+  CHECK((fn.time_loops[0].first == 1 && fn.time_loops[0].last == 3 && fn.time_loops[0].extent == 4));
+  CHECK((fn.time_loops[1].first == 0 && fn.time_loops[1].last == 4 && fn.time_loops[1].extent == 2));
+  verify(fn, {true, false}, "GPU binding");
 }

@@ -27,6 +27,7 @@
 
 #include "gradc/ir/Type.h"
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <unordered_map>
@@ -144,6 +145,19 @@ struct Kernel {
 /// saturates just past it, and the pipeline reports a located error.
 constexpr int64_t kMaxWorkspaceBytes = int64_t(1) << 50;
 
+/// A kernel-level loop (the serial time loop of a scan): kernels [first,
+/// last) of the function run `extent` times, in order, before the kernel
+/// after them runs. The kernels inside keep their state in buffers, so every
+/// buffer a loop's kernels touch is live for the whole loop (buffer_lifetimes)
+/// and a per-step buffer is the same memory each step; a kernel reads the
+/// step from a buffer that kernels of the loop maintain (one sets it before
+/// the loop, one advances it last in the loop). Loops of a function are
+/// disjoint or nested, and none is empty (the verifier checks).
+struct TimeLoop {
+  size_t first = 0, last = 0;
+  int64_t extent = 1;
+};
+
 /// A lowered function: what the ABI entry point `PREFIX_NAME` executes.
 struct LoweredFunction {
   std::string name;
@@ -156,8 +170,16 @@ struct LoweredFunction {
   /// first, live throughout, and if status[0] != 0 the entry returns it.
   /// Null when no kernel reports.
   BufferPtr status;
-  std::vector<Kernel> kernels;    // executed in order
+  std::vector<Kernel> kernels;    // executed in order, the ranges of time loops repeated
+  std::vector<TimeLoop> time_loops;
 };
+
+/// Walks a function's execution structure: enter(loop) before the first
+/// kernel of each time loop (an outer loop before the loops it holds),
+/// kernel(k) for each kernel in order, leave(loop) after the last kernel of
+/// each loop (an inner loop first). Pre: the loops are well nested.
+void walk_schedule(const LoweredFunction &fn, const std::function<void(const TimeLoop &)> &enter,
+                   const std::function<void(size_t kernel)> &kernel, const std::function<void(const TimeLoop &)> &leave);
 
 /// status = {code, offending value, its flat position, the limit it broke}.
 constexpr int64_t kStatusWords = 4;
@@ -188,7 +210,9 @@ StmtPtr alloc(const BufferPtr &local, StmtPtr body);
 
 /// The first and last kernel (indices into fn.kernels) that uses each
 /// buffer; the status buffer is live throughout (the entry point zeroes it
-/// before the first kernel and reads it after the last).
+/// before the first kernel and reads it after the last). A buffer that a
+/// time loop's kernels touch is live from the loop's first kernel to its
+/// last at least: the next step runs them again.
 std::unordered_map<const Buffer *, std::pair<size_t, size_t>> buffer_lifetimes(const LoweredFunction &fn);
 
 /// A static estimate of the scalar operations `s` performs (loop extents
