@@ -599,7 +599,7 @@ const char *gradient_kind(const OpDef &d) {
 
 /// The lowering column: fusable elementwise, a kernel, or a composite.
 const char *lowering_kind(const OpDef &d) {
-  return d.element ? "injective" : d.kernel ? "kernel" : d.decompose ? "composite" : "no";
+  return d.element ? "injective" : d.kernel ? "kernel" : d.decompose ? "composite" : d.lower_loop ? "time-loop" : "no";
 }
 
 } // namespace
@@ -716,6 +716,7 @@ int ops_command(const std::string &name, bool json, std::ostream &out, std::ostr
           : d.kernel    ? "kernel" + (strategies.empty() ? "" : strategies + " (hand-scheduled)") +
                               (d.fuses_epilogue ? "; fuses its consumers' epilogue" : "")
           : d.decompose ? "a composite, expanded into its parts"
+          : d.lower_loop ? "a time loop: its body's kernels run once per step"
                         : "none")
       << "\n";
   return 0;

@@ -15,6 +15,8 @@
 #include "gradc/support/Diagnostics.h"
 #include "gradc/text/Parser.h"
 #include "gradc/text/Printer.h"
+#include "gradc/transform/Gradient.h"
+#include "gradc/transform/Passes.h"
 #include "gradc/transform/TypeInfer.h"
 
 #include <sstream>
@@ -93,12 +95,19 @@ std::vector<std::string> derived_gradient(const OpDef &op) {
   std::vector<Binding> bindings;
   Builder b(bindings);
   ExprPtr out = make_var("out", {}, {}, call->type), g = make_var("grad", {}, {}, call->type);
-  GradCtx ctx{b, *call, out, g};
+  std::ostringstream quiet;
+  DiagEngine diag(std::make_shared<SourceFile>("example", ""), quiet);
+  // A body (scan's) is differentiated as the gradient pass does, once in ANF.
+  GradCtx ctx{b, *call, out, g, [&](const Function &f) { return build_vjp(*normalize(f), diag); }};
   Grads grads = op.gradient(ctx);
+  std::vector<ExprPtr> captured = op.takes_fn() ? free_vars(call->args[0]) : std::vector<ExprPtr>{};
   Nester nester(bindings);
   std::vector<std::string> lines;
-  for (size_t i = 0; i < grads.size() && i < call->args.size(); ++i) {
-    std::string arg = i < op.args.size() ? op.args[i].name : op.args.empty() ? "arg" : op.args.back().name;
+  for (size_t i = 0; i < grads.size(); ++i) {
+    std::string arg = i >= call->args.size()           ? "%" + captured.at(i - call->args.size())->name + " (captured)"
+                      : i < op.args.size()             ? op.args[i].name
+                      : op.args.empty()                ? "arg"
+                                                       : op.args.back().name;
     lines.push_back("d" + arg + " = " + (grads[i] ? one_line(nester.nest(grads[i])) : "0 (none)"));
   }
   return lines;

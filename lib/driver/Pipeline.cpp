@@ -65,15 +65,6 @@ void Dumper::dump(const std::string &stage, const std::string &text) {
 
 namespace {
 
-/// The operation count of every call, as each operator's record states it.
-int64_t estimate_flops(const Function &fn) {
-  int64_t flops = 0;
-  for (const Binding &b : fn.body.bindings)
-    if (b.value->kind == ExprKind::Call)
-      flops += b.value->op->flops(*b.value);
-  return flops;
-}
-
 /// What every pass of the pipeline sees: the options, the diagnostics, and
 /// the per-function results that reports are built from afterwards.
 struct PassContext {
@@ -356,7 +347,7 @@ CompiledModule compile_to_loops(std::shared_ptr<const SourceFile> source, const 
     r.name = fn.name;
     for (const ExprPtr &p : fn.params)
       r.param_names.push_back(p->name);
-    r.flops = estimate_flops(fn);
+    r.flops = function_flops(fn);
     r.peak_after_remat = out.lowered.functions[i].workspace_bytes;
     r.peak_before_remat = peaks_before.empty() ? -1 : peaks_before[i];
     r.remat_segments = ctx.remat[i].segments;

@@ -95,6 +95,42 @@ private:
 
 } // namespace
 
+namespace {
+
+class NestedMapper : public ExprMutator {
+public:
+  explicit NestedMapper(const std::function<FunctionPtr(const Function &)> &f) : f_(f) {}
+
+protected:
+  ExprPtr on_func(const ExprPtr &e) override { return make_func(f_(*mutate_function(*e->func)), e->span); }
+
+private:
+  const std::function<FunctionPtr(const Function &)> &f_;
+};
+
+} // namespace
+
+FunctionPtr map_nested_functions(const Function &fn, const std::function<FunctionPtr(const Function &)> &f) {
+  return NestedMapper(f).mutate_function(fn);
+}
+
+FunctionPtr close_over(const Function &fn, const std::vector<ExprPtr> &captured) {
+  // Substitute the new parameters for the captured Vars, then clone the whole
+  // (the clone gives every Var, the parameters included, a fresh identity).
+  class Substitute : public ExprMutator {
+  public:
+    using ExprMutator::remap;
+  } substitute;
+  auto open = std::make_shared<Function>(fn);
+  for (const ExprPtr &c : captured) {
+    ExprPtr p = make_var(c->name, c->type, c->span, c->type);
+    substitute.remap(c, p);
+    open->params.push_back(p);
+  }
+  FunctionPtr closed = substitute.mutate_function(*open);
+  return clone_function(*closed);
+}
+
 std::vector<ExprPtr> free_vars(const ExprPtr &e) {
   FreeVars fv;
   fv.visit(e);

@@ -26,7 +26,12 @@ namespace gradc {
 namespace {
 
 class FunctionLowering : ExprFunctor<LExprPtr(const Index &)> {
+  friend class TimeLoopLowering;
+
 public:
+  /// An operator that lowers to a time loop (scan): see TimeLoopLowering.
+  void lower_time_loop(const Expr &call, const std::vector<BufferPtr> &outputs);
+
   FunctionLowering(const Function &fn, const LowerOptions &opts) : fn_(fn), opts_(opts) {}
 
   LoweredFunction run() {
@@ -144,6 +149,8 @@ private:
     }
     leaves_[b.var.get()] = bufs;
     produced_.insert(produced_.end(), bufs.begin(), bufs.end());
+    if (v.op->lower_loop)
+      return lower_time_loop(v, bufs);
     const BufferPtr &buf = bufs[0];
     std::string kname = buf->name + "_" + kernel_suffix(v);
     const Expr *anchor = v.op->injective() ? find_anchor(v) : nullptr;
@@ -264,6 +271,46 @@ private:
     }
   }
 };
+
+/// What a time-loop operator (scan) builds with: buffers, kernels and its
+/// body's kernels, all in the function being lowered.
+class TimeLoopLowering : public LoopLowerCtx {
+public:
+  TimeLoopLowering(FunctionLowering &fl, const Expr &call, std::vector<BufferPtr> outputs)
+      : LoopLowerCtx(call, std::move(outputs)), fl_(fl), prefix_(this->outputs.at(0)->name) {}
+
+  std::vector<BufferPtr> input(size_t arg) override { return fl_.atom_leaves(call.args.at(arg)); }
+  BufferPtr buffer(const std::string &name, const Type &type) override {
+    BufferPtr buf = fl_.make_buffer(prefix_ + "_" + name, type, BufferScope::Arena);
+    fl_.produced_.push_back(buf);
+    return buf;
+  }
+  void kernel(const std::string &name, StmtPtr body) override {
+    fl_.add_kernel(prefix_ + "_" + name, std::move(body));
+  }
+  std::vector<BufferPtr> body(const Function &fn, const std::vector<std::vector<BufferPtr>> &params) override {
+    GRADC_CHECK(params.size() == fn.params.size(), "lowering", "a body lowered with the wrong number of parameters");
+    for (size_t i = 0; i < params.size(); ++i)
+      fl_.leaves_[fn.params[i].get()] = params[i];
+    for (const Binding &b : fn.body.bindings)
+      fl_.binding(b);
+    return fl_.atom_leaves(fn.body.result);
+  }
+  size_t next_kernel() const override { return fl_.out_.kernels.size(); }
+  void time_loop(size_t first, int64_t extent) override {
+    GRADC_CHECK(first < next_kernel() && extent >= 1, "lowering", "an empty time loop");
+    fl_.out_.time_loops.push_back({first, next_kernel(), extent});
+  }
+
+private:
+  FunctionLowering &fl_;
+  std::string prefix_;
+};
+
+void FunctionLowering::lower_time_loop(const Expr &call, const std::vector<BufferPtr> &outputs) {
+  TimeLoopLowering ctx(*this, call, outputs);
+  call.op->lower_loop(ctx);
+}
 
 } // namespace
 

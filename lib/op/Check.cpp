@@ -132,8 +132,11 @@ ExprPtr check_call(const OpDef *op, std::vector<ExprPtr> args, const Attrs &attr
   for (const ExprPtr &a : args) {
     if (a->type.has_unknown())
       return make_call(op, std::move(args), std::move(filled), span);
-    if (a->type.is_function()) {
-      report(a->span, def.name + ": a `fn` value is not supported as an operator argument yet");
+    bool body = def.takes_fn() && &a == &args.front();
+    if (a->type.is_function() != body) {
+      report(a->span, body ? def.name + ": argument 1 must be a `fn` value (the body), found a value of type " +
+                                 a->type.str()
+                           : def.name + ": a `fn` value is only accepted as the body of scan");
       return make_call(op, std::move(args), std::move(filled), span);
     }
     arg_types.push_back(a->type);

@@ -186,6 +186,24 @@ OpBuilder &OpBuilder::fuses_producers() {
   return *this;
 }
 
+int64_t function_flops(const Function &fn) {
+  int64_t flops = 0;
+  for (const Binding &b : fn.body.bindings)
+    if (b.value->kind == ExprKind::Call)
+      flops += b.value->op->flops(*b.value);
+  return flops;
+}
+
+OpBuilder &OpBuilder::takes_fn(FnParamsFn fn) {
+  def_.fn_params = fn;
+  return *this;
+}
+
+OpBuilder &OpBuilder::lower_loop(LoopLoweringFn fn) {
+  def_.lower_loop = fn;
+  return *this;
+}
+
 int64_t OpDef::flops(const Expr &call) const {
   if (flops_fn)
     return flops_fn(call);
@@ -221,6 +239,7 @@ const OpRegistry &OpRegistry::global() {
     register_norm_ops(r);
     register_activation_ops(r);
     register_scan_ops(r);
+    register_recurrence_ops(r);
     register_grad_ops(r);
     return r;
   }();

@@ -221,7 +221,7 @@ private:
     fn->name = name.text;
     fn->span = name.span;
     scopes_.emplace_back();
-    fn->params = params();
+    fn->params = params(/*annotated=*/false);
     if (accept(Tok::Arrow))
       fn->ret_type = type();
     expect(Tok::LBrace, "to open the function body");
@@ -240,7 +240,9 @@ private:
   // function for one target, where placement does not change a value, so `virtual_device` is
   // accepted and ignored (its value is skipped unread: TVM writes a meta reference). Any other
   // attribute there is a located error. Parameter names are distinct (a located error).
-  std::vector<ExprPtr> params() {
+  /// `annotated`: each parameter needs a type (a `def`'s; a `fn`'s may
+  /// leave theirs to the operator it is the body of).
+  std::vector<ExprPtr> params(bool annotated = true) {
     expect(Tok::LParen, "to open the parameter list");
     std::vector<ExprPtr> out;
     std::unordered_map<std::string, Span> seen;
@@ -257,7 +259,7 @@ private:
       Type ann;
       if (accept(Tok::Colon))
         ann = type();
-      else
+      else if (annotated)
         fail(name.span, "parameter '%" + name.text + "' needs a type annotation");
       auto [first, fresh] = seen.emplace(name.text, name.span);
       if (!fresh) {
@@ -586,7 +588,7 @@ private:
     auto fn = std::make_shared<Function>();
     fn->span = kw.span;
     scopes_.emplace_back();
-    fn->params = params();
+    fn->params = params(/*annotated=*/false);
     if (accept(Tok::Arrow))
       fn->ret_type = type();
     expect(Tok::LBrace, "to open the body of fn");

@@ -29,9 +29,7 @@ void propagate(const std::vector<Binding> &bindings, std::unordered_set<const Ex
         live.insert(v.get());
 }
 
-} // namespace
-
-FunctionPtr eliminate_dead_code(const Function &fn) {
+FunctionPtr eliminate_dead_bindings(const Function &fn) {
   const std::vector<Binding> &bindings = fn.body.bindings;
   std::unordered_set<const Expr *> live;
   for (const ExprPtr &v : free_vars(fn.body.result))
@@ -63,6 +61,13 @@ FunctionPtr eliminate_dead_code(const Function &fn) {
     if (live.count(b.var.get()))
       out->body.bindings.push_back(b);
   return out;
+}
+
+} // namespace
+
+// The bodies of scans first: what they no longer read may die outside them.
+FunctionPtr eliminate_dead_code(const Function &fn) {
+  return eliminate_dead_bindings(*map_nested_functions(fn, eliminate_dead_bindings));
 }
 
 } // namespace gradc

@@ -39,11 +39,20 @@ class Expander : public ExprMutator {
   }
 };
 
+/// Whether `fn` calls a composite, also in the body of a `fn` value.
 bool has_composite(const Function &fn) {
-  for (const Binding &b : fn.body.bindings)
-    if (b.value->kind == ExprKind::Call && b.value->op->decompose)
-      return true;
-  return false;
+  class Finder : public ExprVisitor {
+  public:
+    bool found = false;
+
+  protected:
+    void on_call(const ExprPtr &e) override {
+      found = found || e->op->decompose;
+      visit_children(e);
+    }
+  } finder;
+  finder.visit_function(fn);
+  return finder.found;
 }
 
 } // namespace

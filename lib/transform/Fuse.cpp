@@ -169,9 +169,7 @@ struct Fusable {
   bool anchored = false; // it is, or contains, an operator that fuses_epilogue
 };
 
-} // namespace
-
-FunctionPtr fuse_operators(const Function &fn) {
+FunctionPtr fuse_bindings(const Function &fn) {
   UseCounter counter;
   counter.visit_function(fn);
   // Reads of each var as the operand of a call that takes plain injective
@@ -240,5 +238,11 @@ FunctionPtr fuse_operators(const Function &fn) {
   result->body.bindings = std::move(out);
   return result;
 }
+
+} // namespace
+
+// A scan's body is fused on its own: its kernels run in the scan's time
+// loop; nothing fuses across the body's boundary.
+FunctionPtr fuse_operators(const Function &fn) { return fuse_bindings(*map_nested_functions(fn, fuse_bindings)); }
 
 } // namespace gradc

@@ -153,19 +153,24 @@ private:
     ExprPtr g = adj_.value(var);
     if (!g || value.op->no_gradient || blocked_.count(var.get()))
       return;
+    // The inputs: the arguments, then what a body captures (OpDef::takes_fn).
+    std::vector<ExprPtr> inputs = value.args;
+    if (value.op->takes_fn())
+      for (const ExprPtr &v : free_vars(value.args[0]))
+        inputs.push_back(v);
     if (!value.op->gradient) {
       missing_[value.op->name].push_back(value.span);
-      for (const ExprPtr &a : value.args)
+      for (const ExprPtr &a : inputs)
         blocked_.insert(a.get());
       return;
     }
     GradCtx ctx{b_, value, var, g, [this](const Function &f) { return build_vjp(f, diag_); }};
     Grads grads = value.op->gradient(ctx);
-    GRADC_CHECK(grads.size() == value.args.size(), "gradient",
+    GRADC_CHECK(grads.size() == inputs.size(), "gradient",
                 value.op->name + " gradient returned " + std::to_string(grads.size()) + " adjoints for " +
-                    std::to_string(value.args.size()) + " inputs");
+                    std::to_string(inputs.size()) + " inputs");
     for (size_t k = 0; k < grads.size(); ++k)
-      adj_.add(value.args[k], grads[k]);
+      adj_.add(inputs[k], grads[k]);
   }
   // adj[a_k] += adj[(a_1, ..., a_n)].k, each field a tree of its own.
   void on_tuple(const ExprPtr &e, const ExprPtr &var) override {
@@ -210,7 +215,7 @@ public:
         if (value.kind == ExprKind::Call && !value.op->has_gradient())
           missing_[value.op->name].push_back(value.span);
         if (value.kind != ExprKind::Call || !value.op->no_gradient)
-          for (const ExprPtr &a : value.args)
+          for (const ExprPtr &a : free_vars(bind.value)) // the arguments, and what a body captures
             blocked_.insert(a.get());
       }
       step_.run(bind);

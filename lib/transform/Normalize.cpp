@@ -23,9 +23,10 @@ public:
   }
 
 protected:
-  /// A binding of an atom disappears: its uses read the atom.
+  /// A binding of an atom disappears: its uses read the atom. So does one
+  /// of a `fn` value: scan(%f, ...) becomes scan(fn (...) {...}, ...).
   void mutate_binding(const Binding &b, std::vector<Binding> &out) override {
-    if (b.value->is_atom()) {
+    if (b.value->is_atom() || b.value->kind == ExprKind::Func) {
       remap(b.var, mutate(b.value));
       return;
     }
@@ -45,7 +46,7 @@ private:
 
   ExprPtr atom(const ExprPtr &e) {
     ExprPtr v = mutate(e);
-    if (v->is_atom())
+    if (v->is_atom() || v->kind == ExprKind::Func) // a body stays in place (its own bindings normalized)
       return v;
     ExprPtr var = make_var("t", {}, e->span, v->type);
     current_bindings().push_back({var, v, false});

@@ -35,6 +35,8 @@ public:
     in_progress_.insert(&fn);
     FunctionPtr out = TypeInferencer(module_, diag_, typed_, in_progress_).mutate_function(fn);
     const Type &result = out->body.result->type;
+    if (result.is_function())
+      diag_.error(out->body.result->span, "@" + fn.name + " returns a `fn` value: a fn can only be the body of scan");
     if (!fn.ret_type.is_unknown() && !result.has_unknown() && result != fn.ret_type)
       diag_.error(fn.span, "@" + fn.name + ": declared return type " + fn.ret_type.str() + " but the body has type " +
                                result.str());
@@ -56,7 +58,20 @@ protected:
     out.push_back({var, value, b.is_let});
   }
 
+  /// Parameters of a `fn` without annotation, typed by the operator it is
+  /// the body of (OpDef::fn_params), while that fn is being typed.
+  ExprPtr mutate_param(const ExprPtr &p) override {
+    if (auto it = param_types_.find(p.get()); it != param_types_.end())
+      return make_var(p->name, p->annotation, p->span, it->second);
+    if (p->annotation.is_unknown())
+      diag_.error(p->span, "parameter '%" + p->name + "' needs a type annotation (only the body of scan, written " +
+                               "inline, may leave its parameters' types to the arguments)");
+    return p;
+  }
+
   ExprPtr on_call(const ExprPtr &e) override {
+    if (e->op->takes_fn() && !e->args.empty() && e->args[0]->kind == ExprKind::Func)
+      return call_with_body(e);
     // A call written with an alias (permute_dims for transpose) is reported
     // under the name the user wrote: the call's span is that name.
     const std::string &text = diag_.file()->text();
@@ -73,18 +88,43 @@ protected:
     return check_call(e->op, mutated_args(*e), e->attrs, e->span, as_written);
   }
 
-  ExprPtr on_tuple(const ExprPtr &e) override { return make_tuple(mutated_args(*e), e->span); }
+  ExprPtr on_tuple(const ExprPtr &e) override {
+    std::vector<ExprPtr> fields = mutated_args(*e);
+    for (const ExprPtr &f : fields)
+      if (f->type.is_function())
+        diag_.error(f->span, "a `fn` value cannot be a tuple field (it can only be the body of scan)");
+    return make_tuple(std::move(fields), e->span);
+  }
 
   ExprPtr on_tuple_get(const ExprPtr &e) override {
     return check_tuple_get(mutate(e->args[0]), e->index, e->span, report_);
   }
 
-  /// A `fn` is a value of function type. Until `scan` consumes one, it is
-  /// reported wherever it appears (its body is still checked).
-  ExprPtr on_func(const ExprPtr &e) override {
-    ExprPtr typed = ExprMutator::on_func(e);
-    diag_.error(e->span, "a `fn` value is not supported yet (it will be the body of scan)");
-    return typed;
+  /// `op(fn (...) {...}, args...)`: the other arguments are typed first, so
+  /// that the fn's unannotated parameters take the types the operator
+  /// derives from theirs (an annotation is kept, and the relation checks it).
+  ExprPtr call_with_body(const ExprPtr &e) {
+    std::vector<ExprPtr> args(e->args.size());
+    std::vector<Type> rest;
+    bool known = true;
+    for (size_t i = 1; i < e->args.size(); ++i) {
+      args[i] = mutate(e->args[i]);
+      rest.push_back(args[i]->type);
+      known = known && !args[i]->type.has_unknown();
+    }
+    const Function &fn = *e->args[0]->func;
+    std::string error;
+    std::optional<std::vector<Type>> given = known ? e->op->fn_params(rest, e->attrs, error) : std::nullopt;
+    if (known && !given)
+      diag_.error(e->span, e->op->name + ": " + error);
+    else if (given && given->size() != fn.params.size() && !fn_params_annotated(fn)) // (else: the relation's)
+      diag_.error(e->args[0]->span, e->op->name + ": the body takes " + std::to_string(fn.params.size()) +
+                                        " parameters, but the call passes it " + std::to_string(given->size()));
+    for (size_t i = 0; i < fn.params.size(); ++i)
+      if (fn.params[i]->annotation.is_unknown()) // (unknown: an error is reported)
+        param_types_[fn.params[i].get()] = given && i < given->size() ? (*given)[i] : Type::unknown();
+    args[0] = mutate(e->args[0]);
+    return check_call(e->op, std::move(args), e->attrs, e->span, report_);
   }
 
   ExprPtr on_global_call(const ExprPtr &e) override {
@@ -121,6 +161,12 @@ private:
   std::unordered_map<const Function *, FunctionPtr> &typed_;
   std::set<const Function *> &in_progress_;
   Report report_;
+  std::unordered_map<const Expr *, Type> param_types_;
+
+  static bool fn_params_annotated(const Function &fn) {
+    return std::none_of(fn.params.begin(), fn.params.end(),
+                        [](const ExprPtr &p) { return p->annotation.is_unknown(); });
+  }
 
   std::vector<ExprPtr> mutated_args(const Expr &e) {
     std::vector<ExprPtr> args;

@@ -66,13 +66,18 @@ private:
       bool fused_ok =
           form_ == IRForm::Fused && v.kind == ExprKind::Call && (v.op->injective() || v.op->fuses_producers);
       for (const ExprPtr &a : v.args)
-        if (!a->is_atom() && !(fused_ok && fused_operand(*a)))
+        if (!a->is_atom() && !(fused_ok && fused_operand(*a)) && !is_body(v, *a))
           fail("an operand of %" + b.var->name + "'s value is not an atom");
     }
     visit(b.value);
     if (!(b.var->type == v.type))
       fail("%" + b.var->name + " has type " + b.var->type.str() + " but is bound to a value of type " + v.type.str());
     define(b.var);
+  }
+
+  /// The `fn` value that is a scan's argument 0.
+  static bool is_body(const Expr &call, const Expr &a) {
+    return call.kind == ExprKind::Call && call.op->takes_fn() && &a == call.args[0].get() && a.kind == ExprKind::Func;
   }
 
   /// A fused operand: an injective call, or an anchor (a call that

@@ -1726,6 +1726,10 @@ TABLE = {
 SEGMENT_MARKERS = ("grad.start_checkpoint", "grad.end_checkpoint")
 
 NOT_GENERATED = {
+    "scan": "its argument is a `fn` body, which the generator does not write; the oracle checks its forward "
+            "(an independent loop over the body), the finite-difference test its gradient",
+    "grad.scan_backward": "a gradient helper: it runs in the adjoint of scan, where the finite-difference and "
+                          "PyTorch tests check it",
     "argmax": "an integer result with no gradient; its forward is checked by the oracle's cases",
     "argmin": "an integer result with no gradient; its forward is checked by the oracle's cases",
     "logical_and": "bool operands and result; its forward is checked by the oracle's cases",

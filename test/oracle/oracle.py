@@ -595,6 +595,22 @@ def _pad(a, at):
     return out
 
 
+def _stack(states):
+    """Steps stacked on a new leading axis, leaf by leaf for a tuple state."""
+    if isinstance(states[0], tuple):
+        return tuple(_stack([s[i] for s in states]) for i in range(len(states[0])))
+    return np.stack([np.asarray(s) for s in states])
+
+
+def _scan(a, at):
+    """SPEC §7: result[0] = init, result[t] = body(result[t-1], x1[t], ...) for t in [1, T)."""
+    body, init, xs = a[0], a[1], a[2:]
+    states = [init]
+    for t in range(1, xs[0].shape[0]):
+        states.append(body(states[-1], *[x[t] for x in xs]))
+    return _stack(states)
+
+
 def _scalar(v, dtype):
     return np.asarray(v).astype(dtype).reshape(())
 
@@ -722,6 +738,7 @@ REFERENCE = {
     "nn.dropout": lambda a, at: (a[0].copy(), np.ones_like(a[0])),
     # recurrences
     "cumsum": lambda a, at: _cumulative(a[0], at, False),
+    "scan": _scan,
     "cumprod": lambda a, at: _cumulative(a[0], at, True),
     # gradient helpers
     "grad.no_grad": lambda a, at: a[0].copy(),
@@ -944,6 +961,18 @@ EXTRA_EXAMPLES = {
     "nn.batch_norm": [("%x: Tensor[(2, 3, 4), float16], %g: Tensor[(3,), float16], %b: Tensor[(3,), float16], "
                        "%m: Tensor[(3,), float16], %v: Tensor[(3,), float16]",
                        "nn.batch_norm(%x, %g, %b, %m, %v)", True, 2)],
+    "scan": [("%h: Tensor[(3,), float32], %x: Tensor[(1, 3), float32]", "scan(fn (%s, %xt) { %s + %xt }, %h, %x)",
+              False, 2),
+             ("%h: Tensor[(2, 4), float32], %x: Tensor[(6, 2, 4), float32]",
+              "scan(fn (%s, %xt) { nn.softmax(%s * %xt + %xt) }, %h, %x)", False, 2),
+             ("%h: Tensor[(3,), float32], %e: Tensor[(4, 3), float32], %tok: Tensor[(5,), int32]",
+              "scan(fn (%s, %k: Tensor[(), int32]) { tanh(%s + take(%e, %k, axis=0)) }, %h, %tok)", False, 4),
+             ("%h: Tensor[(3,), float64], %x: Tensor[(4, 2, 3), float64]",
+              "scan(fn (%s, %xt) { sum(scan(fn (%a, %b) { %a * %b + %s }, %s, %xt), axis=[0]) }, %h, %x)",
+              False, 2),
+             ("%h: Tensor[(2,), int32], %x: Tensor[(5, 2), int32]",
+              "%f = fn (%s: Tensor[(2,), int32], %xt: Tensor[(2,), int32]) { %s * 2 + %xt }; scan(%f, %h, %x)",
+              False, 5)],
     "cumsum": [(S234, "cumsum(%x, exclusive=True)", False, 2),
                ("%x: Tensor[(2, 3, 4), float16]", "cumsum(%x, axis=0)", False, 2),
                (F234, "cumsum(%x)", False, 2), (F234, "cumsum(%x, axis=-1)", False, 2),
@@ -1042,7 +1071,7 @@ TOKEN = re.compile(r"""\s*(?:
   | (?P<num>\d+(?:\.\d*)?(?:[eE][+-]?\d+)?(?:f16|f32|f64|f|i32|i64|i8|u8)?)
   | (?P<str>"(?:[^"\\]|\\.)*")
   | (?P<id>[A-Za-z_][A-Za-z0-9_.]*)
-  | (?P<op><=|>=|==|!=|[-+*/<>(),=\[\];:.])
+  | (?P<op><=|>=|==|!=|->|[-+*/<>(),=\[\];:.{}])
 )""", re.X)
 
 
@@ -1100,7 +1129,8 @@ class Parser:
         self.i += 1
         return tok
 
-    def body(self):
+    def body(self, end=None):
+        """Bindings then a result, up to the end of the text or the token `end`."""
         binds = []
         while True:
             if self.peek()[1] == "let":
@@ -1121,9 +1151,38 @@ class Parser:
             binds.append((name, self.expr()))
             self.take(";")
         result = self.expr()
-        if self.peek()[0] is not None:
+        if self.peek()[1] != end:
             raise ParseError(f"trailing {self.peek()[1]!r}")
         return ("let", binds, result)
+
+    def skip_type(self, stop):
+        """Skips a type annotation up to a token of `stop` outside brackets."""
+        depth = 0
+        while not (depth == 0 and self.peek()[1] in stop):
+            t = self.take()[1]
+            depth += t in ("(", "[") and 1 or 0
+            depth -= t in (")", "]") and 1 or 0
+
+    def function(self):
+        """fn (%p [: type], ...) [-> type] { body }: the parameters' names and the body."""
+        self.take("fn")
+        self.take("(")
+        params = []
+        while self.peek()[1] != ")":
+            params.append(self.take()[1])
+            if self.peek()[1] == ":":
+                self.take()
+                self.skip_type((",", ")"))
+            if self.peek()[1] != ")":
+                self.take(",")
+        self.take(")")
+        if self.peek()[1] == "->":
+            self.take()
+            self.skip_type(("{",))
+        self.take("{")
+        body = self.body(end="}")
+        self.take("}")
+        return ("fn", params, body)
 
     def expr(self, min_prec=0):
         lhs = self.unary()
@@ -1161,6 +1220,8 @@ class Parser:
         if kind == "id" and val in ("True", "False"):
             self.take()
             return ("const", np.asarray(val == "True"))
+        if kind == "id" and val == "fn":
+            return self.function()
         if kind == "id":
             self.take()
             self.take("(")
@@ -1256,6 +1317,8 @@ def calls_in(tree):
         for _, e in tree[1]:
             yield from calls_in(e)
         yield from calls_in(tree[2])
+    elif tree[0] == "fn":
+        yield from calls_in(tree[2])
 
 
 class MissingReference(Exception):
@@ -1277,6 +1340,9 @@ def evaluate(tree, env, registry):
         for name, e in tree[1]:
             env[name] = evaluate(e, env, registry)
         return evaluate(tree[2], env, registry)
+    if kind == "fn":  # a closure over the enclosing values
+        _, params, body = tree
+        return lambda *vals: evaluate(body, {**env, **dict(zip(params, vals))}, registry)
     _, name, args, attrs = tree
     op = registry["alias"].get(name, name)
     if op not in REFERENCE:

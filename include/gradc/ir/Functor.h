@@ -18,6 +18,7 @@
 
 #include "gradc/ir/Expr.h"
 
+#include <functional>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -134,6 +135,16 @@ private:
   std::unordered_map<const Expr *, ExprPtr> memo_;
   std::vector<Binding> *bindings_ = nullptr;
 };
+
+/// `fn` with the function of every `fn` value in it replaced by f(that
+/// function), innermost first: how a pass that rewrites one function's own
+/// bindings (fusion, dead-code elimination) reaches the bodies of scans.
+FunctionPtr map_nested_functions(const Function &fn, const std::function<FunctionPtr(const Function &)> &f);
+
+/// `fn` closed over `captured` (Vars it reads but does not define): a
+/// function whose parameters are fn's (fresh Vars) then one per captured
+/// Var, in order, which its body reads instead.
+FunctionPtr close_over(const Function &fn, const std::vector<ExprPtr> &captured);
 
 /// The Vars that `e` reads, in first-use order, including reads from inside
 /// the bodies of `fn` values (less the Vars those bodies define themselves).

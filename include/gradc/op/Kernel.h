@@ -83,6 +83,32 @@ struct KernelCtx {
   LVarPtr var(const std::string &name);
 };
 
+/// What an operator that lowers to a time loop (OpDef::lower_loop: scan)
+/// builds with. The function lowering implements it with its own machinery,
+/// so the operators of a body lower exactly as they do anywhere else.
+class LoopLowerCtx {
+public:
+  LoopLowerCtx(const Expr &call, std::vector<BufferPtr> outputs) : call(call), outputs(std::move(outputs)) {}
+  virtual ~LoopLowerCtx() = default;
+  const Expr &call;
+  std::vector<BufferPtr> outputs; // one per leaf of the call's result
+
+  /// The buffers of argument `arg`, one per leaf (a constant is materialized).
+  virtual std::vector<BufferPtr> input(size_t arg) = 0;
+  /// A new workspace buffer of this call (`name` is a hint).
+  virtual BufferPtr buffer(const std::string &name, const Type &type) = 0;
+  virtual void kernel(const std::string &name, StmtPtr body) = 0;
+  /// Lowers `fn`'s bindings as kernels, parameter i reading the buffers
+  /// `params[i]` (one per leaf of its type) and captured Vars their own;
+  /// returns the buffers of its result, one per leaf (a parameter's or a
+  /// captured value's own buffer when the body returns it unchanged).
+  virtual std::vector<BufferPtr> body(const Function &fn, const std::vector<std::vector<BufferPtr>> &params) = 0;
+  /// The number of kernels emitted so far: where a time loop starts.
+  virtual size_t next_kernel() const = 0;
+  /// Kernels [first, next_kernel()) run `extent` times (loops/LoopIR.h: TimeLoop).
+  virtual void time_loop(size_t first, int64_t extent) = 0;
+};
+
 /// Shorthands for the arithmetic kernels build, index or value alike.
 inline LExprPtr add(LExprPtr a, LExprPtr b) { return binary(BinaryOp::Add, std::move(a), std::move(b)); }
 inline LExprPtr sub(LExprPtr a, LExprPtr b) { return binary(BinaryOp::Sub, std::move(a), std::move(b)); }

@@ -34,6 +34,7 @@ class Builder;
 class OpRegistry;
 struct ElementCtx;
 struct KernelCtx;
+class LoopLowerCtx;
 
 enum class AttrKind {
   Int,        // 3
@@ -133,6 +134,17 @@ enum class CheckpointMarker { None, Start, End };
 /// The arithmetic operations one call performs (for --report).
 using FlopsFn = int64_t (*)(const Expr &call);
 
+/// For an operator whose first argument is a `fn` value (scan): the types
+/// that fn's parameters take, given the types of the call's other
+/// arguments (all known), or nullopt and why not in `error` (`op: ` is
+/// prefixed). A `fn` written inline without parameter annotations is typed
+/// with these; the relation checks an annotated one.
+using FnParamsFn = std::optional<std::vector<Type>> (*)(const std::vector<Type> &rest, const Attrs &attrs,
+                                                        std::string &error);
+/// An operator that lowers to a time loop of kernels (scan): it builds them
+/// through the function lowering's own machinery (op/Kernel.h: LoopLowerCtx).
+using LoopLoweringFn = void (*)(LoopLowerCtx &);
+
 /// Decodes a call's attributes as the operator's typed struct; the error, if any.
 using AttrCheckFn = std::optional<AttrError> (*)(const Attrs &attrs, const std::vector<Type> &args, size_t first_arg);
 
@@ -166,9 +178,17 @@ struct OpDef {
   // bounded number of times: sum(a / b) without a / b in memory).
   bool fuses_epilogue = false;
   bool fuses_producers = false;
+  // An operator whose argument 0 is a `fn` value (its body), whose free
+  // Vars (captured values) are inputs too: a gradient rule returns their
+  // adjoints after the arguments', in free_vars order (ir/Functor.h).
+  FnParamsFn fn_params = nullptr;
+  LoopLoweringFn lower_loop = nullptr;
 
+  bool takes_fn() const { return fn_params != nullptr; }
   bool has_gradient() const { return gradient != nullptr || no_gradient || decompose != nullptr; }
-  bool has_lowering() const { return element != nullptr || kernel != nullptr || decompose != nullptr; }
+  bool has_lowering() const {
+    return element != nullptr || kernel != nullptr || decompose != nullptr || lower_loop != nullptr;
+  }
   bool injective() const { return element != nullptr; }
   /// The kernel to lower a call with for `target`: its strategy, else the generic kernel.
   KernelFn kernel_for(TargetKind target) const;
@@ -223,6 +243,10 @@ public:
   /// See OpDef::fuses_epilogue and OpDef::fuses_producers.
   OpBuilder &fuses_epilogue();
   OpBuilder &fuses_producers();
+  /// Argument 0 is a `fn` value whose parameter types `fn` derives.
+  OpBuilder &takes_fn(FnParamsFn fn);
+  /// Lowers to a time loop of kernels instead of one kernel.
+  OpBuilder &lower_loop(LoopLoweringFn fn);
 
 private:
   OpRegistry &reg_;
@@ -264,6 +288,10 @@ template <class T> T RelationCtx::attrs_as() const {
   return *typed;
 }
 
+/// The operation count of every call of `fn`'s bindings, as each operator's
+/// record states it (a scan's counts its body's, once per step).
+int64_t function_flops(const Function &fn);
+
 // The operator families (lib/op/*.cpp). Registry.cpp calls each once.
 void register_elementwise_ops(OpRegistry &reg);
 void register_reduce_ops(OpRegistry &reg);
@@ -276,6 +304,7 @@ void register_pool_ops(OpRegistry &reg);
 void register_norm_ops(OpRegistry &reg);
 void register_activation_ops(OpRegistry &reg);
 void register_scan_ops(OpRegistry &reg);
+void register_recurrence_ops(OpRegistry &reg);
 void register_grad_ops(OpRegistry &reg);
 void register_slice_ops(OpRegistry &reg);
 void register_index_ops(OpRegistry &reg);

@@ -1,0 +1,418 @@
+//===- recurrence.cpp - scan (SPEC §7) and its reverse, grad.scan_backward -===//
+//
+// scan(fn (%s, %x1_t, ...) { ... }, %init, %x1, ...) is TE's scan as an
+// expression: out[0] = init, out[t] = body(out[t-1], x1[t], ...) for t in
+// [1, T). The body is any function of the language; the Vars of the
+// enclosing function it reads (captured weights) are inputs of the call too
+// (OpDef::takes_fn).
+//
+// The gradient differentiates the body with the gradient pass itself
+// (GradCtx::differentiate): the body closed over its captured values gives
+// vjp(s, x.., c.., d) = (d_s, d_x.., d_c..), and grad.scan_backward runs it
+// backwards over the stored states, carrying d_s, stacking d_x and summing
+// d_c over time. A step's intermediate values are recomputed from its state
+// (the vjp's forward half), so only the states are stored: they are scan's
+// own result.
+//
+// Both lower to one time loop (LoopLowerCtx): per step, copy-in kernels
+// give the body its parameters (the state read at t-1, the sequences' step
+// t), the body's own kernels run, copy-out kernels write step t, and the
+// last kernel advances the step word every kernel of the loop reads t from.
+//
+//===----------------------------------------------------------------------===//
+#include "gradc/ir/Functor.h"
+#include "gradc/op/Builder.h"
+#include "gradc/op/Kernel.h"
+#include "gradc/op/Ops.h"
+#include "gradc/op/Relations.h"
+
+namespace gradc {
+namespace {
+
+/// `type` with `steps` prepended to every tensor leaf: a state's history.
+Type stacked(const Type &type, int64_t steps) {
+  if (type.is_tuple()) {
+    std::vector<Type> fields;
+    for (const Type &f : type.fields)
+      fields.push_back(stacked(f, steps));
+    return Type::tuple(fields);
+  }
+  Shape shape = type.shape;
+  shape.insert(shape.begin(), steps);
+  return Type::tensor(shape, type.dtype);
+}
+
+/// A sequence's type, one step of it: its leading axis dropped.
+Type step_of(const Type &seq) {
+  Shape shape(seq.shape.begin() + 1, seq.shape.end());
+  return Type::tensor(shape, seq.dtype);
+}
+
+/// Whether `t` has a floating-point tensor at any depth (what has an adjoint).
+bool has_float_part(const Type &t) {
+  for (const Type &leaf : leaf_types(t))
+    if (is_float(leaf.dtype))
+      return true;
+  return false;
+}
+
+/// The sequences' common length T, or why there is none.
+std::optional<int64_t> sequence_length(const std::vector<Type> &xs, std::string &error) {
+  std::optional<int64_t> steps;
+  for (size_t i = 0; i < xs.size(); ++i) {
+    const Type &x = xs[i];
+    std::string which = "sequence " + std::to_string(i + 1);
+    if (!x.is_tensor() || x.rank() < 1) {
+      error = which + " has type " + x.str() + ": a sequence is a tensor with a leading time axis";
+      return std::nullopt;
+    }
+    if (steps && x.shape[0] != *steps) {
+      error = which + " has " + std::to_string(x.shape[0]) + " steps but sequence 1 has " + std::to_string(*steps) +
+              ": every sequence has the same length";
+      return std::nullopt;
+    }
+    steps = x.shape[0];
+  }
+  if (steps && *steps < 1) {
+    error = "the sequences have no step (T = 0): the result's first step is the initial state, so T >= 1";
+    return std::nullopt;
+  }
+  return steps;
+}
+
+//===--- scan ------------------------------------------------------------===//
+
+std::optional<std::vector<Type>> scan_params(const std::vector<Type> &rest, const Attrs &, std::string &error) {
+  if (rest.size() < 2) {
+    error = "expected an initial state and at least one sequence";
+    return std::nullopt;
+  }
+  std::vector<Type> xs(rest.begin() + 1, rest.end());
+  if (!sequence_length(xs, error))
+    return std::nullopt;
+  std::vector<Type> params{rest[0]};
+  for (const Type &x : xs)
+    params.push_back(step_of(x));
+  return params;
+}
+
+Type scan_rel(RelationCtx &ctx) {
+  const Type &body = ctx.args[0];
+  std::vector<Type> rest(ctx.args.begin() + 1, ctx.args.end());
+  std::string error;
+  std::optional<std::vector<Type>> params = scan_params(rest, ctx.attrs, error);
+  if (!params)
+    return ctx.fail(error);
+  size_t k = rest.size() - 1;
+  if (body.fields.size() != params->size())
+    return ctx.fail("the body takes " + std::to_string(body.fields.size()) + " parameters, but scan passes it " +
+                    std::to_string(params->size()) + ": the state and a step of each of the " + std::to_string(k) +
+                    " sequence" + (k == 1 ? "" : "s"));
+  for (size_t i = 0; i < params->size(); ++i)
+    if (body.fields[i] != (*params)[i])
+      return ctx.fail("the body's parameter " + std::to_string(i + 1) + " has type " + body.fields[i].str() +
+                      " but scan passes it " +
+                      (i == 0 ? "the state, of type " : "a step of sequence " + std::to_string(i) + ", of type ") +
+                      (*params)[i].str());
+  if (body.result[0] != rest[0])
+    return ctx.fail("the body returns " + body.result[0].str() + " but the state has type " + rest[0].str() +
+                    ": the body returns the next state");
+  if (leaf_types(rest[0]).empty())
+    return ctx.fail("the state " + rest[0].str() + " holds no tensor");
+  return stacked(rest[0], rest[1].shape[0]);
+}
+
+/// The body closed over what it captures, differentiated; grad.scan_backward
+/// runs it over the states (see the file comment).
+Grads scan_grad(GradCtx &g) {
+  const Expr &call = g.call;
+  std::vector<ExprPtr> captured = free_vars(call.args[0]);
+  auto vjp = std::make_shared<Function>(*g.differentiate(*close_over(*call.args[0]->func, captured)));
+  vjp->name.clear(); // a `fn` value
+  size_t k = call.args.size() - 2;
+  std::vector<ExprPtr> args{make_func(vjp), g.out, g.grad};
+  for (size_t i = 2; i < call.args.size(); ++i)
+    args.push_back(call.args[i]);
+  args.insert(args.end(), captured.begin(), captured.end());
+  Attrs attrs;
+  attrs.set("sequences", AttrValue::of(int64_t(k)));
+  ExprPtr back = g.b.call(ops::scan_backward, args, attrs);
+  // Its fields: an adjoint for each input with a floating-point part, in the
+  // order of the call's inputs (init, the sequences, the captured values).
+  int field = 0;
+  auto adjoint = [&](const ExprPtr &input) { return has_float_part(input->type) ? g.b.get(back, field++) : nullptr; };
+  Grads grads{nullptr};
+  for (size_t i = 1; i < call.args.size(); ++i)
+    grads.push_back(adjoint(call.args[i]));
+  for (const ExprPtr &c : captured)
+    grads.push_back(adjoint(c));
+  return grads;
+}
+
+//===--- the time loop ---------------------------------------------------===//
+
+/// Kernels of a time loop: copies between a step's buffers and the
+/// stacked ones, through the step word.
+struct StepKernels {
+  LoopLowerCtx &c;
+  int64_t steps; // T
+  BufferPtr step = nullptr;
+
+  /// t, and t - 1, clamped into [0, T) so that every index is bounded.
+  LExprPtr t() const { return clamp_index(load(step, imm(0)), steps); }
+  LExprPtr t_minus_1() const { return clamp_index(sub(load(step, imm(0)), imm(1)), steps); }
+
+  /// for i < n: body(i), one flat parallel loop.
+  void each(const std::string &name, int64_t n, const std::function<StmtPtr(const LExprPtr &i)> &body) {
+    auto i = std::make_shared<LVar>(LVar{"i"});
+    c.kernel(name, for_loop(i, n, ForKind::Spatial, body(var_ref(i))));
+  }
+  /// dst[dst_at·n + i] = value(i) for i < n (a step `at` of a stacked buffer, or a whole one when at is null).
+  void write(const std::string &name, const BufferPtr &dst, const LExprPtr &at,
+             const std::function<LExprPtr(const LExprPtr &i)> &value) {
+    int64_t n = step_size(dst, at);
+    each(name, n, [&](const LExprPtr &i) { return store(dst, offset(at, n, i), value(i)); });
+  }
+  /// src at step `at` (or whole), element i.
+  LExprPtr read(const BufferPtr &src, const LExprPtr &at, const LExprPtr &i) const {
+    return load(src, offset(at, step_size(src, at), i));
+  }
+  void copy(const std::string &name, const BufferPtr &dst, const LExprPtr &dst_at, const BufferPtr &src,
+            const LExprPtr &src_at) {
+    write(name, dst, dst_at, [&](const LExprPtr &i) { return read(src, src_at, i); });
+  }
+  void fill_zero(const std::string &name, const BufferPtr &dst, const LExprPtr &at) {
+    write(name, dst, at, [&](const LExprPtr &) { return constant_of(0, dst->dtype); });
+  }
+
+  void begin(int64_t first_t) {
+    step = c.buffer("step", Type::tensor({1}, DType::Int64));
+    c.kernel("step_init", store(step, imm(0), imm(first_t)));
+  }
+  void advance(int64_t delta) { c.kernel("step_next", store(step, imm(0), add(load(step, imm(0)), imm(delta)))); }
+
+  /// Per-step buffers of a value of type `type`, one per leaf.
+  std::vector<BufferPtr> buffers(const std::string &name, const Type &type) {
+    std::vector<BufferPtr> out;
+    for (const Type &leaf : leaf_types(type))
+      out.push_back(c.buffer(name, leaf));
+    return out;
+  }
+
+private:
+  static int64_t step_size(const BufferPtr &b, const LExprPtr &at) {
+    return at ? num_elements(b->shape) / std::max<int64_t>(b->shape.at(0), 1) : num_elements(b->shape);
+  }
+  static LExprPtr offset(const LExprPtr &at, int64_t n, const LExprPtr &i) { return at ? add(mul(at, imm(n)), i) : i; }
+};
+
+/// out[0] = init; for t in [1, T): s = out[t-1], x_i = x_i[t];
+/// out[t] = body(s, x_1, ...).
+void scan_lower(LoopLowerCtx &c) {
+  const Function &body = *c.call.args[0]->func;
+  const Type &state = c.call.args[1]->type;
+  int64_t steps = c.outputs[0]->shape[0];
+  StepKernels k{c, steps};
+  std::vector<BufferPtr> init = c.input(1), &out = c.outputs;
+  for (size_t l = 0; l < out.size(); ++l)
+    k.copy("first", out[l], imm(0), init[l], nullptr);
+  if (steps == 1)
+    return;
+  k.begin(1);
+  size_t first = c.next_kernel();
+  std::vector<std::vector<BufferPtr>> params{k.buffers("state", state)};
+  for (size_t l = 0; l < out.size(); ++l)
+    k.copy("load_state", params[0][l], nullptr, out[l], k.t_minus_1());
+  for (size_t i = 2; i < c.call.args.size(); ++i) {
+    params.push_back(k.buffers("x", step_of(c.call.args[i]->type)));
+    k.copy("load_x", params.back()[0], nullptr, c.input(i)[0], k.t());
+  }
+  std::vector<BufferPtr> next = c.body(body, params);
+  for (size_t l = 0; l < out.size(); ++l)
+    k.copy("store_state", out[l], k.t(), next[l], nullptr);
+  k.advance(1);
+  c.time_loop(first, steps - 1);
+}
+
+//===--- grad.scan_backward ----------------------------------------------===//
+
+struct ScanBackwardAttrs {
+  int64_t sequences = 1;
+  template <class V> void visit(V &v) {
+    v("sequences", sequences, "How many of the arguments after the adjoint are sequences (the rest are captured).",
+      {.min = 1});
+  }
+};
+
+// (vjp, states, d_states, x_1..x_k, c_1..c_m): the vjp takes (s, x_1_t..,
+// c.., d) and returns an adjoint for each of s, x_i, c_j with a float part.
+Type scan_backward_rel(RelationCtx &ctx) {
+  int64_t k = ctx.attrs_as<ScanBackwardAttrs>().sequences;
+  const std::vector<Type> &a = ctx.args;
+  if (a.size() < size_t(3 + k))
+    return ctx.fail("expected a vjp, the states, their adjoint and " + std::to_string(k) + " sequences");
+  const Type &vjp = a[0], &states = a[1];
+  if (a[2] != states)
+    return ctx.fail("the adjoint " + a[2].str() + " does not have the states' type " + states.str());
+  std::string error;
+  std::vector<Type> xs(a.begin() + 3, a.begin() + 3 + k);
+  std::optional<int64_t> steps = sequence_length(xs, error);
+  if (!steps)
+    return ctx.fail(error);
+  // The state is one step of the states.
+  std::vector<Type> leaves = leaf_types(states);
+  if (leaves.empty() || leaves[0].rank() < 1 || leaves[0].shape[0] != *steps)
+    return ctx.fail("the states " + states.str() + " do not have the sequences' " + std::to_string(*steps) + " steps");
+  std::function<Type(const Type &)> unstacked = [&](const Type &t) {
+    if (!t.is_tuple())
+      return step_of(t);
+    std::vector<Type> fields;
+    for (const Type &f : t.fields)
+      fields.push_back(unstacked(f));
+    return Type::tuple(fields);
+  };
+  Type state = unstacked(states);
+  std::vector<Type> params{state}, result;
+  if (has_float_part(state))
+    result.push_back(state);
+  for (size_t i = 3; i < a.size(); ++i) {
+    bool seq = i < size_t(3 + k);
+    params.push_back(seq ? step_of(a[i]) : a[i]);
+    if (has_float_part(a[i]))
+      result.push_back(a[i]);
+  }
+  params.push_back(state);
+  std::vector<Type> step_result = result;
+  for (size_t i = 0, f = has_float_part(state); i < size_t(k); ++i)
+    if (has_float_part(a[3 + i]))
+      step_result[f++] = step_of(a[3 + i]);
+  if (vjp.fields != params || vjp.result[0] != Type::tuple(step_result))
+    return ctx.fail("the vjp has type " + vjp.str() + " but the states and inputs call for parameters and result " +
+                    Type::function(params, Type::tuple(step_result)).str());
+  return Type::tuple(result);
+}
+
+std::optional<std::vector<Type>> scan_backward_params(const std::vector<Type> &rest, const Attrs &, std::string &error) {
+  error = "its vjp is built by the gradient pass, with annotated parameters";
+  return std::nullopt;
+}
+
+/// carry = 0; for t = T-1 down to 1: (d_s, d_x.., d_c..) = vjp(states[t-1],
+/// x[t].., c.., d_states[t] + carry); carry = d_s; d_x[t] = d_x; acc_c +=
+/// d_c. Then d_init = d_states[0] + carry, d_x[0] = 0.
+void scan_backward_lower(LoopLowerCtx &c) {
+  const Expr &call = c.call;
+  const Function &vjp = *call.args[0]->func;
+  int64_t k = call_attrs<ScanBackwardAttrs>(call).sequences;
+  std::vector<BufferPtr> states = c.input(1), d_states = c.input(2);
+  int64_t steps = states[0]->shape[0];
+  StepKernels sk{c, steps};
+  const Type &state = vjp.params[0]->type;
+  bool float_state = has_float_part(state);
+  // The outputs, leaf by leaf: d_init, then d_x_i (stacked) and d_c_j for
+  // the inputs with a float part; a sequence is one leaf, a captured value
+  // any number.
+  std::vector<BufferPtr> d_init, d_x, d_c; // d_x: one per sequence (null: none)
+  size_t o = 0;
+  if (float_state)
+    for (size_t l = 0; l < states.size(); ++l)
+      d_init.push_back(c.outputs[o++]);
+  for (size_t i = 3; i < call.args.size(); ++i) {
+    bool adjoint = has_float_part(call.args[i]->type);
+    if (i < size_t(3 + k))
+      d_x.push_back(adjoint ? c.outputs[o++] : nullptr);
+    else if (adjoint)
+      for (size_t l = 0; l < leaf_types(call.args[i]->type).size(); ++l)
+        d_c.push_back(c.outputs[o++]);
+  }
+  std::vector<BufferPtr> carry = sk.buffers("carry", state);
+  for (const BufferPtr &b : carry)
+    sk.fill_zero("carry_zero", b, nullptr);
+  for (const BufferPtr &b : d_c)
+    sk.fill_zero("acc_zero", b, nullptr);
+  for (const BufferPtr &b : d_x)
+    if (b)
+      sk.fill_zero("dx_first", b, imm(0));
+  if (steps > 1) {
+    sk.begin(steps - 1);
+    size_t first = c.next_kernel();
+    std::vector<std::vector<BufferPtr>> params{sk.buffers("state", state)};
+    for (size_t l = 0; l < states.size(); ++l)
+      sk.copy("load_state", params[0][l], nullptr, states[l], sk.t_minus_1());
+    for (size_t i = 3; i < call.args.size(); ++i) {
+      if (i < size_t(3 + k)) {
+        params.push_back(sk.buffers("x", step_of(call.args[i]->type)));
+        sk.copy("load_x", params.back()[0], nullptr, c.input(i)[0], sk.t());
+      } else {
+        params.push_back(c.input(i));
+      }
+    }
+    params.push_back(sk.buffers("d", state));
+    for (size_t l = 0; l < states.size(); ++l)
+      sk.write("load_d", params.back()[l], nullptr, [&](const LExprPtr &i) {
+        return add(sk.read(d_states[l], sk.t(), i), load(carry[l], i));
+      });
+    std::vector<BufferPtr> r = c.body(vjp, params);
+    size_t f = 0;
+    if (float_state)
+      for (size_t l = 0; l < carry.size(); ++l)
+        sk.copy("store_carry", carry[l], nullptr, r[f++], nullptr);
+    for (const BufferPtr &b : d_x)
+      if (b)
+        sk.copy("store_dx", b, sk.t(), r[f++], nullptr);
+    for (const BufferPtr &b : d_c) {
+      const BufferPtr &term = r[f++];
+      sk.write("accumulate", b, nullptr, [&](const LExprPtr &i) { return add(load(b, i), load(term, i)); });
+    }
+    sk.advance(-1);
+    c.time_loop(first, steps - 1);
+  }
+  for (size_t l = 0; l < d_init.size(); ++l)
+    sk.write("d_init", d_init[l], nullptr,
+             [&](const LExprPtr &i) { return add(sk.read(d_states[l], imm(0), i), load(carry[l], i)); });
+}
+
+} // namespace
+
+void register_recurrence_ops(OpRegistry &reg) {
+  reg.add("scan")
+      .describe("TE's scan as an expression (SPEC §7): result[0] = init, result[t] = body(result[t-1], x1[t], ...) "
+                "for t in [1, T); the body may read values of the enclosing function. A tuple state gives a tuple "
+                "of histories.")
+      .arg("body", "fn", "The update: fn (%state, %x1_t, ...) returning the next state.")
+      .arg("init", "Tensor or Tuple", "The initial state: the result's step 0.")
+      .arg("xs", "Tensor", "Sequences of T steps each (at least one); the body sees step t of each.")
+      .arity(3, 1 << 20)
+      .support_level(3)
+      .takes_fn(scan_params)
+      .relation("Scan", scan_rel)
+      .gradient(scan_grad)
+      .lower_loop(scan_lower)
+      .flops([](const Expr &call) {
+        return function_flops(*call.args[0]->func) * std::max<int64_t>(leaf_types(call.type)[0].shape[0] - 1, 0);
+      })
+      .example("%h: Tensor[(2, 3), float64], %x: Tensor[(4, 2, 3), float64], %w: Tensor[(3, 3), float64]",
+               "scan(fn (%s: Tensor[(2, 3), float64], %xt: Tensor[(2, 3), float64]) { tanh(nn.dense(%s, %w) + "
+               "%xt) }, %h, %x)")
+      .example("%a: Tensor[(3,), float64], %b: Tensor[(3,), float64], %x: Tensor[(5, 3), float64], "
+               "%y: Tensor[(5, 3), float64]",
+               "%0 = scan(fn (%s, %xt, %yt) { (%s.0 * %xt + %yt, %s.1 + %s.0) }, (%a, %b), %x, %y); "
+               "%0.0 + sin(%0.1)");
+
+  reg.add("grad.scan_backward")
+      .describe("The reverse scan of scan's gradient: runs the body's vector-Jacobian product from the last step "
+                "to the first over the stored states; returns the adjoints of the initial state, of each sequence "
+                "and of each captured value, for those with a floating-point part.")
+      .arg("vjp", "fn", "fn (%state, %x1_t, ..., %captured..., %d_next) -> (d_state, d_x1_t, ..., d_captured...)")
+      .arg("states", "Tensor or Tuple", "scan's result.")
+      .arg("d_states", "Tensor or Tuple", "Its adjoint.")
+      .arg("inputs", "Tensor", "The sequences, then the captured values.")
+      .arity(4, 1 << 20)
+      .attrs<ScanBackwardAttrs>()
+      .support_level(3)
+      .takes_fn(scan_backward_params)
+      .relation("ScanBackward", scan_backward_rel)
+      .lower_loop(scan_backward_lower);
+}
+
+} // namespace gradc
