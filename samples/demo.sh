@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The main job on the samples: install what is missing, build gradc, compile
-# samples/mlp.relay, samples/cnn.relay and samples/transformer.relay with their
-# gradients to objects and to PTX, link each C driver with its object, and run
-# a few training steps.
+# samples/mlp.relay, samples/cnn.relay, samples/transformer.relay,
+# samples/rnn.relay and samples/lstm.relay with their gradients to objects and
+# to PTX, link each C driver with its object, and run a few training steps.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 bash "$root/tools/install-deps.sh"
@@ -23,13 +23,24 @@ gpt_wrt=%E,%P,%ln1_g,%ln1_b,%Wqkv,%bqkv,%Wo,%bo,%ln2_g,%ln2_b,%W1,%b1,%W2,%b2
 "$gradc" compile "$root/samples/transformer.relay" --grad --wrt=$gpt_wrt -o transformer --report
 "$gradc" compile "$root/samples/transformer.relay" --grad --wrt=$gpt_wrt --target=cuda --gpu-arch=sm_90 -o transformer_cuda
 cc -O2 -std=c11 -I. "$root/samples/transformer_app.c" transformer.o -lm -o transformer_app
+rnn_wrt=%E,%Wx,%Wh,%b,%Wo,%bo
+"$gradc" compile "$root/samples/rnn.relay" --grad --wrt=$rnn_wrt -o rnn --report
+"$gradc" compile "$root/samples/rnn.relay" --grad --wrt=$rnn_wrt --target=cuda --gpu-arch=sm_90 -o rnn_cuda
+cc -O2 -std=c11 -I. "$root/samples/rnn_app.c" rnn.o -lm -o rnn_app
+lstm_wrt=%W_ih,%W_hh,%b,%Wc,%bc
+"$gradc" compile "$root/samples/lstm.relay" --grad --wrt=$lstm_wrt -o lstm --report
+"$gradc" compile "$root/samples/lstm.relay" --grad --wrt=$lstm_wrt --target=cuda --gpu-arch=sm_90 -o lstm_cuda
+cc -O2 -std=c11 -I. "$root/samples/lstm_app.c" lstm.o -lm -o lstm_app
 { set +x; } 2>/dev/null
-ls -l mlp.o mlp.h mlp.json mlp_cuda.ptx mlp_cuda.o cnn.o cnn.h cnn_cuda.ptx transformer.o transformer.h transformer_cuda.ptx
+ls -l mlp.o mlp.h mlp.json mlp_cuda.ptx mlp_cuda.o cnn.o cnn.h cnn_cuda.ptx transformer.o transformer.h transformer_cuda.ptx \
+  rnn.o rnn.h rnn_cuda.ptx lstm.o lstm.h lstm_cuda.ptx
 if command -v ptxas >/dev/null || [ -x /usr/local/cuda/bin/ptxas ]; then
-  for ptx in mlp_cuda.ptx cnn_cuda.ptx transformer_cuda.ptx; do
+  for ptx in mlp_cuda.ptx cnn_cuda.ptx transformer_cuda.ptx rnn_cuda.ptx lstm_cuda.ptx; do
     "$(command -v ptxas || echo /usr/local/cuda/bin/ptxas)" -arch=sm_90 $ptx -o /dev/null && echo "ptxas -arch=sm_90 $ptx: ok"
   done
 fi
 ./mlp_app
 ./cnn_app
 ./transformer_app
+./rnn_app
+./lstm_app

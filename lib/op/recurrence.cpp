@@ -105,7 +105,8 @@ Type scan_rel(RelationCtx &ctx) {
     return ctx.fail(error);
   size_t k = rest.size() - 1;
   if (body.fields.size() != params->size())
-    return ctx.fail("the body takes " + std::to_string(body.fields.size()) + " parameters, but scan passes it " +
+    return ctx.fail("the body takes " + std::to_string(body.fields.size()) +
+                    (body.fields.size() == 1 ? " parameter" : " parameters") + ", but scan passes it " +
                     std::to_string(params->size()) + ": the state and a step of each of the " + std::to_string(k) +
                     " sequence" + (k == 1 ? "" : "s"));
   for (size_t i = 0; i < params->size(); ++i)

@@ -49,7 +49,9 @@ public:
     os_ << "(";
     for (size_t i = 0; i < fn.params.size(); ++i) {
       const ExprPtr &p = fn.params[i];
-      os_ << (i ? ", " : "") << "%" << name(p) << ": " << p->annotation.str();
+      // A scan body's parameter may have no annotation: its inferred type, if any.
+      const Type &t = p->annotation.is_unknown() ? p->type : p->annotation;
+      os_ << (i ? ", " : "") << "%" << name(p) << (t.is_unknown() ? "" : ": " + t.str());
     }
     os_ << ")";
     Type ret = fn.ret_type;

@@ -113,13 +113,17 @@ protected:
       known = known && !args[i]->type.has_unknown();
     }
     const Function &fn = *e->args[0]->func;
+    // (A wrong arity, or an error the relation will report, is not reported here.)
+    int n = int(e->args.size());
+    known = known && n >= e->op->min_inputs && n <= e->op->max_inputs;
     std::string error;
     std::optional<std::vector<Type>> given = known ? e->op->fn_params(rest, e->attrs, error) : std::nullopt;
-    if (known && !given)
+    if (known && !given && !fn_params_annotated(fn))
       diag_.error(e->span, e->op->name + ": " + error);
     else if (given && given->size() != fn.params.size() && !fn_params_annotated(fn)) // (else: the relation's)
       diag_.error(e->args[0]->span, e->op->name + ": the body takes " + std::to_string(fn.params.size()) +
-                                        " parameters, but the call passes it " + std::to_string(given->size()));
+                                        (fn.params.size() == 1 ? " parameter" : " parameters") +
+                                        ", but the call passes it " + std::to_string(given->size()));
     for (size_t i = 0; i < fn.params.size(); ++i)
       if (fn.params[i]->annotation.is_unknown()) // (unknown: an error is reported)
         param_types_[fn.params[i].get()] = given && i < given->size() ? (*given)[i] : Type::unknown();
