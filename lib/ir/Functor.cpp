@@ -131,6 +131,21 @@ FunctionPtr close_over(const Function &fn, const std::vector<ExprPtr> &captured)
   return clone_function(*closed);
 }
 
+ExprPtr inline_function(const Function &fn, const std::vector<ExprPtr> &args, std::vector<Binding> &out) {
+  class Inliner : public ExprMutator {
+  public:
+    using ExprMutator::mutate_binding;
+    using ExprMutator::remap;
+  } inliner;
+  FunctionPtr copy = clone_function(fn);
+  GRADC_CHECK(copy->params.size() == args.size(), "tensor IR", "a function inlined with the wrong number of arguments");
+  for (size_t i = 0; i < args.size(); ++i)
+    inliner.remap(copy->params[i], args[i]);
+  for (const Binding &b : copy->body.bindings)
+    inliner.mutate_binding(b, out);
+  return inliner.mutate(copy->body.result);
+}
+
 std::vector<ExprPtr> free_vars(const ExprPtr &e) {
   FreeVars fv;
   fv.visit(e);

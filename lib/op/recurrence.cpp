@@ -293,6 +293,158 @@ Type scan_backward_rel(RelationCtx &ctx) {
   return Type::tuple(result);
 }
 
+/// The leaves of `v` (of a tensor or tuple type) as expressions.
+std::vector<ExprPtr> leaves_of(Builder &b, const ExprPtr &v) {
+  if (!v->type.is_tuple())
+    return {v};
+  std::vector<ExprPtr> out;
+  for (size_t i = 0; i < v->type.fields.size(); ++i)
+    for (const ExprPtr &l : leaves_of(b, b.get(v, int(i))))
+      out.push_back(l);
+  return out;
+}
+
+/// A value of `type` from its leaves, leaves[next] on.
+ExprPtr from_leaves(Builder &b, const Type &type, const std::vector<ExprPtr> &leaves, size_t &next) {
+  if (!type.is_tuple())
+    return leaves.at(next++);
+  std::vector<ExprPtr> fields;
+  for (const Type &f : type.fields)
+    fields.push_back(from_leaves(b, f, leaves, next));
+  return b.tuple(fields);
+}
+
+/// grad.scan_backward's value, written with a forward scan over reversed
+/// time (what its gradient differentiates): the scan's step j in [1, T)
+/// is the reverse step t = T - j, its state the carry, each sequence
+/// adjoint's step and the running sums of the captured adjoints (stacked
+/// over time: T times their size, for the second order only).
+/// `in` = (states, d_states, x_1..x_k, c_1..c_m), all atoms.
+ExprPtr reverse_as_scan(Builder &b, const Function &vjp, const std::vector<ExprPtr> &in, int64_t k) {
+  const Type &state = vjp.params[0]->type;
+  std::vector<ExprPtr> st = leaves_of(b, in[0]), ds = leaves_of(b, in[1]);
+  std::vector<ExprPtr> xs(in.begin() + 2, in.begin() + 2 + k), caps(in.begin() + 2 + k, in.end());
+  int64_t steps = st[0]->type.shape[0];
+  auto widths = [](const ExprPtr &v, int64_t before, int64_t after) {
+    IntPairs w(size_t(v->type.rank()), {0, 0});
+    w[0] = {before, after};
+    return w;
+  };
+  auto step_shape = [](const ExprPtr &v) { return step_of(v->type).shape; };
+  // seq'[j] = seq[T - j] (0 at j = 0); step 0 and step T-1 of a sequence.
+  auto shifted = [&](const ExprPtr &v) { return b.pad(b.reverse(v, 0), widths(v, 1, -1)); };
+  auto first = [&](const ExprPtr &v) { return b.reshape(b.pad(v, widths(v, 0, -(steps - 1))), step_shape(v)); };
+  auto last = [&](const ExprPtr &v) { return b.reshape(b.pad(v, widths(v, -(steps - 1), 0)), step_shape(v)); };
+  std::vector<bool> float_x, float_c;
+  for (const ExprPtr &x : xs)
+    float_x.push_back(has_float_part(x->type));
+  for (const ExprPtr &c : caps)
+    float_c.push_back(has_float_part(c->type));
+  std::vector<ExprPtr> d_init, d_x, d_c; // the outputs' leaves
+  if (steps == 1) {
+    for (const ExprPtr &d : ds)
+      d_init.push_back(first(d));
+    for (size_t i = 0; i < xs.size(); ++i)
+      if (float_x[i])
+        d_x.push_back(b.zeros(xs[i]->type));
+    for (size_t j = 0; j < caps.size(); ++j)
+      if (float_c[j])
+        for (const Type &leaf : leaf_types(caps[j]->type))
+          d_c.push_back(b.zeros(leaf));
+  } else {
+    // The scan's state: (carry leaves, d_x steps, sums of the captured adjoints' leaves).
+    std::vector<Type> fields = leaf_types(state);
+    size_t n_carry = fields.size();
+    for (size_t i = 0; i < xs.size(); ++i)
+      if (float_x[i])
+        fields.push_back(step_of(xs[i]->type));
+    size_t n_dx = fields.size() - n_carry;
+    for (size_t j = 0; j < caps.size(); ++j)
+      if (float_c[j])
+        for (const Type &leaf : leaf_types(caps[j]->type))
+          fields.push_back(leaf);
+    std::vector<ExprPtr> init_fields, seqs;
+    for (const Type &f : fields)
+      init_fields.push_back(b.zeros(f));
+    for (const ExprPtr &s : st)
+      seqs.push_back(b.reverse(s, 0)); // states[T - j - 1]: the state step T - j starts from
+    for (const ExprPtr &x : xs)
+      seqs.push_back(shifted(x));
+    for (const ExprPtr &d : ds)
+      seqs.push_back(shifted(d));
+    auto body = std::make_shared<Function>();
+    Type st_type = Type::tuple(fields);
+    body->params.push_back(make_var("st", st_type, {}, st_type));
+    for (const ExprPtr &s : seqs) {
+      Type t = step_of(s->type);
+      body->params.push_back(make_var("seq", t, {}, t));
+    }
+    Builder bb(body->body.bindings);
+    const ExprPtr &carry_state = body->params[0];
+    std::vector<ExprPtr> prev(body->params.begin() + 1, body->params.begin() + 1 + st.size());
+    std::vector<ExprPtr> x_t(body->params.begin() + 1 + st.size(), body->params.begin() + 1 + st.size() + xs.size());
+    std::vector<ExprPtr> d_t(body->params.end() - ds.size(), body->params.end()), g;
+    for (size_t l = 0; l < n_carry; ++l)
+      g.push_back(bb.add(d_t[l], bb.get(carry_state, int(l))));
+    size_t at = 0, at_g = 0;
+    std::vector<ExprPtr> args{from_leaves(bb, state, prev, at)};
+    args.insert(args.end(), x_t.begin(), x_t.end());
+    args.insert(args.end(), caps.begin(), caps.end());
+    args.push_back(from_leaves(bb, state, g, at_g));
+    ExprPtr r = inline_function(vjp, args, bb.bindings());
+    std::vector<ExprPtr> r_leaves = leaves_of(bb, r), next;
+    // r: d_s (a float state has one), the float x's, the float captured values
+    for (size_t l = 0; l < fields.size(); ++l)
+      next.push_back(l < n_carry + n_dx ? r_leaves[l] : bb.add(bb.get(carry_state, int(l)), r_leaves[l]));
+    body->body.result = bb.tuple(next);
+    std::vector<ExprPtr> scan_args{make_func(body), b.tuple(init_fields)};
+    scan_args.insert(scan_args.end(), seqs.begin(), seqs.end());
+    ExprPtr R = b.call(ops::scan, scan_args);
+    for (size_t l = 0; l < fields.size(); ++l) {
+      ExprPtr h = b.get(R, int(l));
+      if (l < n_carry)
+        d_init.push_back(b.add(first(ds[l]), last(h)));
+      else if (l < n_carry + n_dx)
+        d_x.push_back(shifted(h));
+      else
+        d_c.push_back(last(h));
+    }
+  }
+  std::vector<ExprPtr> out;
+  size_t at = 0;
+  if (has_float_part(state))
+    out.push_back(from_leaves(b, state, d_init, at));
+  out.insert(out.end(), d_x.begin(), d_x.end());
+  at = 0;
+  for (size_t j = 0; j < caps.size(); ++j)
+    if (float_c[j])
+      out.push_back(from_leaves(b, caps[j]->type, d_c, at));
+  return b.tuple(out);
+}
+
+/// Its gradient (the second order of scan): reverse_as_scan's, by the
+/// gradient pass, inlined.
+Grads scan_backward_grad(GradCtx &g) {
+  const Expr &call = g.call;
+  int64_t k = g.attrs_as<ScanBackwardAttrs>().sequences;
+  auto value = std::make_shared<Function>();
+  for (size_t i = 1; i < call.args.size(); ++i) {
+    const Type &t = call.args[i]->type;
+    value->params.push_back(make_var("in" + std::to_string(i), t, {}, t));
+  }
+  Builder b(value->body.bindings);
+  value->body.result = reverse_as_scan(b, *call.args[0]->func, value->params, k);
+  FunctionPtr vjp = g.differentiate(*value);
+  std::vector<ExprPtr> args(call.args.begin() + 1, call.args.end());
+  args.push_back(g.grad);
+  ExprPtr adjoints = inline_function(*vjp, args, g.b.bindings());
+  Grads grads{nullptr};
+  int field = 0;
+  for (size_t i = 1; i < call.args.size(); ++i)
+    grads.push_back(has_float_part(call.args[i]->type) ? g.b.get(adjoints, field++) : nullptr);
+  return grads;
+}
+
 std::optional<std::vector<Type>> scan_backward_params(const std::vector<Type> &rest, const Attrs &, std::string &error) {
   error = "its vjp is built by the gradient pass, with annotated parameters";
   return std::nullopt;
@@ -413,6 +565,7 @@ void register_recurrence_ops(OpRegistry &reg) {
       .support_level(3)
       .takes_fn(scan_backward_params)
       .relation("ScanBackward", scan_backward_rel)
+      .gradient(scan_backward_grad)
       .lower_loop(scan_backward_lower);
 }
 

@@ -204,3 +204,53 @@ check("te_two_states", HEADER + """def @main(%X: Tensor[(8, 5), float64], %a: Te
   sum(sin(%s.0)) + sum(%s.1 * %s.1)
 }
 """, {"X": normal((8, 5)), "a": normal((5,)), "b": normal((4,))}, ["X", "a", "b"], te_two_states)
+
+
+# The second order: the gradient of a function of scan's gradients (through the dumped
+# @main_adjoint, whose grad.scan_backward differentiates as a forward scan over reversed time),
+# against PyTorch's double backward.
+def second_order():
+    name = "rnn_second_order"
+    d = os.path.join(work, name)
+    os.makedirs(d, exist_ok=True)
+    model = os.path.join(d, "first.relay")
+    with open(model, "w") as f:
+        f.write(HEADER + """def @main(%h0: Tensor[(2, 4), float64], %x: Tensor[(6, 2, 4), float64], %W: Tensor[(4, 4), float64]) {
+  %hs = scan(fn (%h, %xt) { tanh(nn.dense(%h, %W) + %xt) }, %h0, %x);
+  sum(sin(%hs))
+}
+""")
+    run([gradc, "compile", model, "--grad", "--emit=obj", "-o", os.path.join(d, "first"), "--dump-ir=grad",
+         "--dump-dir=" + os.path.join(d, "dumps"), *flags])
+    second = os.path.join(d, "second.relay")
+    with open(os.path.join(d, "dumps", "03-grad.relay")) as f, open(second, "w") as g:
+        g.write(f.read() + """def @second(%h0: Tensor[(2, 4), float64], %x: Tensor[(6, 2, 4), float64], %W: Tensor[(4, 4), float64]) {
+  %r = @main_adjoint(%h0, %x, %W);
+  %g = %r.1;
+  sum(%g.2 * %g.2) + sum(%g.0) + sum(cos(%g.1))
+}
+""")
+    inputs = {"h0": normal((2, 4)), "x": normal((6, 2, 4)), "W": normal((4, 4), 0.5)}
+    out = os.path.join(d, "out")
+    cmd = [gradc, "run", second, "--grad", "second", "--output-dir", out, *flags]
+    for k, v in inputs.items():
+        np.save(os.path.join(d, k + ".npy"), v)
+        cmd.append("--input=%s=%s" % (k, os.path.join(d, k + ".npy")))
+    run(cmd)
+    t = {k: torch.tensor(v, requires_grad=True) for k, v in inputs.items()}
+    hs = [t["h0"]]
+    for s in range(1, 6):
+        hs.append(torch.tanh(hs[-1] @ t["W"].T + t["x"][s]))
+    first = torch.sin(torch.stack(hs)).sum()
+    gh0, gx, gW = torch.autograd.grad(first, [t["h0"], t["x"], t["W"]], create_graph=True)
+    value = (gW * gW).sum() + gh0.sum() + torch.cos(gx).sum()
+    value.backward()
+    want = [value.detach().numpy(), t["h0"].grad.numpy(), t["x"].grad.numpy(), t["W"].grad.numpy()]
+    for i, w in enumerate(want):
+        got = np.load(os.path.join(out, "output_%d.npy" % i))
+        err = np.abs(got - w).max() / max(np.abs(w).max(), 1e-30)
+        assert err < 1e-9, (name, i, err)
+    print("%s: the gradient of a function of scan's gradients matches PyTorch's double backward" % name)
+
+
+second_order()

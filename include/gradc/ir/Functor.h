@@ -146,6 +146,12 @@ FunctionPtr map_nested_functions(const Function &fn, const std::function<Functio
 /// Var, in order, which its body reads instead.
 FunctionPtr close_over(const Function &fn, const std::vector<ExprPtr> &captured);
 
+/// Appends the bindings of a fresh copy of `fn` (ANF) to `out`, its
+/// parameters replaced by `args` (atoms of their types), and returns its
+/// result: `fn` called in place, as a rule that builds on a derived
+/// function (scan_backward's gradient) needs.
+ExprPtr inline_function(const Function &fn, const std::vector<ExprPtr> &args, std::vector<Binding> &out);
+
 /// The Vars that `e` reads, in first-use order, including reads from inside
 /// the bodies of `fn` values (less the Vars those bodies define themselves).
 std::vector<ExprPtr> free_vars(const ExprPtr &e);

@@ -70,6 +70,8 @@ public:
   ExprPtr pad(ExprPtr a, const IntPairs &widths);
 
   void set_span(Span span) { span_ = span; }
+  /// The bindings emitted so far (a rule inlines a derived function here).
+  std::vector<Binding> &bindings() { return out_; }
 
 private:
   std::vector<Binding> &out_;
