@@ -299,10 +299,26 @@ def gpt_rows():
     step_row("GPT step b8 T64 C128 4 heads", model, scales, "torch_gpt.py")
 
 
+def lstm_rows():
+    """The LSTM layer's training step of bench/lstm_step.relay against nn.LSTM (bench/torch_lstm.py),
+    and the planned workspace (the stored states are most of it)."""
+    print("\nLSTM layer training step (input and hidden 256, 64 steps, batch 32), float32: ms; ratio = "
+          "PyTorch / gradc (above 1: gradc faster)")
+    print("  %-34s %10s %10s %9s" % ("", "gradc", "PyTorch", "ratio"))
+    with open(os.path.join(ROOT, "bench", "lstm_step.relay")) as f:
+        text = f.read().split("\n", 1)[1]
+    model = Model("lstm_step", text, ["--grad", "--wrt=%W_ih,%W_hh,%b"])
+    scales = {"W_ih": 0.0625, "W_hh": 0.0625, "b": 0}
+    step_row("LSTM step T64 b32 256", model, scales, "torch_lstm.py")
+    fn = model.functions["main_adjoint"]
+    print("  workspace of @main_adjoint: %.1f MiB (the states: 2 x 65 x 32 x 256 floats = 4.1 MiB)" % (
+        fn["workspace_bytes"] / 2 ** 20))
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="smaller shapes, fewer rows")
-    parser.add_argument("--only", default="gemm,elementwise,softmax,mlp,cnn,gpt", help="comma list of row groups")
+    parser.add_argument("--only", default="gemm,elementwise,softmax,mlp,cnn,gpt,lstm", help="comma list of row groups")
     parser.add_argument("--cpu", help="compile gradc's code for this CPU (gradc --cpu) instead of the host")
     parser.add_argument("--peer-isa", choices=["avx2", "avx512"], help="pin OpenBLAS and PyTorch to this ISA")
     args = parser.parse_args()
@@ -337,6 +353,8 @@ def main():
         cnn_rows(peak)
     if "gpt" in only:
         gpt_rows()
+    if "lstm" in only:
+        lstm_rows()
 
 
 if __name__ == "__main__":

@@ -8,19 +8,33 @@
 
 namespace gradc {
 
-LExprPtr KernelCtx::in_flat(size_t arg, const LExprPtr &flat) const {
-  const Expr &a = *call.args[arg];
-  GRADC_CHECK(a.is_atom(), "lowering", call.op->name + " read a fused operand by flat index");
-  // `flat` on the last axis longer than 1 (stride 1), zeros elsewhere:
-  // flat_index of that is `flat` itself, the address loaded.
-  const Shape &shape = a.type.shape;
+namespace {
+
+/// `flat` on the last axis longer than 1 (stride 1), zeros elsewhere:
+/// flat_index of that is `flat` itself, the address an atom's load reads.
+Index flat_on_last_axis(const Shape &shape, const LExprPtr &flat) {
   Index idx(shape.size(), int_imm(0));
   for (size_t d = shape.size(); d-- > 0;)
     if (shape[d] != 1) {
       idx[d] = flat;
       break;
     }
-  return in(arg, idx);
+  return idx;
+}
+
+} // namespace
+
+LExprPtr KernelCtx::in_flat(size_t arg, const LExprPtr &flat) const {
+  const Expr &a = *call.args[arg];
+  GRADC_CHECK(a.is_atom(), "lowering", call.op->name + " read a fused operand by flat index");
+  return in(arg, flat_on_last_axis(a.type.shape, flat));
+}
+
+LExprPtr ElementCtx::in_flat(size_t arg, const LExprPtr &flat) const {
+  const Expr &a = *call.args[arg];
+  if (a.is_atom() && a.type.is_tensor())
+    return in(arg, flat_on_last_axis(a.type.shape, flat));
+  return in(arg, unravel_index(flat, a.type.shape));
 }
 
 LExprPtr constant_of(double value, DType dtype) {

@@ -566,7 +566,12 @@ void register_recurrence_ops(OpRegistry &reg) {
       .takes_fn(scan_backward_params)
       .relation("ScanBackward", scan_backward_rel)
       .gradient(scan_backward_grad)
-      .lower_loop(scan_backward_lower);
+      .lower_loop(scan_backward_lower)
+      .example("%st: Tensor[(4, 3), float64], %ds: Tensor[(4, 3), float64], %x: Tensor[(4, 3), float64], "
+               "%w: Tensor[(3,), float64]",
+               "%0 = grad.scan_backward(fn (%s: Tensor[(3,), float64], %xt: Tensor[(3,), float64], "
+               "%c: Tensor[(3,), float64], %d: Tensor[(3,), float64]) { (%d * tanh(%s * %c) + %xt, %d * %s, "
+               "%d * %xt * %c) }, %st, %ds, %x, %w, sequences=1); sum(%0.0) + sum(sin(%0.1)) + sum(%0.2 * %0.2)");
 }
 
 } // namespace gradc

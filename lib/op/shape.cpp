@@ -109,10 +109,7 @@ struct ReverseAttrs {
 };
 
 /// Every reshape-like operator reads the input element with the same flat index.
-LExprPtr reshape_element(ElementCtx &c) {
-  LExprPtr flat = flat_index(c.type().shape, c.index);
-  return c.in(0, unravel_index(flat, c.arg_type(0).shape));
-}
+LExprPtr reshape_element(ElementCtx &c) { return c.in_flat(0, flat_index(c.type().shape, c.index)); }
 
 /// d reshape(x) = reshape(g) back to x's shape.
 Grads reshape_grad(GradCtx &g) { return {g.b.reshape(g.grad, g.arg(0)->type.shape)}; }

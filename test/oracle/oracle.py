@@ -611,6 +611,26 @@ def _scan(a, at):
     return _stack(states)
 
 
+def _scan_backward(a, at):
+    """The reverse scan of scan's gradient (`gradc ops grad.scan_backward`): carry = 0; for t = T-1
+    down to 1, (d_s, d_x.., d_c..) = vjp(states[t-1], x[t].., c.., d_states[t] + carry), carry = d_s,
+    d_x[t] = d_x, the d_c summed; then d_init = d_states[0] + carry and d_x[0] = 0 (float inputs)."""
+    vjp, states, d_states = a[0], a[1], a[2]
+    k = at["sequences"]
+    xs, caps = a[3:3 + k], a[3 + k:]
+    carry = np.zeros_like(states[0])
+    d_x = [np.zeros_like(x) for x in xs]
+    d_c = [np.zeros_like(c) for c in caps]
+    for t in range(states.shape[0] - 1, 0, -1):
+        r = vjp(states[t - 1], *[x[t] for x in xs], *caps, d_states[t] + carry)
+        carry = r[0]
+        for i in range(k):
+            d_x[i][t] = r[1 + i]
+        for j in range(len(caps)):
+            d_c[j] = d_c[j] + r[1 + k + j]
+    return (d_states[0] + carry, *d_x, *d_c)
+
+
 def _scalar(v, dtype):
     return np.asarray(v).astype(dtype).reshape(())
 
@@ -739,6 +759,7 @@ REFERENCE = {
     # recurrences
     "cumsum": lambda a, at: _cumulative(a[0], at, False),
     "scan": _scan,
+    "grad.scan_backward": _scan_backward,
     "cumprod": lambda a, at: _cumulative(a[0], at, True),
     # gradient helpers
     "grad.no_grad": lambda a, at: a[0].copy(),

@@ -36,6 +36,11 @@ struct ElementCtx {
   InputFn input;
 
   LExprPtr in(size_t arg, const Index &idx) const { return input(arg, idx); }
+  /// Tensor argument `arg` at row-major element `flat`: one load at `flat`
+  /// when the argument is in memory (no index split into axes and joined
+  /// again: a reshape read by a matrix product's packing), else the fused
+  /// producer at the unravelled index.
+  LExprPtr in_flat(size_t arg, const LExprPtr &flat) const;
   /// Argument `arg` at the output index under numpy broadcasting.
   LExprPtr in(size_t arg) const;
   const Type &type() const { return call.type; }

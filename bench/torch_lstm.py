@@ -1,0 +1,39 @@
+"""torch_lstm.py - the PyTorch CPU eager peer of bench/lstm_step.relay: one training step of
+an nn.LSTM layer (input and hidden 256, 64 steps, batch 32, float32): the forward from (h0, c0),
+the loss mean(h * h) over every step's hidden state (h0 included, as gradc's scan result
+includes it), and the backward for the weights (x needs no gradient); timed in a process of
+its own under the policy of bench/peer_timing.py; prints "MS SETTLED".
+Usage: torch_lstm.py THREADS step POLICY [cuda]
+bench/bench.py starts it with OMP_NUM_THREADS, OPENBLAS_NUM_THREADS and MKL_NUM_THREADS set to
+THREADS; PyTorch's own thread counts are set here before any operation."""
+import sys
+
+import torch
+
+import peer_timing
+
+threads, what, policy = int(sys.argv[1]), sys.argv[2], sys.argv[3]
+device = sys.argv[4] if len(sys.argv) > 4 else "cpu"
+torch.set_num_threads(threads)
+torch.set_num_interop_threads(threads)
+torch.manual_seed(0)
+if what != "step":
+    sys.exit("usage: torch_lstm.py THREADS step POLICY")
+
+T, B, N = 64, 32, 256
+lstm = torch.nn.LSTM(N, N).to(device)
+x = torch.randn(T, B, N).to(device)
+h0, c0 = torch.randn(1, B, N).to(device), torch.randn(1, B, N).to(device)
+
+
+def step():
+    for p in lstm.parameters():
+        p.grad = None
+    out, _ = lstm(x, (h0, c0))
+    h = torch.cat([h0, out])
+    loss = (h * h).mean()
+    loss.backward()
+    return loss
+
+
+peer_timing.report(peer_timing.on(device, step), policy)
