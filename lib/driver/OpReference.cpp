@@ -100,7 +100,7 @@ std::vector<std::string> derived_gradient(const OpDef &op) {
   // A body (scan's) is differentiated as the gradient pass does, once in ANF.
   GradCtx ctx{b, *call, out, g, [&](const Function &f) { return build_vjp(*normalize(f), diag); }};
   Grads grads = op.gradient(ctx);
-  std::vector<ExprPtr> captured = op.takes_fn() ? free_vars(call->args[0]) : std::vector<ExprPtr>{};
+  std::vector<ExprPtr> captured = captured_inputs(*call);
   Nester nester(bindings);
   std::vector<std::string> lines;
   for (size_t i = 0; i < grads.size(); ++i) {

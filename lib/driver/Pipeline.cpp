@@ -148,7 +148,10 @@ Module rematerialize(const Module &m, PassContext &ctx) {
   if (ctx.opts.remat != RematMode::Manual)
     return m;
   size_t i = 0;
-  return each_function(m, [&](const Function &fn) { return rematerialize_checkpoints(fn, ctx.remat[i++]); });
+  return each_function(m, [&](const Function &fn) {
+    RematStats &stats = ctx.remat[i++];
+    return checkpoint_scans(*rematerialize_checkpoints(fn, stats), stats);
+  });
 }
 
 /// Fusion needs typed ANF without dead bindings; each binding becomes a kernel.
@@ -286,7 +289,7 @@ std::vector<int64_t> unrematerialized_peaks(const Module &before_remat, const Co
   std::vector<int64_t> peaks;
   bool any_segment = false;
   for (const RematStats &r : ctx.remat)
-    any_segment |= r.segments > 0;
+    any_segment |= r.segments > 0 || r.time_checkpointed > 0;
   if (!any_segment) {
     for (const LoweredFunction &fn : compiled.lowered.functions)
       peaks.push_back(fn.workspace_bytes);

@@ -132,9 +132,10 @@ ExprPtr check_call(const OpDef *op, std::vector<ExprPtr> args, const Attrs &attr
   for (const ExprPtr &a : args) {
     if (a->type.has_unknown())
       return make_call(op, std::move(args), std::move(filled), span);
-    bool body = def.takes_fn() && &a == &args.front();
+    bool body = def.is_fn_arg(size_t(&a - args.data()));
     if (a->type.is_function() != body) {
-      report(a->kind == ExprKind::Var ? span : a->span, body ? def.name + ": argument 1 must be a `fn` value (the body), found a value of type " +
+      report(a->kind == ExprKind::Var ? span : a->span, body ? def.name + ": argument " + std::to_string(&a - args.data() + 1) +
+                                 " must be a `fn` value (a body), found a value of type " +
                                  a->type.str()
                            : def.name + ": a `fn` value is only accepted as the body of scan");
       return make_call(op, std::move(args), std::move(filled), span);

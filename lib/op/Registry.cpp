@@ -8,6 +8,7 @@
 #include "gradc/op/Registry.h"
 #include "gradc/op/Builder.h"
 #include "gradc/op/Ops.h"
+#include "gradc/ir/Functor.h"
 
 #include <algorithm>
 
@@ -194,9 +195,19 @@ int64_t function_flops(const Function &fn) {
   return flops;
 }
 
-OpBuilder &OpBuilder::takes_fn(FnParamsFn fn) {
+OpBuilder &OpBuilder::takes_fn(FnParamsFn fn, int count) {
   def_.fn_params = fn;
+  def_.fn_args = count;
   return *this;
+}
+
+std::vector<ExprPtr> captured_inputs(const Expr &call) {
+  std::vector<ExprPtr> out;
+  for (size_t i = 0; call.kind == ExprKind::Call && call.op->is_fn_arg(i) && i < call.args.size(); ++i)
+    for (const ExprPtr &v : free_vars(call.args[i]))
+      if (std::find(out.begin(), out.end(), v) == out.end())
+        out.push_back(v);
+  return out;
 }
 
 OpBuilder &OpBuilder::lower_loop(LoopLoweringFn fn) {

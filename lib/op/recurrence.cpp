@@ -82,6 +82,16 @@ std::optional<int64_t> sequence_length(const std::vector<Type> &xs, std::string 
 
 //===--- scan ------------------------------------------------------------===//
 
+struct ScanAttrs {
+  int64_t checkpoint_every = 1;
+  template <class V> void visit(V &v) {
+    v("checkpoint_every", checkpoint_every,
+      "Time checkpointing (SPEC §6; with --remat=manual, the default): the backward pass keeps every k-th "
+      "state and recomputes the others a segment at a time from it, bitwise the same; 1 keeps every state.",
+      {.min = 1});
+  }
+};
+
 std::optional<std::vector<Type>> scan_params(const std::vector<Type> &rest, const Attrs &, std::string &error) {
   if (rest.size() < 2) {
     error = "expected an initial state and at least one sequence";
@@ -124,19 +134,23 @@ Type scan_rel(RelationCtx &ctx) {
 }
 
 /// The body closed over what it captures, differentiated; grad.scan_backward
-/// runs it over the states (see the file comment).
+/// runs it over the states (see the file comment), with the closed body
+/// itself for time checkpointing to recompute states with.
 Grads scan_grad(GradCtx &g) {
   const Expr &call = g.call;
-  std::vector<ExprPtr> captured = free_vars(call.args[0]);
-  auto vjp = std::make_shared<Function>(*g.differentiate(*close_over(*call.args[0]->func, captured)));
+  std::vector<ExprPtr> captured = captured_inputs(call);
+  FunctionPtr closed = close_over(*call.args[0]->func, captured);
+  auto vjp = std::make_shared<Function>(*g.differentiate(*closed));
   vjp->name.clear(); // a `fn` value
   size_t k = call.args.size() - 2;
-  std::vector<ExprPtr> args{make_func(vjp), g.out, g.grad};
+  std::vector<ExprPtr> args{make_func(vjp), make_func(closed), g.out, g.grad};
   for (size_t i = 2; i < call.args.size(); ++i)
     args.push_back(call.args[i]);
   args.insert(args.end(), captured.begin(), captured.end());
   Attrs attrs;
   attrs.set("sequences", AttrValue::of(int64_t(k)));
+  attrs.set("checkpoint_every", AttrValue::of(g.attrs_as<ScanAttrs>().checkpoint_every));
+  attrs.set("steps", AttrValue::of(int64_t(0)));
   ExprPtr back = g.b.call(ops::scan_backward, args, attrs);
   // Its fields: an adjoint for each input with a floating-point part, in the
   // order of the call's inputs (init, the sequences, the captured values).
@@ -239,56 +253,75 @@ void scan_lower(LoopLowerCtx &c) {
 
 struct ScanBackwardAttrs {
   int64_t sequences = 1;
+  int64_t checkpoint_every = 1;
+  int64_t steps = 0;
   template <class V> void visit(V &v) {
     v("sequences", sequences, "How many of the arguments after the adjoint are sequences (the rest are captured).",
       {.min = 1});
+    v("checkpoint_every", checkpoint_every, "The scan's checkpoint_every: what --remat=manual makes of it.",
+      {.min = 1});
+    v("steps", steps,
+      "0: `states` holds every state. T > 0 (after time checkpointing): the scan had T steps and `states` "
+      "holds every checkpoint_every-th state of the first T - 1, the ones its reverse steps start from.",
+      {.min = 0});
   }
 };
 
-// (vjp, states, d_states, x_1..x_k, c_1..c_m): the vjp takes (s, x_1_t..,
-// c.., d) and returns an adjoint for each of s, x_i, c_j with a float part.
+/// The number of checkpoints of a T-step scan kept every k-th: the states
+/// 0, k, 2k, ... below T - 1 (the last state starts no reverse step).
+int64_t checkpoint_count(int64_t steps, int64_t every) { return (steps - 1 + every - 1) / every; }
+
+// (vjp, fwd, states, d_states, x_1..x_k, c_1..c_m): the vjp takes (s, x_1_t..,
+// c.., d) and returns an adjoint for each of s, x_i, c_j with a float part;
+// fwd is the body closed over c: (s, x_1_t.., c..) -> s.
 Type scan_backward_rel(RelationCtx &ctx) {
-  int64_t k = ctx.attrs_as<ScanBackwardAttrs>().sequences;
+  auto attrs = ctx.attrs_as<ScanBackwardAttrs>();
+  int64_t k = attrs.sequences;
   const std::vector<Type> &a = ctx.args;
-  if (a.size() < size_t(3 + k))
-    return ctx.fail("expected a vjp, the states, their adjoint and " + std::to_string(k) + " sequences");
-  const Type &vjp = a[0], &states = a[1];
-  if (a[2] != states)
-    return ctx.fail("the adjoint " + a[2].str() + " does not have the states' type " + states.str());
+  if (a.size() < size_t(4 + k))
+    return ctx.fail("expected a vjp, a body, the states, their adjoint and " + std::to_string(k) + " sequences");
+  const Type &vjp = a[0], &fwd = a[1], &states = a[2], &d_states = a[3];
   std::string error;
-  std::vector<Type> xs(a.begin() + 3, a.begin() + 3 + k);
+  std::vector<Type> xs(a.begin() + 4, a.begin() + 4 + k);
   std::optional<int64_t> steps = sequence_length(xs, error);
   if (!steps)
     return ctx.fail(error);
-  // The state is one step of the states.
-  std::vector<Type> leaves = leaf_types(states);
-  if (leaves.empty() || leaves[0].rank() < 1 || leaves[0].shape[0] != *steps)
-    return ctx.fail("the states " + states.str() + " do not have the sequences' " + std::to_string(*steps) + " steps");
   std::function<Type(const Type &)> unstacked = [&](const Type &t) {
     if (!t.is_tuple())
-      return step_of(t);
+      return t.rank() < 1 ? Type::unknown() : step_of(t);
     std::vector<Type> fields;
     for (const Type &f : t.fields)
       fields.push_back(unstacked(f));
     return Type::tuple(fields);
   };
-  Type state = unstacked(states);
+  Type state = unstacked(d_states);
+  if (state.has_unknown() || d_states != stacked(state, *steps))
+    return ctx.fail("the adjoint " + d_states.str() + " is not a history of the sequences' " +
+                    std::to_string(*steps) + " steps");
+  int64_t kept = attrs.steps ? checkpoint_count(attrs.steps, attrs.checkpoint_every) : *steps;
+  if (attrs.steps && attrs.steps != *steps)
+    return ctx.fail("steps=" + std::to_string(attrs.steps) + " but the sequences have " + std::to_string(*steps));
+  if (states != stacked(state, kept))
+    return ctx.fail("the states " + states.str() + " are not the " + std::to_string(kept) + " kept states of " +
+                    state.str());
   std::vector<Type> params{state}, result;
   if (has_float_part(state))
     result.push_back(state);
-  for (size_t i = 3; i < a.size(); ++i) {
-    bool seq = i < size_t(3 + k);
-    params.push_back(seq ? step_of(a[i]) : a[i]);
+  for (size_t i = 4; i < a.size(); ++i) {
+    params.push_back(i < size_t(4 + k) ? step_of(a[i]) : a[i]);
     if (has_float_part(a[i]))
       result.push_back(a[i]);
   }
+  if (fwd != Type::function(params, state))
+    return ctx.fail("the body has type " + fwd.str() + " but the states and inputs call for " +
+                    Type::function(params, state).str());
   params.push_back(state);
   std::vector<Type> step_result = result;
   for (size_t i = 0, f = has_float_part(state); i < size_t(k); ++i)
-    if (has_float_part(a[3 + i]))
-      step_result[f++] = step_of(a[3 + i]);
-  if (vjp.fields != params || vjp.result[0] != Type::tuple(step_result))
-    return ctx.fail("the vjp has type " + vjp.str() + " but the states and inputs call for parameters and result " +
+    if (has_float_part(a[4 + i]))
+      step_result[f++] = step_of(a[4 + i]);
+  if (vjp != Type::function(params, Type::tuple(step_result)))
+    return ctx.fail("the vjp has type " + vjp.str() + " but the states and inputs call for " +
                     Type::function(params, Type::tuple(step_result)).str());
   return Type::tuple(result);
 }
@@ -422,57 +455,100 @@ ExprPtr reverse_as_scan(Builder &b, const Function &vjp, const std::vector<ExprP
   return b.tuple(out);
 }
 
+/// `fwd` (closed over the captured values) as a scan body that captures
+/// them: fn (%s, %x_1_t, ...) { fwd(%s, %x_1_t, ..., caps...) }.
+ExprPtr body_capturing(const Function &fwd, size_t k, const std::vector<ExprPtr> &caps) {
+  auto body = std::make_shared<Function>();
+  for (size_t i = 0; i < 1 + k; ++i) {
+    const Type &t = fwd.params[i]->type;
+    body->params.push_back(make_var(fwd.params[i]->name, t, {}, t));
+  }
+  std::vector<ExprPtr> args = body->params;
+  args.insert(args.end(), caps.begin(), caps.end());
+  body->body.result = inline_function(fwd, args, body->body.bindings);
+  if (!body->body.result->is_atom()) // (a body that returns a parameter or a capture as it is)
+    body->body.result = Builder(body->body.bindings).bind(body->body.result);
+  return make_func(body);
+}
+
 /// Its gradient (the second order of scan): reverse_as_scan's, by the
-/// gradient pass, inlined.
+/// gradient pass, inlined. Kept states (time checkpointing) are first
+/// recomputed into the whole history from the first of them.
 Grads scan_backward_grad(GradCtx &g) {
   const Expr &call = g.call;
-  int64_t k = g.attrs_as<ScanBackwardAttrs>().sequences;
+  auto attrs = g.attrs_as<ScanBackwardAttrs>();
+  int64_t k = attrs.sequences;
   auto value = std::make_shared<Function>();
-  for (size_t i = 1; i < call.args.size(); ++i) {
+  for (size_t i = 2; i < call.args.size(); ++i) {
     const Type &t = call.args[i]->type;
     value->params.push_back(make_var("in" + std::to_string(i), t, {}, t));
   }
   Builder b(value->body.bindings);
-  value->body.result = reverse_as_scan(b, *call.args[0]->func, value->params, k);
+  std::vector<ExprPtr> in = value->params;
+  if (attrs.steps) {
+    std::vector<ExprPtr> xs(in.begin() + 2, in.begin() + 2 + k), caps(in.begin() + 2 + k, in.end());
+    std::vector<ExprPtr> first;
+    for (const ExprPtr &leaf : leaves_of(b, in[0])) {
+      IntPairs w(size_t(leaf->type.rank()), {0, 0});
+      w[0] = {0, 1 - leaf->type.shape[0]};
+      first.push_back(b.reshape(b.pad(leaf, w), step_of(leaf->type).shape));
+    }
+    size_t at = 0;
+    std::vector<ExprPtr> scan_args{body_capturing(*call.args[1]->func, size_t(k), caps),
+                                   from_leaves(b, call.args[1]->func->params[0]->type, first, at)};
+    scan_args.insert(scan_args.end(), xs.begin(), xs.end());
+    in[0] = b.call(ops::scan, scan_args);
+  }
+  value->body.result = reverse_as_scan(b, *call.args[0]->func, in, k);
   FunctionPtr vjp = g.differentiate(*value);
-  std::vector<ExprPtr> args(call.args.begin() + 1, call.args.end());
+  std::vector<ExprPtr> args(call.args.begin() + 2, call.args.end());
   args.push_back(g.grad);
   ExprPtr adjoints = inline_function(*vjp, args, g.b.bindings());
-  Grads grads{nullptr};
+  Grads grads{nullptr, nullptr};
   int field = 0;
-  for (size_t i = 1; i < call.args.size(); ++i)
+  for (size_t i = 2; i < call.args.size(); ++i)
     grads.push_back(has_float_part(call.args[i]->type) ? g.b.get(adjoints, field++) : nullptr);
   return grads;
 }
 
-std::optional<std::vector<Type>> scan_backward_params(const std::vector<Type> &rest, const Attrs &, std::string &error) {
-  error = "its vjp is built by the gradient pass, with annotated parameters";
+std::optional<std::vector<Type>> scan_backward_params(const std::vector<Type> &, const Attrs &, std::string &error) {
+  error = "its bodies are built by the gradient pass, with annotated parameters";
   return std::nullopt;
 }
 
 /// carry = 0; for t = T-1 down to 1: (d_s, d_x.., d_c..) = vjp(states[t-1],
 /// x[t].., c.., d_states[t] + carry); carry = d_s; d_x[t] = d_x; acc_c +=
 /// d_c. Then d_init = d_states[0] + carry, d_x[0] = 0.
+///
+/// With kept states (steps > 0, every k-th), the reverse steps go a segment
+/// at a time, last segment first: the segment's states are recomputed from
+/// its checkpoint by the body (the same kernels as the forward scan's, so
+/// the same bits), into a buffer of k steps, then its reverse steps read
+/// them there. The last segment (shorter when k does not divide T - 1) is
+/// lowered on its own, the others in a loop over segments around the
+/// recompute and reverse loops.
 void scan_backward_lower(LoopLowerCtx &c) {
   const Expr &call = c.call;
-  const Function &vjp = *call.args[0]->func;
-  int64_t k = call_attrs<ScanBackwardAttrs>(call).sequences;
-  std::vector<BufferPtr> states = c.input(1), d_states = c.input(2);
-  int64_t steps = states[0]->shape[0];
+  const Function &vjp = *call.args[0]->func, &fwd = *call.args[1]->func;
+  auto attrs = call_attrs<ScanBackwardAttrs>(call);
+  int64_t k = attrs.sequences, every = attrs.checkpoint_every;
+  std::vector<BufferPtr> states = c.input(2), d_states = c.input(3);
+  int64_t steps = d_states[0]->shape[0];
   StepKernels sk{c, steps};
   const Type &state = vjp.params[0]->type;
   bool float_state = has_float_part(state);
+  size_t first_x = 4, first_cap = size_t(4 + k);
   // The outputs, leaf by leaf: d_init, then d_x_i (stacked) and d_c_j for
   // the inputs with a float part; a sequence is one leaf, a captured value
   // any number.
   std::vector<BufferPtr> d_init, d_x, d_c; // d_x: one per sequence (null: none)
   size_t o = 0;
   if (float_state)
-    for (size_t l = 0; l < states.size(); ++l)
+    for (size_t l = 0; l < d_states.size(); ++l)
       d_init.push_back(c.outputs[o++]);
-  for (size_t i = 3; i < call.args.size(); ++i) {
+  for (size_t i = first_x; i < call.args.size(); ++i) {
     bool adjoint = has_float_part(call.args[i]->type);
-    if (i < size_t(3 + k))
+    if (i < first_cap)
       d_x.push_back(adjoint ? c.outputs[o++] : nullptr);
     else if (adjoint)
       for (size_t l = 0; l < leaf_types(call.args[i]->type).size(); ++l)
@@ -486,22 +562,24 @@ void scan_backward_lower(LoopLowerCtx &c) {
   for (const BufferPtr &b : d_x)
     if (b)
       sk.fill_zero("dx_first", b, imm(0));
-  if (steps > 1) {
-    sk.begin(steps - 1);
-    size_t first = c.next_kernel();
-    std::vector<std::vector<BufferPtr>> params{sk.buffers("state", state)};
-    for (size_t l = 0; l < states.size(); ++l)
-      sk.copy("load_state", params[0][l], nullptr, states[l], sk.t_minus_1());
-    for (size_t i = 3; i < call.args.size(); ++i) {
-      if (i < size_t(3 + k)) {
-        params.push_back(sk.buffers("x", step_of(call.args[i]->type)));
-        sk.copy("load_x", params.back()[0], nullptr, c.input(i)[0], sk.t());
-      } else {
-        params.push_back(c.input(i));
-      }
+  std::vector<std::vector<BufferPtr>> caps;
+  for (size_t i = first_cap; i < call.args.size(); ++i)
+    caps.push_back(c.input(i));
+  auto x_params = [&](const LExprPtr &at, std::vector<std::vector<BufferPtr>> &params) {
+    for (size_t i = first_x; i < first_cap; ++i) {
+      params.push_back(sk.buffers("x", step_of(call.args[i]->type)));
+      sk.copy("load_x", params.back()[0], nullptr, c.input(i)[0], at);
     }
+  };
+  // One reverse step t (the step word), its state read from `from` at `at`.
+  auto reverse_step = [&](const std::vector<BufferPtr> &from, const LExprPtr &at) {
+    std::vector<std::vector<BufferPtr>> params{sk.buffers("state", state)};
+    for (size_t l = 0; l < from.size(); ++l)
+      sk.copy("load_state", params[0][l], nullptr, from[l], at);
+    x_params(sk.t(), params);
+    params.insert(params.end(), caps.begin(), caps.end());
     params.push_back(sk.buffers("d", state));
-    for (size_t l = 0; l < states.size(); ++l)
+    for (size_t l = 0; l < d_states.size(); ++l)
       sk.write("load_d", params.back()[l], nullptr, [&](const LExprPtr &i) {
         return add(sk.read(d_states[l], sk.t(), i), load(carry[l], i));
       });
@@ -518,7 +596,57 @@ void scan_backward_lower(LoopLowerCtx &c) {
       sk.write("accumulate", b, nullptr, [&](const LExprPtr &i) { return add(load(b, i), load(term, i)); });
     }
     sk.advance(-1);
+  };
+  if (steps > 1 && !attrs.steps) {
+    sk.begin(steps - 1);
+    size_t first = c.next_kernel();
+    reverse_step(states, sk.t_minus_1());
     c.time_loop(first, steps - 1);
+  } else if (steps > 1) {
+    int64_t kept = checkpoint_count(steps, every), last = steps - 1 - (kept - 1) * every;
+    std::vector<BufferPtr> segment;
+    for (const Type &leaf : leaf_types(state))
+      segment.push_back(c.buffer("segment", stacked(leaf, every)));
+    BufferPtr seg_word = c.buffer("segment_index", Type::tensor({1}, DType::Int64));
+    BufferPtr rec_word = c.buffer("recompute_step", Type::tensor({1}, DType::Int64));
+    sk.step = c.buffer("step", Type::tensor({1}, DType::Int64));
+    LExprPtr seg = clamp_index(load(seg_word, imm(0)), kept), base = mul(seg, imm(every));
+    LExprPtr j = clamp_index(load(rec_word, imm(0)), every);
+    auto set = [&](const std::string &name, const BufferPtr &word, const LExprPtr &value) {
+      c.kernel(name, store(word, imm(0), value));
+    };
+    // The segment in the segment word, of `len` states: recompute, then reverse.
+    auto lower_segment = [&](int64_t len) {
+      for (size_t l = 0; l < segment.size(); ++l)
+        sk.copy("load_checkpoint", segment[l], imm(0), states[l], seg);
+      if (len > 1) {
+        set("recompute_init", rec_word, imm(1));
+        size_t first = c.next_kernel();
+        std::vector<std::vector<BufferPtr>> params{sk.buffers("recompute_state", state)};
+        for (size_t l = 0; l < segment.size(); ++l)
+          sk.copy("recompute_load", params[0][l], nullptr, segment[l], clamp_index(sub(j, imm(1)), every));
+        x_params(clamp_index(add(base, j), steps), params);
+        params.insert(params.end(), caps.begin(), caps.end());
+        std::vector<BufferPtr> next = c.body(fwd, params);
+        for (size_t l = 0; l < segment.size(); ++l)
+          sk.copy("recompute_store", segment[l], j, next[l], nullptr);
+        c.kernel("recompute_next", store(rec_word, imm(0), add(load(rec_word, imm(0)), imm(1))));
+        c.time_loop(first, len - 1);
+      }
+      set("reverse_init", sk.step, add(base, imm(len)));
+      size_t first = c.next_kernel();
+      reverse_step(segment, clamp_index(sub(sub(load(sk.step, imm(0)), imm(1)), base), every));
+      c.time_loop(first, len);
+    };
+    set("segment_last", seg_word, imm(kept - 1));
+    lower_segment(last);
+    if (kept > 1) {
+      set("segment_init", seg_word, imm(kept - 2));
+      size_t first = c.next_kernel();
+      lower_segment(every);
+      c.kernel("segment_next", store(seg_word, imm(0), sub(load(seg_word, imm(0)), imm(1))));
+      c.time_loop(first, kept - 1);
+    }
   }
   for (size_t l = 0; l < d_init.size(); ++l)
     sk.write("d_init", d_init[l], nullptr,
@@ -536,6 +664,7 @@ void register_recurrence_ops(OpRegistry &reg) {
       .arg("init", "Tensor or Tuple", "The initial state: the result's step 0.")
       .arg("xs", "Tensor", "Sequences of T steps each (at least one); the body sees step t of each.")
       .arity(3, 1 << 20)
+      .attrs<ScanAttrs>()
       .support_level(3)
       .takes_fn(scan_params)
       .relation("Scan", scan_rel)
@@ -557,13 +686,14 @@ void register_recurrence_ops(OpRegistry &reg) {
                 "to the first over the stored states; returns the adjoints of the initial state, of each sequence "
                 "and of each captured value, for those with a floating-point part.")
       .arg("vjp", "fn", "fn (%state, %x1_t, ..., %captured..., %d_next) -> (d_state, d_x1_t, ..., d_captured...)")
-      .arg("states", "Tensor or Tuple", "scan's result.")
+      .arg("body", "fn", "scan's body closed over what it captured: fn (%state, %x1_t, ..., %captured...) -> state.")
+      .arg("states", "Tensor or Tuple", "scan's result (or the states time checkpointing keeps).")
       .arg("d_states", "Tensor or Tuple", "Its adjoint.")
       .arg("inputs", "Tensor", "The sequences, then the captured values.")
-      .arity(4, 1 << 20)
+      .arity(5, 1 << 20)
       .attrs<ScanBackwardAttrs>()
       .support_level(3)
-      .takes_fn(scan_backward_params)
+      .takes_fn(scan_backward_params, 2)
       .relation("ScanBackward", scan_backward_rel)
       .gradient(scan_backward_grad)
       .lower_loop(scan_backward_lower)
@@ -571,7 +701,9 @@ void register_recurrence_ops(OpRegistry &reg) {
                "%w: Tensor[(3,), float64]",
                "%0 = grad.scan_backward(fn (%s: Tensor[(3,), float64], %xt: Tensor[(3,), float64], "
                "%c: Tensor[(3,), float64], %d: Tensor[(3,), float64]) { (%d * tanh(%s * %c) + %xt, %d * %s, "
-               "%d * %xt * %c) }, %st, %ds, %x, %w, sequences=1); sum(%0.0) + sum(sin(%0.1)) + sum(%0.2 * %0.2)");
+               "%d * %xt * %c) }, fn (%s: Tensor[(3,), float64], %xt: Tensor[(3,), float64], %c: Tensor[(3,), "
+               "float64]) { tanh(%s * %c) + %xt }, %st, %ds, %x, %w, sequences=1); "
+               "sum(%0.0) + sum(sin(%0.1)) + sum(%0.2 * %0.2)");
 }
 
 } // namespace gradc

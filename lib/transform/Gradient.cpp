@@ -155,9 +155,8 @@ private:
       return;
     // The inputs: the arguments, then what a body captures (OpDef::takes_fn).
     std::vector<ExprPtr> inputs = value.args;
-    if (value.op->takes_fn())
-      for (const ExprPtr &v : free_vars(value.args[0]))
-        inputs.push_back(v);
+    for (const ExprPtr &v : captured_inputs(value))
+      inputs.push_back(v);
     if (!value.op->gradient) {
       missing_[value.op->name].push_back(value.span);
       for (const ExprPtr &a : inputs)

@@ -77,7 +77,12 @@ private:
 
   /// The `fn` value that is a scan's argument 0.
   static bool is_body(const Expr &call, const Expr &a) {
-    return call.kind == ExprKind::Call && call.op->takes_fn() && &a == call.args[0].get() && a.kind == ExprKind::Func;
+    if (call.kind != ExprKind::Call || a.kind != ExprKind::Func)
+      return false;
+    for (size_t i = 0; call.op->is_fn_arg(i) && i < call.args.size(); ++i)
+      if (&a == call.args[i].get())
+        return true;
+    return false;
   }
 
   /// A fused operand: an injective call, or an anchor (a call that

@@ -99,8 +99,12 @@ def check(name, text, inputs, wrt, reference):
     print("%s: the loss and %d gradients match PyTorch through run and the linked object" % (name, len(wrt)))
 
 
-def sample(name, dtype):
+def sample(name, dtype, every):
+    """The sample in `dtype`, its scan checkpointed every `every` states (time checkpointing:
+    --remat=manual recomputes the others, --remat=none ignores it)."""
     text = open(os.path.join(samples, name + ".relay")).read()
+    text = text.replace("%x);", "%%x, checkpoint_every=%d);" % every)
+    assert "checkpoint_every" in text
     return text.replace("float32", dtype).replace("float64 -> float64", "float64")
 
 
@@ -124,7 +128,7 @@ for dtype in ("float64", "float32"):
               "targets": rng.integers(0, 16, 48).astype(np.int64), "h0": normal((4, 32), 0.5, npt),
               "E": normal((16, 16), 0.5, npt), "Wx": normal((32, 16), 0.3, npt), "Wh": normal((32, 32), 0.2, npt),
               "b": normal((32,), 0.1, npt), "Wo": normal((16, 32), 0.3, npt), "bo": normal((16,), 0.1, npt)}
-    check("rnn_" + dtype, sample("rnn", dtype), inputs, ["h0", "E", "Wx", "Wh", "b", "Wo", "bo"], rnn_reference)
+    check("rnn_" + dtype, sample("rnn", dtype, 5), inputs, ["h0", "E", "Wx", "Wh", "b", "Wo", "bo"], rnn_reference)
 
 
 # samples/lstm.relay against torch.nn.LSTM run over steps 1..15 from (h0, c0).
@@ -143,7 +147,7 @@ for dtype in ("float64", "float32"):
               "h0": normal((8, 32), 0.3, npt), "c0": normal((8, 32), 0.3, npt), "W_ih": normal((128, 4), 0.3, npt),
               "W_hh": normal((128, 32), 0.2, npt), "b": normal((128,), 0.1, npt), "Wc": normal((4, 32), 0.3, npt),
               "bc": normal((4,), 0.1, npt)}
-    check("lstm_" + dtype, sample("lstm", dtype), inputs, ["x", "h0", "c0", "W_ih", "W_hh", "b", "Wc", "bc"],
+    check("lstm_" + dtype, sample("lstm", dtype, 4), inputs, ["x", "h0", "c0", "W_ih", "W_hh", "b", "Wc", "bc"],
           lstm_reference)
 
 HEADER = '#[version = "0.0.5"]\n'
@@ -157,7 +161,7 @@ def rnn_captured(t):
 
 
 check("rnn_captured", HEADER + """def @main(%h0: Tensor[(3, 8), float64], %x: Tensor[(20, 3, 8), float64], %W: Tensor[(8, 8), float64]) {
-  %hs = scan(fn (%h: Tensor[(3, 8), float64], %xt: Tensor[(3, 8), float64]) { tanh(nn.dense(%h, %W) + %xt) }, %h0, %x);
+  %hs = scan(fn (%h: Tensor[(3, 8), float64], %xt: Tensor[(3, 8), float64]) { tanh(nn.dense(%h, %W) + %xt) }, %h0, %x, checkpoint_every=6);
   sum(sin(%hs))
 }
 """, {"h0": normal((3, 8)), "x": normal((20, 3, 8)), "W": normal((8, 8), 0.4)}, ["h0", "x", "W"], rnn_captured)
@@ -200,7 +204,7 @@ def te_two_states(t):
 check("te_two_states", HEADER + """def @main(%X: Tensor[(8, 5), float64], %a: Tensor[(5,), float64], %b: Tensor[(4,), float64]) {
   %s = scan(fn (%s: (Tensor[(5,), float64], Tensor[(4,), float64]), %xt: Tensor[(5,), float64]) {
     (%s.0 + %xt, %s.1 + strided_slice(%s.0, begin=[0], end=[1]))
-  }, (%a, %b), %X);
+  }, (%a, %b), %X, checkpoint_every=3);
   sum(sin(%s.0)) + sum(%s.1 * %s.1)
 }
 """, {"X": normal((8, 5)), "a": normal((5,)), "b": normal((4,))}, ["X", "a", "b"], te_two_states)

@@ -615,9 +615,9 @@ def _scan_backward(a, at):
     """The reverse scan of scan's gradient (`gradc ops grad.scan_backward`): carry = 0; for t = T-1
     down to 1, (d_s, d_x.., d_c..) = vjp(states[t-1], x[t].., c.., d_states[t] + carry), carry = d_s,
     d_x[t] = d_x, the d_c summed; then d_init = d_states[0] + carry and d_x[0] = 0 (float inputs)."""
-    vjp, states, d_states = a[0], a[1], a[2]
+    vjp, states, d_states = a[0], a[2], a[3]  # a[1], the body, serves time checkpointing only
     k = at["sequences"]
-    xs, caps = a[3:3 + k], a[3 + k:]
+    xs, caps = a[4:4 + k], a[4 + k:]
     carry = np.zeros_like(states[0])
     d_x = [np.zeros_like(x) for x in xs]
     d_c = [np.zeros_like(c) for c in caps]

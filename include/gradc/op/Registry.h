@@ -178,13 +178,16 @@ struct OpDef {
   // bounded number of times: sum(a / b) without a / b in memory).
   bool fuses_epilogue = false;
   bool fuses_producers = false;
-  // An operator whose argument 0 is a `fn` value (its body), whose free
-  // Vars (captured values) are inputs too: a gradient rule returns their
-  // adjoints after the arguments', in free_vars order (ir/Functor.h).
+  // An operator whose first fn_args arguments are `fn` values (bodies),
+  // whose free Vars (captured values) are inputs too: a gradient rule
+  // returns their adjoints after the arguments', in captured_inputs order.
+  // fn_params types argument 0's parameters.
+  int fn_args = 0;
   FnParamsFn fn_params = nullptr;
   LoopLoweringFn lower_loop = nullptr;
 
-  bool takes_fn() const { return fn_params != nullptr; }
+  bool takes_fn() const { return fn_args > 0; }
+  bool is_fn_arg(size_t i) const { return i < size_t(fn_args); }
   bool has_gradient() const { return gradient != nullptr || no_gradient || decompose != nullptr; }
   bool has_lowering() const {
     return element != nullptr || kernel != nullptr || decompose != nullptr || lower_loop != nullptr;
@@ -243,8 +246,8 @@ public:
   /// See OpDef::fuses_epilogue and OpDef::fuses_producers.
   OpBuilder &fuses_epilogue();
   OpBuilder &fuses_producers();
-  /// Argument 0 is a `fn` value whose parameter types `fn` derives.
-  OpBuilder &takes_fn(FnParamsFn fn);
+  /// Arguments [0, count) are `fn` values; `fn` derives argument 0's parameter types.
+  OpBuilder &takes_fn(FnParamsFn fn, int count = 1);
   /// Lowers to a time loop of kernels instead of one kernel.
   OpBuilder &lower_loop(LoopLoweringFn fn);
 
@@ -287,6 +290,10 @@ template <class T> T RelationCtx::attrs_as() const {
     internal_error("type inference", op.name + ": attributes failed to decode in the relation");
   return *typed;
 }
+
+/// The Vars that the `fn` arguments of `call` read from around them, in
+/// first-use order without repeats: inputs of the call beside its arguments.
+std::vector<ExprPtr> captured_inputs(const Expr &call);
 
 /// The operation count of every call of `fn`'s bindings, as each operator's
 /// record states it (a scan's counts its body's, once per step).
