@@ -300,19 +300,28 @@ def gpt_rows():
 
 
 def lstm_rows():
-    """The LSTM layer's training step of bench/lstm_step.relay against nn.LSTM (bench/torch_lstm.py),
-    and the planned workspace (the stored states are most of it)."""
+    """The LSTM layer's training step of bench/lstm_step.relay against nn.LSTM (bench/torch_lstm.py);
+    then the same step with time checkpointing (checkpoint_every=8: about sqrt(64) states kept),
+    against gradc without it: the time it costs and the workspace it saves."""
     print("\nLSTM layer training step (input and hidden 256, 64 steps, batch 32), float32: ms; ratio = "
           "PyTorch / gradc (above 1: gradc faster)")
     print("  %-34s %10s %10s %9s" % ("", "gradc", "PyTorch", "ratio"))
     with open(os.path.join(ROOT, "bench", "lstm_step.relay")) as f:
         text = f.read().split("\n", 1)[1]
-    model = Model("lstm_step", text, ["--grad", "--wrt=%W_ih,%W_hh,%b"])
+    wrt = ["--grad", "--wrt=%W_ih,%W_hh,%b"]
+    model = Model("lstm_step", text, wrt)
     scales = {"W_ih": 0.0625, "W_hh": 0.0625, "b": 0}
     step_row("LSTM step T64 b32 256", model, scales, "torch_lstm.py")
-    fn = model.functions["main_adjoint"]
-    print("  workspace of @main_adjoint: %.1f MiB (the states: 2 x 65 x 32 x 256 floats = 4.1 MiB)" % (
-        fn["workspace_bytes"] / 2 ** 20))
+    checkpointed = Model("lstm_step_ck8", text.replace("(%h0, %c0), %xw);", "(%h0, %c0), %xw, checkpoint_every=8);"),
+                         wrt)
+    plain = {t: model.time("main_adjoint", t, scales=scales) for t in sorted({1, CORES})}
+    ck = {t: checkpointed.time("main_adjoint", t, scales=scales) for t in sorted({1, CORES})}
+    print("  %-34s %10.3f %10s %8.2fx  time with / without: %s" % (
+        "  states kept every 8", min(ck.values()), "", min(ck.values()) / min(plain.values()),
+        ", ".join("%dT %.3f / %.3f" % (t, ck[t], plain[t]) for t in ck)))
+    mib = [m.functions["main_adjoint"]["workspace_bytes"] / 2 ** 20 for m in (model, checkpointed)]
+    print("  workspace of @main_adjoint: %.1f MiB keeping every state, %.1f MiB every 8th (the states: "
+          "2 x 65 x 32 x 256 floats = 4.1 MiB)" % tuple(mib))
 
 
 def main():
