@@ -83,6 +83,110 @@ StmtPtr cumulative_kernel(KernelCtx &k, bool product) {
   return lower_scan(scan);
 }
 
+/// A scan along a long axis with fewer rows than the target has threads to
+/// run (a GPU's tens of thousands, a CPU's cores): one thread per row would
+/// walk all T steps in order, so each row is cut into chunks of kChunk
+/// steps scanned in parallel, in three phases (on a GPU, three launches:
+/// lower/BindGpu.cpp): each chunk's total; for each row, the chunk totals
+/// scanned in order into each chunk's carry (the total before it); each
+/// chunk again, from its carry, writing its outputs. Sums are compensated
+/// (Neumaier) within a chunk and across them, as in the serial kernel:
+/// rounded differently, but as accurately. Null where the serial kernel is
+/// the better one: a short axis, or rows enough to keep every thread busy.
+StmtPtr chunked_scan(KernelCtx &k, bool product) {
+  constexpr int64_t kChunk = 256, kGpuThreads = 1 << 16;
+  const Shape &xs = k.arg_type(0).shape, &os = k.out()->shape;
+  auto attrs = k.attrs_as<CumsumAttrs>();
+  bool flat = !attrs.axis;
+  int64_t axis = attrs.axis.value_or(0), steps = os.empty() ? 0 : os[axis];
+  Shape state = os;
+  if (!os.empty())
+    state.erase(state.begin() + axis);
+  int64_t rows = num_elements(state);
+  int64_t threads = k.target.is_gpu() ? kGpuThreads / 2 : k.target.cores - 1;
+  if (steps < 4 * kChunk || rows < 1 || rows > threads)
+    return nullptr;
+  int64_t chunks = (steps + kChunk - 1) / kChunk;
+  DType dt = k.out()->dtype, acc = dtype_info(dt).accumulator;
+  LExprPtr identity = constant_of(product ? 1 : 0, acc);
+  auto full = [&](const LExprPtr &r, const LExprPtr &t) {
+    Index idx = unravel_index(r, state);
+    idx.insert(idx.begin() + axis, t);
+    return idx;
+  };
+  // The term added at step t (< T) of row r: x[t], or x[t-1] (identity at 0) when exclusive.
+  // (Steps past T are skipped by an `if`; the indices are clamped too, for
+  // the verifier's bounds.)
+  auto term = [&](const LExprPtr &r, const LExprPtr &t) {
+    LExprPtr at = clamp_index(attrs.exclusive ? sub(t, imm(1)) : t, steps);
+    Index idx = full(r, at);
+    LExprPtr x = cast(acc, flat ? k.in(0, unravel_index(idx[0], xs)) : k.in(0, idx));
+    return attrs.exclusive ? select(compare(CompareOp::GT, t, imm(0)), x, identity) : x;
+  };
+  // Each chunk's running value is a pair (sum and its compensation, kept
+  // apart so that no rounding happens between chunks): carries[slot] and
+  // carries[slot + n] (a product has no compensation; its second half is
+  // unused).
+  const int64_t n = rows * chunks;
+  BufferPtr carries = k.scratch("chunk_carries", acc, 2 * n);
+  auto running = [&](const LExprPtr &init_s, const LExprPtr &init_c,
+                     const std::function<StmtPtr(const BufferPtr &s, const BufferPtr &c)> &body) {
+    BufferPtr s = k.local("run", acc), c = k.local("comp", acc);
+    return alloc(s, alloc(c, seq({store(s, imm(0), init_s), store(c, imm(0), init_c), body(s, c)})));
+  };
+  auto fold = [&](const BufferPtr &s, const BufferPtr &c, const LExprPtr &x) {
+    return product ? store(s, imm(0), mul(load(s, imm(0)), x)) : neumaier(s, c, imm(0), x);
+  };
+  auto value = [&](const BufferPtr &s, const BufferPtr &c) {
+    return product ? load(s, imm(0)) : neumaier_total(s, c, imm(0));
+  };
+  auto save = [&](const LExprPtr &slot, const BufferPtr &s, const BufferPtr &c) {
+    return seq({store(carries, slot, load(s, imm(0))), store(carries, add(slot, imm(n)), load(c, imm(0)))});
+  };
+  LExprPtr zero = constant_of(0, acc);
+  // for i in the chunk's steps (serial): body(t), t < T.
+  auto each_step = [&](const LExprPtr &chunk, const std::function<StmtPtr(const LExprPtr &t)> &body) {
+    LVarPtr i = k.var("i");
+    LExprPtr t = add(mul(chunk, imm(kChunk)), var_ref(i));
+    return for_loop(i, kChunk, ForKind::Reduce, if_then(compare(CompareOp::LT, t, imm(steps)), body(t)));
+  };
+  StmtPtr totals = loop_nest({rows, chunks}, [&](const Index &rc) {
+    return running(identity, zero, [&](const BufferPtr &s, const BufferPtr &c) {
+      return seq({each_step(rc[1], [&](const LExprPtr &t) { return fold(s, c, term(rc[0], t)); }),
+                  save(add(mul(rc[0], imm(chunks)), rc[1]), s, c)});
+    });
+  });
+  // The chunk totals in order: each chunk's carry is the pair before it.
+  StmtPtr carry = loop_nest({rows}, [&](const Index &r) {
+    return running(identity, zero, [&](const BufferPtr &s, const BufferPtr &c) {
+      LVarPtr ch = k.var("chunk");
+      LExprPtr slot = add(mul(r[0], imm(chunks)), var_ref(ch));
+      BufferPtr ts = k.local("total", acc), tc = k.local("total_comp", acc);
+      StmtPtr add_total = product ? fold(s, c, load(ts, imm(0)))
+                                  : seq({fold(s, c, load(ts, imm(0))), fold(s, c, load(tc, imm(0)))});
+      return for_loop(ch, chunks, ForKind::Reduce,
+                      alloc(ts, alloc(tc, seq({store(ts, imm(0), load(carries, slot)),
+                                               store(tc, imm(0), load(carries, add(slot, imm(n)))), save(slot, s, c),
+                                               add_total}))));
+    });
+  });
+  StmtPtr outputs = loop_nest({rows, chunks}, [&](const Index &rc) {
+    LExprPtr slot = add(mul(rc[0], imm(chunks)), rc[1]);
+    return running(load(carries, slot), load(carries, add(slot, imm(n))), [&](const BufferPtr &s, const BufferPtr &c) {
+      return each_step(rc[1], [&](const LExprPtr &t) {
+        return seq({fold(s, c, term(rc[0], t)),
+                    store(k.out(), flat_index(os, full(rc[0], clamp_index(t, steps))), cast(dt, value(s, c)))});
+      });
+    });
+  });
+  return seq({totals, carry, outputs});
+}
+
+StmtPtr scan_kernel(KernelCtx &k, bool product) {
+  StmtPtr chunked = chunked_scan(k, product);
+  return chunked ? chunked : cumulative_kernel(k, product);
+}
+
 /// d cumprod: for inclusive y_t = Π_{r<=t} x_r, dx_s = Σ_{t>=s} g_t Π_{r<=t, r!=s} x_r.
 /// With k the first zero of the row (z counts zeros up to and including s):
 ///   s < k:  rcumsum(g·y)_s / x_s          (x_s != 0; the terms past k vanish)
@@ -146,7 +250,7 @@ void register_scan_ops(OpRegistry &reg) {
         ExprPtr c = g.b.reverse(g.b.call(ops::cumsum, {r}, attrs), *attrs.axis);
         return {flat ? g.b.reshape(c, g.arg(0)->type.shape) : c};
       })
-      .kernel([](KernelCtx &k) { return cumulative_kernel(k, false); })
+      .kernel([](KernelCtx &k) { return scan_kernel(k, false); })
       .example("%x: Tensor[(3, 4), float64]", "cumsum(%x, axis=1, exclusive=True)");
 
   reg.add("cumprod")
@@ -157,7 +261,7 @@ void register_scan_ops(OpRegistry &reg) {
       .support_level(3)
       .relation("Cumulative", cumulative_rel)
       .gradient(cumprod_grad)
-      .kernel([](KernelCtx &k) { return cumulative_kernel(k, true); })
+      .kernel([](KernelCtx &k) { return scan_kernel(k, true); })
       .example("%x: Tensor[(3, 4), float64]", "cumprod(%x, axis=1)")
       .example("%x: Tensor[(2, 5), float64]", "cumprod(%x, axis=-1, exclusive=True)")
       .example("%x: Tensor[(2, 3), float64]", "cumprod(%x)");

@@ -994,7 +994,11 @@ EXTRA_EXAMPLES = {
              ("%h: Tensor[(2,), int32], %x: Tensor[(5, 2), int32]",
               "%f = fn (%s: Tensor[(2,), int32], %xt: Tensor[(2,), int32]) { %s * 2 + %xt }; scan(%f, %h, %x)",
               False, 5)],
-    "cumsum": [(S234, "cumsum(%x, exclusive=True)", False, 2),
+    # long axes, few rows: the chunked scan (op/scan.cpp: chunked_scan) on a GPU, and on a CPU with more
+    # cores than rows
+    "cumsum": [("%x: Tensor[(3000,), float32]", "cumsum(%x)", False, 2),
+               ("%x: Tensor[(1, 2500), float64]", "cumsum(%x, axis=1, exclusive=True)", False, 2),
+               (S234, "cumsum(%x, exclusive=True)", False, 2),
                ("%x: Tensor[(2, 3, 4), float16]", "cumsum(%x, axis=0)", False, 2),
                (F234, "cumsum(%x)", False, 2), (F234, "cumsum(%x, axis=-1)", False, 2),
                (F234, "cumsum(%x, exclusive=True)", False, 2),
@@ -1013,7 +1017,9 @@ EXTRA_EXAMPLES = {
     "one_hot": [("%i: Tensor[(2, 3), int64]", "one_hot(%i, 1f64, -0.5f64, depth=4)", False, 5),
                 ("%i: Tensor[(3,), int32]", "one_hot(%i, 2f, 0f, depth=3, axis=0)", False, 4),
                 ("%i: Tensor[(2, 2), int64]", "one_hot(%i, 1f, 0f, depth=3, axis=1, dtype=\"int32\")", False, 3)],
-    "cumprod": [(F234, "cumprod(%x)", False, 2), (F234, "cumprod(%x, axis=1, exclusive=True)", False, 2)],
+    "cumprod": [(F234, "cumprod(%x)", False, 2), (F234, "cumprod(%x, axis=1, exclusive=True)", False, 2),
+                ("%x: Tensor[(1200, 1), float64]", "cumprod(%x, axis=0)", True, 2),
+                ("%x: Tensor[(1100,), float64]", "cumprod(%x, exclusive=True)", True, 2)],
     "nn.dense": [("%x: Tensor[(3, 5), float16], %w: Tensor[(4, 5), float16]", "nn.dense(%x, %w)", False, 2),
                  ("%x: Tensor[(37, 70), float64], %w: Tensor[(29, 70), float64]", "nn.dense(%x, %w)", False, 2),
                  ("%x: Tensor[(7,), float64], %w: Tensor[(3, 7), float64]", "nn.dense(%x, %w)", False, 2),
