@@ -15,6 +15,7 @@
 #include "gradc/op/Kernel.h"
 #include "gradc/op/Registry.h"
 
+#include <algorithm>
 #include <cctype>
 #include <cmath>
 #include <limits>
@@ -58,6 +59,24 @@ private:
   const LowerOptions &opts_;
   LoweredFunction out_;
   std::unordered_map<const Expr *, std::vector<BufferPtr>> leaves_; // var -> buffers (tuples: several)
+  // A leaf that is a view: a step of a time loop's stacked buffer (a scan
+  // body's state or sequence step, read in place), at this element offset
+  // (null: the whole buffer). Absent: no leaf of the var is a view.
+  std::unordered_map<const Expr *, std::vector<LExprPtr>> offsets_;
+
+  /// Leaf `leaf` (of type shape `shape`) of Var `var` at element `idx`.
+  LExprPtr leaf_load(const Expr *var, size_t leaf, const Shape &shape, const Index &idx) {
+    const BufferPtr &buf = leaves_.at(var).at(leaf);
+    auto it = offsets_.find(var);
+    if (it == offsets_.end() || !it->second.at(leaf))
+      return load(buf, flat_index(buf->shape, idx));
+    return load(buf, binary(BinaryOp::Add, it->second[leaf], flat_index(shape, idx)));
+  }
+  /// The views of `e`'s leaves (nulls where a leaf is a whole buffer).
+  std::vector<LExprPtr> leaf_offsets(const ExprPtr &e) {
+    auto it = offsets_.find(e.get());
+    return it == offsets_.end() ? std::vector<LExprPtr>(count_leaves(e->type)) : it->second;
+  }
   std::vector<BufferPtr> produced_;                                 // every buffer a kernel writes
   std::unordered_set<std::string> names_;
   std::pair<const Expr *, LExprPtr> anchor_; // the anchor of the epilogue being built, and its value
@@ -83,10 +102,7 @@ private:
   LExprPtr on_constant(const ExprPtr &e, const Index &) override {
     return is_float(e->dtype) ? constant_of(e->fvalue, e->dtype) : int_imm(e->ivalue, e->dtype);
   }
-  LExprPtr on_var(const ExprPtr &e, const Index &idx) override {
-    const BufferPtr &buf = leaves_.at(e.get()).at(0);
-    return load(buf, flat_index(buf->shape, idx));
-  }
+  LExprPtr on_var(const ExprPtr &e, const Index &idx) override { return leaf_load(e.get(), 0, e->type.shape, idx); }
   LExprPtr on_call(const ExprPtr &e, const Index &idx) override {
     if (e.get() == anchor_.first) // inside the epilogue of the anchor's kernel
       return anchor_.second;
@@ -114,12 +130,18 @@ private:
   void binding(const Binding &b) {
     const Expr &v = *b.value;
     switch (v.kind) {
-    case ExprKind::Tuple: {
+    case ExprKind::Tuple: { // (views stay views)
       std::vector<BufferPtr> leaves;
-      for (const ExprPtr &f : v.args)
-        for (const BufferPtr &l : atom_leaves(f))
-          leaves.push_back(l);
+      std::vector<LExprPtr> offsets;
+      for (const ExprPtr &f : v.args) {
+        std::vector<BufferPtr> l = f->kind == ExprKind::Var ? leaves_.at(f.get()) : atom_leaves(f);
+        std::vector<LExprPtr> o = f->kind == ExprKind::Var ? leaf_offsets(f) : std::vector<LExprPtr>(l.size());
+        leaves.insert(leaves.end(), l.begin(), l.end());
+        offsets.insert(offsets.end(), o.begin(), o.end());
+      }
       leaves_[b.var.get()] = leaves;
+      if (std::any_of(offsets.begin(), offsets.end(), [](const LExprPtr &o) { return o != nullptr; }))
+        offsets_[b.var.get()] = offsets;
       return;
     }
     case ExprKind::TupleGet: {
@@ -129,6 +151,8 @@ private:
         start += count_leaves(v.args[0]->type.fields[i]);
       size_t n = count_leaves(b.var->type);
       leaves_[b.var.get()] = std::vector<BufferPtr>(all.begin() + start, all.begin() + start + n);
+      if (auto it = offsets_.find(v.args[0].get()); it != offsets_.end())
+        offsets_[b.var.get()] = std::vector<LExprPtr>(it->second.begin() + start, it->second.begin() + start + n);
       return;
     }
     case ExprKind::Call:
@@ -205,10 +229,8 @@ private:
   }
   /// Leaf `leaf` of tuple-typed atom `t` (a Var, or a Tuple of atoms).
   LExprPtr tuple_leaf(const ExprPtr &t, size_t leaf, const Index &idx) {
-    if (t->kind == ExprKind::Var) {
-      const BufferPtr &buf = leaves_.at(t.get()).at(leaf);
-      return load(buf, flat_index(buf->shape, idx));
-    }
+    if (t->kind == ExprKind::Var)
+      return leaf_load(t.get(), leaf, leaf_types(t->type).at(leaf).shape, idx);
     GRADC_CHECK(t->kind == ExprKind::Tuple, "lowering", "a tuple argument that is neither a variable nor a tuple");
     for (const ExprPtr &f : t->args) {
       size_t n = count_leaves(f->type);
@@ -242,9 +264,24 @@ private:
 
   static size_t count_leaves(const Type &t) { return leaf_types(t).size(); }
 
+  /// The buffers of `e`'s leaves, each a whole buffer: a view (a body that
+  /// returns its parameter as it is) is copied out.
   std::vector<BufferPtr> atom_leaves(const ExprPtr &e) {
-    if (e->kind == ExprKind::Var)
-      return leaves_.at(e.get());
+    if (e->kind == ExprKind::Var) {
+      std::vector<BufferPtr> leaves = leaves_.at(e.get());
+      std::vector<LExprPtr> offsets = leaf_offsets(e);
+      std::vector<Type> types = leaf_types(e->type);
+      for (size_t l = 0; l < leaves.size(); ++l)
+        if (offsets[l]) {
+          BufferPtr copy = make_buffer(e->name, types[l], BufferScope::Arena);
+          produced_.push_back(copy);
+          add_kernel(copy->name + "_copy", loop_nest(types[l].shape, [&](const Index &idx) {
+                       return store(copy, flat_index(copy->shape, idx), leaf_load(e.get(), l, types[l].shape, idx));
+                     }));
+          leaves[l] = copy;
+        }
+      return leaves;
+    }
     // A constant used as a tuple field or a result: materialize it.
     BufferPtr buf = make_buffer("const", e->type, BufferScope::Arena);
     produced_.push_back(buf);
@@ -288,10 +325,17 @@ public:
   void kernel(const std::string &name, StmtPtr body) override {
     fl_.add_kernel(prefix_ + "_" + name, std::move(body));
   }
-  std::vector<BufferPtr> body(const Function &fn, const std::vector<std::vector<BufferPtr>> &params) override {
-    GRADC_CHECK(params.size() == fn.params.size(), "lowering", "a body lowered with the wrong number of parameters");
-    for (size_t i = 0; i < params.size(); ++i)
+  std::vector<BufferPtr> body(const Function &fn, const std::vector<std::vector<BufferPtr>> &params,
+                              const std::vector<std::vector<LExprPtr>> &offsets) override {
+    GRADC_CHECK(params.size() == fn.params.size() && (offsets.empty() || offsets.size() == params.size()), "lowering",
+                "a body lowered with the wrong number of parameters");
+    for (size_t i = 0; i < params.size(); ++i) {
       fl_.leaves_[fn.params[i].get()] = params[i];
+      if (!offsets.empty() && std::any_of(offsets[i].begin(), offsets[i].end(), [](const LExprPtr &o) { return o; }))
+        fl_.offsets_[fn.params[i].get()] = offsets[i];
+      else
+        fl_.offsets_.erase(fn.params[i].get());
+    }
     for (const Binding &b : fn.body.bindings)
       fl_.binding(b);
     return fl_.atom_leaves(fn.body.result);

@@ -188,6 +188,8 @@ struct StepKernels {
     int64_t n = step_size(dst, at);
     each(name, n, [&](const LExprPtr &i) { return store(dst, offset(at, n, i), value(i)); });
   }
+  /// Where step `at` of stacked buffer `b` starts: a view's offset (op/Kernel.h: LoopLowerCtx::body).
+  LExprPtr offset_of(const BufferPtr &b, const LExprPtr &at) const { return mul(at, imm(step_size(b, at))); }
   /// src at step `at` (or whole), element i.
   LExprPtr read(const BufferPtr &src, const LExprPtr &at, const LExprPtr &i) const {
     return load(src, offset(at, step_size(src, at), i));
@@ -235,14 +237,16 @@ void scan_lower(LoopLowerCtx &c) {
     return;
   k.begin(1);
   size_t first = c.next_kernel();
-  std::vector<std::vector<BufferPtr>> params{k.buffers("state", state)};
-  for (size_t l = 0; l < out.size(); ++l)
-    k.copy("load_state", params[0][l], nullptr, out[l], k.t_minus_1());
+  // The body reads the state at t-1 and the sequences at t in place (views).
+  std::vector<std::vector<BufferPtr>> params{out};
+  std::vector<std::vector<LExprPtr>> offsets(1);
+  for (const BufferPtr &b : out)
+    offsets[0].push_back(k.offset_of(b, k.t_minus_1()));
   for (size_t i = 2; i < c.call.args.size(); ++i) {
-    params.push_back(k.buffers("x", step_of(c.call.args[i]->type)));
-    k.copy("load_x", params.back()[0], nullptr, c.input(i)[0], k.t());
+    params.push_back(c.input(i));
+    offsets.push_back({k.offset_of(params.back()[0], k.t())});
   }
-  std::vector<BufferPtr> next = c.body(body, params);
+  std::vector<BufferPtr> next = c.body(body, params, offsets);
   for (size_t l = 0; l < out.size(); ++l)
     k.copy("store_state", out[l], k.t(), next[l], nullptr);
   k.advance(1);
@@ -565,25 +569,33 @@ void scan_backward_lower(LoopLowerCtx &c) {
   std::vector<std::vector<BufferPtr>> caps;
   for (size_t i = first_cap; i < call.args.size(); ++i)
     caps.push_back(c.input(i));
-  auto x_params = [&](const LExprPtr &at, std::vector<std::vector<BufferPtr>> &params) {
+  // A body's parameters: the state, step `at` of `from`, and the sequences'
+  // step `x_at`, read in place (views); the captured values whole.
+  using Params = std::pair<std::vector<std::vector<BufferPtr>>, std::vector<std::vector<LExprPtr>>>;
+  auto views = [&](const std::vector<BufferPtr> &from, const LExprPtr &at, const LExprPtr &x_at) {
+    Params p{{from}, {{}}};
+    for (const BufferPtr &b : from)
+      p.second[0].push_back(sk.offset_of(b, at));
     for (size_t i = first_x; i < first_cap; ++i) {
-      params.push_back(sk.buffers("x", step_of(call.args[i]->type)));
-      sk.copy("load_x", params.back()[0], nullptr, c.input(i)[0], at);
+      p.first.push_back(c.input(i));
+      p.second.push_back({sk.offset_of(p.first.back()[0], x_at)});
     }
+    for (const std::vector<BufferPtr> &cap : caps) {
+      p.first.push_back(cap);
+      p.second.push_back(std::vector<LExprPtr>(cap.size()));
+    }
+    return p;
   };
   // One reverse step t (the step word), its state read from `from` at `at`.
   auto reverse_step = [&](const std::vector<BufferPtr> &from, const LExprPtr &at) {
-    std::vector<std::vector<BufferPtr>> params{sk.buffers("state", state)};
-    for (size_t l = 0; l < from.size(); ++l)
-      sk.copy("load_state", params[0][l], nullptr, from[l], at);
-    x_params(sk.t(), params);
-    params.insert(params.end(), caps.begin(), caps.end());
+    auto [params, offsets] = views(from, at, sk.t());
     params.push_back(sk.buffers("d", state));
+    offsets.push_back(std::vector<LExprPtr>(params.back().size()));
     for (size_t l = 0; l < d_states.size(); ++l)
       sk.write("load_d", params.back()[l], nullptr, [&](const LExprPtr &i) {
         return add(sk.read(d_states[l], sk.t(), i), load(carry[l], i));
       });
-    std::vector<BufferPtr> r = c.body(vjp, params);
+    std::vector<BufferPtr> r = c.body(vjp, params, offsets);
     size_t f = 0;
     if (float_state)
       for (size_t l = 0; l < carry.size(); ++l)
@@ -622,12 +634,8 @@ void scan_backward_lower(LoopLowerCtx &c) {
       if (len > 1) {
         set("recompute_init", rec_word, imm(1));
         size_t first = c.next_kernel();
-        std::vector<std::vector<BufferPtr>> params{sk.buffers("recompute_state", state)};
-        for (size_t l = 0; l < segment.size(); ++l)
-          sk.copy("recompute_load", params[0][l], nullptr, segment[l], clamp_index(sub(j, imm(1)), every));
-        x_params(clamp_index(add(base, j), steps), params);
-        params.insert(params.end(), caps.begin(), caps.end());
-        std::vector<BufferPtr> next = c.body(fwd, params);
+        auto [params, offsets] = views(segment, clamp_index(sub(j, imm(1)), every), clamp_index(add(base, j), steps));
+        std::vector<BufferPtr> next = c.body(fwd, params, offsets);
         for (size_t l = 0; l < segment.size(); ++l)
           sk.copy("recompute_store", segment[l], j, next[l], nullptr);
         c.kernel("recompute_next", store(rec_word, imm(0), add(load(rec_word, imm(0)), imm(1))));

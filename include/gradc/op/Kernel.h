@@ -106,8 +106,12 @@ public:
   /// Lowers `fn`'s bindings as kernels, parameter i reading the buffers
   /// `params[i]` (one per leaf of its type) and captured Vars their own;
   /// returns the buffers of its result, one per leaf (a parameter's or a
-  /// captured value's own buffer when the body returns it unchanged).
-  virtual std::vector<BufferPtr> body(const Function &fn, const std::vector<std::vector<BufferPtr>> &params) = 0;
+  /// captured value's own buffer when the body returns it unchanged). With
+  /// `offsets`, a leaf whose offset is not null is a view: the body reads
+  /// it in place, element e at offsets[i][l] + e of the buffer (a step of a
+  /// stacked buffer), and a result that is one is copied out.
+  virtual std::vector<BufferPtr> body(const Function &fn, const std::vector<std::vector<BufferPtr>> &params,
+                                      const std::vector<std::vector<LExprPtr>> &offsets = {}) = 0;
   /// The number of kernels emitted so far: where a time loop starts.
   virtual size_t next_kernel() const = 0;
   /// Kernels [first, next_kernel()) run `extent` times (loops/LoopIR.h: TimeLoop).
