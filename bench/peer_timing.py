@@ -15,6 +15,20 @@ def _pass_ms(f, calls):
     return (time.perf_counter() - start) * 1e3 / calls
 
 
+def torch_peer(argv):
+    """A PyTorch peer's command line, `SCRIPT THREADS WHAT POLICY [DEVICE]` (DEVICE cpu by
+    default, or cuda): PyTorch's thread counts are set to THREADS before any operation, and the
+    seed to 0. Returns (threads, what, policy, device)."""
+    import torch
+
+    threads, what, policy = int(argv[1]), argv[2], argv[3]
+    device = argv[4] if len(argv) > 4 else "cpu"
+    torch.set_num_threads(threads)
+    torch.set_num_interop_threads(threads)
+    torch.manual_seed(0)
+    return threads, what, policy, device
+
+
 def on(device, f):
     """f, or on a GPU f followed by waiting for the device (its kernels run
     asynchronously, so a call's time is only known once they are done)."""

@@ -11,11 +11,7 @@ import torch
 
 import peer_timing
 
-threads, what, policy = int(sys.argv[1]), sys.argv[2], sys.argv[3]
-device = sys.argv[4] if len(sys.argv) > 4 else "cpu"
-torch.set_num_threads(threads)
-torch.set_num_interop_threads(threads)
-torch.manual_seed(0)
+threads, what, policy, device = peer_timing.torch_peer(sys.argv)
 if what != "step":
     sys.exit("usage: torch_lstm.py THREADS step POLICY")
 
