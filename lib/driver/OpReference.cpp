@@ -98,7 +98,8 @@ std::vector<std::string> derived_gradient(const OpDef &op) {
   std::ostringstream quiet;
   DiagEngine diag(std::make_shared<SourceFile>("example", ""), quiet);
   // A body (scan's) is differentiated as the gradient pass does, once in ANF.
-  GradCtx ctx{b, *call, out, g, [&](const Function &f) { return build_vjp(*normalize(f), diag); }};
+  GradCtx ctx{b, *call, out, g,
+              [&](const Function &f, bool keep_primal) { return build_vjp(*normalize(f), diag, keep_primal); }};
   Grads grads = op.gradient(ctx);
   std::vector<ExprPtr> captured = captured_inputs(*call);
   Nester nester(bindings);

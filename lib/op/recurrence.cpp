@@ -10,9 +10,12 @@
 // (GradCtx::differentiate): the body closed over its captured values gives
 // vjp(s, x.., c.., d) = (d_s, d_x.., d_c..), and grad.scan_backward runs it
 // backwards over the stored states, carrying d_s, stacking d_x and summing
-// d_c over time. A step's intermediate values are recomputed from its state
-// (the vjp's forward half), so only the states are stored: they are scan's
-// own result.
+// d_c over time. What a backward step would otherwise recompute at the cost
+// of a product (the body's matrix products and reductions) the forward scan
+// stores too (op/VjpSplit.h): its state carries them, and grad.scan_backward
+// reads their histories as extra sequences. Time checkpointing
+// (checkpoint_every > 1) stores neither: each backward step recomputes its
+// values from its state.
 //
 // Both lower to one time loop (LoopLowerCtx): per step, copy-in kernels
 // give the body its parameters (the state read at t-1, the sequences' step
@@ -25,6 +28,7 @@
 #include "gradc/op/Kernel.h"
 #include "gradc/op/Ops.h"
 #include "gradc/op/Relations.h"
+#include "gradc/op/VjpSplit.h"
 
 namespace gradc {
 namespace {
@@ -133,27 +137,88 @@ Type scan_rel(RelationCtx &ctx) {
   return stacked(rest[0], rest[1].shape[0]);
 }
 
+/// `fwd` (closed over the captured values) as a scan body that captures
+/// them: fn (%s, %x_1_t, ...) { fwd(%s, %x_1_t, ..., caps...) }. With a
+/// `state` other than fwd's own (a tuple whose field 0 is fwd's state: the
+/// forward scan that also carries saved values), the body reads %s.0.
+ExprPtr body_capturing(const Function &fwd, size_t k, const std::vector<ExprPtr> &caps, const Type &state) {
+  auto body = std::make_shared<Function>();
+  body->params.push_back(make_var(fwd.params[0]->name, state, {}, state));
+  for (size_t i = 1; i < 1 + k; ++i) {
+    const Type &t = fwd.params[i]->type;
+    body->params.push_back(make_var(fwd.params[i]->name, t, {}, t));
+  }
+  std::vector<ExprPtr> args = body->params;
+  if (state != fwd.params[0]->type)
+    args[0] = Builder(body->body.bindings).get(args[0], 0);
+  args.insert(args.end(), caps.begin(), caps.end());
+  body->body.result = inline_function(fwd, args, body->body.bindings);
+  if (!body->body.result->is_atom()) // (a body that returns a parameter or a capture as it is)
+    body->body.result = Builder(body->body.bindings).bind(body->body.result);
+  return make_func(body);
+}
+
+/// `fn` returning (its result, the values of its bindings `saved`...).
+FunctionPtr returning_saved(const Function &fn, const std::vector<size_t> &saved) {
+  auto out = std::make_shared<Function>(fn);
+  std::vector<ExprPtr> fields{fn.body.result};
+  for (size_t i : saved)
+    fields.push_back(fn.body.bindings[i].var);
+  out->body.result = Builder(out->body.bindings).tuple(fields);
+  out->ret_type = out->body.result->type;
+  return clone_function(*out);
+}
+
 /// The body closed over what it captures, differentiated; grad.scan_backward
 /// runs it over the states (see the file comment), with the closed body
-/// itself for time checkpointing to recompute states with.
+/// itself for time checkpointing to recompute states with. Unless the scan
+/// is time-checkpointed, the forward scan becomes one whose state also
+/// carries the values the vjp would recompute at a product's cost:
+///   %f = scan(fn (%s2, %x_t..) { (body(%s2.0, %x_t..), r_1, ..., r_m) },
+///             (%init, zeros(r_1), ...), %x..)
+/// with the scan's own value %f.0, and the backward reads %f.1, ... %f.m.
 Grads scan_grad(GradCtx &g) {
   const Expr &call = g.call;
   std::vector<ExprPtr> captured = captured_inputs(call);
   FunctionPtr closed = close_over(*call.args[0]->func, captured);
-  auto vjp = std::make_shared<Function>(*g.differentiate(*closed));
-  vjp->name.clear(); // a `fn` value
   size_t k = call.args.size() - 2;
+  int64_t every = g.attrs_as<ScanAttrs>().checkpoint_every;
+  bool save = g.augment_forward && every == 1;
+  VjpSplit split{{}, g.differentiate(*closed, save)};
+  if (save)
+    split = split_vjp(*split.backward, closed->body.bindings.size(), 1 + k);
+  std::vector<ExprPtr> saved;
+  if (!split.saved.empty()) {
+    FunctionPtr aug = returning_saved(*closed, split.saved);
+    ExprPtr fwd = g.augment_forward([&](Builder &fb) {
+      std::vector<ExprPtr> init{call.args[1]};
+      for (size_t i : split.saved)
+        init.push_back(fb.zeros(closed->body.bindings[i].var->type));
+      ExprPtr state = fb.tuple(init);
+      std::vector<ExprPtr> args{body_capturing(*aug, k, captured, state->type), state};
+      args.insert(args.end(), call.args.begin() + 2, call.args.end());
+      auto bug = [](Span, const std::string &message) { internal_error("gradient", message); };
+      return fb.bind(check_call(ops::scan, args, call.attrs, call.span, bug), g.out->name); // named as the scan was
+    });
+    for (size_t j = 0; j < split.saved.size(); ++j)
+      saved.push_back(g.b.get(fwd, int(1 + j)));
+  }
+  auto vjp = std::make_shared<Function>(*split.backward);
+  vjp->name.clear(); // a `fn` value
   std::vector<ExprPtr> args{make_func(vjp), make_func(closed), g.out, g.grad};
   for (size_t i = 2; i < call.args.size(); ++i)
     args.push_back(call.args[i]);
+  args.insert(args.end(), saved.begin(), saved.end());
   args.insert(args.end(), captured.begin(), captured.end());
   Attrs attrs;
-  attrs.set("sequences", AttrValue::of(int64_t(k)));
-  attrs.set("checkpoint_every", AttrValue::of(g.attrs_as<ScanAttrs>().checkpoint_every));
+  attrs.set("sequences", AttrValue::of(int64_t(k + saved.size())));
+  attrs.set("saved", AttrValue::of(int64_t(saved.size())));
+  attrs.set("checkpoint_every", AttrValue::of(every));
   attrs.set("steps", AttrValue::of(int64_t(0)));
   ExprPtr back = g.b.call(ops::scan_backward, args, attrs);
   // Its fields: an adjoint for each input with a floating-point part, in the
-  // order of the call's inputs (init, the sequences, the captured values).
+  // order of the call's inputs (init, the sequences, the captured values);
+  // the saved values are none of these.
   int field = 0;
   auto adjoint = [&](const ExprPtr &input) { return has_float_part(input->type) ? g.b.get(back, field++) : nullptr; };
   Grads grads{nullptr};
@@ -227,7 +292,6 @@ private:
 /// out[t] = body(s, x_1, ...).
 void scan_lower(LoopLowerCtx &c) {
   const Function &body = *c.call.args[0]->func;
-  const Type &state = c.call.args[1]->type;
   int64_t steps = c.outputs[0]->shape[0];
   StepKernels k{c, steps};
   std::vector<BufferPtr> init = c.input(1), &out = c.outputs;
@@ -257,11 +321,16 @@ void scan_lower(LoopLowerCtx &c) {
 
 struct ScanBackwardAttrs {
   int64_t sequences = 1;
+  int64_t saved = 0;
   int64_t checkpoint_every = 1;
   int64_t steps = 0;
   template <class V> void visit(V &v) {
     v("sequences", sequences, "How many of the arguments after the adjoint are sequences (the rest are captured).",
       {.min = 1});
+    v("saved", saved,
+      "How many of the sequences, the last ones, are values the forward scan saved at each step for the vjp to "
+      "read (op/VjpSplit.h): they get no adjoint, and the body does not take them.",
+      {.min = 0});
     v("checkpoint_every", checkpoint_every, "The scan's checkpoint_every: what --remat=manual makes of it.",
       {.min = 1});
     v("steps", steps,
@@ -275,15 +344,22 @@ struct ScanBackwardAttrs {
 /// 0, k, 2k, ... below T - 1 (the last state starts no reverse step).
 int64_t checkpoint_count(int64_t steps, int64_t every) { return (steps - 1 + every - 1) / every; }
 
-// (vjp, fwd, states, d_states, x_1..x_k, c_1..c_m): the vjp takes (s, x_1_t..,
-// c.., d) and returns an adjoint for each of s, x_i, c_j with a float part;
-// fwd is the body closed over c: (s, x_1_t.., c..) -> s.
+// (vjp, fwd, states, d_states, x_1..x_k, c_1..c_m), the last `saved` of the
+// x_i saved values: the vjp takes (s, x_1_t.., c.., d) and returns an adjoint
+// for each of s, c_j and the x_i but the saved with a float part; fwd is the
+// body closed over c: (s, x_1_t.. but the saved, c..) -> s.
 Type scan_backward_rel(RelationCtx &ctx) {
   auto attrs = ctx.attrs_as<ScanBackwardAttrs>();
   int64_t k = attrs.sequences;
   const std::vector<Type> &a = ctx.args;
   if (a.size() < size_t(4 + k))
     return ctx.fail("expected a vjp, a body, the states, their adjoint and " + std::to_string(k) + " sequences");
+  if (attrs.saved > k)
+    return ctx.fail_attr("saved", "saved=" + std::to_string(attrs.saved) + " but there are " + std::to_string(k) +
+                                      " sequences");
+  if (attrs.saved && attrs.steps)
+    return ctx.fail_attr("saved", "time checkpointing (steps > 0) recomputes each step's values: it saves none");
+  size_t first_saved = size_t(4 + k - attrs.saved), first_cap = size_t(4 + k);
   const Type &vjp = a[0], &fwd = a[1], &states = a[2], &d_states = a[3];
   std::string error;
   std::vector<Type> xs(a.begin() + 4, a.begin() + 4 + k);
@@ -308,22 +384,22 @@ Type scan_backward_rel(RelationCtx &ctx) {
   if (states != stacked(state, kept))
     return ctx.fail("the states " + states.str() + " are not the " + std::to_string(kept) + " kept states of " +
                     state.str());
-  std::vector<Type> params{state}, result;
+  // The vjp's parameters, the body's, the result and the vjp's result.
+  std::vector<Type> params{state}, body_params{state}, result, step_result;
   if (has_float_part(state))
-    result.push_back(state);
+    result.push_back(state), step_result.push_back(state);
   for (size_t i = 4; i < a.size(); ++i) {
-    params.push_back(i < size_t(4 + k) ? step_of(a[i]) : a[i]);
+    params.push_back(i < first_cap ? step_of(a[i]) : a[i]);
+    if (i >= first_saved && i < first_cap)
+      continue;
+    body_params.push_back(params.back());
     if (has_float_part(a[i]))
-      result.push_back(a[i]);
+      result.push_back(a[i]), step_result.push_back(params.back());
   }
-  if (fwd != Type::function(params, state))
+  if (fwd != Type::function(body_params, state))
     return ctx.fail("the body has type " + fwd.str() + " but the states and inputs call for " +
-                    Type::function(params, state).str());
+                    Type::function(body_params, state).str());
   params.push_back(state);
-  std::vector<Type> step_result = result;
-  for (size_t i = 0, f = has_float_part(state); i < size_t(k); ++i)
-    if (has_float_part(a[4 + i]))
-      step_result[f++] = step_of(a[4 + i]);
   if (vjp != Type::function(params, Type::tuple(step_result)))
     return ctx.fail("the vjp has type " + vjp.str() + " but the states and inputs call for " +
                     Type::function(params, Type::tuple(step_result)).str());
@@ -356,8 +432,9 @@ ExprPtr from_leaves(Builder &b, const Type &type, const std::vector<ExprPtr> &le
 /// is the reverse step t = T - j, its state the carry, each sequence
 /// adjoint's step and the running sums of the captured adjoints (stacked
 /// over time: T times their size, for the second order only).
-/// `in` = (states, d_states, x_1..x_k, c_1..c_m), all atoms.
-ExprPtr reverse_as_scan(Builder &b, const Function &vjp, const std::vector<ExprPtr> &in, int64_t k) {
+/// `in` = (states, d_states, x_1..x_k, c_1..c_m), all atoms; the last
+/// `saved` of the x_i have no adjoint.
+ExprPtr reverse_as_scan(Builder &b, const Function &vjp, const std::vector<ExprPtr> &in, int64_t k, int64_t saved) {
   const Type &state = vjp.params[0]->type;
   std::vector<ExprPtr> st = leaves_of(b, in[0]), ds = leaves_of(b, in[1]);
   std::vector<ExprPtr> xs(in.begin() + 2, in.begin() + 2 + k), caps(in.begin() + 2 + k, in.end());
@@ -373,8 +450,8 @@ ExprPtr reverse_as_scan(Builder &b, const Function &vjp, const std::vector<ExprP
   auto first = [&](const ExprPtr &v) { return b.reshape(b.pad(v, widths(v, 0, -(steps - 1))), step_shape(v)); };
   auto last = [&](const ExprPtr &v) { return b.reshape(b.pad(v, widths(v, -(steps - 1), 0)), step_shape(v)); };
   std::vector<bool> float_x, float_c;
-  for (const ExprPtr &x : xs)
-    float_x.push_back(has_float_part(x->type));
+  for (size_t i = 0; i < xs.size(); ++i)
+    float_x.push_back(has_float_part(xs[i]->type) && i + size_t(saved) < xs.size());
   for (const ExprPtr &c : caps)
     float_c.push_back(has_float_part(c->type));
   std::vector<ExprPtr> d_init, d_x, d_c; // the outputs' leaves
@@ -459,22 +536,6 @@ ExprPtr reverse_as_scan(Builder &b, const Function &vjp, const std::vector<ExprP
   return b.tuple(out);
 }
 
-/// `fwd` (closed over the captured values) as a scan body that captures
-/// them: fn (%s, %x_1_t, ...) { fwd(%s, %x_1_t, ..., caps...) }.
-ExprPtr body_capturing(const Function &fwd, size_t k, const std::vector<ExprPtr> &caps) {
-  auto body = std::make_shared<Function>();
-  for (size_t i = 0; i < 1 + k; ++i) {
-    const Type &t = fwd.params[i]->type;
-    body->params.push_back(make_var(fwd.params[i]->name, t, {}, t));
-  }
-  std::vector<ExprPtr> args = body->params;
-  args.insert(args.end(), caps.begin(), caps.end());
-  body->body.result = inline_function(fwd, args, body->body.bindings);
-  if (!body->body.result->is_atom()) // (a body that returns a parameter or a capture as it is)
-    body->body.result = Builder(body->body.bindings).bind(body->body.result);
-  return make_func(body);
-}
-
 /// Its gradient (the second order of scan): reverse_as_scan's, by the
 /// gradient pass, inlined. Kept states (time checkpointing) are first
 /// recomputed into the whole history from the first of them.
@@ -498,12 +559,13 @@ Grads scan_backward_grad(GradCtx &g) {
       first.push_back(b.reshape(b.pad(leaf, w), step_of(leaf->type).shape));
     }
     size_t at = 0;
-    std::vector<ExprPtr> scan_args{body_capturing(*call.args[1]->func, size_t(k), caps),
+    const Function &fwd = *call.args[1]->func;
+    std::vector<ExprPtr> scan_args{body_capturing(fwd, size_t(k), caps, fwd.params[0]->type),
                                    from_leaves(b, call.args[1]->func->params[0]->type, first, at)};
     scan_args.insert(scan_args.end(), xs.begin(), xs.end());
     in[0] = b.call(ops::scan, scan_args);
   }
-  value->body.result = reverse_as_scan(b, *call.args[0]->func, in, k);
+  value->body.result = reverse_as_scan(b, *call.args[0]->func, in, k, attrs.saved);
   FunctionPtr vjp = g.differentiate(*value);
   std::vector<ExprPtr> args(call.args.begin() + 2, call.args.end());
   args.push_back(g.grad);
@@ -537,6 +599,7 @@ void scan_backward_lower(LoopLowerCtx &c) {
   auto attrs = call_attrs<ScanBackwardAttrs>(call);
   int64_t k = attrs.sequences, every = attrs.checkpoint_every;
   std::vector<BufferPtr> states = c.input(2), d_states = c.input(3);
+  size_t first_saved = size_t(4 + k - attrs.saved);
   int64_t steps = d_states[0]->shape[0];
   StepKernels sk{c, steps};
   const Type &state = vjp.params[0]->type;
@@ -551,7 +614,7 @@ void scan_backward_lower(LoopLowerCtx &c) {
     for (size_t l = 0; l < d_states.size(); ++l)
       d_init.push_back(c.outputs[o++]);
   for (size_t i = first_x; i < call.args.size(); ++i) {
-    bool adjoint = has_float_part(call.args[i]->type);
+    bool adjoint = has_float_part(call.args[i]->type) && (i < first_saved || i >= first_cap);
     if (i < first_cap)
       d_x.push_back(adjoint ? c.outputs[o++] : nullptr);
     else if (adjoint)
@@ -711,7 +774,15 @@ void register_recurrence_ops(OpRegistry &reg) {
                "%c: Tensor[(3,), float64], %d: Tensor[(3,), float64]) { (%d * tanh(%s * %c) + %xt, %d * %s, "
                "%d * %xt * %c) }, fn (%s: Tensor[(3,), float64], %xt: Tensor[(3,), float64], %c: Tensor[(3,), "
                "float64]) { tanh(%s * %c) + %xt }, %st, %ds, %x, %w, sequences=1); "
-               "sum(%0.0) + sum(sin(%0.1)) + sum(%0.2 * %0.2)");
+               "sum(%0.0) + sum(sin(%0.1)) + sum(%0.2 * %0.2)")
+      // A saved sequence (%r): the vjp reads it; it has an adjoint only in the second order.
+      .example("%st: Tensor[(4, 3), float64], %ds: Tensor[(4, 3), float64], %x: Tensor[(4, 3), float64], "
+               "%r: Tensor[(4, 3), float64], %w: Tensor[(3,), float64]",
+               "%0 = grad.scan_backward(fn (%s: Tensor[(3,), float64], %xt: Tensor[(3,), float64], "
+               "%rt: Tensor[(3,), float64], %c: Tensor[(3,), float64], %d: Tensor[(3,), float64]) { "
+               "(%d * tanh(%rt) + %xt, %d * %s * %rt, %d * %xt * %c) }, fn (%s: Tensor[(3,), float64], "
+               "%xt: Tensor[(3,), float64], %c: Tensor[(3,), float64]) { tanh(%s * %c) + %xt }, %st, %ds, %x, %r, "
+               "%w, sequences=2, saved=1); sum(%0.0) + sum(sin(%0.1)) + sum(%0.2 * %0.2)");
 }
 
 } // namespace gradc

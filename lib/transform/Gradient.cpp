@@ -9,6 +9,7 @@
 #include "gradc/transform/Gradient.h"
 #include "gradc/ir/Functor.h"
 #include "gradc/op/Builder.h"
+#include "gradc/op/Check.h"
 #include "gradc/op/Registry.h"
 #include "gradc/transform/Passes.h"
 
@@ -139,7 +140,18 @@ public:
   BackwardStep(Builder &b, Adjoints &adj, std::map<std::string, std::vector<Span>> &missing,
                std::unordered_set<const Expr *> &blocked, DiagEngine &diag)
       : b_(b), adj_(adj), missing_(missing), blocked_(blocked), diag_(diag) {}
-  void run(const Binding &bind) { dispatch(bind.value, bind.var); }
+  /// The rule of body[at]; `forward` says whether a rule may rewrite the
+  /// forward pass (GradCtx::augment_forward), inserting bindings before it.
+  /// Returns how many it inserted.
+  size_t run(std::vector<Binding> &body, size_t at, bool forward) {
+    body_ = &body;
+    at_ = at;
+    forward_ = forward;
+    inserted_ = 0;
+    Binding bind = body[at]; // copied: `body` grows as the walk emits
+    dispatch(bind.value, bind.var);
+    return inserted_;
+  }
 
 private:
   Builder &b_;
@@ -147,6 +159,27 @@ private:
   std::map<std::string, std::vector<Span>> &missing_;
   std::unordered_set<const Expr *> &blocked_;
   DiagEngine &diag_;
+  std::vector<Binding> *body_ = nullptr;
+  size_t at_ = 0, inserted_ = 0;
+  bool forward_ = false;
+
+  /// GradCtx::augment_forward for the binding body[at_] of `var`.
+  ExprPtr augment(const ExprPtr &var, const std::function<ExprPtr(Builder &)> &emit) {
+    std::vector<Binding> &body = *body_;
+    GRADC_CHECK(inserted_ == 0 && body[at_].var == var, "gradient", "a rule rewrote the forward pass twice");
+    std::vector<Binding> fwd;
+    Builder fb(fwd, body[at_].value->span);
+    ExprPtr aug = emit(fb);
+    GRADC_CHECK(aug->kind == ExprKind::Var && aug->type.is_tuple() && !aug->type.fields.empty() &&
+                    aug->type.fields[0] == var->type,
+                "gradient", "an augmented forward value must be a tuple whose field 0 has the call's type");
+    body[at_].value = check_tuple_get(aug, 0, body[at_].value->span, [](Span, const std::string &message) {
+      internal_error("gradient", message);
+    });
+    body.insert(body.begin() + std::ptrdiff_t(at_), fwd.begin(), fwd.end());
+    inserted_ = fwd.size();
+    return aug;
+  }
 
   void on_call(const ExprPtr &e, const ExprPtr &var) override {
     const Expr &value = *e;
@@ -163,7 +196,10 @@ private:
         blocked_.insert(a.get());
       return;
     }
-    GradCtx ctx{b_, value, var, g, [this](const Function &f) { return build_vjp(f, diag_); }};
+    GradCtx ctx{b_, value, var, g,
+                [this](const Function &f, bool keep_primal) { return build_vjp(f, diag_, keep_primal); }};
+    if (forward_)
+      ctx.augment_forward = [this, var](const std::function<ExprPtr(Builder &)> &emit) { return augment(var, emit); };
     Grads grads = value.op->gradient(ctx);
     GRADC_CHECK(grads.size() == inputs.size(), "gradient",
                 value.op->name + " gradient returned " + std::to_string(grads.size()) + " adjoints for " +
@@ -204,10 +240,13 @@ public:
 
   /// Walks body[0, num_forward) backwards. Once a rule is missing, the walk
   /// goes on marking what lies behind it as blocked, so every missing rule
-  /// on the way to a seeded value is found.
-  void run(const std::vector<Binding> &body, size_t num_forward) {
+  /// on the way to a seeded value is found. With `forward`, rules may insert
+  /// forward bindings (GradCtx::augment_forward); returns the forward
+  /// bindings' count after the walk.
+  size_t run(std::vector<Binding> &body, size_t num_forward, bool forward) {
+    size_t count = num_forward;
     for (size_t i = num_forward; i-- > 0;) {
-      Binding bind = body[i]; // copied: `body` grows as the walk emits
+      Binding bind = body[i];
       const Expr &value = *bind.value;
       b_.set_span(value.span);
       if (blocked_.count(bind.var.get())) {
@@ -217,8 +256,9 @@ public:
           for (const ExprPtr &a : free_vars(bind.value)) // the arguments, and what a body captures
             blocked_.insert(a.get());
       }
-      step_.run(bind);
+      count += step_.run(body, i, forward);
     }
+    return count;
   }
 
   /// Every operator without a gradient that the walk reached, in source
@@ -249,7 +289,7 @@ private:
 
 /// Each adjoint named after its primal value (`%d_w1`), parameters first, so
 /// that the dumps read like the math; then dead code removed.
-FunctionPtr name_adjoints(const Function &fn, const ReverseWalk &walk, size_t num_forward) {
+FunctionPtr name_adjoints(const Function &fn, const ReverseWalk &walk, size_t num_forward, bool drop_dead = true) {
   std::unordered_map<const Expr *, std::string> names;
   auto name_adjoint = [&](const ExprPtr &x) {
     if (ExprPtr g = walk.tensor(x); g && g->kind == ExprKind::Var)
@@ -259,7 +299,8 @@ FunctionPtr name_adjoints(const Function &fn, const ReverseWalk &walk, size_t nu
     name_adjoint(p);
   for (size_t i = 0; i < num_forward; ++i)
     name_adjoint(fn.body.bindings[i].var);
-  return eliminate_dead_code(*Renamer(names).mutate_function(fn));
+  FunctionPtr named = Renamer(names).mutate_function(fn);
+  return drop_dead ? eliminate_dead_code(*named) : named;
 }
 
 } // namespace
@@ -311,10 +352,9 @@ FunctionPtr build_adjoint(const Function &primal, const std::vector<std::string>
                              target->type.str());
   diag.check();
 
-  size_t num_forward = body.size();
   ReverseWalk walk(b, diag);
   walk.seed(target, b.ones_like(target));
-  walk.run(body, num_forward);
+  size_t num_forward = walk.run(body, body.size(), /*forward=*/true);
   walk.report(diag);
 
   b.set_span(fn->span);
@@ -335,7 +375,7 @@ static bool differentiable(const Type &type) {
   return type.is_tensor() && is_float(type.dtype);
 }
 
-FunctionPtr build_vjp(const Function &primal, DiagEngine &diag) {
+FunctionPtr build_vjp(const Function &primal, DiagEngine &diag, bool keep_primal) {
   auto fn = std::make_shared<Function>(*clone_function(primal));
   fn->name = primal.name + "_vjp";
   fn->ret_type = Type::unknown();
@@ -363,7 +403,8 @@ FunctionPtr build_vjp(const Function &primal, DiagEngine &diag) {
       seed_value(x->args[k], b.get(g, int(k)));
   };
   seed_value(fn->body.result, seed);
-  walk.run(body, num_forward);
+  // Kept whole, the primal's copy must stay in step with it: no insertions.
+  num_forward = walk.run(body, num_forward, /*forward=*/!keep_primal);
   walk.report(diag);
 
   b.set_span(fn->span);
@@ -376,7 +417,7 @@ FunctionPtr build_vjp(const Function &primal, DiagEngine &diag) {
     grads.push_back(g ? g : b.zeros(p->type));
   }
   fn->body.result = b.tuple(grads);
-  return name_adjoints(*fn, walk, num_forward);
+  return name_adjoints(*fn, walk, num_forward, !keep_primal);
 }
 
 } // namespace gradc

@@ -46,8 +46,9 @@ FunctionPtr checkpoint_bindings(const Function &fn, RematStats &stats) {
     const AttrValue *every = v.kind == ExprKind::Call && v.op == ops::scan_backward ? v.attrs.find("checkpoint_every")
                                                                                      : nullptr;
     const AttrValue *steps_attr = every ? v.attrs.find("steps") : nullptr;
+    const AttrValue *saved = every ? v.attrs.find("saved") : nullptr;
     int64_t k = every ? every->i : 1;
-    if (!every || k <= 1 || !steps_attr || steps_attr->i != 0) {
+    if (!every || k <= 1 || !steps_attr || steps_attr->i != 0 || (saved && saved->i > 0)) {
       out->body.bindings.push_back(bind);
       continue;
     }

@@ -614,20 +614,21 @@ def _scan(a, at):
 def _scan_backward(a, at):
     """The reverse scan of scan's gradient (`gradc ops grad.scan_backward`): carry = 0; for t = T-1
     down to 1, (d_s, d_x.., d_c..) = vjp(states[t-1], x[t].., c.., d_states[t] + carry), carry = d_s,
-    d_x[t] = d_x, the d_c summed; then d_init = d_states[0] + carry and d_x[0] = 0 (float inputs)."""
+    d_x[t] = d_x, the d_c summed; then d_init = d_states[0] + carry and d_x[0] = 0 (float inputs, but
+    the saved values the forward scan stored for the vjp)."""
     vjp, states, d_states = a[0], a[2], a[3]  # a[1], the body, serves time checkpointing only
-    k = at["sequences"]
+    k, saved = at["sequences"], at.get("saved", 0)  # the last `saved` sequences have no adjoint
     xs, caps = a[4:4 + k], a[4 + k:]
     carry = np.zeros_like(states[0])
-    d_x = [np.zeros_like(x) for x in xs]
+    d_x = [np.zeros_like(x) for x in xs[:k - saved]]
     d_c = [np.zeros_like(c) for c in caps]
     for t in range(states.shape[0] - 1, 0, -1):
         r = vjp(states[t - 1], *[x[t] for x in xs], *caps, d_states[t] + carry)
         carry = r[0]
-        for i in range(k):
+        for i in range(k - saved):
             d_x[i][t] = r[1 + i]
         for j in range(len(caps)):
-            d_c[j] = d_c[j] + r[1 + k + j]
+            d_c[j] = d_c[j] + r[1 + k - saved + j]
     return (d_states[0] + carry, *d_x, *d_c)
 
 

@@ -102,7 +102,18 @@ struct GradCtx {
   /// adjoint per parameter with a floating-point part (transform/Gradient.h:
   /// build_vjp). Its errors (an operator without a gradient inside) are
   /// reported with the rest of the pass's.
-  std::function<FunctionPtr(const Function &)> differentiate;
+  /// With keep_primal, the vjp's first bindings are a copy of each of the
+  /// function's own, in order, dead ones included (what split_vjp reads).
+  std::function<FunctionPtr(const Function &, bool keep_primal)> vjp_of;
+  /// Rewrites the forward pass, for a rule that saves values there instead
+  /// of recomputing them (the fwd half of JAX's custom_vjp): `emit` appends,
+  /// with the Builder it is given, bindings that run just before the call's
+  /// own and returns a Var of a tuple whose field 0 has the call's type; that
+  /// field becomes the call's value. Returns the Var, whose other fields the
+  /// rule then reads in the backward pass. Null where the forward pass cannot
+  /// be rewritten (`gradc ops` derives formulas from a lone call).
+  std::function<ExprPtr(const std::function<ExprPtr(Builder &)> &emit)> augment_forward;
+  FunctionPtr differentiate(const Function &f, bool keep_primal = false) const { return vjp_of(f, keep_primal); }
   const ExprPtr &arg(size_t i) const { return call.args[i]; }
   const Attrs &attrs() const { return call.attrs; }
   template <class T> T attrs_as() const { return call_attrs<T>(call); }

@@ -34,7 +34,9 @@ FunctionPtr build_adjoint(const Function &fn, const std::vector<std::string> &wr
 /// floating-point part (a float tensor, or a tuple with one at any depth),
 /// in declared order, zeros where no path reaches p and for the integer
 /// parts of a tuple. Unlike the adjoint, it does not return fn's result.
+/// With `keep_primal`, dead code is kept: the first fn.body.bindings.size()
+/// bindings are a copy of fn's, in order (op/VjpSplit.h pairs them up).
 /// Errors: every reachable operator without a gradient, all at once.
-FunctionPtr build_vjp(const Function &fn, DiagEngine &diag);
+FunctionPtr build_vjp(const Function &fn, DiagEngine &diag, bool keep_primal = false);
 
 } // namespace gradc
