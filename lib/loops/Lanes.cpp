@@ -66,9 +66,7 @@ private:
   const LVar *lane_;
 };
 
-/// The constant step of the Int64 index `e` when `lane` steps by one (0 when
-/// it does not use `lane`); nullopt where `e` is not affine in `lane`.
-Step lane_stride(const LExprPtr &e, const LVar *lane) { return LaneStride(lane).of(e); }
+Step lane_stride(const LExprPtr &e, const LVar *lane) { return index_stride(e, lane); }
 
 /// Whether each node of an expression that uses the lane has a vector form.
 class LaneWiseExpr : public LExprFunctor<bool()> {
@@ -189,5 +187,7 @@ bool transposing_copy(const Stmt &loop) {
   return lane_stride(st.index, l) == Step(1) && lane_stride(st.index, i) && lane_stride(from, i) == Step(1) &&
          lane_stride(from, l);
 }
+
+std::optional<int64_t> index_stride(const LExprPtr &e, const LVar *var) { return LaneStride(var).of(e); }
 
 } // namespace gradc

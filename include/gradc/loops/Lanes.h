@@ -12,6 +12,8 @@
 
 #include "gradc/loops/LoopIR.h"
 
+#include <optional>
+
 namespace gradc {
 
 constexpr int64_t kMaxLanes = 64;
@@ -24,6 +26,10 @@ bool has_vector_form(UnaryOp op, DType dtype);
 
 /// Whether `e` reads loop variable `var`.
 bool uses_var(const LExprPtr &e, const LVar *var);
+
+/// The constant step of the Int64 index `e` when `var` steps by one (0 when
+/// it does not use `var`); nullopt where `e` is not affine in `var`.
+std::optional<int64_t> index_stride(const LExprPtr &e, const LVar *var);
 
 /// Whether the body of Vectorized loop `loop` can be emitted lane-wise: a
 /// sequence of stores at unit stride in the loop variable of values built from
