@@ -158,6 +158,14 @@ ExprPtr body_capturing(const Function &fwd, size_t k, const std::vector<ExprPtr>
   return make_func(body);
 }
 
+/// `fn`, which returns a tuple, returning its field 0 only.
+FunctionPtr state_part(const Function &fn) {
+  auto out = std::make_shared<Function>(fn);
+  out->body.result = Builder(out->body.bindings).get(fn.body.result, 0);
+  out->ret_type = out->body.result->type;
+  return clone_function(*out);
+}
+
 /// `fn` returning (its result, the values of its bindings `saved`...).
 FunctionPtr returning_saved(const Function &fn, const std::vector<size_t> &saved) {
   auto out = std::make_shared<Function>(fn);
@@ -183,13 +191,15 @@ Grads scan_grad(GradCtx &g) {
   FunctionPtr closed = close_over(*call.args[0]->func, captured);
   size_t k = call.args.size() - 2;
   int64_t every = g.attrs_as<ScanAttrs>().checkpoint_every;
-  bool save = g.augment_forward && every == 1;
-  VjpSplit split{{}, g.differentiate(*closed, save)};
-  if (save)
-    split = split_vjp(*split.backward, closed->body.bindings.size(), 1 + k);
+  VjpSplit split = split_vjp(*g.differentiate(*closed, true), closed->body.bindings.size(), 1 + k);
+  // The forward scan stores the saved values, or the backward recomputes
+  // them from the states it has: each step's (time checkpointing: each
+  // segment's, with its states) with the body that returns them too.
+  bool stored = !split.saved.empty() && g.augment_forward && every == 1;
+  bool recomputed = !split.saved.empty() && !stored;
+  FunctionPtr aug = split.saved.empty() ? nullptr : returning_saved(*closed, split.saved);
   std::vector<ExprPtr> saved;
-  if (!split.saved.empty()) {
-    FunctionPtr aug = returning_saved(*closed, split.saved);
+  if (stored) {
     ExprPtr fwd = g.augment_forward([&](Builder &fb) {
       std::vector<ExprPtr> init{call.args[1]};
       for (size_t i : split.saved)
@@ -205,14 +215,15 @@ Grads scan_grad(GradCtx &g) {
   }
   auto vjp = std::make_shared<Function>(*split.backward);
   vjp->name.clear(); // a `fn` value
-  std::vector<ExprPtr> args{make_func(vjp), make_func(closed), g.out, g.grad};
+  std::vector<ExprPtr> args{make_func(vjp), make_func(recomputed ? aug : closed), g.out, g.grad};
   for (size_t i = 2; i < call.args.size(); ++i)
     args.push_back(call.args[i]);
   args.insert(args.end(), saved.begin(), saved.end());
   args.insert(args.end(), captured.begin(), captured.end());
   Attrs attrs;
   attrs.set("sequences", AttrValue::of(int64_t(k + saved.size())));
-  attrs.set("saved", AttrValue::of(int64_t(saved.size())));
+  attrs.set("saved", AttrValue::of(int64_t(split.saved.size())));
+  attrs.set("recompute_saved", AttrValue::of(recomputed));
   attrs.set("checkpoint_every", AttrValue::of(every));
   attrs.set("steps", AttrValue::of(int64_t(0)));
   ExprPtr back = g.b.call(ops::scan_backward, args, attrs);
@@ -322,15 +333,21 @@ void scan_lower(LoopLowerCtx &c) {
 struct ScanBackwardAttrs {
   int64_t sequences = 1;
   int64_t saved = 0;
+  bool recompute_saved = false;
   int64_t checkpoint_every = 1;
   int64_t steps = 0;
   template <class V> void visit(V &v) {
     v("sequences", sequences, "How many of the arguments after the adjoint are sequences (the rest are captured).",
       {.min = 1});
     v("saved", saved,
-      "How many of the sequences, the last ones, are values the forward scan saved at each step for the vjp to "
-      "read (op/VjpSplit.h): they get no adjoint, and the body does not take them.",
+      "How many values of each forward step the vjp reads after the sequences' steps (op/VjpSplit.h): the "
+      "forward scan's products, stored by it or recomputed.",
       {.min = 0});
+    v("recompute_saved", recompute_saved,
+      "False: the saved values are the last `saved` sequences, which the forward scan stored; they get no "
+      "adjoint, and the body does not take them. True: the body returns them after the next state, and the "
+      "backward pass recomputes them from the states it has (each step's, or each segment's when "
+      "time-checkpointed).");
     v("checkpoint_every", checkpoint_every, "The scan's checkpoint_every: what --remat=manual makes of it.",
       {.min = 1});
     v("steps", steps,
@@ -344,22 +361,24 @@ struct ScanBackwardAttrs {
 /// 0, k, 2k, ... below T - 1 (the last state starts no reverse step).
 int64_t checkpoint_count(int64_t steps, int64_t every) { return (steps - 1 + every - 1) / every; }
 
-// (vjp, fwd, states, d_states, x_1..x_k, c_1..c_m), the last `saved` of the
-// x_i saved values: the vjp takes (s, x_1_t.., c.., d) and returns an adjoint
-// for each of s, c_j and the x_i but the saved with a float part; fwd is the
-// body closed over c: (s, x_1_t.. but the saved, c..) -> s.
+// (vjp, fwd, states, d_states, x_1..x_k, c_1..c_m). The vjp takes (s,
+// x_1_t.., r_1..r_n, c.., d), r the saved values, and returns an adjoint for
+// each of s, c_j and the x_i with a float part; fwd is the body closed over
+// c: (s, x_1_t.., c..) -> s, or -> (s, r_1, ..., r_n) with recompute_saved.
+// Without it, the r are the last n of the x_i (stored histories).
 Type scan_backward_rel(RelationCtx &ctx) {
   auto attrs = ctx.attrs_as<ScanBackwardAttrs>();
   int64_t k = attrs.sequences;
   const std::vector<Type> &a = ctx.args;
   if (a.size() < size_t(4 + k))
     return ctx.fail("expected a vjp, a body, the states, their adjoint and " + std::to_string(k) + " sequences");
-  if (attrs.saved > k)
+  int64_t given = attrs.recompute_saved ? 0 : attrs.saved; // saved histories among the sequences
+  if (given > k)
     return ctx.fail_attr("saved", "saved=" + std::to_string(attrs.saved) + " but there are " + std::to_string(k) +
                                       " sequences");
-  if (attrs.saved && attrs.steps)
-    return ctx.fail_attr("saved", "time checkpointing (steps > 0) recomputes each step's values: it saves none");
-  size_t first_saved = size_t(4 + k - attrs.saved), first_cap = size_t(4 + k);
+  if (given && attrs.steps)
+    return ctx.fail_attr("saved", "time checkpointing (steps > 0) recomputes what it saves: recompute_saved=True");
+  size_t first_saved = size_t(4 + k - given), first_cap = size_t(4 + k);
   const Type &vjp = a[0], &fwd = a[1], &states = a[2], &d_states = a[3];
   std::string error;
   std::vector<Type> xs(a.begin() + 4, a.begin() + 4 + k);
@@ -396,9 +415,20 @@ Type scan_backward_rel(RelationCtx &ctx) {
     if (has_float_part(a[i]))
       result.push_back(a[i]), step_result.push_back(params.back());
   }
-  if (fwd != Type::function(body_params, state))
+  Type body_result = state;
+  if (attrs.recompute_saved && attrs.saved) {
+    // The saved values' types are the body's to say; the vjp takes them too.
+    const Type &r = fwd.is_function() ? fwd.result.at(0) : Type::unknown();
+    if (!r.is_tuple() || r.fields.size() != size_t(1 + attrs.saved))
+      return ctx.fail("the body has type " + fwd.str() + " but recompute_saved=True calls for one returning the "
+                      "state and " + std::to_string(attrs.saved) + " saved values");
+    body_result = r;
+    params.insert(params.begin() + 1 + k, r.fields.begin() + 1, r.fields.end());
+    body_result.fields[0] = state;
+  }
+  if (fwd != Type::function(body_params, body_result))
     return ctx.fail("the body has type " + fwd.str() + " but the states and inputs call for " +
-                    Type::function(body_params, state).str());
+                    Type::function(body_params, body_result).str());
   params.push_back(state);
   if (vjp != Type::function(params, Type::tuple(step_result)))
     return ctx.fail("the vjp has type " + vjp.str() + " but the states and inputs call for " +
@@ -433,8 +463,10 @@ ExprPtr from_leaves(Builder &b, const Type &type, const std::vector<ExprPtr> &le
 /// adjoint's step and the running sums of the captured adjoints (stacked
 /// over time: T times their size, for the second order only).
 /// `in` = (states, d_states, x_1..x_k, c_1..c_m), all atoms; the last
-/// `saved` of the x_i have no adjoint.
-ExprPtr reverse_as_scan(Builder &b, const Function &vjp, const std::vector<ExprPtr> &in, int64_t k, int64_t saved) {
+/// `saved` of the x_i have no adjoint. With `fwd` (recompute_saved), each
+/// step's saved values are fwd's fields after the state.
+ExprPtr reverse_as_scan(Builder &b, const Function &vjp, const std::vector<ExprPtr> &in, int64_t k, int64_t saved,
+                        const Function *fwd) {
   const Type &state = vjp.params[0]->type;
   std::vector<ExprPtr> st = leaves_of(b, in[0]), ds = leaves_of(b, in[1]);
   std::vector<ExprPtr> xs(in.begin() + 2, in.begin() + 2 + k), caps(in.begin() + 2 + k, in.end());
@@ -503,6 +535,13 @@ ExprPtr reverse_as_scan(Builder &b, const Function &vjp, const std::vector<ExprP
     size_t at = 0, at_g = 0;
     std::vector<ExprPtr> args{from_leaves(bb, state, prev, at)};
     args.insert(args.end(), x_t.begin(), x_t.end());
+    if (fwd) {
+      args.insert(args.end(), caps.begin(), caps.end());
+      ExprPtr f = inline_function(*fwd, args, bb.bindings());
+      args.resize(1 + x_t.size());
+      for (size_t j = 1; j < fwd->body.result->type.fields.size(); ++j)
+        args.push_back(bb.get(f, int(j)));
+    }
     args.insert(args.end(), caps.begin(), caps.end());
     args.push_back(from_leaves(bb, state, g, at_g));
     ExprPtr r = inline_function(vjp, args, bb.bindings());
@@ -550,6 +589,8 @@ Grads scan_backward_grad(GradCtx &g) {
   }
   Builder b(value->body.bindings);
   std::vector<ExprPtr> in = value->params;
+  bool recompute = attrs.recompute_saved && attrs.saved > 0;
+  const Function &fwd = *call.args[1]->func;
   if (attrs.steps) {
     std::vector<ExprPtr> xs(in.begin() + 2, in.begin() + 2 + k), caps(in.begin() + 2 + k, in.end());
     std::vector<ExprPtr> first;
@@ -559,13 +600,14 @@ Grads scan_backward_grad(GradCtx &g) {
       first.push_back(b.reshape(b.pad(leaf, w), step_of(leaf->type).shape));
     }
     size_t at = 0;
-    const Function &fwd = *call.args[1]->func;
-    std::vector<ExprPtr> scan_args{body_capturing(fwd, size_t(k), caps, fwd.params[0]->type),
+    std::vector<ExprPtr> scan_args{body_capturing(recompute ? *state_part(fwd) : fwd, size_t(k), caps,
+                                                  fwd.params[0]->type),
                                    from_leaves(b, call.args[1]->func->params[0]->type, first, at)};
     scan_args.insert(scan_args.end(), xs.begin(), xs.end());
     in[0] = b.call(ops::scan, scan_args);
   }
-  value->body.result = reverse_as_scan(b, *call.args[0]->func, in, k, attrs.saved);
+  value->body.result =
+      reverse_as_scan(b, *call.args[0]->func, in, k, recompute ? 0 : attrs.saved, recompute ? &fwd : nullptr);
   FunctionPtr vjp = g.differentiate(*value);
   std::vector<ExprPtr> args(call.args.begin() + 2, call.args.end());
   args.push_back(g.grad);
@@ -599,7 +641,8 @@ void scan_backward_lower(LoopLowerCtx &c) {
   auto attrs = call_attrs<ScanBackwardAttrs>(call);
   int64_t k = attrs.sequences, every = attrs.checkpoint_every;
   std::vector<BufferPtr> states = c.input(2), d_states = c.input(3);
-  size_t first_saved = size_t(4 + k - attrs.saved);
+  bool recompute = attrs.recompute_saved && attrs.saved > 0;
+  size_t first_saved = size_t(4 + k - (recompute ? 0 : attrs.saved));
   int64_t steps = d_states[0]->shape[0];
   StepKernels sk{c, steps};
   const Type &state = vjp.params[0]->type;
@@ -649,9 +692,17 @@ void scan_backward_lower(LoopLowerCtx &c) {
     }
     return p;
   };
-  // One reverse step t (the step word), its state read from `from` at `at`.
-  auto reverse_step = [&](const std::vector<BufferPtr> &from, const LExprPtr &at) {
+  size_t state_leaves = states.size();
+  // One reverse step t (the step word), its state read from `from` at `at`;
+  // recomputed saved values are read from `saved` at `at` (a whole step's
+  // buffer where `at` is null).
+  auto reverse_step = [&](const std::vector<BufferPtr> &from, const LExprPtr &at, const std::vector<BufferPtr> &saved,
+                          const LExprPtr &saved_at) {
     auto [params, offsets] = views(from, at, sk.t());
+    for (size_t i = 0; i < saved.size(); ++i) {
+      params.insert(params.begin() + 1 + k + std::ptrdiff_t(i), {saved[i]});
+      offsets.insert(offsets.begin() + 1 + k + std::ptrdiff_t(i), {saved_at ? sk.offset_of(saved[i], saved_at) : nullptr});
+    }
     params.push_back(sk.buffers("d", state));
     offsets.push_back(std::vector<LExprPtr>(params.back().size()));
     for (size_t l = 0; l < d_states.size(); ++l)
@@ -675,18 +726,31 @@ void scan_backward_lower(LoopLowerCtx &c) {
   if (steps > 1 && !attrs.steps) {
     sk.begin(steps - 1);
     size_t first = c.next_kernel();
-    reverse_step(states, sk.t_minus_1());
+    std::vector<BufferPtr> saved;
+    if (recompute) { // the step's saved values, by the body from its state
+      auto [params, offsets] = views(states, sk.t_minus_1(), sk.t());
+      std::vector<BufferPtr> r = c.body(fwd, params, offsets);
+      saved.assign(r.begin() + std::ptrdiff_t(state_leaves), r.end());
+    }
+    reverse_step(states, sk.t_minus_1(), saved, nullptr);
     c.time_loop(first, steps - 1);
   } else if (steps > 1) {
     int64_t kept = checkpoint_count(steps, every), last = steps - 1 - (kept - 1) * every;
-    std::vector<BufferPtr> segment;
+    // The segment's states, and with recompute_saved its saved values: the
+    // recompute runs all `len` steps of the segment, the last one for its
+    // saved values (its state, the next checkpoint, goes to a spare slot).
+    int64_t slots = every + (recompute ? 1 : 0);
+    std::vector<BufferPtr> segment, seg_saved;
     for (const Type &leaf : leaf_types(state))
-      segment.push_back(c.buffer("segment", stacked(leaf, every)));
+      segment.push_back(c.buffer("segment", stacked(leaf, slots)));
+    if (recompute)
+      for (size_t i = 0; i < size_t(attrs.saved); ++i)
+        seg_saved.push_back(c.buffer("segment_saved", stacked(vjp.params[1 + size_t(k) + i]->type, every)));
     BufferPtr seg_word = c.buffer("segment_index", Type::tensor({1}, DType::Int64));
     BufferPtr rec_word = c.buffer("recompute_step", Type::tensor({1}, DType::Int64));
     sk.step = c.buffer("step", Type::tensor({1}, DType::Int64));
     LExprPtr seg = clamp_index(load(seg_word, imm(0)), kept), base = mul(seg, imm(every));
-    LExprPtr j = clamp_index(load(rec_word, imm(0)), every);
+    LExprPtr j = clamp_index(load(rec_word, imm(0)), slots);
     auto set = [&](const std::string &name, const BufferPtr &word, const LExprPtr &value) {
       c.kernel(name, store(word, imm(0), value));
     };
@@ -694,19 +758,24 @@ void scan_backward_lower(LoopLowerCtx &c) {
     auto lower_segment = [&](int64_t len) {
       for (size_t l = 0; l < segment.size(); ++l)
         sk.copy("load_checkpoint", segment[l], imm(0), states[l], seg);
-      if (len > 1) {
+      int64_t recomputed = recompute ? len : len - 1;
+      if (recomputed > 0) {
         set("recompute_init", rec_word, imm(1));
         size_t first = c.next_kernel();
-        auto [params, offsets] = views(segment, clamp_index(sub(j, imm(1)), every), clamp_index(add(base, j), steps));
+        LExprPtr prev = clamp_index(sub(j, imm(1)), every);
+        auto [params, offsets] = views(segment, prev, clamp_index(add(base, j), steps));
         std::vector<BufferPtr> next = c.body(fwd, params, offsets);
         for (size_t l = 0; l < segment.size(); ++l)
           sk.copy("recompute_store", segment[l], j, next[l], nullptr);
+        for (size_t i = 0; i < seg_saved.size(); ++i)
+          sk.copy("recompute_saved", seg_saved[i], prev, next[state_leaves + i], nullptr);
         c.kernel("recompute_next", store(rec_word, imm(0), add(load(rec_word, imm(0)), imm(1))));
-        c.time_loop(first, len - 1);
+        c.time_loop(first, recomputed);
       }
       set("reverse_init", sk.step, add(base, imm(len)));
       size_t first = c.next_kernel();
-      reverse_step(segment, clamp_index(sub(sub(load(sk.step, imm(0)), imm(1)), base), every));
+      LExprPtr at = clamp_index(sub(sub(load(sk.step, imm(0)), imm(1)), base), every);
+      reverse_step(segment, at, seg_saved, at);
       c.time_loop(first, len);
     };
     set("segment_last", seg_word, imm(kept - 1));
@@ -725,6 +794,15 @@ void scan_backward_lower(LoopLowerCtx &c) {
 }
 
 } // namespace
+
+// A vjp that reads one saved value %rt of each step, and the body that
+// returns it after the next state (the examples of recompute_saved).
+#define SAVED_VJP                                                                                                      \
+  "fn (%s: Tensor[(3,), float64], %xt: Tensor[(3,), float64], %rt: Tensor[(3,), float64], %c: Tensor[(3,), "         \
+  "float64], %d: Tensor[(3,), float64]) { (%d * (1f64 - tanh(%rt) * tanh(%rt)) * %c, %d, %d * %s * %rt) }"
+#define SAVED_BODY                                                                                                     \
+  "fn (%s: Tensor[(3,), float64], %xt: Tensor[(3,), float64], %c: Tensor[(3,), float64]) { (tanh(%s * %c) + %xt, "   \
+  "%s * %c) }"
 
 void register_recurrence_ops(OpRegistry &reg) {
   reg.add("scan")
@@ -782,7 +860,14 @@ void register_recurrence_ops(OpRegistry &reg) {
                "%rt: Tensor[(3,), float64], %c: Tensor[(3,), float64], %d: Tensor[(3,), float64]) { "
                "(%d * tanh(%rt) + %xt, %d * %s * %rt, %d * %xt * %c) }, fn (%s: Tensor[(3,), float64], "
                "%xt: Tensor[(3,), float64], %c: Tensor[(3,), float64]) { tanh(%s * %c) + %xt }, %st, %ds, %x, %r, "
-               "%w, sequences=2, saved=1); sum(%0.0) + sum(sin(%0.1)) + sum(%0.2 * %0.2)");
+               "%w, sequences=2, saved=1); sum(%0.0) + sum(sin(%0.1)) + sum(%0.2 * %0.2)")
+      // Saved values recomputed by the body from each step's state. (Time-checkpointed segments have no
+      // example: their kept states must be the body's own, which independent inputs are not; the scan tests
+      // compare them bitwise with every state kept.)
+      .example("%st: Tensor[(5, 3), float64], %ds: Tensor[(5, 3), float64], %x: Tensor[(5, 3), float64], "
+               "%w: Tensor[(3,), float64]",
+               "%0 = grad.scan_backward(" SAVED_VJP ", " SAVED_BODY ", %st, %ds, %x, %w, saved=1, "
+               "recompute_saved=True); sum(%0.0) + sum(sin(%0.1)) + sum(%0.2 * %0.2)");
 }
 
 } // namespace gradc

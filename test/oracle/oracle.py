@@ -616,14 +616,25 @@ def _scan_backward(a, at):
     down to 1, (d_s, d_x.., d_c..) = vjp(states[t-1], x[t].., c.., d_states[t] + carry), carry = d_s,
     d_x[t] = d_x, the d_c summed; then d_init = d_states[0] + carry and d_x[0] = 0 (float inputs, but
     the saved values the forward scan stored for the vjp)."""
-    vjp, states, d_states = a[0], a[2], a[3]  # a[1], the body, serves time checkpointing only
-    k, saved = at["sequences"], at.get("saved", 0)  # the last `saved` sequences have no adjoint
+    vjp, body, states, d_states = a[0], a[1], a[2], a[3]
+    recompute = at.get("recompute_saved", False) and at.get("saved", 0) > 0
+    k = at["sequences"]
+    saved = 0 if recompute else at.get("saved", 0)  # stored: the last `saved` sequences, no adjoint
     xs, caps = a[4:4 + k], a[4 + k:]
+    step = (lambda s, *x: body(s, *x, *caps)[0]) if recompute else (lambda s, *x: body(s, *x, *caps))
+    if at.get("steps", 0):  # time-checkpointed: `states` holds every k-th; the body recomputes the rest
+        full = [states[0]]
+        for t in range(1, d_states.shape[0]):
+            full.append(step(full[-1], *[x[t] for x in xs]))
+        states = np.stack(full)
     carry = np.zeros_like(states[0])
     d_x = [np.zeros_like(x) for x in xs[:k - saved]]
     d_c = [np.zeros_like(c) for c in caps]
     for t in range(states.shape[0] - 1, 0, -1):
-        r = vjp(states[t - 1], *[x[t] for x in xs], *caps, d_states[t] + carry)
+        x_t = [x[t] for x in xs]
+        if recompute:  # the step's saved values, by the body from its state
+            x_t += list(body(states[t - 1], *x_t, *caps)[1:])
+        r = vjp(states[t - 1], *x_t, *caps, d_states[t] + carry)
         carry = r[0]
         for i in range(k - saved):
             d_x[i][t] = r[1 + i]
