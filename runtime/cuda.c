@@ -10,6 +10,7 @@
 #include <limits.h>
 #include <pthread.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 enum {
@@ -113,20 +114,22 @@ static int gradc_rt_cuda_open(struct gradc_rt_cuda_driver *d) {
 static int gradc_rt_cuda_fits(int64_t size) { return size >= 1 && size <= UINT_MAX; }
 
 /* Launches [first, last) in order, each time loop that starts there (among loops[from ..),
- * which are sorted outer first) repeated `extent` times, until one launch fails or has a size
- * that the driver cannot take; counts the launches made in *launched. Returns 1 if all were. */
+ * which are sorted outer first) repeated `extent` times (or its next trip count: cursors[loop]
+ * counts its entries), until one launch fails or has a size that the driver cannot take;
+ * counts the launches made in *launched. Returns 1 if all were. */
 static int gradc_rt_cuda_launch_range(const struct gradc_rt_cuda_driver *d, void *module,
                                       const gradc_rt_cuda_launch *launches, const gradc_rt_cuda_loop *loops,
-                                      int32_t num_loops, int32_t from, int32_t first, int32_t last, void *stream,
-                                      int64_t *launched) {
+                                      int64_t *cursors, int32_t num_loops, int32_t from, int32_t first,
+                                      int32_t last, void *stream, int64_t *launched) {
   for (int32_t i = first; i < last;) {
     int32_t loop = from;
     while (loop < num_loops && !(loops[loop].first == i && loops[loop].last <= last))
       ++loop;
     if (loop < num_loops) {
-      for (int64_t step = 0; step < loops[loop].extent; ++step)
-        if (!gradc_rt_cuda_launch_range(d, module, launches, loops, num_loops, loop + 1, loops[loop].first,
-                                        loops[loop].last, stream, launched))
+      int64_t trips = loops[loop].trips ? loops[loop].trips[cursors[loop]++] : loops[loop].extent;
+      for (int64_t step = 0; step < trips; ++step)
+        if (!gradc_rt_cuda_launch_range(d, module, launches, loops, cursors, num_loops, loop + 1,
+                                        loops[loop].first, loops[loop].last, stream, launched))
           return 0;
       i = loops[loop].last;
       continue;
@@ -181,7 +184,11 @@ int32_t gradc_rt_cuda_run_loops(const char *ptx, const gradc_rt_cuda_launch *lau
   if ((status_word == NULL || d.memset_d8(status_address, 0, sizeof(int64_t)) == GRADC_RT_CUDA_SUCCESS) &&
       gradc_rt_cuda_module(&d, context, ptx, &module, &cached)) {
     int64_t launched = 0;
-    int all = gradc_rt_cuda_launch_range(&d, module, launches, loops, num_loops, 0, 0, num_launches, stream, &launched);
+    int64_t *cursors = num_loops > 0 ? (int64_t *)calloc((size_t)num_loops, sizeof(int64_t)) : NULL;
+    int all = (num_loops == 0 || cursors != NULL) &&
+              gradc_rt_cuda_launch_range(&d, module, launches, loops, cursors, num_loops, 0, 0, num_launches, stream,
+                                         &launched);
+    free(cursors);
     /* Also after a failed launch, so that no kernel still runs when its module is unloaded. */
     int synced = launched == 0 || d.stream_synchronize(stream) == GRADC_RT_CUDA_SUCCESS;
     if (all && synced) {

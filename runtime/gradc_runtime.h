@@ -74,10 +74,12 @@ int32_t gradc_rt_cuda_run(const char *ptx, const gradc_rt_cuda_launch *launches,
                           const void *context_owner, void *status_word);
 
 /* A time loop over launches (loops/LoopIR.h: TimeLoop): launches [first, last) run `extent`
- * times before the launch after them. */
+ * times before the launch after them; or, with `trips`, trips[i] times the i-th time the loop
+ * is entered in the call. */
 typedef struct gradc_rt_cuda_loop {
   int32_t first, last;
   int64_t extent;
+  const int64_t *trips;
 } gradc_rt_cuda_loop;
 
 /* gradc_rt_cuda_run with time loops: `loops[0 .. num_loops)`, disjoint or nested, sorted by

@@ -226,21 +226,41 @@ std::unique_ptr<Module> build_cpu_module(const LoweredModule &module, const Code
     if (status) // what the kernels report into (LoweredFunction::status)
       b.CreateMemSet(status, b.getInt8(0), kStatusWords * 8, MaybeAlign(64));
     // Kernels in order; a time loop's kernels in a counted loop of the entry.
+    // A loop with trip counts reads its count for this entry from a constant
+    // table, through a cursor that each entry advances.
     struct OpenLoop {
       PHINode *step;
-      BasicBlock *body;
+      BasicBlock *body, *exit;
+      Value *trips;
     };
     std::vector<OpenLoop> open;
     walk_schedule(
         fn,
-        [&](const TimeLoop &) {
+        [&](const TimeLoop &l) {
+          BasicBlock *exit = BasicBlock::Create(ctx, "time.end", entries[i]);
+          Value *trips = b.getInt64(l.extent);
+          if (l.streamed()) {
+            auto *type = ArrayType::get(b.getInt64Ty(), l.trips.size());
+            auto *table = new GlobalVariable(*m, type, true, GlobalValue::PrivateLinkage,
+                                             ConstantDataArray::get(ctx, ArrayRef<uint64_t>(
+                                                                             reinterpret_cast<const uint64_t *>(
+                                                                                 l.trips.data()),
+                                                                             l.trips.size())),
+                                             entries[i]->getName() + ".trips");
+            IRBuilder<> at_entry(&entries[i]->getEntryBlock(), entries[i]->getEntryBlock().begin());
+            AllocaInst *cursor = at_entry.CreateAlloca(b.getInt64Ty(), nullptr, "trips.cursor");
+            at_entry.CreateStore(b.getInt64(0), cursor);
+            Value *at = b.CreateLoad(b.getInt64Ty(), cursor);
+            b.CreateStore(b.CreateAdd(at, b.getInt64(1)), cursor);
+            trips = b.CreateLoad(b.getInt64Ty(), b.CreateInBoundsGEP(type, table, {b.getInt64(0), at}), "trips");
+          }
           BasicBlock *before = b.GetInsertBlock();
           BasicBlock *body = BasicBlock::Create(ctx, "time", entries[i]);
-          b.CreateBr(body);
+          b.CreateCondBr(b.CreateICmpSGT(trips, b.getInt64(0)), body, exit);
           b.SetInsertPoint(body);
           PHINode *step = b.CreatePHI(b.getInt64Ty(), 2, "step");
           step->addIncoming(b.getInt64(0), before);
-          open.push_back({step, body});
+          open.push_back({step, body, exit, trips});
         },
         [&](size_t k) {
           const Kernel &kernel = fn.kernels[k];
@@ -253,14 +273,13 @@ std::unique_ptr<Module> build_cpu_module(const LoweredModule &module, const Code
           }
           b.CreateCall(f, kernel_arguments(buffers, kernel));
         },
-        [&](const TimeLoop &l) {
+        [&](const TimeLoop &) {
           OpenLoop loop = open.back();
           open.pop_back();
           Value *next = b.CreateAdd(loop.step, b.getInt64(1), "step.next");
-          BasicBlock *exit = BasicBlock::Create(ctx, "time.end", entries[i]);
-          b.CreateCondBr(b.CreateICmpSLT(next, b.getInt64(l.extent)), loop.body, exit);
+          b.CreateCondBr(b.CreateICmpSLT(next, loop.trips), loop.body, loop.exit);
           loop.step->addIncoming(next, b.GetInsertBlock());
-          b.SetInsertPoint(exit);
+          b.SetInsertPoint(loop.exit);
         });
     if (status) {
       Value *code = b.CreateLoad(b.getInt64Ty(), status, "status");

@@ -494,7 +494,16 @@ public:
     walk_schedule(
         fn,
         [&](const TimeLoop &l) {
-          os << std::string(size_t(2 * depth), ' ') << "for (step, 0, " << l.extent << ") time {\n";
+          os << std::string(size_t(2 * depth), ' ') << "for (step, 0, ";
+          if (l.streamed()) { // the trip counts, the first few of them
+            os << "trips[" << l.trips.size() << "]:";
+            for (size_t i = 0; i < std::min<size_t>(l.trips.size(), 8); ++i)
+              os << " " << l.trips[i];
+            os << (l.trips.size() > 8 ? " ..." : "");
+          } else {
+            os << l.extent;
+          }
+          os << ") time {\n";
           ++depth;
         },
         [&](size_t index) {

@@ -4,6 +4,7 @@
 #include "gradc/support/Diagnostics.h"
 
 #include <algorithm>
+#include <map>
 #include <optional>
 #include <unordered_map>
 #include <unordered_set>
@@ -224,7 +225,8 @@ void verify_arena(const LoweredFunction &fn, const std::string &where) {
 }
 
 /// Each time loop holds at least one kernel of the function and runs at
-/// least once; two loops are disjoint or one holds the other.
+/// least once, or has one trip count (>= 0) for each time it is entered;
+/// two loops are disjoint or one holds the other.
 void verify_time_loops(const LoweredFunction &fn, const std::string &where) {
   auto range = [](const TimeLoop &l) {
     return "[" + std::to_string(l.first) + ", " + std::to_string(l.last) + ")";
@@ -233,9 +235,13 @@ void verify_time_loops(const LoweredFunction &fn, const std::string &where) {
     if (l.first >= l.last || l.last > fn.kernels.size())
       internal_error("verifier", where + ": time loop over kernels " + range(l) + " of " +
                                      std::to_string(fn.kernels.size()) + " is empty or out of range");
-    if (l.extent < 1)
+    if (l.extent < 1 && !l.streamed())
       internal_error("verifier", where + ": time loop over kernels " + range(l) + " runs " +
                                      std::to_string(l.extent) + " times");
+    for (int64_t n : l.trips)
+      if (n < 0 || n > l.extent)
+        internal_error("verifier", where + ": time loop over kernels " + range(l) + " has trip count " +
+                                       std::to_string(n) + " outside [0, " + std::to_string(l.extent) + "]");
   }
   for (const TimeLoop &a : fn.time_loops)
     for (const TimeLoop &b : fn.time_loops) {
@@ -245,6 +251,28 @@ void verify_time_loops(const LoweredFunction &fn, const std::string &where) {
         internal_error("verifier", where + ": time loops over kernels " + range(a) + " and " + range(b) +
                                        " overlap without one holding the other");
     }
+  // How many times each loop is entered: once per iteration of the loop
+  // around it (walk_schedule opens outer loops first).
+  std::map<const TimeLoop *, int64_t> iterations;
+  std::vector<const TimeLoop *> open;
+  walk_schedule(
+      fn,
+      [&](const TimeLoop &l) {
+        int64_t n = open.empty() ? 1 : iterations[open.back()];
+        int64_t total = 0;
+        if (l.streamed())
+          for (int64_t t : l.trips)
+            total += t;
+        else
+          total = n * l.extent;
+        iterations[&l] = total;
+        if (l.streamed() && int64_t(l.trips.size()) != n)
+          internal_error("verifier", where + ": time loop over kernels " + range(l) + " is entered " +
+                                         std::to_string(n) + " times but has " + std::to_string(l.trips.size()) +
+                                         " trip counts");
+        open.push_back(&l);
+      },
+      [](size_t) {}, [&](const TimeLoop &) { open.pop_back(); });
 }
 
 } // namespace

@@ -343,7 +343,12 @@ public:
   size_t next_kernel() const override { return fl_.out_.kernels.size(); }
   void time_loop(size_t first, int64_t extent) override {
     GRADC_CHECK(first < next_kernel() && extent >= 1, "lowering", "an empty time loop");
-    fl_.out_.time_loops.push_back({first, next_kernel(), extent});
+    fl_.out_.time_loops.push_back({first, next_kernel(), extent, {}});
+  }
+  void time_loop(size_t first, std::vector<int64_t> trips) override {
+    GRADC_CHECK(first < next_kernel() && !trips.empty(), "lowering", "an empty time loop");
+    int64_t most = *std::max_element(trips.begin(), trips.end());
+    fl_.out_.time_loops.push_back({first, next_kernel(), most, std::move(trips)});
   }
 
 private:

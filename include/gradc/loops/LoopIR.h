@@ -153,9 +153,17 @@ constexpr int64_t kMaxWorkspaceBytes = int64_t(1) << 50;
 /// step from a buffer that kernels of the loop maintain (one sets it before
 /// the loop, one advances it last in the loop). Loops of a function are
 /// disjoint or nested, and none is empty (the verifier checks).
+///
+/// A loop with `trips` runs a different number of times each time it is
+/// entered: trips[i] (0 included) the i-th time, one entry per entry into
+/// the loop over the whole call; `extent` is then the largest. What a
+/// schedule fixed at compile time needs (binomial checkpointing: how far
+/// each reverse step recomputes). Codegen reads them from a constant table.
 struct TimeLoop {
   size_t first = 0, last = 0;
   int64_t extent = 1;
+  std::vector<int64_t> trips;
+  bool streamed() const { return !trips.empty(); }
 };
 
 /// A lowered function: what the ABI entry point `PREFIX_NAME` executes.

@@ -116,6 +116,8 @@ public:
   virtual size_t next_kernel() const = 0;
   /// Kernels [first, next_kernel()) run `extent` times (loops/LoopIR.h: TimeLoop).
   virtual void time_loop(size_t first, int64_t extent) = 0;
+  /// ... or trips[i] times the i-th time the loop is entered (TimeLoop::trips).
+  virtual void time_loop(size_t first, std::vector<int64_t> trips) = 0;
 };
 
 /// Shorthands for the arithmetic kernels build, index or value alike.
