@@ -757,10 +757,14 @@ nlohmann::json build_manifest(const LoweredModule &module, const std::vector<Fun
       kernels.push_back(kernel);
     }
 
-    // Kernel-level loops: kernels [first, last) run `extent` times (TimeLoop).
+    // Kernel-level loops: kernels [first, last) run `extent` times, or with
+    // `trips` trips[i] times on their i-th entry (TimeLoop).
     nlohmann::json time_loops = nlohmann::json::array();
-    for (const TimeLoop &l : fn.time_loops)
+    for (const TimeLoop &l : fn.time_loops) {
       time_loops.push_back({{"first_kernel", l.first}, {"end_kernel", l.last}, {"extent", l.extent}});
+      if (l.streamed())
+        time_loops.back()["trips"] = l.trips;
+    }
 
     nlohmann::json arena = nlohmann::json::array();
     for (const BufferPtr &b : fn.arena)

@@ -25,6 +25,15 @@ int64_t beta(int64_t s, int64_t r) {
   return v > 4e18 ? int64_t(4e18) : int64_t(v + 0.5);
 }
 
+/// A split j of n steps with `free` more slots whose cost is optimal.
+int64_t optimal_split(int64_t n, int64_t free) {
+  int64_t best = revolve_cost(n, free + 1);
+  for (int64_t j = n - 1; j >= 1; --j)
+    if (j + revolve_cost(n - j, free) + revolve_cost(j, free + 1) == best)
+      return j;
+  internal_error("revolve", "no split of " + std::to_string(n) + " steps meets the binomial bound");
+}
+
 class Planner {
 public:
   RevolveSchedule out;
@@ -43,7 +52,7 @@ public:
       }
       return;
     }
-    int64_t j = split(n, free);
+    int64_t j = optimal_split(n, free);
     advance(j);
     push(a + j);
     reverse(a + j, b, free - 1, depth + 1);
@@ -56,14 +65,6 @@ private:
   bool sweep_ = true;            // in the forward sweep: before the first reverse step
   int64_t swept_ = 0;            // the state it has reached
 
-  /// A split j of n steps with `free` more slots whose cost is optimal.
-  static int64_t split(int64_t n, int64_t free) {
-    int64_t best = revolve_cost(n, free + 1);
-    for (int64_t j = n - 1; j >= 1; --j)
-      if (j + revolve_cost(n - j, free) + revolve_cost(j, free + 1) == best)
-        return j;
-    internal_error("revolve", "no split of " + std::to_string(n) + " steps meets the binomial bound");
-  }
   void advance(int64_t k) {
     pending_ += k;
     swept_ += sweep_ ? k : 0;
@@ -102,6 +103,16 @@ int64_t revolve_cost(int64_t n, int64_t s) {
   while (beta(s, r) < n)
     ++r;
   return r * n - beta(s + 1, r - 1);
+}
+
+std::vector<int64_t> revolve_kept(int64_t steps, int64_t slots) {
+  // The forward sweep: the first split of each level, down to one step or no free slot.
+  std::vector<int64_t> kept{0};
+  for (int64_t a = 0, free = slots - 1; steps - 1 - a > 1 && free > 0; --free) {
+    a += optimal_split(steps - 1 - a, free);
+    kept.push_back(a);
+  }
+  return kept;
 }
 
 RevolveSchedule revolve_schedule(int64_t steps, int64_t slots) {

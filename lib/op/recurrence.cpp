@@ -28,6 +28,7 @@
 #include "gradc/op/Kernel.h"
 #include "gradc/op/Ops.h"
 #include "gradc/op/Relations.h"
+#include "gradc/op/Revolve.h"
 #include "gradc/op/VjpSplit.h"
 
 namespace gradc {
@@ -88,11 +89,17 @@ std::optional<int64_t> sequence_length(const std::vector<Type> &xs, std::string 
 
 struct ScanAttrs {
   int64_t checkpoint_every = 1;
+  int64_t checkpoint_slots = 0;
   template <class V> void visit(V &v) {
     v("checkpoint_every", checkpoint_every,
       "Time checkpointing (SPEC §6; with --remat=manual, the default): the backward pass keeps every k-th "
       "state and recomputes the others a segment at a time from it, bitwise the same; 1 keeps every state.",
       {.min = 1});
+    v("checkpoint_slots", checkpoint_slots,
+      "Binomial time checkpointing (Griewank's revolve; with --remat=manual): the backward pass holds at most "
+      "this many states at once, state 0 included, and recomputes the fewest forward steps that allows, bitwise "
+      "the same; 0 does not use it.",
+      {.min = 0});
   }
 };
 
@@ -117,6 +124,15 @@ Type scan_rel(RelationCtx &ctx) {
   std::optional<std::vector<Type>> params = scan_params(rest, ctx.attrs, error);
   if (!params)
     return ctx.fail(error);
+  auto attrs = ctx.attrs_as<ScanAttrs>();
+  if (attrs.checkpoint_slots > 0 && attrs.checkpoint_every > 1)
+    return ctx.fail_attr("checkpoint_slots", "checkpoint_every=" + std::to_string(attrs.checkpoint_every) +
+                                                 " and checkpoint_slots=" + std::to_string(attrs.checkpoint_slots) +
+                                                 " are two ways of time checkpointing: give one");
+  if (attrs.checkpoint_slots > 0 && rest[1].shape[0] > kMaxRevolveSteps)
+    return ctx.fail_attr("checkpoint_slots", "binomial checkpointing plans scans of at most " +
+                                                 std::to_string(kMaxRevolveSteps) + " steps, this one has " +
+                                                 std::to_string(rest[1].shape[0]));
   size_t k = rest.size() - 1;
   if (body.fields.size() != params->size())
     return ctx.fail("the body takes " + std::to_string(body.fields.size()) +
@@ -190,12 +206,13 @@ Grads scan_grad(GradCtx &g) {
   std::vector<ExprPtr> captured = captured_inputs(call);
   FunctionPtr closed = close_over(*call.args[0]->func, captured);
   size_t k = call.args.size() - 2;
-  int64_t every = g.attrs_as<ScanAttrs>().checkpoint_every;
+  auto scan_attrs = g.attrs_as<ScanAttrs>();
+  int64_t every = scan_attrs.checkpoint_every, slots = scan_attrs.checkpoint_slots;
   VjpSplit split = split_vjp(*g.differentiate(*closed, true), closed->body.bindings.size(), 1 + k);
   // The forward scan stores the saved values, or the backward recomputes
   // them from the states it has: each step's (time checkpointing: each
   // segment's, with its states) with the body that returns them too.
-  bool stored = !split.saved.empty() && g.augment_forward && every == 1;
+  bool stored = !split.saved.empty() && g.augment_forward && every == 1 && slots == 0;
   bool recomputed = !split.saved.empty() && !stored;
   FunctionPtr aug = split.saved.empty() ? nullptr : returning_saved(*closed, split.saved);
   std::vector<ExprPtr> saved;
@@ -225,6 +242,7 @@ Grads scan_grad(GradCtx &g) {
   attrs.set("saved", AttrValue::of(int64_t(split.saved.size())));
   attrs.set("recompute_saved", AttrValue::of(recomputed));
   attrs.set("checkpoint_every", AttrValue::of(every));
+  attrs.set("checkpoint_slots", AttrValue::of(slots));
   attrs.set("steps", AttrValue::of(int64_t(0)));
   ExprPtr back = g.b.call(ops::scan_backward, args, attrs);
   // Its fields: an adjoint for each input with a floating-point part, in the
@@ -335,6 +353,7 @@ struct ScanBackwardAttrs {
   int64_t saved = 0;
   bool recompute_saved = false;
   int64_t checkpoint_every = 1;
+  int64_t checkpoint_slots = 0;
   int64_t steps = 0;
   template <class V> void visit(V &v) {
     v("sequences", sequences, "How many of the arguments after the adjoint are sequences (the rest are captured).",
@@ -350,9 +369,12 @@ struct ScanBackwardAttrs {
       "time-checkpointed).");
     v("checkpoint_every", checkpoint_every, "The scan's checkpoint_every: what --remat=manual makes of it.",
       {.min = 1});
+    v("checkpoint_slots", checkpoint_slots, "The scan's checkpoint_slots: what --remat=manual makes of it.",
+      {.min = 0});
     v("steps", steps,
       "0: `states` holds every state. T > 0 (after time checkpointing): the scan had T steps and `states` "
-      "holds every checkpoint_every-th state of the first T - 1, the ones its reverse steps start from.",
+      "holds every checkpoint_every-th state of the first T - 1, the ones its reverse steps start from; with "
+      "checkpoint_slots, the states the binomial schedule's forward sweep keeps (op/Revolve.h).",
       {.min = 0});
   }
 };
@@ -397,7 +419,12 @@ Type scan_backward_rel(RelationCtx &ctx) {
   if (state.has_unknown() || d_states != stacked(state, *steps))
     return ctx.fail("the adjoint " + d_states.str() + " is not a history of the sequences' " +
                     std::to_string(*steps) + " steps");
-  int64_t kept = attrs.steps ? checkpoint_count(attrs.steps, attrs.checkpoint_every) : *steps;
+  if (attrs.steps && attrs.checkpoint_slots && attrs.steps > kMaxRevolveSteps)
+    return ctx.fail_attr("checkpoint_slots", "binomial checkpointing plans scans of at most " +
+                                                 std::to_string(kMaxRevolveSteps) + " steps");
+  int64_t kept = !attrs.steps               ? *steps
+                 : attrs.checkpoint_slots ? int64_t(revolve_kept(attrs.steps, attrs.checkpoint_slots).size())
+                                          : checkpoint_count(attrs.steps, attrs.checkpoint_every);
   if (attrs.steps && attrs.steps != *steps)
     return ctx.fail("steps=" + std::to_string(attrs.steps) + " but the sequences have " + std::to_string(*steps));
   if (states != stacked(state, kept))
@@ -681,7 +708,7 @@ void scan_backward_lower(LoopLowerCtx &c) {
   auto views = [&](const std::vector<BufferPtr> &from, const LExprPtr &at, const LExprPtr &x_at) {
     Params p{{from}, {{}}};
     for (const BufferPtr &b : from)
-      p.second[0].push_back(sk.offset_of(b, at));
+      p.second[0].push_back(at ? sk.offset_of(b, at) : nullptr);
     for (size_t i = first_x; i < first_cap; ++i) {
       p.first.push_back(c.input(i));
       p.second.push_back({sk.offset_of(p.first.back()[0], x_at)});
@@ -734,6 +761,60 @@ void scan_backward_lower(LoopLowerCtx &c) {
     }
     reverse_step(states, sk.t_minus_1(), saved, nullptr);
     c.time_loop(first, steps - 1);
+  } else if (steps > 1 && attrs.checkpoint_slots) {
+    // Binomial checkpointing (op/Revolve.h): a stack of states, filled with
+    // the kept ones; each reverse step restores the top into `cur`, runs its
+    // pieces (advance, push), reverses from `cur` and pops what it is done
+    // with. The trip counts of the piece and advance loops are the plan's.
+    RevolveSchedule plan = revolve_schedule(steps, attrs.checkpoint_slots);
+    int64_t depth = plan.depth, kept = int64_t(plan.kept.size());
+    std::vector<BufferPtr> stack, cur = sk.buffers("cur", state);
+    for (const Type &leaf : leaf_types(state))
+      stack.push_back(c.buffer("stack", stacked(leaf, depth)));
+    BufferPtr stack_step = c.buffer("stack_step", Type::tensor({depth}, DType::Int64));
+    BufferPtr top = c.buffer("top", Type::tensor({1}, DType::Int64));
+    BufferPtr pos = c.buffer("position", Type::tensor({1}, DType::Int64)); // the step of `cur`
+    sk.step = c.buffer("step", Type::tensor({1}, DType::Int64));
+    LExprPtr top_at = clamp_index(load(top, imm(0)), depth), next_at = clamp_index(add(load(top, imm(0)), imm(1)), depth);
+    for (size_t l = 0; l < stack.size(); ++l) // the kept states fill the stack's first rows
+      sk.each("stack_fill", num_elements(states[l]->shape),
+              [&](const LExprPtr &i) { return store(stack[l], i, load(states[l], i)); });
+    std::vector<StmtPtr> init{store(top, imm(0), imm(kept - 1))};
+    for (int64_t i = 0; i < kept; ++i)
+      init.push_back(store(stack_step, imm(i), imm(plan.kept[size_t(i)])));
+    c.kernel("stack_init", seq(init));
+    size_t reverse_first = c.next_kernel();
+    for (size_t l = 0; l < cur.size(); ++l)
+      sk.copy("restore", cur[l], nullptr, stack[l], top_at);
+    c.kernel("restore_position", store(pos, imm(0), load(stack_step, top_at)));
+    size_t piece_first = c.next_kernel();
+    {
+      size_t advance_first = c.next_kernel();
+      auto [params, offsets] = views(cur, nullptr, clamp_index(add(load(pos, imm(0)), imm(1)), steps));
+      std::vector<BufferPtr> next = c.body(fwd, params, offsets);
+      for (size_t l = 0; l < cur.size(); ++l)
+        sk.copy("advance", cur[l], nullptr, next[l], nullptr);
+      c.kernel("advance_next", store(pos, imm(0), add(load(pos, imm(0)), imm(1))));
+      c.time_loop(advance_first, plan.advances);
+    }
+    for (size_t l = 0; l < cur.size(); ++l)
+      sk.copy("push", stack[l], next_at, cur[l], nullptr);
+    c.kernel("push_position", seq({store(stack_step, next_at, load(pos, imm(0))),
+                                   store(top, imm(0), add(load(top, imm(0)), imm(1)))}));
+    c.time_loop(piece_first, plan.pieces);
+    c.kernel("reverse_step", store(sk.step, imm(0), add(load(pos, imm(0)), imm(1))));
+    std::vector<BufferPtr> saved;
+    if (recompute) {
+      auto [params, offsets] = views(cur, nullptr, sk.t());
+      std::vector<BufferPtr> r = c.body(fwd, params, offsets);
+      saved.assign(r.begin() + std::ptrdiff_t(state_leaves), r.end());
+    }
+    reverse_step(cur, nullptr, saved, nullptr);
+    // Pop the states at t - 1: the last piece's, and one the plan is done with.
+    LExprPtr done = compare(CompareOp::EQ, load(stack_step, top_at), load(pos, imm(0)));
+    StmtPtr pop = store(top, imm(0), select(done, sub(load(top, imm(0)), imm(1)), load(top, imm(0))));
+    c.kernel("pop", seq({pop, pop}));
+    c.time_loop(reverse_first, steps - 1);
   } else if (steps > 1) {
     int64_t kept = checkpoint_count(steps, every), last = steps - 1 - (kept - 1) * every;
     // The segment's states, and with recompute_saved its saved values: the

@@ -99,12 +99,13 @@ def check(name, text, inputs, wrt, reference):
     print("%s: the loss and %d gradients match PyTorch through run and the linked object" % (name, len(wrt)))
 
 
-def sample(name, dtype, every):
-    """The sample in `dtype`, its scan checkpointed every `every` states (time checkpointing:
-    --remat=manual recomputes the others, --remat=none ignores it)."""
+def sample(name, dtype, checkpoint):
+    """The sample in `dtype`, its scan time-checkpointed by `checkpoint` (checkpoint_every=k or
+    checkpoint_slots=c: --remat=manual recomputes the states it does not keep, --remat=none
+    ignores it)."""
     text = open(os.path.join(samples, name + ".relay")).read()
-    text = text.replace("%x);", "%%x, checkpoint_every=%d);" % every)
-    assert "checkpoint_every" in text
+    text = text.replace("%x);", "%%x, %s);" % checkpoint)
+    assert checkpoint in text
     return text.replace("float32", dtype).replace("float64 -> float64", "float64")
 
 
@@ -122,13 +123,16 @@ def rnn_reference(t):
     return torch.nn.functional.nll_loss(torch.log_softmax(logits, -1), t["targets"])
 
 
-for dtype in ("float64", "float32"):
+# Segments of 5 states in float64 and float32; binomial checkpointing with 3 states held (float64).
+for name, dtype, checkpoint in (("float64", "float64", "checkpoint_every=5"), ("float32", "float32", "checkpoint_every=5"),
+                                ("binomial", "float64", "checkpoint_slots=3")):
     npt = np.dtype(dtype)
     inputs = {"tokens": rng.integers(0, 16, (12, 4)).astype(np.int64),
               "targets": rng.integers(0, 16, 48).astype(np.int64), "h0": normal((4, 32), 0.5, npt),
               "E": normal((16, 16), 0.5, npt), "Wx": normal((32, 16), 0.3, npt), "Wh": normal((32, 32), 0.2, npt),
               "b": normal((32,), 0.1, npt), "Wo": normal((16, 32), 0.3, npt), "bo": normal((16,), 0.1, npt)}
-    check("rnn_" + dtype, sample("rnn", dtype, 5), inputs, ["h0", "E", "Wx", "Wh", "b", "Wo", "bo"], rnn_reference)
+    check("rnn_" + name, sample("rnn", dtype, checkpoint), inputs, ["h0", "E", "Wx", "Wh", "b", "Wo", "bo"],
+          rnn_reference)
 
 
 # samples/lstm.relay against torch.nn.LSTM run over steps 1..15 from (h0, c0).
@@ -141,13 +145,14 @@ def lstm_reference(t):
     return torch.nn.functional.nll_loss(torch.log_softmax(scores, -1), t["labels"])
 
 
-for dtype in ("float64", "float32"):
+for name, dtype, checkpoint in (("float64", "float64", "checkpoint_every=4"), ("float32", "float32", "checkpoint_every=4"),
+                                ("binomial", "float32", "checkpoint_slots=4")):
     npt = np.dtype(dtype)
     inputs = {"x": normal((16, 8, 4), 1.0, npt), "labels": rng.integers(0, 4, 8).astype(np.int64),
               "h0": normal((8, 32), 0.3, npt), "c0": normal((8, 32), 0.3, npt), "W_ih": normal((128, 4), 0.3, npt),
               "W_hh": normal((128, 32), 0.2, npt), "b": normal((128,), 0.1, npt), "Wc": normal((4, 32), 0.3, npt),
               "bc": normal((4,), 0.1, npt)}
-    check("lstm_" + dtype, sample("lstm", dtype, 4), inputs, ["x", "h0", "c0", "W_ih", "W_hh", "b", "Wc", "bc"],
+    check("lstm_" + name, sample("lstm", dtype, checkpoint), inputs, ["x", "h0", "c0", "W_ih", "W_hh", "b", "Wc", "bc"],
           lstm_reference)
 
 HEADER = '#[version = "0.0.5"]\n'

@@ -92,3 +92,10 @@ TEST_CASE("with a slot per state, nothing is recomputed", "[revolve]") {
   CHECK(s.recomputed == 0);
   CHECK(s.kept.size() == 9);
 }
+
+TEST_CASE("revolve_kept is the schedule's forward sweep", "[revolve]") {
+  for (int64_t T = 2; T <= 90; T += 3)
+    for (int64_t slots = 1; slots <= 10; ++slots)
+      CHECK(revolve_kept(T, slots) == revolve_schedule(T, slots).kept);
+  CHECK(revolve_kept(1, 4) == std::vector<int64_t>{0});
+}

@@ -46,6 +46,10 @@ int64_t revolve_cost(int64_t n, int64_t s);
 /// states held (T >= 2, slots >= 1).
 RevolveSchedule revolve_schedule(int64_t steps, int64_t slots);
 
+/// revolve_schedule(steps, slots).kept alone, without planning the rest
+/// (what a type relation needs); {0} for one step.
+std::vector<int64_t> revolve_kept(int64_t steps, int64_t slots);
+
 /// The longest scan binomial checkpointing plans (the plan takes O(T^2)).
 constexpr int64_t kMaxRevolveSteps = 1 << 14;
 
