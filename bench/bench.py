@@ -301,8 +301,10 @@ def gpt_rows():
 
 def lstm_rows():
     """The LSTM layer's training step of bench/lstm_step.relay against nn.LSTM (bench/torch_lstm.py);
-    then the same step with time checkpointing (checkpoint_every=8: about sqrt(64) states kept),
-    against gradc without it: the time it costs and the workspace it saves."""
+    then the same step with time checkpointing, against gradc without it: keeping every 8th state
+    (checkpoint_every=8, about sqrt(64)) and binomial checkpointing holding 8 and 4 states
+    (checkpoint_slots): the time it costs, the forward steps it recomputes (the plan's trip counts,
+    from the manifest) and the workspace it saves."""
     print("\nLSTM layer training step (input and hidden 256, 64 steps, batch 32), float32: ms; ratio = "
           "PyTorch / gradc (above 1: gradc faster)")
     print("  %-34s %10s %10s %9s" % ("", "gradc", "PyTorch", "ratio"))
@@ -312,16 +314,26 @@ def lstm_rows():
     model = Model("lstm_step", text, wrt)
     scales = {"W_ih": 0.0625, "W_hh": 0.0625, "b": 0}
     step_row("LSTM step T64 b32 256", model, scales, "torch_lstm.py")
-    checkpointed = Model("lstm_step_ck8", text.replace("(%h0, %c0), %xw);", "(%h0, %c0), %xw, checkpoint_every=8);"),
-                         wrt)
     plain = {t: model.time("main_adjoint", t, scales=scales) for t in sorted({1, CORES})}
-    ck = {t: checkpointed.time("main_adjoint", t, scales=scales) for t in sorted({1, CORES})}
-    print("  %-34s %10.3f %10s %8.2fx  time with / without: %s" % (
-        "  states kept every 8", min(ck.values()), "", min(ck.values()) / min(plain.values()),
-        ", ".join("%dT %.3f / %.3f" % (t, ck[t], plain[t]) for t in ck)))
-    mib = [m.functions["main_adjoint"]["workspace_bytes"] / 2 ** 20 for m in (model, checkpointed)]
-    print("  workspace of @main_adjoint: %.1f MiB keeping every state, %.1f MiB every 8th (the states: "
-          "2 x 65 x 32 x 256 floats = 4.1 MiB)" % tuple(mib))
+    variants = [("states kept every 8", "lstm_step_ck8", "checkpoint_every=8"),
+                ("binomial, 8 states held", "lstm_step_rv8", "checkpoint_slots=8"),
+                ("binomial, 4 states held", "lstm_step_rv4", "checkpoint_slots=4")]
+    mib = ["%.1f MiB keeping every state" % (model.functions["main_adjoint"]["workspace_bytes"] / 2 ** 20)]
+    for name, base, attr in variants:
+        checkpointed = Model(base, text.replace("(%h0, %c0), %xw);", "(%%h0, %%c0), %%xw, %s);" % attr), wrt)
+        ck = {t: checkpointed.time("main_adjoint", t, scales=scales) for t in sorted({1, CORES})}
+        loops = checkpointed.functions["main_adjoint"]["time_loops"]
+        # The body's runs in the backward pass: segments recompute their 64 steps once; a binomial plan
+        # advances as its trip counts say, then runs the body once more per reverse step for the
+        # product it saves.
+        streamed = [l for l in loops if "trips" in l]
+        advance = min(streamed, key=lambda l: l["end_kernel"] - l["first_kernel"]) if streamed else None
+        recomputed = sum(advance["trips"]) + 63 if advance else 64
+        print("  %-34s %10.3f %10s %8.2fx  time with / without: %s; the body runs %d more times" % (
+            "  " + name, min(ck.values()), "", min(ck.values()) / min(plain.values()),
+            ", ".join("%dT %.3f / %.3f" % (t, ck[t], plain[t]) for t in ck), recomputed))
+        mib.append("%.1f MiB %s" % (checkpointed.functions["main_adjoint"]["workspace_bytes"] / 2 ** 20, name))
+    print("  workspace of @main_adjoint: %s (the states: 2 x 65 x 32 x 256 floats = 4.1 MiB)" % ", ".join(mib))
 
 
 def main():

@@ -51,6 +51,6 @@ RevolveSchedule revolve_schedule(int64_t steps, int64_t slots);
 std::vector<int64_t> revolve_kept(int64_t steps, int64_t slots);
 
 /// The longest scan binomial checkpointing plans (the plan takes O(T^2)).
-constexpr int64_t kMaxRevolveSteps = 1 << 14;
+constexpr int64_t kMaxRevolveSteps = 1 << 20;
 
 } // namespace gradc
