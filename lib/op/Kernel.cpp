@@ -231,12 +231,12 @@ StmtPtr lane_max(KernelCtx &k, int64_t count, DType acc, const std::function<LEx
 }
 
 StmtPtr over_lane_blocks(KernelCtx &k, int64_t count,
-                         const std::function<StmtPtr(const LExprPtr &first, int64_t width)> &body) {
-  int64_t full = count / kSumLanes, rest = count % kSumLanes;
+                         const std::function<StmtPtr(const LExprPtr &first, int64_t width)> &body, int64_t block) {
+  int64_t full = count / block, rest = count % block;
   LVarPtr b = k.var("lb");
-  return seq({full ? for_loop(b, full, ForKind::Spatial, body(binary(BinaryOp::Mul, var_ref(b), int_imm(kSumLanes)), kSumLanes))
+  return seq({full ? for_loop(b, full, ForKind::Spatial, body(binary(BinaryOp::Mul, var_ref(b), int_imm(block)), block))
                    : seq({}),
-              rest ? body(int_imm(full * kSumLanes), rest) : seq({})});
+              rest ? body(int_imm(full * block), rest) : seq({})});
 }
 
 StmtPtr compensated_sums(KernelCtx &k, int64_t width, int64_t count, DType acc, const LaneTermFn &term,

@@ -191,10 +191,11 @@ StmtPtr lane_max(KernelCtx &k, int64_t count, DType acc, const std::function<LEx
 /// batch, along its columns), `width` independent reductions of `count`
 /// terms each, term(l, r) for lane l, each summed in order r = 0, 1, ... with
 /// its own compensation: a fixed order that depends only on the shape.
-/// over_lane_blocks splits `count` outputs into blocks of kSumLanes (the last
-/// may be narrower): body(first output, width).
+/// over_lane_blocks splits `count` outputs into blocks of `block` (a
+/// multiple of kSumLanes; the last may be narrower): body(first output, width).
 StmtPtr over_lane_blocks(KernelCtx &k, int64_t count,
-                         const std::function<StmtPtr(const LExprPtr &first, int64_t width)> &body);
+                         const std::function<StmtPtr(const LExprPtr &first, int64_t width)> &body,
+                         int64_t block = kSumLanes);
 using LaneTermFn = std::function<LExprPtr(const LExprPtr &l, const LExprPtr &r)>;
 /// As compensated_sum, per lane: then(l, total of lane l), also(l, r, term).
 StmtPtr compensated_sums(KernelCtx &k, int64_t width, int64_t count, DType acc, const LaneTermFn &term,
