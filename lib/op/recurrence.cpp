@@ -646,6 +646,26 @@ Grads scan_backward_grad(GradCtx &g) {
   return grads;
 }
 
+/// T - 1 runs of the vjp, and the body's runs in the backward pass: once per
+/// step for saved values it recomputes, and the states time checkpointing
+/// recomputes (per segment: all its steps with saved values, else all but
+/// its checkpoint; binomial: as the plan advances).
+int64_t scan_backward_flops(const Expr &call) {
+  auto a = call_attrs<ScanBackwardAttrs>(call);
+  int64_t steps = std::max<int64_t>(leaf_types(call.args[3]->type).at(0).shape.at(0) - 1, 0);
+  bool recompute = a.recompute_saved && a.saved > 0;
+  int64_t runs = 0;
+  if (!a.steps || a.checkpoint_slots)
+    runs = recompute ? steps : 0;
+  if (a.steps && steps > 0 && a.checkpoint_slots) {
+    RevolveSchedule plan = revolve_schedule(a.steps, a.checkpoint_slots);
+    runs += plan.recomputed;
+  } else if (a.steps && steps > 0) {
+    runs = recompute ? steps : steps - checkpoint_count(a.steps, a.checkpoint_every);
+  }
+  return steps * function_flops(*call.args[0]->func) + runs * function_flops(*call.args[1]->func);
+}
+
 std::optional<std::vector<Type>> scan_backward_params(const std::vector<Type> &, const Attrs &, std::string &error) {
   error = "its bodies are built by the gradient pass, with annotated parameters";
   return std::nullopt;
@@ -927,6 +947,7 @@ void register_recurrence_ops(OpRegistry &reg) {
       .relation("ScanBackward", scan_backward_rel)
       .gradient(scan_backward_grad)
       .lower_loop(scan_backward_lower)
+      .flops(scan_backward_flops)
       .example("%st: Tensor[(4, 3), float64], %ds: Tensor[(4, 3), float64], %x: Tensor[(4, 3), float64], "
                "%w: Tensor[(3,), float64]",
                "%0 = grad.scan_backward(fn (%s: Tensor[(3,), float64], %xt: Tensor[(3,), float64], "
