@@ -935,8 +935,11 @@ void register_recurrence_ops(OpRegistry &reg) {
       .describe("The reverse scan of scan's gradient: runs the body's vector-Jacobian product from the last step "
                 "to the first over the stored states; returns the adjoints of the initial state, of each sequence "
                 "and of each captured value, for those with a floating-point part.")
-      .arg("vjp", "fn", "fn (%state, %x1_t, ..., %captured..., %d_next) -> (d_state, d_x1_t, ..., d_captured...)")
-      .arg("body", "fn", "scan's body closed over what it captured: fn (%state, %x1_t, ..., %captured...) -> state.")
+      .arg("vjp", "fn",
+           "fn (%state, %x1_t, ..., %saved..., %captured..., %d_next) -> (d_state, d_x1_t, ..., d_captured...)")
+      .arg("body", "fn",
+           "scan's body closed over what it captured: fn (%state, %x1_t, ..., %captured...) -> state, or -> "
+           "(state, saved...) with recompute_saved.")
       .arg("states", "Tensor or Tuple", "scan's result (or the states time checkpointing keeps).")
       .arg("d_states", "Tensor or Tuple", "Its adjoint.")
       .arg("inputs", "Tensor", "The sequences, then the captured values.")
