@@ -12,6 +12,7 @@
 #include "gradc/op/Kernel.h"
 #include "gradc/op/Builder.h"
 #include "gradc/op/Relations.h"
+#include "gradc/loops/Lanes.h"
 
 #include <algorithm>
 #include <cmath>
@@ -95,11 +96,11 @@ StmtPtr sum_kernel(KernelCtx &k, bool mean) {
   bool innermost_kept = std::find(r.axes.begin(), r.axes.end(), int64_t(r.in.size()) - 1) == r.axes.end();
   // Where the lanes read along the input's rows (a bias's gradient: column
   // sums of a 2080 x 1024 adjoint), a block is as wide as a core's share of
-  // the row, up to 512 outputs: each row is then read a few KiB at a time, not
-  // 64 bytes per page (2.3 -> 0.24 ms on one core). Each output's terms are summed in the same
-  // order either way.
+  // the row, up to the widest vector code (kMaxLanes): each row is read 256
+  // bytes at a time, not 64 bytes per 4 KiB page (2.3 -> 0.24 ms on one
+  // core). Each output's terms are summed in the same order either way.
   int64_t cores = k.target.cores > 0 ? k.target.cores : 4;
-  int64_t block = innermost_kept ? std::clamp<int64_t>(outputs / cores / kSumLanes * kSumLanes, kSumLanes, 512)
+  int64_t block = innermost_kept ? std::clamp<int64_t>(outputs / cores / kSumLanes * kSumLanes, kSumLanes, kMaxLanes)
                                  : kSumLanes;
   if (!k.target.is_gpu() && outputs >= 2 && (innermost_kept || r.count < 2 * kSumLanes))
     return over_lane_blocks(
