@@ -42,7 +42,7 @@ from operators import FLOAT_DTYPES, INT_DTYPES, Call, Fields
 SIZES = (1, 2, 3, 5, 7, 11, 13, 17, 19, 23, 29, 31, 37)
 LARGE_SIZES = (47, 64, 67, 97, 131)  # across vector widths, with remainders
 # One program in LARGE_PROGRAMS has tensors of up to 150 000 elements, so that loops do enough
-# work to run on the object's thread pool (gradc's cost rule wants 2^16 operations).
+# work to run on the object's thread pool (gradc's cost rule wants 2^14 operations).
 MAX_ELEMENTS = 6000
 LARGE_PROGRAMS, LARGE_MAX_ELEMENTS, HUGE_SIZES = 0.2, 150000, (257, 509, 1031)
 # One program in EMPTY_PROGRAMS may have dimensions of size 0 (empty tensors).
