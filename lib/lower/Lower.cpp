@@ -345,6 +345,36 @@ public:
     GRADC_CHECK(first < next_kernel() && extent >= 1, "lowering", "an empty time loop");
     fl_.out_.time_loops.push_back({first, next_kernel(), extent, {}});
   }
+  bool write_into(size_t first, const BufferPtr &from, const BufferPtr &to, const LExprPtr &offset) override {
+    std::vector<Kernel> &kernels = fl_.out_.kernels;
+    auto made = std::find(fl_.produced_.begin(), fl_.produced_.end(), from);
+    if (from == to || from->scope != BufferScope::Arena || made == fl_.produced_.end() || from->dtype != to->dtype)
+      return false;
+    for (size_t k = 0; k < first; ++k)
+      if (std::find(kernels[k].buffers.begin(), kernels[k].buffers.end(), from) != kernels[k].buffers.end())
+        return false;
+    class Redirect : public LoopMutator {
+    public:
+      const BufferPtr &from, &to;
+      const LExprPtr &offset;
+      Redirect(const BufferPtr &f, const BufferPtr &t, const LExprPtr &o) : from(f), to(t), offset(o) {}
+
+    protected:
+      LExprPtr at(const LExprPtr &index) { return offset ? binary(BinaryOp::Add, offset, index) : index; }
+      LExprPtr on_load(const LExprPtr &e) override {
+        return e->buffer == from ? load(to, at(mutate(e->operands[0]))) : LoopMutator::on_load(e);
+      }
+      StmtPtr on_store(const StmtPtr &s) override {
+        return s->buffer == from ? store(to, at(mutate(s->index)), mutate(s->value)) : LoopMutator::on_store(s);
+      }
+    } redirect(from, to, offset);
+    for (size_t k = first; k < kernels.size(); ++k) {
+      kernels[k].body = redirect.mutate(kernels[k].body);
+      kernels[k].buffers = touched_buffers(kernels[k].body);
+    }
+    fl_.produced_.erase(made);
+    return true;
+  }
   void time_loop(size_t first, std::vector<int64_t> trips) override {
     GRADC_CHECK(first < next_kernel() && !trips.empty(), "lowering", "an empty time loop");
     int64_t most = *std::max_element(trips.begin(), trips.end());

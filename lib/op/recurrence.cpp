@@ -31,6 +31,8 @@
 #include "gradc/op/Revolve.h"
 #include "gradc/op/VjpSplit.h"
 
+#include <algorithm>
+
 namespace gradc {
 namespace {
 
@@ -292,6 +294,16 @@ struct StepKernels {
             const LExprPtr &src_at) {
     write(name, dst, dst_at, [&](const LExprPtr &i) { return read(src, src_at, i); });
   }
+  /// dst at step `at` (or whole) = result `src` of the body whose kernels
+  /// start at `first`: those kernels write it there in the first place
+  /// (LoopLowerCtx::write_into) where `src` is theirs and no other result of
+  /// `results` shares it; else a copy.
+  void store_result(const std::string &name, const BufferPtr &dst, const LExprPtr &at, const BufferPtr &src,
+                    size_t first, const std::vector<BufferPtr> &results) {
+    bool unique = std::count(results.begin(), results.end(), src) == 1;
+    if (!unique || !c.write_into(first, src, dst, at ? offset_of(dst, at) : nullptr))
+      copy(name, dst, at, src, nullptr);
+  }
   void fill_zero(const std::string &name, const BufferPtr &dst, const LExprPtr &at) {
     write(name, dst, at, [&](const LExprPtr &) { return constant_of(0, dst->dtype); });
   }
@@ -339,9 +351,10 @@ void scan_lower(LoopLowerCtx &c) {
     params.push_back(c.input(i));
     offsets.push_back({k.offset_of(params.back()[0], k.t())});
   }
+  size_t body_first = c.next_kernel();
   std::vector<BufferPtr> next = c.body(body, params, offsets);
-  for (size_t l = 0; l < out.size(); ++l)
-    k.copy("store_state", out[l], k.t(), next[l], nullptr);
+  for (size_t l = 0; l < out.size(); ++l) // step t, apart from step t - 1 that the body reads
+    k.store_result("store_state", out[l], k.t(), next[l], body_first, next);
   k.advance(1);
   c.time_loop(first, steps - 1);
 }
@@ -756,14 +769,16 @@ void scan_backward_lower(LoopLowerCtx &c) {
       sk.write("load_d", params.back()[l], nullptr, [&](const LExprPtr &i) {
         return add(sk.read(d_states[l], sk.t(), i), load(carry[l], i));
       });
+    size_t body_first = c.next_kernel();
     std::vector<BufferPtr> r = c.body(vjp, params, offsets);
     size_t f = 0;
+    // The body reads the carry only through `d`, loaded before it runs.
     if (float_state)
       for (size_t l = 0; l < carry.size(); ++l)
-        sk.copy("store_carry", carry[l], nullptr, r[f++], nullptr);
+        sk.store_result("store_carry", carry[l], nullptr, r[f++], body_first, r);
     for (const BufferPtr &b : d_x)
       if (b)
-        sk.copy("store_dx", b, sk.t(), r[f++], nullptr);
+        sk.store_result("store_dx", b, sk.t(), r[f++], body_first, r);
     for (const BufferPtr &b : d_c) {
       const BufferPtr &term = r[f++];
       sk.write("accumulate", b, nullptr, [&](const LExprPtr &i) { return add(load(b, i), load(term, i)); });

@@ -118,6 +118,12 @@ public:
   virtual void time_loop(size_t first, int64_t extent) = 0;
   /// ... or trips[i] times the i-th time the loop is entered (TimeLoop::trips).
   virtual void time_loop(size_t first, std::vector<int64_t> trips) = 0;
+  /// Makes kernels [first, next_kernel()) write (and read) `to` at element
+  /// `offset` (null: 0) wherever they write `from`, a buffer that only they
+  /// touch (a body's result, made by body()), so that no copy is needed; the
+  /// caller sees to it that nothing they read lies there. Returns false, and
+  /// changes nothing, for any other buffer: the caller then copies.
+  virtual bool write_into(size_t first, const BufferPtr &from, const BufferPtr &to, const LExprPtr &offset) = 0;
 };
 
 /// Shorthands for the arithmetic kernels build, index or value alike.
