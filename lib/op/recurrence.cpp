@@ -753,6 +753,15 @@ void scan_backward_lower(LoopLowerCtx &c) {
     return p;
   };
   size_t state_leaves = states.size();
+  // With recompute_saved, a step's saved values: the body's results after
+  // the state, run on the state in `from` at `at` and the sequences at t.
+  auto recomputed_saved = [&](const std::vector<BufferPtr> &from, const LExprPtr &at) {
+    if (!recompute)
+      return std::vector<BufferPtr>{};
+    auto [params, offsets] = views(from, at, sk.t());
+    std::vector<BufferPtr> r = c.body(fwd, params, offsets);
+    return std::vector<BufferPtr>(r.begin() + std::ptrdiff_t(state_leaves), r.end());
+  };
   // One reverse step t (the step word), its state read from `from` at `at`;
   // recomputed saved values are read from `saved` at `at` (a whole step's
   // buffer where `at` is null).
@@ -788,13 +797,7 @@ void scan_backward_lower(LoopLowerCtx &c) {
   if (steps > 1 && !attrs.steps) {
     sk.begin(steps - 1);
     size_t first = c.next_kernel();
-    std::vector<BufferPtr> saved;
-    if (recompute) { // the step's saved values, by the body from its state
-      auto [params, offsets] = views(states, sk.t_minus_1(), sk.t());
-      std::vector<BufferPtr> r = c.body(fwd, params, offsets);
-      saved.assign(r.begin() + std::ptrdiff_t(state_leaves), r.end());
-    }
-    reverse_step(states, sk.t_minus_1(), saved, nullptr);
+    reverse_step(states, sk.t_minus_1(), recomputed_saved(states, sk.t_minus_1()), nullptr);
     c.time_loop(first, steps - 1);
   } else if (steps > 1 && attrs.checkpoint_slots) {
     // Binomial checkpointing (op/Revolve.h): a stack of states, filled with
@@ -838,13 +841,7 @@ void scan_backward_lower(LoopLowerCtx &c) {
                                    store(top, imm(0), add(load(top, imm(0)), imm(1)))}));
     c.time_loop(piece_first, plan.pieces);
     c.kernel("reverse_step", store(sk.step, imm(0), add(load(pos, imm(0)), imm(1))));
-    std::vector<BufferPtr> saved;
-    if (recompute) {
-      auto [params, offsets] = views(cur, nullptr, sk.t());
-      std::vector<BufferPtr> r = c.body(fwd, params, offsets);
-      saved.assign(r.begin() + std::ptrdiff_t(state_leaves), r.end());
-    }
-    reverse_step(cur, nullptr, saved, nullptr);
+    reverse_step(cur, nullptr, recomputed_saved(cur, nullptr), nullptr);
     // Pop the states at t - 1: the last piece's, and one the plan is done with.
     LExprPtr done = compare(CompareOp::EQ, load(stack_step, top_at), load(pos, imm(0)));
     StmtPtr pop = store(top, imm(0), select(done, sub(load(top, imm(0)), imm(1)), load(top, imm(0))));
