@@ -148,7 +148,7 @@ public:
     at_ = at;
     forward_ = forward;
     inserted_ = 0;
-    Binding bind = body[at]; // copied: `body` grows as the walk emits
+    Binding bind = body[at]; // copied: `body` grows as the walk emits and as a rule augments
     dispatch(bind.value, bind.var);
     return inserted_;
   }
@@ -246,7 +246,7 @@ public:
   size_t run(std::vector<Binding> &body, size_t num_forward, bool forward) {
     size_t count = num_forward;
     for (size_t i = num_forward; i-- > 0;) {
-      Binding bind = body[i];
+      Binding bind = body[i]; // copied: the walk emits after the body, and a rule may insert before i
       const Expr &value = *bind.value;
       b_.set_span(value.span);
       if (blocked_.count(bind.var.get())) {
