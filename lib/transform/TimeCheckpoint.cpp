@@ -47,12 +47,10 @@ ExprPtr kept_states(Builder &b, const ExprPtr &h, const std::vector<int64_t> &at
   }
   std::vector<ExprPtr> parts;
   for (size_t i = 0; i < at.size();) {
-    size_t j = i + 1;
-    int64_t stride = j < at.size() ? at[j] - at[i] : 1;
+    size_t j = i; // at[i..j]: one run of `stride`
+    int64_t stride = i + 1 < at.size() ? at[i + 1] - at[i] : 1;
     while (j + 1 < at.size() && at[j + 1] - at[j] == stride)
       ++j;
-    if (j >= at.size())
-      j = at.size() - 1;
     parts.push_back(time_slice(b, h, at[i], at[j] + 1, stride));
     i = j + 1;
   }
