@@ -169,6 +169,9 @@ Module eliminate_common_subexpressions_all(const Module &m, PassContext &) {
   return each_function(m, [](const Function &fn) { return eliminate_common_subexpressions(fn); });
 }
 
+Module project_fields_all(const Module &m, PassContext &) {
+  return each_function(m, [](const Function &fn) { return project_fields(fn); });
+}
 Module eliminate_dead_code_all(const Module &m, PassContext &) {
   return each_function(m, [](const Function &fn) { return eliminate_dead_code(fn); });
 }
@@ -213,6 +216,7 @@ const Stage kTensorStages[] = {
      {{"drop checkpoint markers", drop_checkpoint_markers_all, IRForm::ANF}, // remat has consumed them
       {"expand composites", expand_composites_all, IRForm::ANF},             // gradient rules may emit composites
       {"dead-code elimination", eliminate_dead_code_all, IRForm::ANF},
+      {"project tuple fields", project_fields_all, IRForm::ANF},
       {"fuse", fuse_all, IRForm::Fused}}},
 };
 

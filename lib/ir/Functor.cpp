@@ -146,6 +146,18 @@ ExprPtr inline_function(const Function &fn, const std::vector<ExprPtr> &args, st
   return inliner.mutate(copy->body.result);
 }
 
+std::unordered_map<const Expr *, int> count_uses(const Function &fn) {
+  class Counter : public ExprVisitor {
+  public:
+    std::unordered_map<const Expr *, int> uses;
+
+  protected:
+    void on_var(const ExprPtr &v) override { ++uses[v.get()]; }
+  } counter;
+  counter.visit_function(fn);
+  return std::move(counter.uses);
+}
+
 std::vector<ExprPtr> free_vars(const ExprPtr &e) {
   FreeVars fv;
   fv.visit(e);

@@ -143,6 +143,11 @@ Type decomposed_relation(RelationCtx &ctx) {
 
 } // namespace
 
+OpBuilder &OpBuilder::project(ProjectFn fn) {
+  def_.project = fn;
+  return *this;
+}
+
 OpBuilder &OpBuilder::decompose(DecomposeFn fn) {
   def_.decompose = fn;
   if (!def_.relation) {

@@ -429,6 +429,7 @@ void register_slice_ops(OpRegistry &reg) {
         return {g.b.call(ops::split, {g.grad}, s)};
       })
       .kernel(concatenate_kernel)
+      .fuses_producers() // reads each element of each part once
       .alias("concat")
       .example("%a: Tensor[(3, 3), float64], %b: Tensor[(3, 4), float64], %c: Tensor[(3, 5), float64]",
                "concatenate((%a, %b, %c), axis=1)")
@@ -465,6 +466,12 @@ void register_slice_ops(OpRegistry &reg) {
         return {total};
       })
       .kernel(split_kernel)
+      .project([](Builder &b, const std::vector<ExprPtr> &args, const Attrs &attrs, size_t field) {
+        auto a = composite_attrs<SplitAttrs>(args, attrs);
+        auto [begin, end] = split_parts(a, args[0]->type.shape[a.axis]).at(field);
+        StridedSliceAttrs s{.begin = {begin}, .end = {end}, .strides = std::nullopt, .axes = std::vector<int64_t>{a.axis}};
+        return b.call(ops::strided_slice, {args[0]}, s);
+      })
       .example("%x: Tensor[(3, 12), float64]", "split(%x, indices_or_sections=3, axis=1).1")
       .example("%x: Tensor[(3, 12), float64]",
                "%0 = split(%x, indices_or_sections=[3, 7], axis=1); %0.0 * %0.0 + sum(%0.2) - sum(%0.1 * %0.1)")

@@ -13,6 +13,10 @@
 //    product that feeds it. The anchor's kernel then stores the consumers'
 //    value; one anchor per kernel.
 //
+// A tuple that only a call taking plain producers reads (concatenate's
+// parts) is written in the call, its fields' plain producers fused: each
+// part is computed where concatenate stores it.
+//
 // A value with several users (at most kMaxUsers) is recomputed in each of
 // them instead of kept in memory when that is cheap: an injective tree of a
 // few additions, products, selects and index changes (no transcendental
@@ -43,15 +47,6 @@ constexpr int kMaxUsers = 4;            // users a recomputed value may have
 constexpr int kMaxRecomputedCalls = 8;  // operators at full size in a recomputed value's tree
 constexpr int kMaxRecomputedTree = 32;  // operators in all (per-channel scalars included)
 constexpr int kMaxRecomputedReads = 2;  // tensors of its own size it reads
-
-/// How many times each Var is read, counting reads inside `fn` bodies.
-class UseCounter : public ExprVisitor {
-public:
-  std::unordered_map<const Expr *, int> uses;
-
-protected:
-  void on_var(const ExprPtr &v) override { ++uses[v.get()]; }
-};
 
 /// The operator calls in a fused expression tree (a call used twice counts twice).
 class CallCounter : public ExprVisitor {
@@ -170,8 +165,7 @@ struct Fusable {
 };
 
 FunctionPtr fuse_bindings(const Function &fn) {
-  UseCounter counter;
-  counter.visit_function(fn);
+  std::unordered_map<const Expr *, int> use_count = count_uses(fn);
   // Reads of each var as the operand of a call that takes plain injective
   // producers (an injective call, or one that fuses_producers): a value
   // whose every use is one may be recomputed in each.
@@ -183,14 +177,46 @@ FunctionPtr fuse_bindings(const Function &fn) {
           ++producer_uses[a.get()];
   std::unordered_map<const Expr *, Fusable> fusable; // by var
   std::unordered_map<const Expr *, int> replaced;     // uses of each var that fused
+  std::unordered_map<const Expr *, ExprPtr> tuples;   // Tuple values, by var
+  // A tuple built for one call that takes plain producers (concatenate's
+  // parts) is written in its place, its fields' plain injective producers
+  // fused: each part is computed where the call stores it. Null when no
+  // field fuses.
+  auto fuse_into_tuple = [&](const ExprPtr &arg, int &depth) -> ExprPtr {
+    auto t = tuples.find(arg.get());
+    if (t == tuples.end() || use_count[arg.get()] != 1)
+      return nullptr;
+    std::vector<ExprPtr> fields = t->second->args;
+    bool any = false;
+    for (ExprPtr &f : fields) {
+      auto it = fusable.find(f.get());
+      if (it == fusable.end() || !injective(*it->second.value) || it->second.anchored)
+        continue;
+      ++replaced[f.get()];
+      depth = std::max(depth, it->second.depth + 1);
+      f = it->second.value;
+      any = true;
+    }
+    if (!any)
+      return nullptr;
+    ++replaced[arg.get()];
+    return with_args(*t->second, std::move(fields));
+  };
   std::vector<Binding> out;
   for (const Binding &b : fn.body.bindings) {
     ExprPtr value = b.value;
+    if (value->kind == ExprKind::Tuple)
+      tuples[b.var.get()] = value;
     if (value->kind == ExprKind::Call) {
       bool inj = injective(*value);
       Fusable self{nullptr, 1, false};
       std::vector<ExprPtr> args = value->args;
       for (size_t i = 0; i < args.size(); ++i) {
+        if (inj || value->op->fuses_producers)
+          if (ExprPtr parts = fuse_into_tuple(args[i], self.depth)) {
+            args[i] = parts;
+            continue;
+          }
         auto it = fusable.find(args[i].get());
         if (it == fusable.end())
           continue;
@@ -209,7 +235,7 @@ FunctionPtr fuse_bindings(const Function &fn) {
       // A chain deeper than kMaxFusedDepth starts a new kernel, so that every
       // walk over a fused expression (lowering, the verifier, codegen) stays
       // shallow however long the chain (100 000 chained adds compile).
-      int uses = counter.uses[b.var.get()];
+      int uses = use_count[b.var.get()];
       bool single = uses == 1 && (inj || (value->op->fuses_epilogue && !self.anchored));
       bool shared = uses > 1 && uses <= kMaxUsers && producer_uses[b.var.get()] == uses && inj && !self.anchored &&
                     recomputable(value);
@@ -225,7 +251,7 @@ FunctionPtr fuse_bindings(const Function &fn) {
   // not take stays a kernel of its own (the users that took it recompute it).
   std::erase_if(out, [&](const Binding &b) {
     auto it = replaced.find(b.var.get());
-    return it != replaced.end() && it->second == counter.uses[b.var.get()];
+    return it != replaced.end() && it->second == use_count[b.var.get()];
   });
   if (log_enabled(LogLevel::Info))
     for (const Binding &b : out) {

@@ -89,7 +89,8 @@ private:
   /// fuses_epilogue) under an injective one, whose operands are atoms or
   /// fused operands.
   bool fused_operand(const Expr &e) const {
-    if (e.kind != ExprKind::Call || !(e.op->injective() || e.op->fuses_epilogue))
+    bool parts = e.kind == ExprKind::Tuple; // a tuple of fused parts (concatenate's)
+    if (!parts && (e.kind != ExprKind::Call || !(e.op->injective() || e.op->fuses_epilogue)))
       return false;
     for (const ExprPtr &a : e.args)
       if (!a->is_atom() && !fused_operand(*a))

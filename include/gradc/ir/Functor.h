@@ -152,6 +152,10 @@ FunctionPtr close_over(const Function &fn, const std::vector<ExprPtr> &captured)
 /// function (scan_backward's gradient) needs.
 ExprPtr inline_function(const Function &fn, const std::vector<ExprPtr> &args, std::vector<Binding> &out);
 
+/// How many times each Var is read in `fn`, reads inside the bodies of its
+/// `fn` values included.
+std::unordered_map<const Expr *, int> count_uses(const Function &fn);
+
 /// The Vars that `e` reads, in first-use order, including reads from inside
 /// the bodies of `fn` values (less the Vars those bodies define themselves).
 std::vector<ExprPtr> free_vars(const ExprPtr &e);

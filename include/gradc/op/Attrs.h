@@ -180,8 +180,9 @@ std::optional<T> decode_attrs(const Attrs &attrs, const std::vector<Type> &args,
   return typed;
 }
 
-/// The typed attributes of a composite's call (OpBuilder::decompose), whose
-/// arguments are typed and attributes checked.
+/// The typed attributes of a composite's call (OpBuilder::decompose) or of a
+/// projected one (OpBuilder::project), whose arguments are typed and
+/// attributes checked.
 template <class T> T composite_attrs(const std::vector<ExprPtr> &args, const Attrs &attrs) {
   std::vector<Type> types;
   for (const ExprPtr &a : args)

@@ -129,6 +129,9 @@ using KernelFn = StmtPtr (*)(KernelCtx &);
 /// An operator defined as a composition of others: emits the composition
 /// with `b` (typed bindings) and returns its value.
 using DecomposeFn = ExprPtr (*)(Builder &b, const std::vector<ExprPtr> &args, const Attrs &attrs);
+/// Field `field` of a tuple-result call computed on its own, from the call's
+/// arguments, by injective operators (split's part: a strided slice).
+using ProjectFn = ExprPtr (*)(Builder &b, const std::vector<ExprPtr> &args, const Attrs &attrs, size_t field);
 
 /// A finite-difference test case: parameters and a body calling the operator,
 /// compiled in float64 by the registry-driven gradient test.
@@ -176,6 +179,7 @@ struct OpDef {
   bool no_gradient = false; // gradient is zero by definition (comparisons, creation, ...)
   ElementFn element = nullptr;
   DecomposeFn decompose = nullptr; // a composite: expanded before gradient and lowering
+  ProjectFn project = nullptr;     // a tuple result whose fields fuse one by one (transform/Passes.h: project_fields)
   KernelFn kernel = nullptr;       // the schedule-neutral kernel
   std::vector<std::pair<TargetKind, KernelFn>> strategies; // hand-scheduled kernels per target
   std::vector<GradExample> examples; // finite-difference cases, at least one per gradient
@@ -246,6 +250,10 @@ public:
   /// come from the parts. Unless .relation() is also given, the type
   /// relation is the composition's, checked on the argument types.
   OpBuilder &decompose(DecomposeFn fn);
+  /// Each field of the operator's tuple result as an expression of its own:
+  /// a call only read through projections becomes one per field read
+  /// (transform/Passes.h: project_fields), each fusing into its consumers.
+  OpBuilder &project(ProjectFn fn);
   /// A hand-scheduled kernel for one target kind, used there instead of `kernel`.
   OpBuilder &strategy(TargetKind target, KernelFn fn);
   /// Adds a finite-difference case; an operator may register several.

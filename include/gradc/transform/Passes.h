@@ -42,6 +42,14 @@ FunctionPtr expand_composites(const Function &fn);
 /// input: after rematerialization the markers have served. Pre and post: ANF.
 FunctionPtr drop_checkpoint_markers(const Function &fn);
 
+/// Replaces a call whose operator computes each field of its tuple result on
+/// its own (OpDef::project: split), and whose value is read only through
+/// projections in its own body, by one call per projection: `%p =
+/// split(%x, 2); %a = %p.0` becomes `%a = strided_slice(%x, ...)`, which
+/// fuses into %a's consumers where split's kernel wrote every part to
+/// memory. Runs on the bodies of `fn` values too. Pre and post: ANF.
+FunctionPtr project_fields(const Function &fn);
+
 /// Replaces a binding that applies the same operator, with the same
 /// attributes, to the same operands (Vars by identity, constants by bits)
 /// as an earlier one by that one. A function with checkpoint markers or `fn`
