@@ -29,9 +29,11 @@
 #include "gradc/op/Ops.h"
 #include "gradc/op/Relations.h"
 #include "gradc/op/Revolve.h"
+#include "gradc/op/TimeSums.h"
 #include "gradc/op/VjpSplit.h"
 
 #include <algorithm>
+#include <unordered_set>
 
 namespace gradc {
 namespace {
@@ -232,7 +234,22 @@ Grads scan_grad(GradCtx &g) {
     for (size_t j = 0; j < split.saved.size(); ++j)
       saved.push_back(g.b.get(fwd, int(1 + j)));
   }
-  auto vjp = std::make_shared<Function>(*split.backward);
+  // Captured adjoints that contract a step's rows are summed after the loop
+  // (op/TimeSums.h); a state operand is read from the states' history only
+  // when the scan stores every state whatever --remat says.
+  std::vector<bool> float_x, float_c, history;
+  for (size_t i = 2; i < call.args.size(); ++i)
+    float_x.push_back(has_float_part(call.args[i]->type));
+  history.assign(k, true);
+  history.resize(k + split.saved.size(), stored);
+  for (const ExprPtr &c : captured)
+    float_c.push_back(has_float_part(c->type));
+  int64_t steps = leaf_types(g.out->type).at(0).shape.at(0);
+  TimeSumPlan sums{split.backward, {}, {}};
+  if (steps > 1)
+    sums = plan_time_sums(*split.backward, has_float_part(call.args[1]->type), float_x, float_c, history,
+                          every == 1 && slots == 0);
+  auto vjp = std::make_shared<Function>(*sums.vjp);
   vjp->name.clear(); // a `fn` value
   std::vector<ExprPtr> args{make_func(vjp), make_func(recomputed ? aug : closed), g.out, g.grad};
   for (size_t i = 2; i < call.args.size(); ++i)
@@ -246,17 +263,27 @@ Grads scan_grad(GradCtx &g) {
   attrs.set("checkpoint_every", AttrValue::of(every));
   attrs.set("checkpoint_slots", AttrValue::of(slots));
   attrs.set("steps", AttrValue::of(int64_t(0)));
+  std::vector<int64_t> unsummed;
+  for (const TimeSum &sum : sums.sums)
+    unsummed.push_back(int64_t(sum.captured));
+  attrs.set("unsummed", AttrValue::ints(unsummed));
+  attrs.set("emitted", AttrValue::of(int64_t(sums.emitted.size())));
   ExprPtr back = g.b.call(ops::scan_backward, args, attrs);
   // Its fields: an adjoint for each input with a floating-point part, in the
-  // order of the call's inputs (init, the sequences, the captured values);
-  // the saved values are none of these.
+  // order of the call's inputs (init, the sequences, the captured values
+  // not summed after the loop); the saved values are none of these.
   int field = 0;
   auto adjoint = [&](const ExprPtr &input) { return has_float_part(input->type) ? g.b.get(back, field++) : nullptr; };
   Grads grads{nullptr};
   for (size_t i = 1; i < call.args.size(); ++i)
     grads.push_back(adjoint(call.args[i]));
-  for (const ExprPtr &c : captured)
-    grads.push_back(adjoint(c));
+  StepHistories histories{g.out, std::vector<ExprPtr>(call.args.begin() + 2, call.args.end()), back, steps};
+  for (size_t j = 0; j < split.saved.size(); ++j)
+    histories.sequences.push_back(stored ? saved[j] : nullptr);
+  for (size_t j = 0; j < captured.size(); ++j) {
+    auto sum = std::find_if(sums.sums.begin(), sums.sums.end(), [&](const TimeSum &s) { return s.captured == j; });
+    grads.push_back(sum != sums.sums.end() ? build_time_sum(g.b, *sum, histories) : adjoint(captured[j]));
+  }
   return grads;
 }
 
@@ -368,6 +395,8 @@ struct ScanBackwardAttrs {
   int64_t checkpoint_every = 1;
   int64_t checkpoint_slots = 0;
   int64_t steps = 0;
+  std::vector<int64_t> unsummed;
+  int64_t emitted = 0;
   template <class V> void visit(V &v) {
     v("sequences", sequences, "How many of the arguments after the adjoint are sequences (the rest are captured).",
       {.min = 1});
@@ -388,6 +417,13 @@ struct ScanBackwardAttrs {
       "0: `states` holds every state. T > 0 (after time checkpointing): the scan had T steps and `states` "
       "holds every checkpoint_every-th state of the first T - 1, the ones its reverse steps start from; with "
       "checkpoint_slots, the states the binomial schedule's forward sweep keeps (op/Revolve.h).",
+      {.min = 0});
+    v("unsummed", unsummed,
+      "The captured values (their positions among them) the vjp returns no adjoint for: scan's gradient sums "
+      "them after the loop, as one contraction over every step (op/TimeSums.h).");
+    v("emitted", emitted,
+      "How many step values the vjp returns after the adjoints, which the result stacks over time (step 0: "
+      "zeros), as it stacks the sequences' adjoints: the operands of those sums that have no history otherwise.",
       {.min = 0});
   }
 };
@@ -447,12 +483,20 @@ Type scan_backward_rel(RelationCtx &ctx) {
   std::vector<Type> params{state}, body_params{state}, result, step_result;
   if (has_float_part(state))
     result.push_back(state), step_result.push_back(state);
+  size_t captured = a.size() - first_cap;
+  std::vector<bool> unsummed(captured, false);
+  for (int64_t j : attrs.unsummed) {
+    if (j < 0 || size_t(j) >= captured || unsummed[size_t(j)] || !has_float_part(a[first_cap + size_t(j)]))
+      return ctx.fail_attr("unsummed", "unsummed=[..., " + std::to_string(j) + ", ...] is not one of the " +
+                                           std::to_string(captured) + " captured values with an adjoint, once each");
+    unsummed[size_t(j)] = true;
+  }
   for (size_t i = 4; i < a.size(); ++i) {
     params.push_back(i < first_cap ? step_of(a[i]) : a[i]);
     if (i >= first_saved && i < first_cap)
       continue;
     body_params.push_back(params.back());
-    if (has_float_part(a[i]))
+    if (has_float_part(a[i]) && !(i >= first_cap && unsummed[i - first_cap]))
       result.push_back(a[i]), step_result.push_back(params.back());
   }
   Type body_result = state;
@@ -470,6 +514,16 @@ Type scan_backward_rel(RelationCtx &ctx) {
     return ctx.fail("the body has type " + fwd.str() + " but the states and inputs call for " +
                     Type::function(body_params, body_result).str());
   params.push_back(state);
+  // The emitted step values are the vjp's to say: tensors, stacked.
+  const Type *vjp_result = vjp.is_function() && vjp.result.size() == 1 ? &vjp.result[0] : nullptr;
+  for (int64_t e = 0; e < attrs.emitted; ++e) {
+    size_t f = step_result.size();
+    if (!vjp_result || !vjp_result->is_tuple() || vjp_result->fields.size() <= f || !vjp_result->fields[f].is_tensor())
+      return ctx.fail("the vjp has type " + vjp.str() + " but emitted=" + std::to_string(attrs.emitted) +
+                      " calls for " + std::to_string(attrs.emitted) + " tensors after its adjoints");
+    step_result.push_back(vjp_result->fields[f]);
+    result.push_back(stacked(step_result.back(), *steps));
+  }
   if (vjp != Type::function(params, Type::tuple(step_result)))
     return ctx.fail("the vjp has type " + vjp.str() + " but the states and inputs call for " +
                     Type::function(params, Type::tuple(step_result)).str());
@@ -506,7 +560,7 @@ ExprPtr from_leaves(Builder &b, const Type &type, const std::vector<ExprPtr> &le
 /// `saved` of the x_i have no adjoint. With `fwd` (recompute_saved), each
 /// step's saved values are fwd's fields after the state.
 ExprPtr reverse_as_scan(Builder &b, const Function &vjp, const std::vector<ExprPtr> &in, int64_t k, int64_t saved,
-                        const Function *fwd) {
+                        const Function *fwd, const std::vector<int64_t> &unsummed, int64_t emitted) {
   const Type &state = vjp.params[0]->type;
   std::vector<ExprPtr> st = leaves_of(b, in[0]), ds = leaves_of(b, in[1]);
   std::vector<ExprPtr> xs(in.begin() + 2, in.begin() + 2 + k), caps(in.begin() + 2 + k, in.end());
@@ -524,9 +578,13 @@ ExprPtr reverse_as_scan(Builder &b, const Function &vjp, const std::vector<ExprP
   std::vector<bool> float_x, float_c;
   for (size_t i = 0; i < xs.size(); ++i)
     float_x.push_back(has_float_part(xs[i]->type) && i + size_t(saved) < xs.size());
-  for (const ExprPtr &c : caps)
-    float_c.push_back(has_float_part(c->type));
-  std::vector<ExprPtr> d_init, d_x, d_c; // the outputs' leaves
+  for (size_t j = 0; j < caps.size(); ++j)
+    float_c.push_back(has_float_part(caps[j]->type) &&
+                      std::find(unsummed.begin(), unsummed.end(), int64_t(j)) == unsummed.end());
+  // The emitted step values' types: the vjp's result after the adjoints.
+  const std::vector<Type> &vjp_fields = vjp.body.result->type.fields;
+  std::vector<Type> emitted_types(vjp_fields.end() - emitted, vjp_fields.end());
+  std::vector<ExprPtr> d_init, d_x, d_c, d_e; // the outputs' leaves
   if (steps == 1) {
     for (const ExprPtr &d : ds)
       d_init.push_back(first(d));
@@ -537,6 +595,8 @@ ExprPtr reverse_as_scan(Builder &b, const Function &vjp, const std::vector<ExprP
       if (float_c[j])
         for (const Type &leaf : leaf_types(caps[j]->type))
           d_c.push_back(b.zeros(leaf));
+    for (const Type &t : emitted_types)
+      d_e.push_back(b.zeros(stacked(t, 1)));
   } else {
     // The scan's state: (carry leaves, d_x steps, sums of the captured adjoints' leaves).
     std::vector<Type> fields = leaf_types(state);
@@ -549,6 +609,8 @@ ExprPtr reverse_as_scan(Builder &b, const Function &vjp, const std::vector<ExprP
       if (float_c[j])
         for (const Type &leaf : leaf_types(caps[j]->type))
           fields.push_back(leaf);
+    size_t n_dc = fields.size() - n_carry - n_dx;
+    fields.insert(fields.end(), emitted_types.begin(), emitted_types.end());
     std::vector<ExprPtr> init_fields, seqs;
     for (const Type &f : fields)
       init_fields.push_back(b.zeros(f));
@@ -586,9 +648,12 @@ ExprPtr reverse_as_scan(Builder &b, const Function &vjp, const std::vector<ExprP
     args.push_back(from_leaves(bb, state, g, at_g));
     ExprPtr r = inline_function(vjp, args, bb.bindings());
     std::vector<ExprPtr> r_leaves = leaves_of(bb, r), next;
-    // r: d_s (a float state has one), the float x's, the float captured values
-    for (size_t l = 0; l < fields.size(); ++l)
-      next.push_back(l < n_carry + n_dx ? r_leaves[l] : bb.add(bb.get(carry_state, int(l)), r_leaves[l]));
+    // r: d_s (a float state has one), the float x's, the float captured
+    // values (summed), the emitted step values
+    for (size_t l = 0; l < fields.size(); ++l) {
+      bool summed = l >= n_carry + n_dx && l < n_carry + n_dx + n_dc;
+      next.push_back(summed ? bb.add(bb.get(carry_state, int(l)), r_leaves[l]) : r_leaves[l]);
+    }
     body->body.result = bb.tuple(next);
     std::vector<ExprPtr> scan_args{make_func(body), b.tuple(init_fields)};
     scan_args.insert(scan_args.end(), seqs.begin(), seqs.end());
@@ -599,8 +664,10 @@ ExprPtr reverse_as_scan(Builder &b, const Function &vjp, const std::vector<ExprP
         d_init.push_back(b.add(first(ds[l]), last(h)));
       else if (l < n_carry + n_dx)
         d_x.push_back(shifted(h));
-      else
+      else if (l < n_carry + n_dx + n_dc)
         d_c.push_back(last(h));
+      else
+        d_e.push_back(shifted(h));
     }
   }
   std::vector<ExprPtr> out;
@@ -612,6 +679,7 @@ ExprPtr reverse_as_scan(Builder &b, const Function &vjp, const std::vector<ExprP
   for (size_t j = 0; j < caps.size(); ++j)
     if (float_c[j])
       out.push_back(from_leaves(b, caps[j]->type, d_c, at));
+  out.insert(out.end(), d_e.begin(), d_e.end());
   return b.tuple(out);
 }
 
@@ -646,8 +714,8 @@ Grads scan_backward_grad(GradCtx &g) {
     scan_args.insert(scan_args.end(), xs.begin(), xs.end());
     in[0] = b.call(ops::scan, scan_args);
   }
-  value->body.result =
-      reverse_as_scan(b, *call.args[0]->func, in, k, recompute ? 0 : attrs.saved, recompute ? &fwd : nullptr);
+  value->body.result = reverse_as_scan(b, *call.args[0]->func, in, k, recompute ? 0 : attrs.saved,
+                                       recompute ? &fwd : nullptr, attrs.unsummed, attrs.emitted);
   FunctionPtr vjp = g.differentiate(*value);
   std::vector<ExprPtr> args(call.args.begin() + 2, call.args.end());
   args.push_back(g.grad);
@@ -711,7 +779,10 @@ void scan_backward_lower(LoopLowerCtx &c) {
   // The outputs, leaf by leaf: d_init, then d_x_i (stacked) and d_c_j for
   // the inputs with a float part; a sequence is one leaf, a captured value
   // any number.
-  std::vector<BufferPtr> d_init, d_x, d_c; // d_x: one per sequence (null: none)
+  // Then the emitted step values, stacked as d_x is. The unsummed captured
+  // values have no output.
+  std::vector<BufferPtr> d_init, d_x, d_c, emitted; // d_x: one per sequence (null: none)
+  std::unordered_set<int64_t> unsummed(attrs.unsummed.begin(), attrs.unsummed.end());
   size_t o = 0;
   if (float_state)
     for (size_t l = 0; l < d_states.size(); ++l)
@@ -720,10 +791,12 @@ void scan_backward_lower(LoopLowerCtx &c) {
     bool adjoint = has_float_part(call.args[i]->type) && (i < first_saved || i >= first_cap);
     if (i < first_cap)
       d_x.push_back(adjoint ? c.outputs[o++] : nullptr);
-    else if (adjoint)
+    else if (adjoint && !unsummed.count(int64_t(i - first_cap)))
       for (size_t l = 0; l < leaf_types(call.args[i]->type).size(); ++l)
         d_c.push_back(c.outputs[o++]);
   }
+  for (int64_t e = 0; e < attrs.emitted; ++e)
+    emitted.push_back(c.outputs[o++]);
   std::vector<BufferPtr> carry = sk.buffers("carry", state);
   for (const BufferPtr &b : carry)
     sk.fill_zero("carry_zero", b, nullptr);
@@ -732,6 +805,8 @@ void scan_backward_lower(LoopLowerCtx &c) {
   for (const BufferPtr &b : d_x)
     if (b)
       sk.fill_zero("dx_first", b, imm(0));
+  for (const BufferPtr &b : emitted)
+    sk.fill_zero("emitted_first", b, imm(0));
   std::vector<std::vector<BufferPtr>> caps;
   for (size_t i = first_cap; i < call.args.size(); ++i)
     caps.push_back(c.input(i));
@@ -792,6 +867,8 @@ void scan_backward_lower(LoopLowerCtx &c) {
       const BufferPtr &term = r[f++];
       sk.write("accumulate", b, nullptr, [&](const LExprPtr &i) { return add(load(b, i), load(term, i)); });
     }
+    for (const BufferPtr &b : emitted)
+      sk.store_result("store_emitted", b, sk.t(), r[f++], body_first, r);
     sk.advance(-1);
   };
   if (steps > 1 && !attrs.steps) {
@@ -938,6 +1015,12 @@ void register_recurrence_ops(OpRegistry &reg) {
       .example("%h: Tensor[(2, 3), float64], %x: Tensor[(4, 2, 3), float64], %w: Tensor[(3, 3), float64]",
                "scan(fn (%s: Tensor[(2, 3), float64], %xt: Tensor[(2, 3), float64]) { tanh(nn.dense(%s, %w) + "
                "%xt) }, %h, %x)")
+      // The weights' and the bias's adjoints are sums over time after the loop (op/TimeSums.h), of the
+      // state's history, the sequence's and the pre-activation's adjoint, which the reverse steps emit.
+      .example("%h: Tensor[(2, 3), float64], %x: Tensor[(5, 2, 4), float64], %u: Tensor[(3, 4), float64], "
+               "%w: Tensor[(3, 3), float64], %c: Tensor[(3,), float64]",
+               "sum(sin(scan(fn (%s: Tensor[(2, 3), float64], %xt: Tensor[(2, 4), float64]) { "
+               "tanh(nn.bias_add(nn.dense(%xt, %u) + nn.dense(%s, %w), %c)) }, %h, %x)))")
       .example("%a: Tensor[(3,), float64], %b: Tensor[(3,), float64], %x: Tensor[(5, 3), float64], "
                "%y: Tensor[(5, 3), float64]",
                "%0 = scan(fn (%s, %xt, %yt) { (%s.0 * %xt + %yt, %s.1 + %s.0) }, (%a, %b), %x, %y); "
@@ -984,7 +1067,15 @@ void register_recurrence_ops(OpRegistry &reg) {
       .example("%st: Tensor[(5, 3), float64], %ds: Tensor[(5, 3), float64], %x: Tensor[(5, 3), float64], "
                "%w: Tensor[(3,), float64]",
                "%0 = grad.scan_backward(" SAVED_VJP ", " SAVED_BODY ", %st, %ds, %x, %w, saved=1, "
-               "recompute_saved=True); sum(%0.0) + sum(sin(%0.1)) + sum(%0.2 * %0.2)");
+               "recompute_saved=True); sum(%0.0) + sum(sin(%0.1)) + sum(%0.2 * %0.2)")
+      // A captured value left unsummed (its adjoint is summed after the loop) and an emitted step value.
+      .example("%st: Tensor[(4, 3), float64], %ds: Tensor[(4, 3), float64], %x: Tensor[(4, 3), float64], "
+               "%w: Tensor[(3,), float64]",
+               "%0 = grad.scan_backward(fn (%s: Tensor[(3,), float64], %xt: Tensor[(3,), float64], "
+               "%c: Tensor[(3,), float64], %d: Tensor[(3,), float64]) { (%d * tanh(%s * %c) + %xt, %d * %s, "
+               "%d * %xt * %c) }, fn (%s: Tensor[(3,), float64], %xt: Tensor[(3,), float64], %c: Tensor[(3,), "
+               "float64]) { tanh(%s * %c) + %xt }, %st, %ds, %x, %w, sequences=1, unsummed=[0], emitted=1); "
+               "sum(%0.0) + sum(sin(%0.1)) + sum(%0.2 * %0.2)");
 }
 
 } // namespace gradc

@@ -415,13 +415,17 @@ void register_shape_ops(OpRegistry &reg) {
         LExprPtr inside;
         for (size_t d = 0; d < in.size(); ++d) {
           LExprPtr i = binary(BinaryOp::Sub, c.index[d], int_imm(a.pad_width[d][0]));
+          if (a.pad_width[d][0] <= 0 && a.pad_width[d][1] <= 0) { // only cropped: it reads inside, at an affine index
+            idx.push_back(i);
+            continue;
+          }
           LExprPtr ok = in_range(i, 0, in[d]);
           inside = inside ? binary(BinaryOp::And, inside, ok) : ok;
           idx.push_back(clamp_index(i, in[d]));
         }
         DType dt = c.type().dtype;
         LExprPtr value = c.call.args.size() == 2 ? c.in(1, {}) : constant_of(a.pad_value, dt);
-        if (!inside) // a scalar: nothing to pad
+        if (!inside) // a scalar, or only cropped: nothing to pad
           return c.in(0, idx);
         if (num_elements(in) == 0) // nothing to read: all padding
           return value;

@@ -615,7 +615,8 @@ def _scan_backward(a, at):
     """The reverse scan of scan's gradient (`gradc ops grad.scan_backward`): carry = 0; for t = T-1
     down to 1, (d_s, d_x.., d_c..) = vjp(states[t-1], x[t].., c.., d_states[t] + carry), carry = d_s,
     d_x[t] = d_x, the d_c summed; then d_init = d_states[0] + carry and d_x[0] = 0 (float inputs, but
-    the saved values the forward scan stored for the vjp)."""
+    the saved values the forward scan stored for the vjp). The captured values listed in `unsummed`
+    get no adjoint; the vjp's `emitted` step values after the adjoints are stacked as d_x is."""
     vjp, body, states, d_states = a[0], a[1], a[2], a[3]
     recompute = at.get("recompute_saved", False) and at.get("saved", 0) > 0
     k = at["sequences"]
@@ -628,8 +629,11 @@ def _scan_backward(a, at):
             full.append(step(full[-1], *[x[t] for x in xs]))
         states = np.stack(full)
     carry = np.zeros_like(states[0])
+    unsummed = at.get("unsummed") or []
+    summed = [j for j in range(len(caps)) if j not in unsummed]
     d_x = [np.zeros_like(x) for x in xs[:k - saved]]
-    d_c = [np.zeros_like(c) for c in caps]
+    d_c = [np.zeros_like(caps[j]) for j in summed]
+    emitted = [None] * at.get("emitted", 0)
     for t in range(states.shape[0] - 1, 0, -1):
         x_t = [x[t] for x in xs]
         if recompute:  # the step's saved values, by the body from its state
@@ -638,9 +642,14 @@ def _scan_backward(a, at):
         carry = r[0]
         for i in range(k - saved):
             d_x[i][t] = r[1 + i]
-        for j in range(len(caps)):
-            d_c[j] = d_c[j] + r[1 + k - saved + j]
-    return (d_states[0] + carry, *d_x, *d_c)
+        for n in range(len(summed)):
+            d_c[n] = d_c[n] + r[1 + k - saved + n]
+        for e in range(len(emitted)):
+            v = r[1 + k - saved + len(summed) + e]
+            if emitted[e] is None:
+                emitted[e] = np.zeros((states.shape[0],) + v.shape, v.dtype)
+            emitted[e][t] = v
+    return (d_states[0] + carry, *d_x, *d_c, *emitted)
 
 
 def _scalar(v, dtype):
