@@ -249,13 +249,30 @@ void walk_schedule(const LoweredFunction &fn, const std::function<void(const Tim
 }
 
 namespace {
+
+// What an element costs beyond its store, in operations: a math function
+// is a polynomial of a dozen (a vector exp, tanh, log), a division a few.
+constexpr double kMathWork = 8, kDivideWork = 4;
+
+double element_work(const LExprPtr &e) {
+  double w = 0;
+  bool is_float = dtype_info(e->dtype).is_float;
+  if (e->kind == LExprKind::Unary && e->uop != UnaryOp::Neg && e->uop != UnaryOp::Abs)
+    w += kMathWork;
+  if (e->kind == LExprKind::Binary && is_float)
+    w += e->bop == BinaryOp::Pow ? kMathWork : e->bop == BinaryOp::Div ? kDivideWork : 0;
+  for (const LExprPtr &o : e->operands)
+    w += element_work(o);
+  return w;
+}
+
 class WorkEstimate : public StmtFunctor<double()> {
 public:
   double of(const StmtPtr &s) { return s ? dispatch(s) : 0.0; }
 
 private:
   double on_for(const StmtPtr &s) override { return double(s->extent) * of(s->body); }
-  double on_store(const StmtPtr &) override { return 1; }
+  double on_store(const StmtPtr &s) override { return 1 + element_work(s->value); }
   double on_seq(const StmtPtr &s) override {
     double w = 0;
     for (const StmtPtr &c : s->seq)

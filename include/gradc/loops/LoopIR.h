@@ -224,7 +224,8 @@ StmtPtr alloc(const BufferPtr &local, StmtPtr body);
 std::unordered_map<const Buffer *, std::pair<size_t, size_t>> buffer_lifetimes(const LoweredFunction &fn);
 
 /// A static estimate of the scalar operations `s` performs (loop extents
-/// times stores and branches), for cost rules.
+/// times stores and branches, a store's math functions and divisions
+/// weighing several), for cost rules.
 double estimated_work(const Stmt &s);
 
 /// The bytes of Local buffers a function's kernels put on the stack of the
