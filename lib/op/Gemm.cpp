@@ -493,14 +493,22 @@ private:
       });
     });
     auto write = [&](bool partial) {
-      return loop(k_, "i", mrows, ForKind::Serial, [&](const LExprPtr &i) {
-        return loop(k_, "j", valid, ForKind::Vectorized, [&](const LExprPtr &j) {
-          LExprPtr row = add(row0, i), col = add(col0, j), sum = load(acc, slot(i, j));
-          if (!partial)
-            return o_.store(row, col, cast(g_.dtype, sum));
-          return partial_ ? store(partial_, add(mul(row, imm(o_.cols)), col), sum)
-                          : o_.store_raw(row, col, cast(g_.dtype, sum));
+      auto element = [&](const LExprPtr &i, const LExprPtr &j) {
+        LExprPtr row = add(row0, i), col = add(col0, j), sum = load(acc, slot(i, j));
+        if (!partial)
+          return o_.store(row, col, cast(g_.dtype, sum));
+        return partial_ ? store(partial_, add(mul(row, imm(o_.cols)), col), sum)
+                        : o_.store_raw(row, col, cast(g_.dtype, sum));
+      };
+      // Transposed (rows are the output's columns): a tile column at a time,
+      // its MR elements side by side in the output, so that the stores and
+      // what an epilogue reads at them are contiguous, not VL columns apart.
+      if (o_.transposed && !partial_)
+        return loop(k_, "j", valid, ForKind::Serial, [&](const LExprPtr &j) {
+          return loop(k_, "i", mrows, ForKind::Unrolled, [&](const LExprPtr &i) { return element(i, j); });
         });
+      return loop(k_, "i", mrows, ForKind::Serial, [&](const LExprPtr &i) {
+        return loop(k_, "j", valid, ForKind::Vectorized, [&](const LExprPtr &j) { return element(i, j); });
       });
     };
     StmtPtr out = blocked_ && (g_.epilogue || partial_) ? choose(is_last, write(false), write(true)) : write(false);

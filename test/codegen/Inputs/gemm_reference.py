@@ -109,6 +109,16 @@ check("relu(bias_add(dense)) 37x29x1000 float32", got,
 got = run("dense_cast16", "%%x: %s, %%w: %s" % (t((37, 1000)) % "float32", t((29, 1000)) % "float32"),
           "cast(nn.dense(%x, %w), dtype=\"float16\")", {"x": x, "w": w})
 check("cast(dense, float16) 37x29x1000", got, (x.astype(np.float64) @ w.astype(np.float64).T), "float16", 1)
+# A small batch against a wider weight is computed transposed (the weight's
+# rows are the tile rows): the stores and the epilogue's reads of %y run
+# along the output's rows, a tile column at a time.
+for m, n in ((16, 96), (13, 29)):
+    x, w, y = operand((m, 64), "float32"), operand((n, 64), "float32"), operand((m, n), "float32")
+    got = run("dense_add_%d" % m, "%%x: %s, %%w: %s, %%y: %s" % (t((m, 64)) % "float32", t((n, 64)) % "float32",
+                                                               t((m, n)) % "float32"),
+              "nn.dense(%x, %w) + %y", {"x": x, "w": w, "y": y})
+    check("dense(x, w) + y %dx%dx64 float32" % (m, n), got, x.astype(np.float64) @ w.astype(np.float64).T + y,
+          "float32", 64)
 dy, wt, h = operand((64, 10), "float32"), operand((10, 256), "float32"), operand((64, 256), "float32")
 got = run("relu_grad", "%%dy: %s, %%w: %s, %%h: %s" % (t((64, 10)) % "float32", t((10, 256)) % "float32",
                                                      t((64, 256)) % "float32"),
