@@ -219,8 +219,12 @@ Blocking blocking(const Target &t, const Gemm &g, const Oriented &o) {
   // The same holds for rows read across (aᵀ of aᵀ·b: a row of a per k)
   // whose k steps lie a multiple of 4 KiB apart (dW = dyᵀ·x of the LSTM's
   // input weight, 1024 x 256 x 2080: AVX2 code 18.4 -> 11.1 ms).
+  // So are rows read at an index that is not affine in k (a reshape of a
+  // transpose: attention's q of a head, from the qkv product), whose index
+  // arithmetic, divisions included, would otherwise run for every FMA.
   int64_t conflict = o.bcast_contiguous_in_k ? o.K : o.bcast_k_stride.value_or(1);
-  b.pack_rows = (o.bcast_computed && b.panels >= 2) ||
+  bool computed = o.bcast_computed || !o.bcast_k_stride;
+  b.pack_rows = (computed && b.panels >= 2) ||
                 (b.panels >= 8 && b.tiles >= 2 && conflict * acc_bytes % 4096 == 0);
   b.groups = row_groups(t, b, o, acc_bytes);
   int64_t cores = t.cores > 0 ? t.cores : 4;
