@@ -180,6 +180,7 @@ Module fuse_all(const Module &m, PassContext &) {
 }
 
 void plan_memory_pass(LoweredFunction &fn, PassContext &) { plan_memory(fn); }
+void simplify_indices_pass(LoweredFunction &fn, PassContext &) { simplify_indices(fn); }
 void schedule_pass(LoweredFunction &fn, PassContext &ctx) {
   if (ctx.target.is_gpu())
     bind_gpu_threads(fn, ctx.target);
@@ -226,6 +227,7 @@ struct LoopPassEntry {
   LoopVerifyOptions after; // what holds once it has run
 };
 const LoopPassEntry kLoopPasses[] = {
+    {"simplify indices", simplify_indices_pass, {/*scheduled=*/false, /*planned=*/false}},
     {"schedule", schedule_pass, {/*scheduled=*/true, /*planned=*/false}},
     {"memory planning", plan_memory_pass, {/*scheduled=*/true, /*planned=*/true}},
 };

@@ -1,6 +1,7 @@
 //===- Verify.cpp - the loop-IR verifier ----------------------------------===//
 #include "gradc/loops/Verify.h"
 #include "gradc/loops/Functor.h"
+#include "gradc/loops/Range.h"
 #include "gradc/support/Diagnostics.h"
 
 #include <algorithm>
@@ -11,85 +12,6 @@
 
 namespace gradc {
 namespace {
-
-/// A closed integer interval.
-struct Range {
-  int64_t lo, hi;
-};
-using MaybeRange = std::optional<Range>;
-
-/// Interval arithmetic on int64 index expressions; nullopt when unknown or
-/// when a bound would overflow.
-class RangeOf : public LExprFunctor<MaybeRange()> {
-public:
-  std::unordered_map<const LVar *, Range> vars;
-  std::unordered_map<const LExpr *, int64_t> upper; // guards: e < c proven inside an If
-
-  MaybeRange of(const LExprPtr &e) {
-    MaybeRange r = dispatch(e);
-    auto it = upper.find(e.get());
-    if (r && it != upper.end())
-      r->hi = std::min(r->hi, it->second);
-    return r;
-  }
-
-private:
-  static MaybeRange checked(__int128 lo, __int128 hi) {
-    if (lo < INT64_MIN || hi > INT64_MAX)
-      return std::nullopt;
-    return Range{int64_t(lo), int64_t(hi)};
-  }
-  MaybeRange on_int_imm(const LExprPtr &e) override { return Range{e->ivalue, e->ivalue}; }
-  MaybeRange on_float_imm(const LExprPtr &) override { return std::nullopt; }
-  MaybeRange on_var(const LExprPtr &e) override {
-    auto it = vars.find(e->var.get());
-    return it == vars.end() ? std::nullopt : MaybeRange(it->second);
-  }
-  MaybeRange on_load(const LExprPtr &) override { return std::nullopt; }
-  MaybeRange on_unary(const LExprPtr &) override { return std::nullopt; }
-  MaybeRange on_compare(const LExprPtr &) override { return std::nullopt; }
-  MaybeRange on_select(const LExprPtr &e) override {
-    MaybeRange a = of(e->operands[1]), b = of(e->operands[2]);
-    if (!a || !b)
-      return std::nullopt;
-    return Range{std::min(a->lo, b->lo), std::max(a->hi, b->hi)};
-  }
-  MaybeRange on_cast(const LExprPtr &) override { return std::nullopt; }
-  MaybeRange on_mul_add(const LExprPtr &) override { return std::nullopt; }
-  MaybeRange on_binary(const LExprPtr &e) override {
-    if (e->dtype != DType::Int64)
-      return std::nullopt;
-    MaybeRange a = of(e->operands[0]), b = of(e->operands[1]);
-    if (!a || !b)
-      return std::nullopt;
-    __int128 al = a->lo, ah = a->hi, bl = b->lo, bh = b->hi;
-    switch (e->bop) {
-    case BinaryOp::Add:
-      return checked(al + bl, ah + bh);
-    case BinaryOp::Sub:
-      return checked(al - bh, ah - bl);
-    case BinaryOp::Mul: {
-      __int128 c[] = {al * bl, al * bh, ah * bl, ah * bh};
-      return checked(*std::min_element(c, c + 4), *std::max_element(c, c + 4));
-    }
-    case BinaryOp::Min:
-      return Range{std::min(a->lo, b->lo), std::min(a->hi, b->hi)};
-    case BinaryOp::Max:
-      return Range{std::max(a->lo, b->lo), std::max(a->hi, b->hi)};
-    case BinaryOp::FloorDiv:
-      if (bl == bh && bl > 0) // floor division by a positive constant is monotonic
-        return Range{floor_div(a->lo, b->lo), floor_div(a->hi, b->lo)};
-      return std::nullopt;
-    case BinaryOp::FloorMod:
-      if (bl == bh && bl > 0)
-        return a->lo >= 0 && a->hi < b->lo ? *a : Range{0, b->lo - 1};
-      return std::nullopt;
-    default:
-      return std::nullopt;
-    }
-  }
-  static int64_t floor_div(int64_t a, int64_t b) { return a / b - (a % b != 0 && a < 0); }
-};
 
 class KernelVerifier : public LoopVisitor {
 public:

@@ -16,6 +16,11 @@ namespace gradc {
 /// Offsets of the arena buffers in the workspace (MemoryPlan.cpp).
 void plan_memory(LoweredFunction &fn);
 
+/// Removes index arithmetic the loop variables' ranges prove redundant:
+/// divisions and remainders of a sum by a constant that divides part of it,
+/// nested divisions, clamps of an index already in range (Simplify.cpp).
+void simplify_indices(LoweredFunction &fn);
+
 /// CPU (Schedule.cpp): the outermost profitable data-parallel loop of a
 /// kernel becomes Parallel (a cost rule: small loops stay serial), the
 /// innermost Vectorized, a loop that is both is split into a Parallel loop of
