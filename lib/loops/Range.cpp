@@ -56,7 +56,7 @@ MaybeRange RangeOf::on_binary(const LExprPtr &e) {
     return Range{std::max(a->lo, b->lo), std::max(a->hi, b->hi)};
   case BinaryOp::FloorDiv:
     if (bl == bh && bl > 0) // floor division by a positive constant is monotonic
-      return Range{floor_div(a->lo, b->lo), floor_div(a->hi, b->lo)};
+      return Range{floor_div_positive(a->lo, b->lo), floor_div_positive(a->hi, b->lo)};
     return std::nullopt;
   case BinaryOp::FloorMod:
     if (bl == bh && bl > 0)

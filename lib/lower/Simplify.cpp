@@ -9,7 +9,9 @@
 //    terms whose coefficient c divides go to the quotient; if the rest lies
 //    in [0, c), x // c is the quotient and x % c the rest, else what is left
 //    divides or reduces only the rest;
-//  * (x // a) // b is x // (a·b);
+//  * x // c where x = g·y + r, g dividing c and r in [0, g): y // (c / g)
+//    (and x % c: g·(y % (c / g)) + r);
+//  * (x // a) // b is x // (a·b), and (x // c)·c·k + (x % c)·k is x·k;
 //  * min(x, c) and max(x, c) go where x's range already lies on the right
 //    side of c (the clamps of an index that cannot leave its buffer).
 // ((i·128 + k) // 32) % 4 with k in [0, 128) becomes k // 32; the reshape of
@@ -22,6 +24,8 @@
 #include "gradc/loops/Range.h"
 #include "gradc/lower/Passes.h"
 
+#include <algorithm>
+#include <numeric>
 #include <vector>
 
 namespace gradc {
@@ -79,7 +83,35 @@ struct Linear {
   }
 };
 
+/// Whether two expressions are the same tree.
+bool same(const LExprPtr &a, const LExprPtr &b) {
+  if (a == b)
+    return true;
+  if (a->kind != b->kind || a->dtype != b->dtype || a->ivalue != b->ivalue || a->fvalue != b->fvalue ||
+      a->var != b->var || a->buffer != b->buffer || a->uop != b->uop || a->bop != b->bop || a->cop != b->cop ||
+      a->operands.size() != b->operands.size())
+    return false;
+  for (size_t i = 0; i < a->operands.size(); ++i)
+    if (!same(a->operands[i], b->operands[i]))
+      return false;
+  return true;
+}
+
+/// `e` as x // c (or x % c, `mod`) by a positive constant: x and c.
+bool division_of(const LExprPtr &e, bool mod, LExprPtr &x, int64_t &c) {
+  if (e->kind != LExprKind::Binary || e->bop != (mod ? BinaryOp::FloorMod : BinaryOp::FloorDiv) ||
+      !int_imm_of(e->operands[1], c) || c <= 0)
+    return false;
+  x = e->operands[0];
+  return true;
+}
+
 class IndexSimplifier : public LoopMutator {
+public:
+  IndexSimplifier() = default;
+  explicit IndexSimplifier(const std::unordered_map<const LVar *, Range> &vars) { ranges_.vars = vars; }
+  using LoopMutator::mutate;
+
 protected:
   StmtPtr on_for(const StmtPtr &s) override {
     ranges_.vars[s->var.get()] = Range{0, std::max<int64_t>(0, s->extent - 1)};
@@ -103,6 +135,67 @@ private:
     return r && r->lo >= lo && r->hi <= hi;
   }
 
+  /// A sum with (x // c)·c·k and (x % c)·k among its terms has x·k instead
+  /// (a reshape's split index flattened again).
+  LExprPtr recombine(const LExprPtr &e) {
+    Linear x;
+    x.add(e, 1);
+    if (!x.ok)
+      return e;
+    bool changed = false;
+    for (size_t i = 0; i < x.terms.size(); ++i) {
+      LExprPtr inner, other;
+      int64_t c = 0, c2 = 0, k = 0;
+      if (!division_of(x.terms[i].first, false, inner, c))
+        continue;
+      for (size_t j = 0; j < x.terms.size(); ++j)
+        if (j != i && division_of(x.terms[j].first, true, other, c2) && c2 == c && same(inner, other) &&
+            !__builtin_mul_overflow(x.terms[j].second, c, &k) && k == x.terms[i].second) {
+          int64_t scale = x.terms[j].second;
+          x.terms.erase(x.terms.begin() + std::ptrdiff_t(std::max(i, j)));
+          x.terms.erase(x.terms.begin() + std::ptrdiff_t(std::min(i, j)));
+          x.add(inner, scale);
+          if (!x.ok)
+            return e;
+          changed = true;
+          i = size_t(-1); // start over: the terms moved
+          break;
+        }
+    }
+    return changed ? x.build() : e;
+  }
+
+  /// x // c (or x % c) where x = g·y + r with g dividing c and r in [0, g):
+  /// y // (c / g), or g·(y % (c / g)) + r; null where no such g is found.
+  LExprPtr through_divisor(const Linear &x, int64_t c, bool div) {
+    std::vector<int64_t> candidates;
+    for (const auto &term : x.terms) {
+      int64_t g = std::gcd(c, term.second < 0 ? -term.second : term.second);
+      if (g > 1 && g < c && std::find(candidates.begin(), candidates.end(), g) == candidates.end())
+        candidates.push_back(g);
+    }
+    std::sort(candidates.rbegin(), candidates.rend());
+    for (int64_t g : candidates) {
+      Linear y, r;
+      for (const auto &term : x.terms)
+        if (term.second % g == 0)
+          y.terms.push_back({term.first, term.second / g});
+        else
+          r.terms.push_back(term);
+      y.constant = floor_div_positive(x.constant, g);
+      r.constant = x.constant - y.constant * g;
+      LExprPtr rest = r.build();
+      if (!within(rest, 0, g - 1))
+        continue;
+      LExprPtr m = int_imm(c / g);
+      if (div)
+        return simplify(binary(BinaryOp::FloorDiv, y.build(), m));
+      return binary(BinaryOp::Add, binary(BinaryOp::Mul, simplify(binary(BinaryOp::FloorMod, y.build(), m)), int_imm(g)),
+                    rest);
+    }
+    return nullptr;
+  }
+
   LExprPtr simplify(const LExprPtr &e) {
     const LExprPtr &a = e->operands[0], &b = e->operands[1];
     int64_t c = 0;
@@ -123,6 +216,9 @@ private:
       if (!int_imm_of(b, c) || c <= 0)
         return e;
       break;
+    case BinaryOp::Add:
+    case BinaryOp::Sub:
+      return recombine(e);
     default:
       return e;
     }
@@ -140,10 +236,13 @@ private:
       (term.second % c == 0 ? quotient : rest).terms.push_back(term.second % c == 0
                                                                   ? std::make_pair(term.first, term.second / c)
                                                                   : term);
-    quotient.constant = floor_div(x.constant, c);
+    quotient.constant = floor_div_positive(x.constant, c);
     rest.constant = x.constant - quotient.constant * c; // in [0, c)
     LExprPtr r = rest.build();
     bool exact = within(r, 0, c - 1);
+    if (!exact)
+      if (LExprPtr by_gcd = through_divisor(x, c, div))
+        return by_gcd;
     if (div) {
       if (exact)
         return quotient.build();
@@ -158,6 +257,10 @@ private:
 };
 
 } // namespace
+
+LExprPtr simplify_index(const LExprPtr &e, const std::unordered_map<const LVar *, Range> &vars) {
+  return IndexSimplifier(vars).mutate(e);
+}
 
 void simplify_indices(LoweredFunction &fn) {
   for (Kernel &k : fn.kernels)

@@ -45,6 +45,6 @@ private:
 };
 
 /// floor(a / b) for b > 0.
-inline int64_t floor_div(int64_t a, int64_t b) { return a / b - (a % b != 0 && a < 0); }
+inline int64_t floor_div_positive(int64_t a, int64_t b) { return a / b - (a % b != 0 && a < 0); }
 
 } // namespace gradc

@@ -9,6 +9,7 @@
 #pragma once
 
 #include "gradc/loops/LoopIR.h"
+#include "gradc/loops/Range.h"
 #include "gradc/loops/Target.h"
 
 namespace gradc {
@@ -20,6 +21,8 @@ void plan_memory(LoweredFunction &fn);
 /// divisions and remainders of a sum by a constant that divides part of it,
 /// nested divisions, clamps of an index already in range (Simplify.cpp).
 void simplify_indices(LoweredFunction &fn);
+/// The same for one expression, its loop variables in the given ranges.
+LExprPtr simplify_index(const LExprPtr &e, const std::unordered_map<const LVar *, Range> &vars);
 
 /// CPU (Schedule.cpp): the outermost profitable data-parallel loop of a
 /// kernel becomes Parallel (a cost rule: small loops stay serial), the

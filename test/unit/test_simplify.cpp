@@ -1,0 +1,155 @@
+//===- test_simplify.cpp - index simplification keeps every value ---------===//
+//
+// Random index expressions of the shapes lowering composes (sums of loop
+// variables times constants, divided, reduced and clamped by constants, in
+// nests), simplified under their loop ranges (lower/Passes.h:
+// simplify_index), must take the value of the original at every point of
+// the ranges; the shapes a reshape of a transpose gives must lose their
+// divisions.
+//
+//===----------------------------------------------------------------------===//
+#include "gradc/lower/Passes.h"
+
+#include <catch2/catch.hpp>
+
+#include <random>
+#include <unordered_map>
+
+using namespace gradc;
+
+namespace {
+
+int64_t floor_div_ref(int64_t a, int64_t b) { return a / b - (a % b != 0 && (a < 0) != (b < 0)); }
+
+int64_t eval(const LExprPtr &e, const std::unordered_map<const LVar *, int64_t> &at) {
+  switch (e->kind) {
+  case LExprKind::IntImm:
+    return e->ivalue;
+  case LExprKind::Var:
+    return at.at(e->var.get());
+  case LExprKind::Binary: {
+    int64_t a = eval(e->operands[0], at), b = eval(e->operands[1], at);
+    switch (e->bop) {
+    case BinaryOp::Add:
+      return a + b;
+    case BinaryOp::Sub:
+      return a - b;
+    case BinaryOp::Mul:
+      return a * b;
+    case BinaryOp::Min:
+      return std::min(a, b);
+    case BinaryOp::Max:
+      return std::max(a, b);
+    case BinaryOp::FloorDiv:
+      return floor_div_ref(a, b);
+    case BinaryOp::FloorMod:
+      return a - floor_div_ref(a, b) * b;
+    default:
+      break;
+    }
+  }
+  default:
+    break;
+  }
+  FAIL("unexpected expression");
+  return 0;
+}
+
+int count_divisions(const LExprPtr &e) {
+  int n = e->kind == LExprKind::Binary && (e->bop == BinaryOp::FloorDiv || e->bop == BinaryOp::FloorMod);
+  for (const LExprPtr &o : e->operands)
+    n += count_divisions(o);
+  return n;
+}
+
+struct Vars {
+  std::vector<LVarPtr> vars;
+  std::vector<int64_t> extents;
+  std::unordered_map<const LVar *, Range> ranges() const {
+    std::unordered_map<const LVar *, Range> r;
+    for (size_t i = 0; i < vars.size(); ++i)
+      r[vars[i].get()] = Range{0, extents[i] - 1};
+    return r;
+  }
+};
+
+/// Whether `a` and `b` agree at every point of the vars' ranges.
+bool agree(const LExprPtr &a, const LExprPtr &b, const Vars &v) {
+  std::unordered_map<const LVar *, int64_t> at;
+  std::vector<int64_t> idx(v.vars.size(), 0);
+  while (true) {
+    for (size_t i = 0; i < v.vars.size(); ++i)
+      at[v.vars[i].get()] = idx[i];
+    if (eval(a, at) != eval(b, at))
+      return false;
+    size_t d = 0;
+    while (d < idx.size() && ++idx[d] == v.extents[d])
+      idx[d++] = 0;
+    if (d == idx.size())
+      return true;
+  }
+}
+
+LExprPtr random_expr(std::mt19937 &rng, const Vars &v, int depth) {
+  std::uniform_int_distribution<int> pick(0, 9), small(1, 9), var(0, int(v.vars.size()) - 1);
+  const int64_t divisors[] = {2, 3, 4, 6, 8, 16, 32, 64};
+  int k = depth <= 0 ? 0 : pick(rng);
+  if (k <= 2)
+    return binary(BinaryOp::Mul, var_ref(v.vars[size_t(var(rng))]), int_imm(k == 0 ? 1 : divisors[size_t(small(rng) % 8)]));
+  LExprPtr a = random_expr(rng, v, depth - 1);
+  switch (k) {
+  case 3:
+  case 4:
+    return binary(BinaryOp::Add, a, random_expr(rng, v, depth - 1));
+  case 5:
+    return binary(BinaryOp::Add, a, int_imm(small(rng) - 5));
+  case 6:
+    return binary(BinaryOp::FloorDiv, a, int_imm(divisors[size_t(small(rng) % 8)]));
+  case 7:
+    return binary(BinaryOp::FloorMod, a, int_imm(divisors[size_t(small(rng) % 8)]));
+  case 8:
+    return binary(BinaryOp::Min, binary(BinaryOp::Max, a, int_imm(0)), int_imm(small(rng) * 8));
+  default:
+    return binary(BinaryOp::Sub, a, random_expr(rng, v, depth - 1));
+  }
+}
+
+} // namespace
+
+TEST_CASE("simplified indices take the original's value everywhere in range", "[simplify]") {
+  std::mt19937 rng(20261124);
+  Vars v;
+  for (int64_t extent : {3, 8, 5}) {
+    v.vars.push_back(std::make_shared<LVar>(LVar{"v" + std::to_string(v.vars.size())}));
+    v.extents.push_back(extent);
+  }
+  for (int n = 0; n < 3000; ++n) {
+    LExprPtr e = random_expr(rng, v, 4);
+    LExprPtr s = simplify_index(e, v.ranges());
+    INFO(n);
+    REQUIRE(agree(e, s, v));
+  }
+}
+
+TEST_CASE("a reshape of a transpose and a flat reshape lose their divisions", "[simplify]") {
+  Vars v;
+  for (int64_t extent : {8, 64, 32}) {
+    v.vars.push_back(std::make_shared<LVar>(LVar{"v" + std::to_string(v.vars.size())}));
+    v.extents.push_back(extent);
+  }
+  auto var = [&](int i) { return var_ref(v.vars[size_t(i)]); };
+  auto add = [](LExprPtr a, LExprPtr b) { return binary(BinaryOp::Add, std::move(a), std::move(b)); };
+  auto mul = [](LExprPtr a, int64_t c) { return binary(BinaryOp::Mul, std::move(a), int_imm(c)); };
+  auto div = [](LExprPtr a, int64_t c) { return binary(BinaryOp::FloorDiv, std::move(a), int_imm(c)); };
+  auto mod = [](LExprPtr a, int64_t c) { return binary(BinaryOp::FloorMod, std::move(a), int_imm(c)); };
+  // (b, t, d) of a (8, 64, 32) view of (2, 4, 64, 32) transposed from (2, 64, 4, 32): flat f = (b·64 + t)·32 + d.
+  LExprPtr f = add(mul(add(mul(var(0), 64), var(1)), 32), var(2));
+  LExprPtr n = div(f, 8192), h = mod(div(f, 2048), 4), t = mod(div(f, 32), 64), d = mod(f, 32);
+  LExprPtr index = add(mul(add(mul(add(mul(n, 64), t), 4), h), 32), d); // (n, t, h, d) in (2, 64, 4, 32)
+  LExprPtr s = simplify_index(index, v.ranges());
+  CHECK(agree(index, s, v));
+  CHECK(count_divisions(s) == 2); // b // 4 and b % 4
+  // A flat reshape: (i // 10)·10 + i % 10 is i.
+  LExprPtr flat = add(mul(div(var(1), 10), 10), mod(var(1), 10));
+  CHECK(count_divisions(simplify_index(flat, v.ranges())) == 0);
+}
