@@ -197,6 +197,8 @@ private:
   }
 
   LExprPtr simplify(const LExprPtr &e) {
+    if (e->kind != LExprKind::Binary || e->dtype != DType::Int64) // (a rewrite may fold to a constant)
+      return e;
     const LExprPtr &a = e->operands[0], &b = e->operands[1];
     int64_t c = 0;
     switch (e->bop) {
