@@ -1029,9 +1029,11 @@ void register_recurrence_ops(OpRegistry &reg) {
   reg.add("grad.scan_backward")
       .describe("The reverse scan of scan's gradient: runs the body's vector-Jacobian product from the last step "
                 "to the first over the stored states; returns the adjoints of the initial state, of each sequence "
-                "and of each captured value, for those with a floating-point part.")
+                "and of each captured value but the unsummed ones, for those with a floating-point part, then the "
+                "emitted step values stacked over time.")
       .arg("vjp", "fn",
-           "fn (%state, %x1_t, ..., %saved..., %captured..., %d_next) -> (d_state, d_x1_t, ..., d_captured...)")
+           "fn (%state, %x1_t, ..., %saved..., %captured..., %d_next) -> (d_state, d_x1_t, ..., d_captured "
+           "(but the unsummed)..., emitted...)")
       .arg("body", "fn",
            "scan's body closed over what it captured: fn (%state, %x1_t, ..., %captured...) -> state, or -> "
            "(state, saved...) with recompute_saved.")
