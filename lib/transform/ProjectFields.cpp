@@ -19,26 +19,26 @@
 #include "gradc/transform/Passes.h"
 
 #include <unordered_map>
+#include <unordered_set>
 
 namespace gradc {
 namespace {
 
-/// The projections `%a = %p.i` of a projectable call's Var %p, bound in
-/// `fn`'s own body; the calls whose every use is one of these.
-std::unordered_map<const Expr *, int> projected_calls(const Function &fn) {
+/// The Vars of projectable calls that `fn` reads only through projections
+/// `%a = %p.i` bound in its own body.
+std::unordered_set<const Expr *> projected_calls(const Function &fn) {
   std::unordered_map<const Expr *, int> uses = count_uses(fn), projections;
-  std::unordered_map<const Expr *, bool> candidate;
+  std::unordered_set<const Expr *> candidates, out;
   for (const Binding &b : fn.body.bindings) {
     const Expr &v = *b.value;
     if (v.kind == ExprKind::Call && v.op->project && v.type.is_tuple())
-      candidate[b.var.get()] = true;
+      candidates.insert(b.var.get());
     if (v.kind == ExprKind::TupleGet && v.args[0]->kind == ExprKind::Var && b.var->type.is_tensor())
       ++projections[v.args[0].get()];
   }
-  std::unordered_map<const Expr *, int> out;
   for (auto [var, n] : projections)
-    if (candidate.count(var) && uses[var] == n)
-      out[var] = n;
+    if (candidates.count(var) && uses[var] == n)
+      out.insert(var);
   return out;
 }
 
@@ -71,7 +71,7 @@ protected:
   }
 
 private:
-  std::unordered_map<const Expr *, int> projected_;
+  std::unordered_set<const Expr *> projected_;
   std::unordered_map<const Expr *, ExprPtr> calls_; // the projected calls, by Var
 };
 
