@@ -71,6 +71,18 @@ struct Linear {
     terms.push_back({e, scale});
   }
 
+  /// This sum as g·quotient + rest: the terms whose coefficient g divides,
+  /// divided, and the others; the constant split so that rest's is in [0, g).
+  void split(int64_t g, Linear &quotient, Linear &rest) const {
+    for (const auto &[term, coef] : terms)
+      if (coef % g == 0)
+        quotient.terms.push_back({term, coef / g});
+      else
+        rest.terms.push_back({term, coef});
+    quotient.constant = floor_div_positive(constant, g);
+    rest.constant = constant - quotient.constant * g;
+  }
+
   LExprPtr build() const {
     LExprPtr sum;
     for (const auto &[term, coef] : terms) {
@@ -177,13 +189,7 @@ private:
     std::sort(candidates.rbegin(), candidates.rend());
     for (int64_t g : candidates) {
       Linear y, r;
-      for (const auto &term : x.terms)
-        if (term.second % g == 0)
-          y.terms.push_back({term.first, term.second / g});
-        else
-          r.terms.push_back(term);
-      y.constant = floor_div_positive(x.constant, g);
-      r.constant = x.constant - y.constant * g;
+      x.split(g, y, r);
       LExprPtr rest = r.build();
       if (!within(rest, 0, g - 1))
         continue;
@@ -234,12 +240,7 @@ private:
     if (!x.ok)
       return e;
     Linear quotient, rest;
-    for (const auto &term : x.terms)
-      (term.second % c == 0 ? quotient : rest).terms.push_back(term.second % c == 0
-                                                                  ? std::make_pair(term.first, term.second / c)
-                                                                  : term);
-    quotient.constant = floor_div_positive(x.constant, c);
-    rest.constant = x.constant - quotient.constant * c; // in [0, c)
+    x.split(c, quotient, rest);
     LExprPtr r = rest.build();
     bool exact = within(r, 0, c - 1);
     if (!exact)
