@@ -82,8 +82,7 @@ LExprPtr reduced_element(KernelCtx &k, const ReduceShape &r, const Index &oidx, 
 
 /// sum and mean: a compensated sum per output element in the dtype's
 /// accumulator (float16 sums in float32), rounded to the output dtype once.
-StmtPtr sum_kernel(KernelCtx &k, bool mean) {
-  ReduceShape r = reduce_shape(k.call);
+StmtPtr sum_kernel(KernelCtx &k, const ReduceShape &r, bool mean) {
   const BufferPtr &out = k.out();
   DType acc = dtype_info(out->dtype).accumulator;
   auto finish = [&](const LExprPtr &total) {
@@ -267,6 +266,18 @@ Type float_reduce_rel(RelationCtx &ctx) {
 
 } // namespace
 
+StmtPtr sum_axes_kernel(KernelCtx &k, const std::vector<int64_t> &axes) {
+  ReduceShape r;
+  r.in = k.arg_type(0).shape;
+  r.axes = axes;
+  r.keepdims = true;
+  r.out = reduced_shape(r.in, axes, true);
+  r.count = 1;
+  for (int64_t a : axes)
+    r.count *= r.in[a];
+  return sum_kernel(k, r, false);
+}
+
 void register_reduce_ops(OpRegistry &reg) {
   reg.add("sum")
       .attrs<ReduceAttrs>()
@@ -275,7 +286,7 @@ void register_reduce_ops(OpRegistry &reg) {
       .support_level(4)
       .relation("Reduce", numeric_reduce_rel) // numpy counts bools in int64
       .gradient([](GradCtx &g) -> Grads { return {broadcast_back(g, g.grad)}; }) // d/dx_i sum x = 1
-      .kernel([](KernelCtx &k) { return sum_kernel(k, false); })
+      .kernel([](KernelCtx &k) { return sum_kernel(k, reduce_shape(k.call), false); })
       .fuses_producers() // reads each element once
       .example(kTypes, "sum(%x, axis=[0, 2])");
 
@@ -289,7 +300,7 @@ void register_reduce_ops(OpRegistry &reg) {
         double n = double(reduce_shape(g.call).count);
         return {broadcast_back(g, g.b.scale(g.grad, 1.0 / n))};
       })
-      .kernel([](KernelCtx &k) { return sum_kernel(k, true); })
+      .kernel([](KernelCtx &k) { return sum_kernel(k, reduce_shape(k.call), true); })
       .fuses_producers()
       .example(kTypes, "mean(%x, axis=1, keepdims=True)");
 

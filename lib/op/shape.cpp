@@ -251,35 +251,18 @@ Type collapse_sum_like_rel(RelationCtx &ctx) {
   return like ? collapse_to(ctx, like->shape) : Type::unknown();
 }
 
-/// out[j] = sum of x over every element that broadcasting maps to j.
-/// A compensated sum over the broadcast axes (Kernel.h: compensated_sum).
+/// out[j] = sum of x over every element that broadcasting maps to j: the
+/// leading axes and those of size 1 in `shape` summed away, as `sum` lowers
+/// them (a compensated sum; the lanes along the kept columns where they can).
 StmtPtr collapse_sum_kernel(KernelCtx &k) {
   const Shape &in = k.arg_type(0).shape;
   const Shape &out = k.out()->shape;
   size_t lead = in.size() - out.size();
-  Shape red_shape;
+  std::vector<int64_t> axes;
   for (size_t d = 0; d < in.size(); ++d)
     if (d < lead || out[d - lead] != in[d])
-      red_shape.push_back(in[d]);
-  DType acc = dtype_info(k.out()->dtype).accumulator;
-  auto element = [&](const Index &oidx, const LExprPtr &flat) {
-    Index ridx = unravel_index(flat, red_shape), idx;
-    size_t r = 0;
-    for (size_t d = 0; d < in.size(); ++d)
-      idx.push_back(d < lead || out[d - lead] != in[d] ? ridx[r++] : oidx[d - lead]);
-    return k.in(0, idx);
-  };
-  if (StmtPtr split = gpu_split_sums(
-          k, num_elements(out), num_elements(red_shape), acc,
-          [&](const LExprPtr &o, const LExprPtr &i) { return element(unravel_index(o, out), i); },
-          [&](const LExprPtr &o, const LExprPtr &total) { return store(k.out(), o, cast(k.out()->dtype, total)); }))
-    return split;
-  return loop_nest(out, [&](const Index &oidx) {
-    return compensated_sum(k, num_elements(red_shape), acc, [&](const LExprPtr &i) { return element(oidx, i); },
-                           [&](const LExprPtr &total) {
-                             return store(k.out(), flat_index(out, oidx), cast(k.out()->dtype, total));
-                           });
-  });
+      axes.push_back(int64_t(d));
+  return sum_axes_kernel(k, axes);
 }
 
 Grads broadcast_grad(GradCtx &g) { // d collapse_sum(x) = broadcast_to(g, x.shape)

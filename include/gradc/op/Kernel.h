@@ -175,6 +175,11 @@ StmtPtr compensated_sum(KernelCtx &k, int64_t count, DType acc, const TermFn &te
                         const std::function<StmtPtr(const LExprPtr &total)> &then,
                         const std::function<StmtPtr(const LExprPtr &r, const LExprPtr &value)> &also = nullptr,
                         int64_t group = 1, const LaneBlockTermFn &block_term = nullptr);
+/// The sum of input 0 over `axes` (sorted), as `sum` lowers it, into an
+/// output laid out as the input with those axes of size 1, dropped or kept:
+/// collapse_sum_to's kernel (its leading and broadcast axes).
+StmtPtr sum_axes_kernel(KernelCtx &k, const std::vector<int64_t> &axes);
+
 /// On a GPU, `outputs` compensated sums of `count` terms each, where there are
 /// too few outputs to fill the device with one thread each and many terms
 /// (batch norm's sums per channel over N x H x W): each sum in fixed chunks
