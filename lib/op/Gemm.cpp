@@ -140,10 +140,11 @@ struct Blocking {
   int64_t panels = 0, full_panels = 0; // panels of NR columns; the last may be partial
   int64_t tiles = 0, full_tiles = 0;   // tiles of MR rows; the last may be partial
   // The broadcast rows are packed too, [tile][k][MR], when 8 or more panels
-  // reuse them and they lie along k a multiple of 4 KiB apart: in place, MR
-  // such rows share one L1 set (1024 x 1024: 0.73x OpenBLAS before). Other
-  // strides read well in place, and packing costs a pass and a fork-join;
-  // computed rows (blocking()) are packed to be computed once.
+  // reuse them and they are read across (blocking()) or lie along k a
+  // multiple of 4 KiB apart: in place, MR such rows share one L1 set
+  // (1024 x 1024: 0.73x OpenBLAS before). Other rows contiguous along k
+  // read well in place, and packing costs a pass and a fork-join; computed
+  // rows (blocking()) are packed to be computed once.
   bool pack_rows = false;
   // The row tiles are split into `groups` (MC blocks), each job one panel ×
   // one group over all of K: a group's rows stay in half the L2 while the
@@ -160,20 +161,23 @@ struct Blocking {
 };
 
 constexpr int64_t kShortK = 32;
+constexpr int64_t kAcrossTiles = 8; // row tiles packed together from rows read across (pack_rows)
 
 /// The number of row groups: as few as spread the jobs (panels × groups)
 /// evenly over the cores and, where a panel packs in whole vectors, keep a
 /// group's rows (MR × K each) in half the L2 (matmul 1000³ on AVX2 code:
 /// 27.3 -> 20.8 ms). A panel packed across (x of x·wT) costs about a cycle
 /// per element: packing it once per group of 11 tiles doubled the time of
-/// a 64-row product, so there only balance splits. With packed rows (one K
-/// block of every row, packed per block) there is one group.
+/// a 64-row product, so there only balance splits. Packed rows count by
+/// their K block: one group streaming every tile's packed rows from L3 past
+/// each panel made dE of the GPT step (1000 x 128 x 512) 1.6x slower on
+/// two threads than reading its rows in place.
 int64_t row_groups(const Target &t, const Blocking &b, const Oriented &o, int64_t acc_bytes) {
-  if (b.pack_rows || b.full_tiles < 2)
+  if (b.full_tiles < 2)
     return 1;
   int64_t groups = 1;
   if (!o.vec_contiguous_in_k) {
-    int64_t tiles_in_l2 = std::max<int64_t>(8, t.l2_bytes / 2 / std::max<int64_t>(1, b.mr * o.K * acc_bytes));
+    int64_t tiles_in_l2 = std::max<int64_t>(8, t.l2_bytes / 2 / std::max<int64_t>(1, b.mr * b.kc * acc_bytes));
     groups = std::min<int64_t>(b.full_tiles, (b.full_tiles + tiles_in_l2 - 1) / tiles_in_l2);
   }
   int64_t cores = t.cores > 0 ? t.cores : 4;
@@ -217,15 +221,19 @@ Blocking blocking(const Target &t, const Gemm &g, const Oriented &o) {
   // element is computed once per K block, not once per panel (the GPT step's
   // qkv and MLP products: 12 and 16 panels).
   // The same holds for rows read across (aᵀ of aᵀ·b: a row of a per k)
-  // whose k steps lie a multiple of 4 KiB apart (dW = dyᵀ·x of the LSTM's
-  // input weight, 1024 x 256 x 2080: AVX2 code 18.4 -> 11.1 ms).
+  // that 8 or more panels read: in place, each FMA's broadcast is an
+  // element of its own row of a, so every K step touches a new line. Where
+  // those steps lie a multiple of 4 KiB apart (dW = dyᵀ·x of the LSTM's
+  // input weight, 1024 x 256 x 2080) they also share one L1 set: AVX2 code
+  // 18.4 -> 11.1 ms; elsewhere (dE = dlogitsᵀ·x of the GPT step, 1000 x
+  // 128 x 512) one thread 1.47 -> 1.26 ms, two unchanged.
   // So are rows read at an index that is not affine in k (a reshape of a
   // transpose: attention's q of a head, from the qkv product), whose index
   // arithmetic, divisions included, would otherwise run for every FMA.
   int64_t conflict = o.bcast_contiguous_in_k ? o.K : o.bcast_k_stride.value_or(1);
   bool computed = o.bcast_computed || !o.bcast_k_stride;
   b.pack_rows = (computed && b.panels >= 2) ||
-                (b.panels >= 8 && b.tiles >= 2 && conflict * acc_bytes % 4096 == 0);
+                (b.panels >= 8 && b.tiles >= 2 && (!o.bcast_contiguous_in_k || conflict * acc_bytes % 4096 == 0));
   b.groups = row_groups(t, b, o, acc_bytes);
   int64_t cores = t.cores > 0 ? t.cores : 4;
   if (!b.pack_rows && o.K <= kShortK && b.panels > 1 && b.full_tiles >= 2 * cores) {
@@ -375,11 +383,31 @@ private:
   }
 
   /// The broadcast rows of one K block, packed by row tile on the pool.
+  /// Rows read across (a row of aᵀ per k) are packed kAcrossTiles tiles at
+  /// a time, k outermost, so that each step reads whole cache lines of its
+  /// row of a, not MR elements of a line that the next tile fetches again
+  /// (dE = dlogitsᵀ·x of the GPT step, 1000 x 128 x 512 on AVX2 code).
   StmtPtr pack_rows(const KBlock &kb) {
     int64_t rest = o_.rows % b_.mr;
-    return seq({loop(k_, "rt", b_.full_tiles, ForKind::Parallel,
-                     [&](const LExprPtr &rt) { return pack_tile(kb.k0, kb.steps, rt, b_.mr); }),
-                rest ? pack_tile(kb.k0, kb.steps, imm(b_.full_tiles), rest) : seq({})});
+    StmtPtr last = rest ? pack_tile(kb.k0, kb.steps, imm(b_.full_tiles), rest) : seq({});
+    if (o_.bcast_contiguous_in_k)
+      return seq({loop(k_, "rt", b_.full_tiles, ForKind::Parallel,
+                       [&](const LExprPtr &rt) { return pack_tile(kb.k0, kb.steps, rt, b_.mr); }),
+                  last});
+    int64_t chunks = b_.full_tiles / kAcrossTiles, left = b_.full_tiles % kAcrossTiles;
+    auto chunk = [&](const LExprPtr &first, int64_t tiles) {
+      return loop(k_, "kk", kb.steps, ForKind::Serial, [&](const LExprPtr &kk) {
+        return loop(k_, "t", tiles, ForKind::Serial, [&](const LExprPtr &t) {
+          LExprPtr rt = add(first, t);
+          return loop(k_, "i", b_.mr, ForKind::Vectorized, [&](const LExprPtr &i) {
+            return store(rows_, tile_at(rt, kk, i), o_.bcast(add(mul(rt, imm(b_.mr)), i), add(kb.k0, kk)));
+          });
+        });
+      });
+    };
+    return seq({loop(k_, "rc", chunks, ForKind::Parallel,
+                     [&](const LExprPtr &rc) { return chunk(mul(rc, imm(kAcrossTiles)), kAcrossTiles); }),
+                chunk(imm(chunks * kAcrossTiles), left), last});
   }
 
   /// One panel over one K block, on one thread: packed into that thread's
