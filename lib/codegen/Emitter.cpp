@@ -142,8 +142,17 @@ private:
       // Vectorize, and keep the loop from being fully unrolled first: an
       // unrolled loop over a local accumulator is scalarized by SROA and
       // never reaches the loop vectorizer.
+      // A body of exp/log/tanh/erf arithmetic is one long dependent chain
+      // per vector, and the cost model interleaves none: two vectors at a
+      // time keep the FMA units fed (GELU's 1 + erf(x / sqrt 2) over
+      // 512 x 512 on AVX2 code: 0.39 -> 0.31 ms; four were no faster).
       Metadata *enable[] = {MDString::get(ctx_, "llvm.loop.vectorize.enable"), ConstantAsMetadata::get(b_.getTrue())};
-      set_loop_metadata(latch, {MDNode::get(ctx_, enable), unroll_disable()});
+      std::vector<Metadata *> properties{MDNode::get(ctx_, enable), unroll_disable()};
+      if (computes_transcendental(s.body)) {
+        Metadata *two[] = {MDString::get(ctx_, "llvm.loop.interleave.count"), ConstantAsMetadata::get(b_.getInt32(2))};
+        properties.push_back(MDNode::get(ctx_, two));
+      }
+      set_loop_metadata(latch, properties);
     } else if (computes_transcendental(s.body) || contains_loop(s.body, ForKind::Unrolled)) {
       // Unrolling a scalar loop of exp/log/tanh (libm calls or inline
       // arithmetic) only multiplies a large body: it made -O2 time grow with
