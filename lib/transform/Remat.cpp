@@ -1,18 +1,17 @@
-//===- Remat.cpp - recompute checkpoint segments in the backward pass -----===//
+//===- Remat.cpp - recompute dropped values where they are read late ------===//
 //
-// Runs after the gradient pass, on every function. Deciding what is "inside" is
-// purely structural, so a dumped and re-parsed adjoint is rematerialized the
-// same way as one built in memory.
+// Selection and rewriting are separate: checkpoint_segments reads the
+// markers (manual), and rematerialize rewrites any RematSet, whoever chose
+// it. Runs after the gradient pass, on every function.
 //
 //===----------------------------------------------------------------------===//
+#include "gradc/ir/Functor.h"
 #include "gradc/support/Log.h"
 #include "gradc/op/Registry.h"
 #include "gradc/transform/Remat.h"
 
 #include <functional>
-
 #include <unordered_map>
-#include <unordered_set>
 
 namespace gradc {
 namespace {
@@ -21,9 +20,21 @@ CheckpointMarker marker(const Expr &e) {
   return e.kind == ExprKind::Call ? e.op->checkpoint : CheckpointMarker::None;
 }
 
+/// `e` with every Var it reads replaced by var(Var), nested calls included.
+ExprPtr replace_vars(const ExprPtr &e, const std::function<ExprPtr(const ExprPtr &)> &var) {
+  class Replace : public ExprMutator {
+  public:
+    using ExprMutator::remap;
+    using ExprMutator::mutate;
+  } replace;
+  for (const ExprPtr &v : free_vars(e))
+    replace.remap(v, var(v));
+  return replace.mutate(e);
+}
+
 } // namespace
 
-FunctionPtr rematerialize_checkpoints(const Function &fn, RematStats &stats) {
+RematSet checkpoint_segments(const Function &fn, RematStats &stats) {
   const std::vector<Binding> &body = fn.body.bindings;
   std::unordered_map<const Expr *, size_t> def; // var -> binding index
   for (size_t i = 0; i < body.size(); ++i)
@@ -56,46 +67,55 @@ FunctionPtr rematerialize_checkpoints(const Function &fn, RematStats &stats) {
         to_end[it->second] = true;
     }
   }
-  std::vector<bool> inside(body.size());
-  for (size_t i = 0; i < body.size(); ++i)
-    inside[i] = from_start[i] && to_end[i] && marker(*body[i].value) != CheckpointMarker::Start;
+  RematSet set{std::vector<bool>(body.size()), std::vector<bool>(body.size())};
+  for (size_t i = 0; i < body.size(); ++i) {
+    set.dropped[i] = from_start[i] && to_end[i] && marker(*body[i].value) != CheckpointMarker::Start;
+    set.reads_original[i] = set.dropped[i] || marker(*body[i].value) == CheckpointMarker::End;
+  }
+  return set;
+}
 
-  // Rewrite uses outside the segments to recomputed copies.
+FunctionPtr rematerialize(const Function &fn, const RematSet &set, RematStats &stats) {
+  const std::vector<Binding> &body = fn.body.bindings;
+  GRADC_CHECK(set.dropped.size() == body.size() && set.reads_original.size() == body.size(), "remat",
+              "a remat set for another function");
+  std::unordered_map<const Expr *, size_t> def; // var -> binding index
+  for (size_t i = 0; i < body.size(); ++i)
+    def[body[i].var.get()] = i;
+
   std::unordered_map<const Expr *, ExprPtr> copy_of;
   std::vector<Binding> out;
   std::function<ExprPtr(const ExprPtr &)> recompute = [&](const ExprPtr &var) -> ExprPtr {
     auto it = def.find(var.get());
-    if (it == def.end() || !inside[it->second])
+    if (it == def.end() || !set.dropped[it->second])
       return var;
-    auto done = copy_of.find(var.get());
-    if (done != copy_of.end())
+    if (auto done = copy_of.find(var.get()); done != copy_of.end())
       return done->second;
     const Binding &orig = body[it->second];
-    std::vector<ExprPtr> args;
-    for (const ExprPtr &a : orig.value->args)
-      args.push_back(recompute(a));
+    ExprPtr value = replace_vars(orig.value, recompute);
     ExprPtr v = make_var(orig.var->name + "_remat", {}, orig.var->span, orig.var->type);
-    out.push_back({v, with_args(*orig.value, std::move(args)), false});
+    out.push_back({v, value, false});
     ++stats.recomputed;
     return copy_of[var.get()] = v;
   };
   for (size_t i = 0; i < body.size(); ++i) {
     Binding b = body[i];
-    bool user_inside = inside[i] || marker(*b.value) == CheckpointMarker::End;
-    if (!user_inside) {
-      std::vector<ExprPtr> args;
-      for (const ExprPtr &a : b.value->args)
-        args.push_back(recompute(a));
-      b.value = with_args(*b.value, std::move(args));
-    }
+    if (!set.reads_original[i])
+      b.value = replace_vars(b.value, recompute);
     out.push_back(b);
   }
+  auto result = std::make_shared<Function>(fn);
+  result->body.result = replace_vars(fn.body.result, recompute);
+  result->body.bindings = std::move(out);
+  return result;
+}
+
+FunctionPtr rematerialize_checkpoints(const Function &fn, RematStats &stats) {
+  RematSet set = checkpoint_segments(fn, stats);
+  FunctionPtr result = rematerialize(fn, set, stats);
   if (stats.segments)
     log(LogLevel::Info, "remat", "@" + fn.name + ": " + std::to_string(stats.segments) + " checkpoint segments, " +
                                      std::to_string(stats.recomputed) + " bindings recomputed in the backward pass");
-  auto result = std::make_shared<Function>(fn);
-  result->body.result = recompute(fn.body.result);
-  result->body.bindings = std::move(out);
   return result;
 }
 

@@ -3,6 +3,8 @@
 
 #include "gradc/ir/Expr.h"
 
+#include <vector>
+
 namespace gradc {
 
 struct RematStats {
@@ -11,14 +13,31 @@ struct RematStats {
   int time_checkpointed = 0; // scans whose backward pass keeps every k-th state
 };
 
-/// Manual rematerialization (Relax semantics). A checkpoint segment is every
-/// binding on a path from a grad.start_checkpoint output to a
-/// grad.end_checkpoint input. Its values are not kept for later use: each use
-/// outside the segment (other than by end_checkpoint) is rewritten to a copy
-/// recomputed from the segment's inputs, emitted right before the first such
-/// use. The forward copies then die at the segment's end.
-///
-/// Pre: typed ANF. Post: typed ANF computing bitwise the same results.
+/// What rematerialization recomputes, one flag per binding of a function
+/// body. A dropped binding's value is not kept: the bindings that read
+/// originals read it as computed, and every other use reads a copy
+/// recomputed right before the first such use (from the originals of kept
+/// values and, recursively, copies of dropped ones). The copies are shared
+/// by every later use, and the originals die at their last original read.
+struct RematSet {
+  std::vector<bool> dropped;
+  std::vector<bool> reads_original;
+};
+
+/// Selection by markers (--remat=manual, Relax semantics). A checkpoint
+/// segment is every binding on a path from a grad.start_checkpoint output to
+/// a grad.end_checkpoint input: its bindings are dropped, and they and the
+/// end markers read originals. Deciding what is inside is purely structural,
+/// so a dumped and re-parsed adjoint is selected the same way.
+RematSet checkpoint_segments(const Function &fn, RematStats &stats);
+
+/// Rewriting: recomputes what `set` drops, as RematSet says. Works on ANF
+/// and on fused bodies alike (a copy is the whole binding, its nested calls
+/// included). Pre: `set` has one flag per binding. Post: the same results,
+/// bitwise (a copy runs the same operators on the same values).
+FunctionPtr rematerialize(const Function &fn, const RematSet &set, RematStats &stats);
+
+/// Both: manual rematerialization of the checkpoint segments.
 FunctionPtr rematerialize_checkpoints(const Function &fn, RematStats &stats);
 
 /// Time checkpointing (also --remat=manual): every grad.scan_backward of a
