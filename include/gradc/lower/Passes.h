@@ -9,6 +9,7 @@
 #pragma once
 
 #include "gradc/loops/LoopIR.h"
+#include "gradc/loops/Memory.h"
 #include "gradc/loops/Range.h"
 #include "gradc/loops/Target.h"
 
@@ -33,8 +34,6 @@ void schedule_cpu(LoweredFunction &fn, const Target &target);
 /// CUDA (BindGpu.cpp): the data-parallel loops at the top of a kernel become
 /// one flat index over blockIdx/threadIdx; everything inside runs per thread.
 void bind_gpu_threads(LoweredFunction &fn, const Target &target);
-
-constexpr int64_t kBufferAlignment = 64;
 
 
 } // namespace gradc
