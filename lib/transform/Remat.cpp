@@ -5,7 +5,6 @@
 // it. Runs after the gradient pass, on every function.
 //
 //===----------------------------------------------------------------------===//
-#include "gradc/ir/Functor.h"
 #include "gradc/support/Log.h"
 #include "gradc/op/Registry.h"
 #include "gradc/transform/Remat.h"
@@ -20,16 +19,20 @@ CheckpointMarker marker(const Expr &e) {
   return e.kind == ExprKind::Call ? e.op->checkpoint : CheckpointMarker::None;
 }
 
-/// `e` with every Var it reads replaced by var(Var), nested calls included.
+/// `e` with every Var it reads replaced by var(Var), through nested calls
+/// and tuples; a `fn` value (a scan's body, closed) is kept as it is.
 ExprPtr replace_vars(const ExprPtr &e, const std::function<ExprPtr(const ExprPtr &)> &var) {
-  class Replace : public ExprMutator {
-  public:
-    using ExprMutator::remap;
-    using ExprMutator::mutate;
-  } replace;
-  for (const ExprPtr &v : free_vars(e))
-    replace.remap(v, var(v));
-  return replace.mutate(e);
+  if (e->kind == ExprKind::Var)
+    return var(e);
+  if (e->kind == ExprKind::Func || e->args.empty())
+    return e;
+  std::vector<ExprPtr> args;
+  bool changed = false;
+  for (const ExprPtr &a : e->args) {
+    args.push_back(replace_vars(a, var));
+    changed |= args.back() != a;
+  }
+  return changed ? with_args(*e, std::move(args)) : e;
 }
 
 } // namespace
