@@ -495,7 +495,10 @@ public:
        << shape_str(b->shape) << ", " << b->bytes() << " bytes";
     if (b->scope == BufferScope::Arena)
       os << ", offset " << b->offset;
-    os << ")\n";
+    os << ")";
+    if (b->origin.set() && b->scope != BufferScope::Input)
+      os << "  // %" << b->origin.var;
+    os << "\n";
   }
 
   void function(const LoweredFunction &fn) {
@@ -532,7 +535,10 @@ public:
           os << ")";
           if (k.grid > 1 || k.block > 1)
             os << " launch(grid=" << k.grid << ", block=" << k.block << ")";
-          os << " {\n";
+          os << " {";
+          if (k.origin.set())
+            os << "  // %" << k.origin.var;
+          os << "\n";
           stmt(k.body, depth + 1);
           os << pad << "}\n";
         },

@@ -111,14 +111,17 @@ void bind_gpu_threads(LoweredFunction &fn, const Target &target) {
       part.name = k.name + "_" + std::to_string(i);
       part.body = parts[i];
       part.buffers = touched_buffers(part.body);
+      part.origin = k.origin;
       bind(part, target);
       launches.push_back(std::move(part));
     }
   }
   first_launch.push_back(launches.size());
   fn.kernels = std::move(launches);
-  for (TimeLoop &l : fn.time_loops) // the same kernels, now counted in launches
-    l = {first_launch[l.first], first_launch[l.last], l.extent};
+  for (TimeLoop &l : fn.time_loops) { // the same kernels, now counted in launches (the trips kept)
+    l.first = first_launch[l.first];
+    l.last = first_launch[l.last];
+  }
 }
 
 } // namespace gradc

@@ -45,8 +45,12 @@ public:
       out_.inputs.push_back(buf);
       leaves_[p.get()] = {buf};
     }
-    for (const Binding &b : fn_.body.bindings)
+    for (size_t i = 0; i < fn_.body.bindings.size(); ++i) {
+      const Binding &b = fn_.body.bindings[i];
+      origin_ = {int(i), b.var->name};
       binding(b);
+    }
+    origin_ = {};
     outputs();
     for (const BufferPtr &buf : produced_)
       if (buf->scope == BufferScope::Arena)
@@ -81,6 +85,7 @@ private:
   std::unordered_set<std::string> names_;
   std::pair<const Expr *, LExprPtr> anchor_; // the anchor of the epilogue being built, and its value
   std::unordered_map<std::string, int> next_suffix_;
+  Origin origin_; // the top-level binding being lowered: what its kernels and buffers come from
 
   BufferPtr make_buffer(const std::string &hint, const Type &t, BufferScope scope) {
     // %0 names a buffer t0: a bare number reads like a constant in the dump
@@ -94,7 +99,9 @@ private:
       name = base + "_" + std::to_string(k++);
     }
     names_.insert(name);
-    return std::make_shared<Buffer>(Buffer{name, t.dtype, t.shape, scope});
+    auto buf = std::make_shared<Buffer>(Buffer{name, t.dtype, t.shape, scope});
+    buf->origin = origin_;
+    return buf;
   }
 
   /// The value of `e` at element `idx` (e is an atom or a fused injective call).
@@ -114,6 +121,7 @@ private:
   BufferPtr status_buffer() {
     if (!out_.status) {
       out_.status = make_buffer("status", Type::tensor({kStatusWords}, DType::Int64), BufferScope::Arena);
+      out_.status->origin = {}; // every kernel's
       produced_.push_back(out_.status);
     }
     return out_.status;
@@ -124,6 +132,7 @@ private:
     k.name = name;
     k.body = std::move(body);
     k.buffers = touched_buffers(k.body);
+    k.origin = origin_;
     out_.kernels.push_back(std::move(k));
   }
 

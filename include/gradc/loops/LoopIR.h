@@ -42,6 +42,16 @@ enum class BufferScope {
   Local,  // scratch declared by an Alloc statement
 };
 
+/// Provenance: the top-level binding of the tensor function whose lowering
+/// made a kernel or a buffer (its index in the body, and its Var's name).
+/// Unset (-1, "") for the parameters, and for what the function's result
+/// and the status word make.
+struct Origin {
+  int binding = -1;
+  std::string var;
+  bool set() const { return binding >= 0; }
+};
+
 struct Buffer {
   std::string name;
   DType dtype;
@@ -49,6 +59,7 @@ struct Buffer {
   BufferScope scope;
   int64_t offset = -1; // Arena: byte offset in the workspace (64-aligned)
   int io_index = -1;   // Input: parameter index; Output: leaf index
+  Origin origin;       // the binding whose value (or kernel's scratch) this holds
   int64_t numel() const { return num_elements(shape); }
   int64_t bytes() const { return numel() * dtype_bytes(dtype); }
 };
@@ -139,6 +150,7 @@ struct Kernel {
   // GPU launch shape, set by GPU binding (1 when the kernel is not bound).
   int64_t grid = 1;
   int64_t block = 1;
+  Origin origin; // the binding it computes (a scan's binding: all of its kernels)
 };
 
 /// The largest workspace a function may plan (2^50 bytes). Memory planning
