@@ -20,6 +20,7 @@
 #include "gradc/text/Parser.h"
 #include "gradc/transform/Fuse.h"
 #include "gradc/transform/Gradient.h"
+#include "gradc/transform/MemoryModel.h"
 #include "gradc/transform/Passes.h"
 #include "gradc/transform/Remat.h"
 #include "gradc/transform/TypeInfer.h"
@@ -259,12 +260,23 @@ void run_stage(Module &m, const Stage &stage, PassContext &ctx, Dumper *dumper, 
     timer->lap(stage.name);
 }
 
+/// The memory model (transform/MemoryModel.h), given the footprints of this
+/// very lowering, plans the workspace lowering planned, byte for byte.
+void verify_memory_estimate(const Function &fused, const LoweredFunction &lowered) {
+  std::vector<Footprint> footprints = binding_footprints(fused, lowered);
+  int64_t estimate = estimate_workspace(fused, [&](size_t i) -> const Footprint & { return footprints.at(i); });
+  GRADC_CHECK(estimate == lowered.workspace_bytes, "memory model",
+              "@" + fused.name + ": the estimate from its bindings' footprints is " + std::to_string(estimate) +
+                  " bytes, the plan " + std::to_string(lowered.workspace_bytes));
+}
+
 /// The tensor stages from `first` on, then lowering and the loop passes.
 LoweredModule run_from(Module &m, size_t first, PassContext &ctx, Dumper *dumper, Timer *timer) {
   for (size_t s = first; s < std::size(kTensorStages); ++s)
     run_stage(m, kTensorStages[s], ctx, dumper, timer);
   LoweredModule lowered = lower_module(m, LowerOptions{ctx.target});
-  for (LoweredFunction &fn : lowered.functions) {
+  for (size_t i = 0; i < lowered.functions.size(); ++i) {
+    LoweredFunction &fn = lowered.functions[i];
     if (ctx.opts.verify_each)
       verify(fn, {}, "lowering");
     for (const LoopPassEntry &pass : kLoopPasses) {
@@ -272,6 +284,8 @@ LoweredModule run_from(Module &m, size_t first, PassContext &ctx, Dumper *dumper
       if (ctx.opts.verify_each)
         verify(fn, pass.after, pass.name);
     }
+    if (ctx.opts.verify_each)
+      verify_memory_estimate(*m.functions[i], fn);
   }
   if (dumper && dumper->wants("loops"))
     dumper->dump("loops", print_loops(lowered));

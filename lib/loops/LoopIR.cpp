@@ -496,7 +496,7 @@ public:
     if (b->scope == BufferScope::Arena)
       os << ", offset " << b->offset;
     os << ")";
-    if (b->origin.set() && b->scope != BufferScope::Input)
+    if (b->origin.set() && b->scope != BufferScope::Input && b->name != "status")
       os << "  // %" << b->origin.var;
     os << "\n";
   }

@@ -49,6 +49,7 @@ public:
       const Binding &b = fn_.body.bindings[i];
       origin_ = {int(i), b.var->name};
       binding(b);
+      out_.binding_leaves.push_back(leaves_.at(b.var.get()));
     }
     origin_ = {};
     outputs();
@@ -121,7 +122,8 @@ private:
   BufferPtr status_buffer() {
     if (!out_.status) {
       out_.status = make_buffer("status", Type::tensor({kStatusWords}, DType::Int64), BufferScope::Arena);
-      out_.status->origin = {}; // every kernel's
+      // every kernel's; its origin is the binding that asked first (where
+      // it lies in the arena's order)
       produced_.push_back(out_.status);
     }
     return out_.status;

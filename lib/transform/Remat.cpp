@@ -78,7 +78,7 @@ RematSet checkpoint_segments(const Function &fn, RematStats &stats) {
   return set;
 }
 
-FunctionPtr rematerialize(const Function &fn, const RematSet &set, RematStats &stats) {
+FunctionPtr rematerialize(const Function &fn, const RematSet &set, RematStats &stats, std::vector<size_t> *source) {
   const std::vector<Binding> &body = fn.body.bindings;
   GRADC_CHECK(set.dropped.size() == body.size() && set.reads_original.size() == body.size(), "remat",
               "a remat set for another function");
@@ -88,6 +88,7 @@ FunctionPtr rematerialize(const Function &fn, const RematSet &set, RematStats &s
 
   std::unordered_map<const Expr *, ExprPtr> copy_of;
   std::vector<Binding> out;
+  std::vector<size_t> from; // of each binding of `out`
   std::function<ExprPtr(const ExprPtr &)> recompute = [&](const ExprPtr &var) -> ExprPtr {
     auto it = def.find(var.get());
     if (it == def.end() || !set.dropped[it->second])
@@ -98,6 +99,7 @@ FunctionPtr rematerialize(const Function &fn, const RematSet &set, RematStats &s
     ExprPtr value = replace_vars(orig.value, recompute);
     ExprPtr v = make_var(orig.var->name + "_remat", {}, orig.var->span, orig.var->type);
     out.push_back({v, value, false});
+    from.push_back(it->second);
     ++stats.recomputed;
     return copy_of[var.get()] = v;
   };
@@ -106,10 +108,13 @@ FunctionPtr rematerialize(const Function &fn, const RematSet &set, RematStats &s
     if (!set.reads_original[i])
       b.value = replace_vars(b.value, recompute);
     out.push_back(b);
+    from.push_back(i);
   }
   auto result = std::make_shared<Function>(fn);
   result->body.result = replace_vars(fn.body.result, recompute);
   result->body.bindings = std::move(out);
+  if (source)
+    *source = std::move(from);
   return result;
 }
 

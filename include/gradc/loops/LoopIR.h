@@ -43,9 +43,9 @@ enum class BufferScope {
 };
 
 /// Provenance: the top-level binding of the tensor function whose lowering
-/// made a kernel or a buffer (its index in the body, and its Var's name).
-/// Unset (-1, "") for the parameters, and for what the function's result
-/// and the status word make.
+/// made a kernel or a buffer (its index in the body, and its Var's name);
+/// the status word's is the binding that asked for it first. Unset (-1, "")
+/// for the parameters and for what the function's result makes.
 struct Origin {
   int binding = -1;
   std::string var;
@@ -192,6 +192,9 @@ struct LoweredFunction {
   BufferPtr status;
   std::vector<Kernel> kernels;    // executed in order, the ranges of time loops repeated
   std::vector<TimeLoop> time_loops;
+  /// Provenance: per top-level binding of the tensor function, the buffers
+  /// of its Var's leaves (a tuple's aliases included).
+  std::vector<std::vector<BufferPtr>> binding_leaves;
 };
 
 /// Walks a function's execution structure: enter(loop) before the first

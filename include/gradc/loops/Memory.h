@@ -40,6 +40,34 @@ struct Placement {
 /// Deterministic: the same lifetimes in the same order give the same plan.
 Placement place(const std::vector<Lifetime> &lifetimes);
 
+/// What lowering makes of one top-level Call binding of a fused function,
+/// as the memory plan sees it (lower/Footprint.cpp reads it off a lowered
+/// function by provenance; transform/MemoryModel.h composes footprints into
+/// a function's plan without lowering it). It depends only on the binding's
+/// value, so a recomputed copy has its original's.
+struct Footprint {
+  /// A buffer a kernel touches, by role: leaf `index` of the binding's
+  /// inputs (the Vars its value reads, in first-use order, each's leaves in
+  /// turn), leaf `index` of its result, its `index`-th buffer of its own
+  /// (created[index]), or the function's status word.
+  enum class Role { Input, Result, Own, Status };
+  struct Touch {
+    Role role;
+    size_t index;
+  };
+  /// A buffer of its own (scratch, a scan's states), or the status word
+  /// where this binding is the first to ask for it: in creation order,
+  /// which is the arena's order (placement breaks ties by it).
+  struct Created {
+    DType dtype;
+    Shape shape;
+    bool status;
+  };
+  std::vector<std::vector<Touch>> kernels;
+  std::vector<Created> created;
+  std::vector<TimeLoop> time_loops; // kernel indices relative to the first kernel
+};
+
 /// The arena of `fn` placed: each arena buffer's lifetime (buffer_lifetimes),
 /// in the arena's order, through place(). Writes the offsets into the
 /// buffers and returns the peak.

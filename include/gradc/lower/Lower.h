@@ -10,6 +10,7 @@
 
 #include "gradc/ir/Expr.h"
 #include "gradc/loops/LoopIR.h"
+#include "gradc/loops/Memory.h"
 #include "gradc/loops/Target.h"
 
 namespace gradc {
@@ -19,5 +20,10 @@ struct LowerOptions {
 };
 
 LoweredModule lower_module(const Module &module, const LowerOptions &opts = {});
+
+/// The footprint of every top-level binding of `fn` (fused) in `lowered`,
+/// its lowering, read off by provenance (Footprint.cpp); Tuple and TupleGet
+/// bindings, which only alias, have empty ones.
+std::vector<Footprint> binding_footprints(const Function &fn, const LoweredFunction &lowered);
 
 } // namespace gradc

@@ -34,8 +34,11 @@ RematSet checkpoint_segments(const Function &fn, RematStats &stats);
 /// Rewriting: recomputes what `set` drops, as RematSet says. Works on ANF
 /// and on fused bodies alike (a copy is the whole binding, its nested calls
 /// included). Pre: `set` has one flag per binding. Post: the same results,
-/// bitwise (a copy runs the same operators on the same values).
-FunctionPtr rematerialize(const Function &fn, const RematSet &set, RematStats &stats);
+/// bitwise (a copy runs the same operators on the same values). With
+/// `source`, source[j] is the binding of `fn` that binding j of the result
+/// is, or copies (whose footprint it has: transform/MemoryModel.h).
+FunctionPtr rematerialize(const Function &fn, const RematSet &set, RematStats &stats,
+                          std::vector<size_t> *source = nullptr);
 
 /// Both: manual rematerialization of the checkpoint segments.
 FunctionPtr rematerialize_checkpoints(const Function &fn, RematStats &stats);
