@@ -734,6 +734,8 @@ nlohmann::json build_manifest(const LoweredModule &module, const std::vector<Fun
                               const ManifestInfo &info, const std::string &prefix) {
   check_reports(module, reports);
   const bool cuda = info.target == "cuda";
+  // Provenance: the binding of the tensor function a kernel or buffer comes from.
+  auto origin_json = [](const Origin &o) { return o.set() ? nlohmann::json("%" + o.var) : nlohmann::json(); };
   nlohmann::json functions = nlohmann::json::array();
   for (size_t f = 0; f < module.functions.size(); ++f) {
     const LoweredFunction &fn = module.functions[f];
@@ -749,7 +751,7 @@ nlohmann::json build_manifest(const LoweredModule &module, const std::vector<Fun
       nlohmann::json buffers = nlohmann::json::array();
       for (const BufferPtr &b : k.buffers)
         buffers.push_back(b->name);
-      nlohmann::json kernel = {{"name", k.name}, {"buffers", buffers}};
+      nlohmann::json kernel = {{"name", k.name}, {"buffers", buffers}, {"binding", origin_json(k.origin)}};
       // A kernel's launch arguments are its buffers, in order (CudaTarget.cpp).
       if (cuda)
         kernel["launch"] = {
@@ -766,9 +768,16 @@ nlohmann::json build_manifest(const LoweredModule &module, const std::vector<Fun
         time_loops.back()["trips"] = l.trips;
     }
 
+    // Each arena buffer with the kernels it is live over (what the plan
+    // placed) and the binding it comes from.
     nlohmann::json arena = nlohmann::json::array();
+    auto life = buffer_lifetimes(fn);
     for (const BufferPtr &b : fn.arena)
-      arena.push_back({{"name", b->name}, {"offset", b->offset}, {"bytes", b->bytes()}});
+      arena.push_back({{"name", b->name},
+                       {"offset", b->offset},
+                       {"bytes", b->bytes()},
+                       {"live_kernels", {life[b.get()].first, life[b.get()].second}},
+                       {"binding", b == fn.status ? nlohmann::json() : origin_json(b->origin)}});
 
     functions.push_back({
         {"name", fn.name},
