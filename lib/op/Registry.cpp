@@ -192,11 +192,18 @@ OpBuilder &OpBuilder::fuses_producers() {
   return *this;
 }
 
+int64_t expr_flops(const Expr &e) {
+  int64_t flops = e.kind == ExprKind::Call ? e.op->flops(e) : 0;
+  if (e.kind == ExprKind::Call || e.kind == ExprKind::Tuple)
+    for (const ExprPtr &a : e.args) // a fused operand's own work
+      flops += expr_flops(*a);
+  return flops;
+}
+
 int64_t function_flops(const Function &fn) {
   int64_t flops = 0;
   for (const Binding &b : fn.body.bindings)
-    if (b.value->kind == ExprKind::Call)
-      flops += b.value->op->flops(*b.value);
+    flops += expr_flops(*b.value);
   return flops;
 }
 

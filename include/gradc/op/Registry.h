@@ -314,8 +314,10 @@ template <class T> T RelationCtx::attrs_as() const {
 /// first-use order without repeats: inputs of the call beside its arguments.
 std::vector<ExprPtr> captured_inputs(const Expr &call);
 
-/// The operation count of every call of `fn`'s bindings, as each operator's
-/// record states it (a scan's counts its body's, once per step).
+/// The operation count of `e`: each call in it, fused operands included, as
+/// each operator's record states it (a scan's counts its body's, once per step).
+int64_t expr_flops(const Expr &e);
+/// The operation count of every binding of `fn` (expr_flops).
 int64_t function_flops(const Function &fn);
 
 // The operator families (lib/op/*.cpp). Registry.cpp calls each once.
