@@ -11,6 +11,7 @@
 
 #include <functional>
 #include <unordered_map>
+#include <unordered_set>
 
 namespace gradc {
 namespace {
@@ -33,6 +34,18 @@ ExprPtr replace_vars(const ExprPtr &e, const std::function<ExprPtr(const ExprPtr
     changed |= args.back() != a;
   }
   return changed ? with_args(*e, std::move(args)) : e;
+}
+
+/// The Vars `e` reads, in the order replace_vars meets them (each once).
+std::vector<ExprPtr> read_vars(const ExprPtr &e) {
+  std::vector<ExprPtr> vars;
+  std::unordered_set<const Expr *> seen;
+  replace_vars(e, [&](const ExprPtr &v) {
+    if (seen.insert(v.get()).second)
+      vars.push_back(v);
+    return v;
+  });
+  return vars;
 }
 
 } // namespace
@@ -78,40 +91,88 @@ RematSet checkpoint_segments(const Function &fn, RematStats &stats) {
   return set;
 }
 
-FunctionPtr rematerialize(const Function &fn, const RematSet &set, RematStats &stats, std::vector<size_t> *source) {
+RematSchedule schedule_of(const Function &fn, const RematSet &set) {
   const std::vector<Binding> &body = fn.body.bindings;
   GRADC_CHECK(set.dropped.size() == body.size() && set.reads_original.size() == body.size(), "remat",
               "a remat set for another function");
   std::unordered_map<const Expr *, size_t> def; // var -> binding index
   for (size_t i = 0; i < body.size(); ++i)
     def[body[i].var.get()] = i;
+  RematSchedule schedule{set.reads_original, std::vector<std::vector<size_t>>(body.size() + 1)};
+  std::vector<bool> copied(body.size());
+  // A dropped value's copy after those of the dropped values it reads.
+  std::function<void(const ExprPtr &, std::vector<size_t> &)> need = [&](const ExprPtr &var, std::vector<size_t> &list) {
+    auto it = def.find(var.get());
+    if (it == def.end() || !set.dropped[it->second] || copied[it->second])
+      return;
+    copied[it->second] = true;
+    for (const ExprPtr &a : read_vars(body[it->second].value))
+      need(a, list);
+    list.push_back(it->second);
+  };
+  for (size_t j = 0; j < body.size(); ++j)
+    if (!set.reads_original[j])
+      for (const ExprPtr &v : read_vars(body[j].value))
+        need(v, schedule.before[j]);
+  for (const ExprPtr &v : read_vars(fn.body.result))
+    need(v, schedule.before[body.size()]);
+  return schedule;
+}
 
-  std::unordered_map<const Expr *, ExprPtr> copy_of;
+FunctionPtr rematerialize(const Function &fn, const RematSet &set, RematStats &stats, std::vector<size_t> *source) {
+  return rematerialize(fn, schedule_of(fn, set), stats, source);
+}
+
+FunctionPtr rematerialize(const Function &fn, const RematSchedule &schedule, RematStats &stats,
+                          std::vector<size_t> *source) {
+  const std::vector<Binding> &body = fn.body.bindings;
+  GRADC_CHECK(schedule.reads_original.size() == body.size() && schedule.before.size() == body.size() + 1, "remat",
+              "a remat schedule for another function");
+  std::unordered_map<const Expr *, ExprPtr> latest; // a Var of `fn` -> its latest instance
+  std::unordered_map<std::string, int> copies;      // copies made of each name, for fresh names
+  std::unordered_set<std::string> names;
+  for (const ExprPtr &p : fn.params)
+    names.insert(p->name);
+  for (const Binding &b : body)
+    names.insert(b.var->name);
+  auto current = [&](const ExprPtr &var) {
+    auto it = latest.find(var.get());
+    return it == latest.end() ? var : it->second;
+  };
   std::vector<Binding> out;
   std::vector<size_t> from; // of each binding of `out`
-  std::function<ExprPtr(const ExprPtr &)> recompute = [&](const ExprPtr &var) -> ExprPtr {
-    auto it = def.find(var.get());
-    if (it == def.end() || !set.dropped[it->second])
-      return var;
-    if (auto done = copy_of.find(var.get()); done != copy_of.end())
-      return done->second;
-    const Binding &orig = body[it->second];
-    ExprPtr value = replace_vars(orig.value, recompute);
-    ExprPtr v = make_var(orig.var->name + "_remat", {}, orig.var->span, orig.var->type);
-    out.push_back({v, value, false});
-    from.push_back(it->second);
-    ++stats.recomputed;
-    return copy_of[var.get()] = v;
+  std::vector<bool> ever_copied(body.size());
+  auto emit_copies = [&](const std::vector<size_t> &list) {
+    for (size_t i : list) {
+      const Binding &orig = body.at(i);
+      std::string name;
+      do { // x_remat, then x_remat2, ...: every name in the text unique
+        int k = ++copies[orig.var->name];
+        name = orig.var->name + "_remat" + (k > 1 ? std::to_string(k) : "");
+      } while (!names.insert(name).second);
+      ExprPtr v = make_var(name, {}, orig.var->span, orig.var->type);
+      out.push_back({v, replace_vars(orig.value, current), false});
+      from.push_back(i);
+      latest[orig.var.get()] = v;
+      ++stats.recomputed;
+      stats.extra_flops += expr_flops(*orig.value);
+      if (!ever_copied[i]) {
+        ever_copied[i] = true;
+        stats.recomputed_values.push_back(orig.var->name);
+      }
+    }
   };
-  for (size_t i = 0; i < body.size(); ++i) {
-    Binding b = body[i];
-    if (!set.reads_original[i])
-      b.value = replace_vars(b.value, recompute);
+  for (size_t j = 0; j < body.size(); ++j) {
+    emit_copies(schedule.before[j]);
+    Binding b = body[j];
+    if (!schedule.reads_original[j])
+      b.value = replace_vars(b.value, current);
     out.push_back(b);
-    from.push_back(i);
+    from.push_back(j);
   }
+  emit_copies(schedule.before[body.size()]);
   auto result = std::make_shared<Function>(fn);
-  result->body.result = replace_vars(fn.body.result, recompute);
+  result->body.result = replace_vars(fn.body.result, current);
   result->body.bindings = std::move(out);
   if (source)
     *source = std::move(from);

@@ -3,6 +3,7 @@
 
 #include "gradc/ir/Expr.h"
 
+#include <string>
 #include <vector>
 
 namespace gradc {
@@ -11,6 +12,9 @@ struct RematStats {
   int segments = 0;   // checkpoint segments found
   int recomputed = 0; // bindings duplicated into the backward pass
   int time_checkpointed = 0; // scans whose backward pass keeps every k-th state
+  int64_t extra_flops = 0;   // the FLOPs of the copies (expr_flops)
+  std::vector<std::string> recomputed_values; // the Vars copied, each once, in order of first copy
+  std::string strategy; // the plan auto or sqrt chose (AutoRemat.h); empty otherwise
 };
 
 /// What rematerialization recomputes, one flag per binding of a function
@@ -23,6 +27,23 @@ struct RematSet {
   std::vector<bool> dropped;
   std::vector<bool> reads_original;
 };
+
+/// The general form: which bindings read originals, and which bindings are
+/// recomputed right before each binding j (before[j], in order; before[n]
+/// before the result). Every binding that does not read originals, and
+/// every copy, reads the latest instance of each value: the original until
+/// a copy is made, then that copy until the next. So a value may be
+/// recomputed several times (binomial checkpointing recomputes a step once
+/// per sweep), and an instance dies at its last read.
+struct RematSchedule {
+  std::vector<bool> reads_original;
+  std::vector<std::vector<size_t>> before; // n + 1 lists
+};
+
+/// The schedule of a set: each dropped value copied once, right before its
+/// first read by a binding (or the result) that does not read originals,
+/// after the copies of the dropped values it reads.
+RematSchedule schedule_of(const Function &fn, const RematSet &set);
 
 /// Selection by markers (--remat=manual, Relax semantics). A checkpoint
 /// segment is every binding on a path from a grad.start_checkpoint output to
@@ -38,6 +59,9 @@ RematSet checkpoint_segments(const Function &fn, RematStats &stats);
 /// `source`, source[j] is the binding of `fn` that binding j of the result
 /// is, or copies (whose footprint it has: transform/MemoryModel.h).
 FunctionPtr rematerialize(const Function &fn, const RematSet &set, RematStats &stats,
+                          std::vector<size_t> *source = nullptr);
+/// The same for a schedule (rematerialize(fn, set) is this of schedule_of).
+FunctionPtr rematerialize(const Function &fn, const RematSchedule &schedule, RematStats &stats,
                           std::vector<size_t> *source = nullptr);
 
 /// Both: manual rematerialization of the checkpoint segments.
