@@ -71,7 +71,8 @@ struct SharedOptions {
 void add_shared(CLI::App *cmd, SharedOptions &o, CodegenOptions &cg) {
   cmd->add_option("--grad", o.grad, "Add @FN_adjoint for @FN (default main)")->expected(0, 1)->default_str("main");
   cmd->add_option("--wrt", o.wrt, "Parameters to differentiate, e.g. %a,%b (default: all floating-point)");
-  cmd->add_option("--remat", o.remat, "none | manual | auto")->check(CLI::IsMember({"none", "manual", "auto"}));
+  cmd->add_option("--remat", o.remat, "none | manual | auto | sqrt")
+      ->check(CLI::IsMember({"none", "manual", "auto", "sqrt"}));
   cmd->add_option("--memory-budget", o.budget, "Planned peak workspace per function: 123456, 64KiB, 1.5MiB");
   cmd->add_option("--target", o.target, "cpu | cuda")->check(CLI::IsMember({"cpu", "cuda"}));
   cmd->add_option("--cpu", cg.cpu, "Target CPU (default: the host)");
@@ -100,7 +101,10 @@ bool finish_shared(CLI::App *cmd, const SharedOptions &o, PipelineOptions &p) {
     print_error(std::cerr, "--wrt needs --grad");
     return false;
   }
-  p.remat = o.remat == "none" ? RematMode::None : o.remat == "auto" ? RematMode::Auto : RematMode::Manual;
+  p.remat = o.remat == "none"   ? RematMode::None
+            : o.remat == "auto" ? RematMode::Auto
+            : o.remat == "sqrt" ? RematMode::Sqrt
+                                : RematMode::Manual;
   LogLevel level = o.verbose >= 2 ? LogLevel::Debug : o.verbose == 1 ? LogLevel::Info : LogLevel::Off;
   if (!o.log_level.empty())
     level = *parse_log_level(o.log_level);

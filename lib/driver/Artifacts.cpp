@@ -789,6 +789,16 @@ nlohmann::json build_manifest(const LoweredModule &module, const std::vector<Fun
         {"planned_peak_bytes", {{"before_remat", report.peak_before_remat}, {"after_remat", report.peak_after_remat}}},
         {"remat", {{"segments", report.remat_segments}, {"recomputed_bindings", report.remat_recomputed}}},
         {"flops", report.flops},
+        // What rematerialization bought and cost (SPEC §6): the planned
+        // peak, the peak keeping everything, the forward pass's FLOPs and
+        // the FLOPs recomputed, the values recomputed, the plan, the budget.
+        {"peak_bytes", report.peak_after_remat},
+        {"peak_bytes_no_remat", report.peak_before_remat},
+        {"forward_flops", report.forward_flops},
+        {"extra_flops", report.extra_flops},
+        {"recomputed", report.recomputed},
+        {"remat_strategy", report.remat_strategy},
+        {"budget_bytes", report.budget_bytes >= 0 ? nlohmann::json(report.budget_bytes) : nlohmann::json()},
         {"kernels", kernels},
         {"time_loops", time_loops},
         {"arena", arena},

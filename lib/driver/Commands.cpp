@@ -173,7 +173,10 @@ ManifestInfo manifest_info(const PipelineOptions &opts, const std::vector<std::s
   info.cpu = opts.codegen.cpu;
   info.gpu_arch = opts.codegen.gpu_arch;
   info.opt_level = opts.codegen.opt_level;
-  info.remat = opts.remat == RematMode::None ? "none" : opts.remat == RematMode::Auto ? "auto" : "manual";
+  info.remat = opts.remat == RematMode::None   ? "none"
+               : opts.remat == RematMode::Auto ? "auto"
+               : opts.remat == RematMode::Sqrt ? "sqrt"
+                                               : "manual";
   info.memory_budget = opts.memory_budget;
   return info;
 }

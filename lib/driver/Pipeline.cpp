@@ -19,6 +19,7 @@
 #include "gradc/transform/Verify.h"
 #include "gradc/text/Parser.h"
 #include "gradc/transform/Fuse.h"
+#include "gradc/transform/AutoRemat.h"
 #include "gradc/transform/Gradient.h"
 #include "gradc/transform/MemoryModel.h"
 #include "gradc/transform/Passes.h"
@@ -139,14 +140,11 @@ Module differentiate(const Module &m, PassContext &ctx) {
   return out;
 }
 
-/// Recomputes checkpoint segments in the backward pass (--remat=manual).
+/// Recomputes checkpoint segments in the backward pass (--remat=manual, and
+/// under auto and sqrt, which plan the rest after fusion: plan_remat).
 Module rematerialize(const Module &m, PassContext &ctx) {
   ctx.remat.assign(m.functions.size(), {});
-  if (ctx.opts.remat == RematMode::Auto) {
-    ctx.diag.error("--remat=auto is not implemented yet; use --remat=manual (checkpoint markers) or none");
-    ctx.diag.check();
-  }
-  if (ctx.opts.remat != RematMode::Manual)
+  if (ctx.opts.remat == RematMode::None)
     return m;
   size_t i = 0;
   return each_function(m, [&](const Function &fn) {
@@ -247,6 +245,11 @@ private:
   std::chrono::steady_clock::time_point last_ = std::chrono::steady_clock::now();
 };
 
+/// Whether selection runs after fusion (auto and sqrt), where bindings are kernels.
+bool plans_after_fusion(const PipelineOptions &opts) {
+  return opts.remat == RematMode::Auto || opts.remat == RematMode::Sqrt;
+}
+
 /// One tensor stage: its passes (each verified with --verify-each), then its dump and timing.
 void run_stage(Module &m, const Stage &stage, PassContext &ctx, Dumper *dumper, Timer *timer) {
   for (const TensorPass &pass : stage.passes) {
@@ -254,7 +257,9 @@ void run_stage(Module &m, const Stage &stage, PassContext &ctx, Dumper *dumper, 
     if (ctx.opts.verify_each)
       verify(m, pass.form, pass.name);
   }
-  if (dumper && dumper->wants(stage.name))
+  // Under auto and sqrt the remat dump shows the plan, after fusion (plan_remat).
+  bool deferred = std::string(stage.name) == "remat" && plans_after_fusion(ctx.opts);
+  if (dumper && dumper->wants(stage.name) && !deferred)
     dumper->dump(stage.name, print_module(m, {true}));
   if (timer)
     timer->lap(stage.name);
@@ -270,10 +275,8 @@ void verify_memory_estimate(const Function &fused, const LoweredFunction &lowere
                   " bytes, the plan " + std::to_string(lowered.workspace_bytes));
 }
 
-/// The tensor stages from `first` on, then lowering and the loop passes.
-LoweredModule run_from(Module &m, size_t first, PassContext &ctx, Dumper *dumper, Timer *timer) {
-  for (size_t s = first; s < std::size(kTensorStages); ++s)
-    run_stage(m, kTensorStages[s], ctx, dumper, timer);
+/// Lowering and the loop passes, for every function of `m` (fused).
+LoweredModule lower_all(const Module &m, PassContext &ctx) {
   LoweredModule lowered = lower_module(m, LowerOptions{ctx.target});
   for (size_t i = 0; i < lowered.functions.size(); ++i) {
     LoweredFunction &fn = lowered.functions[i];
@@ -287,6 +290,73 @@ LoweredModule run_from(Module &m, size_t first, PassContext &ctx, Dumper *dumper
     if (ctx.opts.verify_each)
       verify_memory_estimate(*m.functions[i], fn);
   }
+  return lowered;
+}
+
+/// --remat=auto and sqrt, on the adjoint after fusion (transform/AutoRemat.h):
+/// its plans, each rewritten and measured by the memory model from the
+/// footprints of its lowering; the cheapest that fits the budget (auto) or
+/// the √n one (sqrt) replaces it, lowered again. The planned workspace is
+/// the plan's, which the model computed exactly.
+void plan_remat(Module &m, LoweredModule &lowered, PassContext &ctx, Dumper *dumper) {
+  if (!plans_after_fusion(ctx.opts) || !ctx.opts.grad_fn)
+    return;
+  for (size_t i = 0; i < m.functions.size(); ++i) {
+    const Function &fn = *m.functions[i];
+    if (fn.name != *ctx.opts.grad_fn + "_adjoint")
+      continue;
+    std::vector<Footprint> footprints = binding_footprints(fn, lowered.functions[i]);
+    bool sqrt_only = ctx.opts.remat == RematMode::Sqrt;
+    std::vector<RematPlan> plans = remat_plans(fn, footprints, sqrt_only);
+    const RematPlan *chosen = nullptr;
+    if (sqrt_only) {
+      chosen = &plans.back(); // none when there is no chain
+    } else {
+      chosen = choose_plan(plans, ctx.opts.memory_budget);
+      if (!chosen) {
+        const RematPlan *least = &plans[0];
+        for (const RematPlan &p : plans)
+          if (p.workspace < least->workspace)
+            least = &p;
+        ctx.diag.error(fn.span, "@" + fn.name + ": no plan fits the --memory-budget of " +
+                                    std::to_string(ctx.opts.memory_budget) + " bytes; the smallest workspace " +
+                                    "gradc can plan is " + std::to_string(least->workspace) + " bytes (" +
+                                    std::to_string(least->extra_flops) + " FLOPs recomputed)");
+        ctx.diag.check();
+      }
+    }
+    if (log_enabled(LogLevel::Debug))
+      for (const RematPlan &p : plans)
+        log(LogLevel::Debug, "remat",
+            "  " + p.strategy + ": workspace " + std::to_string(p.workspace) + " bytes, " +
+                std::to_string(p.extra_flops) + " FLOPs recomputed, " + std::to_string(p.recomputed.size()) +
+                " values");
+    log(LogLevel::Info, "remat",
+        "@" + fn.name + ": " + std::to_string(plans.size()) + " plans; chose " + chosen->strategy + ": workspace " +
+            std::to_string(chosen->workspace) + " bytes, " + std::to_string(chosen->extra_flops) +
+            " FLOPs recomputed (keeping everything: " + std::to_string(plans[0].workspace) + " bytes)");
+    RematStats &stats = ctx.remat[i];
+    FunctionPtr rewritten = rematerialize(fn, chosen->schedule, stats);
+    stats.strategy = chosen->strategy;
+    m.functions[i] = rewritten;
+    Module one{m.source, {rewritten}};
+    lowered.functions[i] = std::move(lower_all(one, ctx).functions[0]);
+    GRADC_CHECK(lowered.functions[i].workspace_bytes == chosen->workspace, "remat",
+                "@" + fn.name + ": the plan's workspace is " + std::to_string(chosen->workspace) +
+                    " bytes by the memory model, " + std::to_string(lowered.functions[i].workspace_bytes) +
+                    " as lowered");
+  }
+  if (dumper && dumper->wants("remat"))
+    dumper->dump("remat", print_module(m, {true}));
+}
+
+/// The tensor stages from `first` on, then lowering, the loop passes and
+/// the plans of auto and sqrt rematerialization.
+LoweredModule run_from(Module &m, size_t first, PassContext &ctx, Dumper *dumper, Timer *timer) {
+  for (size_t s = first; s < std::size(kTensorStages); ++s)
+    run_stage(m, kTensorStages[s], ctx, dumper, timer);
+  LoweredModule lowered = lower_all(m, ctx);
+  plan_remat(m, lowered, ctx, dumper);
   if (dumper && dumper->wants("loops"))
     dumper->dump("loops", print_loops(lowered));
   if (timer)
@@ -309,7 +379,7 @@ std::vector<int64_t> unrematerialized_peaks(const Module &before_remat, const Co
   std::vector<int64_t> peaks;
   bool any_segment = false;
   for (const RematStats &r : ctx.remat)
-    any_segment |= r.segments > 0 || r.time_checkpointed > 0;
+    any_segment |= r.segments > 0 || r.time_checkpointed > 0 || r.recomputed > 0;
   if (!any_segment) {
     for (const LoweredFunction &fn : compiled.lowered.functions)
       peaks.push_back(fn.workspace_bytes);
@@ -376,6 +446,15 @@ CompiledModule compile_to_loops(std::shared_ptr<const SourceFile> source, const 
     r.remat_segments = ctx.remat[i].segments;
     r.remat_recomputed = ctx.remat[i].recomputed;
     r.is_adjoint = opts.grad_fn && fn.name == *opts.grad_fn + "_adjoint";
+    r.extra_flops = ctx.remat[i].extra_flops;
+    r.recomputed = ctx.remat[i].recomputed_values;
+    r.remat_strategy = !ctx.remat[i].strategy.empty() ? ctx.remat[i].strategy
+                       : ctx.remat[i].recomputed > 0 ? "manual"
+                                                     : "none";
+    r.budget_bytes = opts.memory_budget;
+    size_t end = r.is_adjoint ? remat_chain(fn).forward_end : fn.body.bindings.size();
+    for (size_t b = 0; b < end; ++b)
+      r.forward_flops += expr_flops(*fn.body.bindings[b].value);
     out.reports.push_back(r);
   }
   for (size_t i = 0; i < out.reports.size(); ++i)

@@ -94,6 +94,11 @@ struct FunctionReport {
   int remat_segments = 0;
   int remat_recomputed = 0;
   bool is_adjoint = false;
+  int64_t forward_flops = 0;               // the adjoint's forward pass (its bindings up to the primal value)
+  int64_t extra_flops = 0;                 // what rematerialization recomputes
+  std::vector<std::string> recomputed;     // the values recomputed, each once
+  std::string remat_strategy = "none";     // none, manual, or the plan auto chose (none, sqrt, chain)
+  int64_t budget_bytes = -1;               // --memory-budget, -1 without
 };
 
 struct ManifestInfo {

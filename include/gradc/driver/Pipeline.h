@@ -15,7 +15,10 @@
 
 namespace gradc {
 
-enum class RematMode { None, Manual, Auto };
+/// none keeps everything; manual obeys checkpoint markers; auto chooses
+/// under --memory-budget (transform/AutoRemat.h); sqrt is the √n-segments
+/// baseline. auto and sqrt obey the markers too, then plan the rest.
+enum class RematMode { None, Manual, Auto, Sqrt };
 
 /// Debug builds, or GRADC_VERIFY_EACH=1 in the environment (how the tests run).
 bool verify_each_by_default();

@@ -1,0 +1,424 @@
+//===- AutoRemat.cpp - what to keep and what to recompute, under a budget -===//
+//
+// The dynamic program, over blocks s..t of the chain (0-based) and a memory
+// level m (in units of the chain's bytes / kLevels), where block s-1's
+// output x[s-1] is at hand (the parameters for s = 0):
+//
+//   Opt(s, t, m)  the least FLOPs to run the backward pass of blocks t..s
+//                 from a recomputed forward: s == t, recompute block s and
+//                 keep what its backward reads (stash[s]); or keep block s's
+//                 stash and solve s+1..t with m - stash[s]; or advance from
+//                 x[s-1] to x[k] keeping only x[k] (the FLOPs of s..k), solve
+//                 k+1..t with m - x[k], then s..k again with m.
+//   Top(s, t, m)  the same for the first sweep, which is the forward pass
+//                 itself and costs nothing: what it keeps are originals.
+//
+// On a chain of equal blocks this is binomial checkpointing's recursion
+// (Griewank's revolve, with stash = x); with unequal blocks, Rotor's
+// (Beaumont et al. 2019) with its F_all / F_ck / F_none operations. A
+// schedule is read back from the choices at each level m: the bindings to
+// recompute right before the first backward binding that needs them. The
+// memory the program counts is a model; the workspace every plan reports is
+// the memory model's (exact), so the program only proposes.
+//
+//===----------------------------------------------------------------------===//
+#include "gradc/ir/Functor.h"
+#include "gradc/op/Kernel.h"
+#include "gradc/op/Registry.h"
+#include "gradc/transform/AutoRemat.h"
+#include "gradc/transform/MemoryModel.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <map>
+#include <set>
+#include <unordered_map>
+
+namespace gradc {
+namespace {
+
+constexpr int64_t kLevels = 128;   // memory levels of the program
+constexpr size_t kMaxBlocks = 128; // longer chains are merged into this many blocks
+constexpr int64_t kInf = std::numeric_limits<int64_t>::max() / 4;
+
+int64_t aligned(int64_t bytes) { return (bytes + kBufferAlignment - 1) / kBufferAlignment * kBufferAlignment; }
+
+int64_t value_bytes(const Type &t) {
+  int64_t bytes = 0;
+  for (const Type &leaf : leaf_types(t))
+    bytes += aligned(num_elements(leaf.shape) * int64_t(dtype_bytes(leaf.dtype)));
+  return bytes;
+}
+
+/// The reads of every binding (binding indices, direct) and its readers.
+struct Uses {
+  std::vector<std::vector<size_t>> reads, readers;
+  explicit Uses(const Function &fn) : reads(fn.body.bindings.size()), readers(fn.body.bindings.size()) {
+    std::unordered_map<const Expr *, size_t> def;
+    const std::vector<Binding> &body = fn.body.bindings;
+    for (size_t i = 0; i < body.size(); ++i)
+      def[body[i].var.get()] = i;
+    for (size_t j = 0; j < body.size(); ++j)
+      for (const ExprPtr &v : free_vars(body[j].value))
+        if (auto it = def.find(v.get()); it != def.end()) {
+          reads[j].push_back(it->second);
+          readers[it->second].push_back(j);
+        }
+  }
+};
+
+size_t forward_end(const Function &fn) {
+  const std::vector<Binding> &body = fn.body.bindings;
+  const ExprPtr &r = fn.body.result;
+  auto def = [&](const ExprPtr &v) -> std::optional<size_t> {
+    for (size_t i = 0; i < body.size(); ++i)
+      if (body[i].var == v)
+        return i;
+    return std::nullopt;
+  };
+  ExprPtr tuple = r;
+  if (r->kind == ExprKind::Var) {
+    auto i = def(r);
+    if (!i)
+      return 0;
+    tuple = body[*i].value;
+  }
+  if (tuple->kind != ExprKind::Tuple || tuple->args.empty() || tuple->args[0]->kind != ExprKind::Var)
+    return 0;
+  auto primal = def(tuple->args[0]);
+  return primal ? *primal + 1 : 0;
+}
+
+/// The chain's blocks with what the program needs of each. Block k's
+/// output x[k] is the value that crosses the cut after it (the last block's:
+/// the primal value); its stash is what the backward pass reads of it.
+class Chain {
+public:
+  Chain(const Function &fn, const RematChain &chain, const Uses &uses)
+      : fn_(fn), uses_(uses), end_(chain.forward_end), n_(fn.body.bindings.size()) {
+    // Merge consecutive blocks so that at most kMaxBlocks remain.
+    size_t blocks = chain.block_begin.size(), per = (blocks + kMaxBlocks - 1) / kMaxBlocks;
+    for (size_t k = 0; k < blocks; k += per)
+      begin_.push_back(chain.block_begin[k]);
+    begin_.push_back(end_);
+    L_ = begin_.size() - 1;
+    read_late_.assign(n_, false);
+    for (size_t i = 0; i < end_; ++i)
+      for (size_t j : uses.readers[i])
+        read_late_[i] = read_late_[i] || j >= end_;
+    // The backward pass in steps: a binding belongs to the last block whose
+    // values it reads (a layer's weight gradient reads its input, the block
+    // before), or to the step of the binding before it.
+    std::vector<size_t> block_of(end_);
+    for (size_t k = 0; k < L_; ++k)
+      for (size_t i = begin_[k]; i < begin_[k + 1]; ++i)
+        block_of[i] = k;
+    step_first_.assign(L_, n_);
+    size_t step = L_; // none yet
+    for (size_t j = end_; j < n_; ++j) {
+      size_t mine = L_;
+      for (size_t r : uses.reads[j])
+        if (r < end_)
+          mine = mine == L_ ? block_of[r] : std::max(mine, block_of[r]);
+      if (mine != L_)
+        step = mine;
+      if (step != L_)
+        step_first_[step] = std::min(step_first_[step], j);
+    }
+    for (size_t k = 0; k < L_; ++k)
+      out_.push_back(k + 1 < L_ ? crossing(begin_[k + 1]) : end_ - 1);
+    for (size_t k = 0; k < L_; ++k) {
+      x_bytes_.push_back(value_bytes(fn.body.bindings[out_[k]].var->type));
+      std::vector<size_t> stash = stash_values(k), others;
+      for (size_t i : stash)
+        if (i != out_[k])
+          others.push_back(i);
+      others.push_back(out_[k]);
+      keep_.push_back(closure(others, begin_[k], begin_[k + 1]));
+      others.pop_back();
+      base_.push_back(closure(others, begin_[k], begin_[k + 1]));
+      advance_.push_back(closure({out_[k]}, begin_[k], begin_[k + 1]));
+      keep_bytes_.push_back(x_bytes_[k] + bytes(others));
+      base_bytes_.push_back(bytes(others));
+    }
+  }
+
+  size_t blocks() const { return L_; }
+  int64_t x_bytes(size_t k) const { return x_bytes_[k]; }
+  /// Keeping block k for its backward step: its stash and output (memory),
+  /// and the bindings that compute them from x[k-1].
+  int64_t keep_bytes(size_t k) const { return keep_bytes_[k]; }
+  const std::vector<size_t> &keep(size_t k) const { return keep_[k]; }
+  /// Its backward step alone, x[k] at hand: the rest of its stash.
+  int64_t base_bytes(size_t k) const { return base_bytes_[k]; }
+  const std::vector<size_t> &base(size_t k) const { return base_[k]; }
+  /// x[k] from x[k-1], keeping nothing else.
+  const std::vector<size_t> &advance(size_t k) const { return advance_[k]; }
+  int64_t flops(const std::vector<size_t> &bindings) const {
+    int64_t f = 0;
+    for (size_t i : bindings)
+      f += expr_flops(*fn_.body.bindings[i].value);
+    return f;
+  }
+
+  /// Where the recomputation for blocks s..t goes: before the first binding
+  /// of their backward steps.
+  size_t need_position(size_t s, size_t t) const {
+    size_t p = n_;
+    for (size_t k = s; k <= t; ++k)
+      p = std::min(p, step_first_[k]);
+    return p;
+  }
+
+private:
+  const Function &fn_;
+  const Uses &uses_;
+  size_t end_, n_, L_ = 0;
+  std::vector<size_t> begin_, out_, step_first_;
+  std::vector<bool> read_late_;
+  std::vector<int64_t> x_bytes_, keep_bytes_, base_bytes_;
+  std::vector<std::vector<size_t>> keep_, base_, advance_;
+
+  /// The one forward value read at or after binding p that is defined before it.
+  size_t crossing(size_t p) const {
+    for (size_t i = p; i-- > 0;)
+      for (size_t j : uses_.readers[i])
+        if (j >= p && j < end_)
+          return i;
+    return p - 1;
+  }
+  std::vector<size_t> stash_values(size_t k) const {
+    std::vector<size_t> out;
+    for (size_t i = begin_[k]; i < begin_[k + 1]; ++i)
+      if (read_late_[i])
+        out.push_back(i);
+    return out;
+  }
+  int64_t bytes(const std::vector<size_t> &values) const {
+    int64_t b = 0;
+    for (size_t i : values)
+      b += value_bytes(fn_.body.bindings[i].var->type);
+    return b;
+  }
+  /// `roots` and the bindings in [lo, hi) they read, transitively, in order.
+  std::vector<size_t> closure(std::vector<size_t> roots, size_t lo, size_t hi) const {
+    std::set<size_t> in;
+    while (!roots.empty()) {
+      size_t i = roots.back();
+      roots.pop_back();
+      if (i < lo || i >= hi || !in.insert(i).second)
+        continue;
+      for (size_t r : uses_.reads[i])
+        roots.push_back(r);
+    }
+    return {in.begin(), in.end()};
+  }
+};
+
+/// The two tables of the program and their choices: -1 block s's backward
+/// step alone (s == t: x[s] at hand), -2 keep block s, k >= 0 advance to x[k].
+class Program {
+public:
+  Program(const Chain &c, int64_t unit) : c_(c), L_(c.blocks()) {
+    auto units = [unit](int64_t bytes) { return (bytes + unit - 1) / unit; };
+    prefix_.assign(L_ + 1, 0);
+    for (size_t k = 0; k < L_; ++k) {
+      x_.push_back(units(c.x_bytes(k)));
+      keep_.push_back(units(c.keep_bytes(k)));
+      base_.push_back(units(c.base_bytes(k)));
+      keep_flops_.push_back(c.flops(c.keep(k)));
+      base_flops_.push_back(c.flops(c.base(k)));
+      prefix_[k + 1] = prefix_[k] + c.flops(c.advance(k));
+    }
+    size_t cells = L_ * (L_ + 1) / 2 * size_t(kLevels + 1);
+    opt_.assign(cells, kInf);
+    top_.assign(cells, kInf);
+    opt_choice_.assign(cells, -1);
+    top_choice_.assign(cells, -1);
+    for (size_t len = 0; len < L_; ++len)
+      for (size_t s = 0; s + len < L_; ++s)
+        for (int64_t m = 0; m <= kLevels; ++m)
+          solve(s, s + len, m);
+  }
+
+  int64_t top(int64_t m) const { return top_[at(0, L_ - 1, m)]; }
+
+  /// The schedule of Top(0, L-1, m): the bindings recomputed before each binding.
+  void schedule(int64_t m, std::vector<std::vector<size_t>> &before) const { rebuild(0, L_ - 1, m, true, before); }
+
+private:
+  const Chain &c_;
+  size_t L_;
+  std::vector<int64_t> x_, keep_, base_, keep_flops_, base_flops_, prefix_;
+  std::vector<int64_t> opt_, top_;
+  std::vector<int32_t> opt_choice_, top_choice_;
+
+  size_t at(size_t s, size_t t, int64_t m) const {
+    size_t pair = t * (t + 1) / 2 + s; // s <= t
+    return pair * size_t(kLevels + 1) + size_t(m);
+  }
+  static int64_t sum(int64_t a, int64_t b) { return a >= kInf || b >= kInf ? kInf : a + b; }
+
+  void solve(size_t s, size_t t, int64_t m) {
+    for (bool first : {false, true}) {
+      int64_t best = kInf;
+      int32_t choice = -1;
+      if (s == t) {
+        best = m >= base_[s] ? (first ? 0 : base_flops_[s]) : kInf;
+      } else {
+        if (m >= keep_[s]) {
+          best = sum(first ? 0 : keep_flops_[s], (first ? top_ : opt_)[at(s + 1, t, m - keep_[s])]);
+          choice = -2;
+        }
+        for (size_t k = s; k < t; ++k) {
+          if (m < x_[k])
+            continue;
+          int64_t advance = first ? 0 : prefix_[k + 1] - prefix_[s];
+          int64_t cost = sum(sum(advance, (first ? top_ : opt_)[at(k + 1, t, m - x_[k])]), opt_[at(s, k, m)]);
+          if (cost < best) {
+            best = cost;
+            choice = int32_t(k);
+          }
+        }
+      }
+      (first ? top_ : opt_)[at(s, t, m)] = best;
+      (first ? top_choice_ : opt_choice_)[at(s, t, m)] = choice;
+    }
+  }
+
+  void rebuild(size_t s, size_t t, int64_t m, bool first, std::vector<std::vector<size_t>> &before) const {
+    int32_t choice = (first ? top_choice_ : opt_choice_)[at(s, t, m)];
+    std::vector<size_t> &here = before[c_.need_position(s, t)];
+    auto emit = [&](const std::vector<size_t> &bindings) {
+      if (!first)
+        here.insert(here.end(), bindings.begin(), bindings.end());
+    };
+    if (choice == -1) {
+      emit(c_.base(s));
+    } else if (choice == -2) {
+      emit(c_.keep(s));
+      rebuild(s + 1, t, m - keep_[s], first, before);
+    } else {
+      size_t k = size_t(choice);
+      for (size_t b = s; b <= k; ++b)
+        emit(c_.advance(b));
+      rebuild(k + 1, t, m - x_[k], first, before);
+      rebuild(s, k, m, false, before);
+    }
+  }
+};
+
+/// Drops a binding listed again before any binding runs between (its copy is current).
+void dedupe(std::vector<std::vector<size_t>> &before) {
+  for (std::vector<size_t> &list : before) {
+    std::set<size_t> seen;
+    std::vector<size_t> kept;
+    for (size_t i : list)
+      if (seen.insert(i).second)
+        kept.push_back(i);
+    list = std::move(kept);
+  }
+}
+
+RematPlan evaluate(const Function &fn, const std::vector<Footprint> &footprints, std::string strategy,
+                   std::vector<std::vector<size_t>> before) {
+  dedupe(before);
+  RematPlan plan;
+  plan.strategy = std::move(strategy);
+  plan.schedule = {std::vector<bool>(fn.body.bindings.size()), std::move(before)};
+  RematStats stats;
+  std::vector<size_t> source;
+  FunctionPtr rewritten = rematerialize(fn, plan.schedule, stats, &source);
+  plan.workspace = estimate_workspace(*rewritten, [&](size_t i) -> const Footprint & {
+    return footprints.at(source.at(i));
+  });
+  plan.extra_flops = stats.extra_flops;
+  plan.recomputed = std::move(stats.recomputed_values);
+  return plan;
+}
+
+} // namespace
+
+RematChain remat_chain(const Function &fn) {
+  RematChain chain;
+  chain.forward_end = forward_end(fn);
+  if (chain.forward_end == 0)
+    return chain;
+  Uses uses(fn);
+  // Value i crosses the cuts after it up to its last forward reader: cut p
+  // (before binding p) is where exactly one value crosses.
+  std::vector<int64_t> diff(chain.forward_end + 1, 0);
+  for (size_t i = 0; i < chain.forward_end; ++i) {
+    size_t last = i;
+    for (size_t j : uses.readers[i])
+      if (j < chain.forward_end)
+        last = std::max(last, j);
+    diff[i + 1] += 1;
+    diff[last + 1] -= 1;
+  }
+  chain.block_begin.push_back(0);
+  int64_t crossing = 0;
+  for (size_t p = 1; p < chain.forward_end; ++p) {
+    crossing += diff[p];
+    if (crossing == 1)
+      chain.block_begin.push_back(p);
+  }
+  return chain;
+}
+
+std::vector<RematPlan> remat_plans(const Function &fn, const std::vector<Footprint> &footprints, bool sqrt_only) {
+  size_t n = fn.body.bindings.size();
+  std::vector<RematPlan> plans{evaluate(fn, footprints, "none", std::vector<std::vector<size_t>>(n + 1))};
+  RematChain rc = remat_chain(fn);
+  if (rc.block_begin.empty())
+    return plans;
+  Uses uses(fn);
+  Chain chain(fn, rc, uses);
+  size_t L = chain.blocks();
+  std::set<std::vector<std::vector<size_t>>> seen;
+  auto add = [&](const char *strategy, std::vector<std::vector<size_t>> before) {
+    dedupe(before);
+    if (seen.insert(before).second)
+      plans.push_back(evaluate(fn, footprints, strategy, std::move(before)));
+  };
+  // √n segments (Chen et al. 2016): the first sweep keeps x at the end of
+  // every segment but the last; each segment is recomputed once, kept whole.
+  size_t g = std::max<size_t>(1, size_t(std::ceil(std::sqrt(double(L)))));
+  std::vector<std::vector<size_t>> before(n + 1);
+  for (size_t s = 0; s + g < L; s += g) {
+    size_t t = s + g - 1; // x[t] is kept: the segment's last backward step has it at hand
+    std::vector<size_t> &here = before[chain.need_position(s, t)];
+    for (size_t k = s; k <= t; ++k) {
+      const std::vector<size_t> &b = k < t ? chain.keep(k) : chain.base(k);
+      here.insert(here.end(), b.begin(), b.end());
+    }
+  }
+  add("sqrt", std::move(before));
+  if (sqrt_only)
+    return plans;
+  int64_t total = 0;
+  for (size_t k = 0; k < L; ++k)
+    total += chain.keep_bytes(k);
+  int64_t unit = std::max<int64_t>(kBufferAlignment, (total + kLevels - 1) / kLevels);
+  Program program(chain, unit);
+  for (int64_t m = kLevels; m >= 0; --m)
+    if (program.top(m) < kInf) {
+      std::vector<std::vector<size_t>> b(n + 1);
+      program.schedule(m, b);
+      add("chain", std::move(b));
+    }
+  return plans;
+}
+
+const RematPlan *choose_plan(const std::vector<RematPlan> &plans, int64_t budget) {
+  const RematPlan *best = nullptr;
+  for (const RematPlan &p : plans)
+    if (p.workspace <= budget &&
+        (!best || p.extra_flops < best->extra_flops ||
+         (p.extra_flops == best->extra_flops && p.workspace < best->workspace)))
+      best = &p;
+  return best;
+}
+
+} // namespace gradc
