@@ -24,6 +24,8 @@
 //                 compiled again without --grad)
 //   --wrt=%a,%b   the parameters to differentiate against (default: all)
 //   --remat=none  no rematerialization (default: manual checkpoints)
+//   --remat=sqrt  the sqrt(n) segments plan; --remat=auto with
+//                 --memory-budget=N (bytes; default: no limit) the budget's plan
 //   --target=cuda GPU binding and the NVPTX code generator (default: the host CPU)
 // GRADC_FUZZ_VERBOSE=1 prints the options chosen, the equivalent gradc command
 // and the diagnostics (for reproducing one input: ./gradc_fuzz_pipeline FILE).
@@ -85,7 +87,8 @@ struct FuzzOptions {
   std::string grad_fn; // empty: no --grad
   bool grad_given = false;
   std::vector<std::string> wrt;
-  bool remat_none = false;
+  RematMode remat = RematMode::Manual;
+  int64_t budget = -1; // --remat=auto: bytes
   bool cuda = false;
 };
 
@@ -120,7 +123,22 @@ FuzzOptions read_options(const std::string &text, const Module &typed) {
       if (!item.empty())
         o.wrt.push_back(item[0] == '%' ? item.substr(1) : item);
   }
-  o.remat_none = text.find("--remat=none") != std::string::npos;
+  if (text.find("--remat=none") != std::string::npos)
+    o.remat = RematMode::None;
+  else if (text.find("--remat=sqrt") != std::string::npos)
+    o.remat = RematMode::Sqrt;
+  else if (text.find("--remat=auto") != std::string::npos)
+    o.remat = RematMode::Auto;
+  if (o.remat == RematMode::Auto) {
+    o.budget = int64_t(1) << 60;
+    if (auto b = flag_value(text, "--memory-budget=")) {
+      size_t n = 0;
+      while (n < b->size() && n < 15 && isdigit((unsigned char)(*b)[n]))
+        ++n;
+      if (n > 0)
+        o.budget = std::stoll(b->substr(0, n));
+    }
+  }
   o.cuda = text.find("--target=cuda") != std::string::npos;
   return o;
 }
@@ -135,8 +153,12 @@ std::string command_line(const FuzzOptions &o, bool with_grad) {
         cmd += (i ? ",%" : "%") + o.wrt[i];
     }
   }
-  if (o.remat_none)
+  if (o.remat == RematMode::None)
     cmd += " --remat=none";
+  if (o.remat == RematMode::Sqrt)
+    cmd += " --remat=sqrt";
+  if (o.remat == RematMode::Auto)
+    cmd += " --remat=auto --memory-budget=" + std::to_string(o.budget);
   if (o.cuda)
     cmd += " --target=cuda";
   return cmd + " -O0 --emit=llvm,header,manifest --verify-each --dump-ir=parse,typed,grad,remat,fused,loops";
@@ -174,7 +196,8 @@ bool compile(const std::shared_ptr<SourceFile> &file, const FuzzOptions &o, bool
     opts.grad_fn = o.grad_fn;
     opts.wrt = o.wrt;
   }
-  opts.remat = o.remat_none ? RematMode::None : RematMode::Manual;
+  opts.remat = o.remat;
+  opts.memory_budget = o.budget;
   opts.codegen.target = o.cuda ? TargetKind::CUDA : TargetKind::CPU;
   opts.codegen.opt_level = 0;
   opts.codegen.prefix = "fuzz";
@@ -211,7 +234,11 @@ bool compile(const std::shared_ptr<SourceFile> &file, const FuzzOptions &o, bool
     ManifestInfo info;
     info.target = o.cuda ? "cuda" : "cpu";
     info.opt_level = 0;
-    info.remat = o.remat_none ? "none" : "manual";
+    info.remat = o.remat == RematMode::None   ? "none"
+                 : o.remat == RematMode::Sqrt ? "sqrt"
+                 : o.remat == RematMode::Auto ? "auto"
+                                              : "manual";
+    info.memory_budget = o.budget;
     std::string header = emit_c_header(compiled.lowered, compiled.reports, opts.codegen.prefix, opts.codegen.target);
     std::string manifest = build_manifest(compiled.lowered, compiled.reports, info, opts.codegen.prefix).dump(2);
   } catch (const FileError &e) {
