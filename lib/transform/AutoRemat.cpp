@@ -107,9 +107,14 @@ public:
     for (size_t i = 0; i < end_; ++i)
       for (size_t j : uses.readers[i])
         read_late_[i] = read_late_[i] || j >= end_;
-    // The backward pass in steps: a binding belongs to the last block whose
-    // values it reads (a layer's weight gradient reads its input, the block
-    // before), or to the step of the binding before it.
+    for (size_t k = 0; k < L_; ++k)
+      out_.push_back(k + 1 < L_ ? crossing(begin_[k + 1]) : end_ - 1);
+    // The backward pass in steps, in descending order: a binding belongs to
+    // the last block whose values it reads, where a block's output read
+    // alone counts as the next block's input (a layer's weight gradient and
+    // the adjoint of its input read only the layer's input: the step of the
+    // layer, not of the one before), and never to a later step than the
+    // binding before it.
     std::vector<size_t> block_of(end_);
     for (size_t k = 0; k < L_; ++k)
       for (size_t i = begin_[k]; i < begin_[k + 1]; ++i)
@@ -117,17 +122,24 @@ public:
     step_first_.assign(L_, n_);
     size_t step = L_; // none yet
     for (size_t j = end_; j < n_; ++j) {
-      size_t mine = L_;
+      std::set<size_t> inner; // blocks it reads more of than their output
       for (size_t r : uses.reads[j])
-        if (r < end_)
-          mine = mine == L_ ? block_of[r] : std::max(mine, block_of[r]);
+        if (r < end_ && r != out_[block_of[r]])
+          inner.insert(block_of[r]);
+      size_t mine = L_;
+      for (size_t r : uses.reads[j]) {
+        if (r >= end_)
+          continue;
+        size_t b = block_of[r];
+        if (r == out_[b] && !inner.count(b) && b + 1 < L_)
+          b += 1; // read as the next block's input
+        mine = mine == L_ ? b : std::max(mine, b);
+      }
       if (mine != L_)
-        step = mine;
+        step = step == L_ ? mine : std::min(step, mine);
       if (step != L_)
         step_first_[step] = std::min(step_first_[step], j);
     }
-    for (size_t k = 0; k < L_; ++k)
-      out_.push_back(k + 1 < L_ ? crossing(begin_[k + 1]) : end_ - 1);
     for (size_t k = 0; k < L_; ++k) {
       x_bytes_.push_back(value_bytes(fn.body.bindings[out_[k]].var->type));
       std::vector<size_t> stash = stash_values(k), others;
