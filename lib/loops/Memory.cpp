@@ -28,7 +28,7 @@ Placement place(const std::vector<Lifetime> &lifetimes) {
   std::vector<Placed> placed;
   for (size_t i : order) {
     const Lifetime &l = lifetimes[i];
-    int64_t size = (l.bytes + kBufferAlignment - 1) / kBufferAlignment * kBufferAlignment;
+    int64_t size = arena_bytes(l.bytes);
     std::vector<Placed> conflicts;
     for (const Placed &p : placed)
       if (!(p.last < l.first || l.last < p.first))

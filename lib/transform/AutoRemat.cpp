@@ -31,7 +31,6 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
-#include <map>
 #include <set>
 #include <unordered_map>
 
@@ -42,12 +41,10 @@ constexpr int64_t kLevels = 128;   // memory levels of the program
 constexpr size_t kMaxBlocks = 128; // longer chains are merged into this many blocks
 constexpr int64_t kInf = std::numeric_limits<int64_t>::max() / 4;
 
-int64_t aligned(int64_t bytes) { return (bytes + kBufferAlignment - 1) / kBufferAlignment * kBufferAlignment; }
-
 int64_t value_bytes(const Type &t) {
   int64_t bytes = 0;
   for (const Type &leaf : leaf_types(t))
-    bytes += aligned(num_elements(leaf.shape) * int64_t(dtype_bytes(leaf.dtype)));
+    bytes += arena_bytes(num_elements(leaf.shape) * int64_t(dtype_bytes(leaf.dtype)));
   return bytes;
 }
 
@@ -350,14 +347,12 @@ RematPlan evaluate(const Function &fn, const std::vector<Footprint> &footprints,
   return plan;
 }
 
-} // namespace
-
-RematChain remat_chain(const Function &fn) {
+/// remat_chain, given the function's uses.
+RematChain chain_of(const Function &fn, const Uses &uses) {
   RematChain chain;
   chain.forward_end = forward_end(fn);
   if (chain.forward_end == 0)
     return chain;
-  Uses uses(fn);
   // Value i crosses the cuts after it up to its last forward reader: cut p
   // (before binding p) is where exactly one value crosses.
   std::vector<int64_t> diff(chain.forward_end + 1, 0);
@@ -379,13 +374,17 @@ RematChain remat_chain(const Function &fn) {
   return chain;
 }
 
+} // namespace
+
+RematChain remat_chain(const Function &fn) { return chain_of(fn, Uses(fn)); }
+
 std::vector<RematPlan> remat_plans(const Function &fn, const std::vector<Footprint> &footprints, bool sqrt_only) {
   size_t n = fn.body.bindings.size();
   std::vector<RematPlan> plans{evaluate(fn, footprints, "none", std::vector<std::vector<size_t>>(n + 1))};
-  RematChain rc = remat_chain(fn);
+  Uses uses(fn);
+  RematChain rc = chain_of(fn, uses);
   if (rc.block_begin.empty())
     return plans;
-  Uses uses(fn);
   Chain chain(fn, rc, uses);
   size_t L = chain.blocks();
   std::set<std::vector<std::vector<size_t>>> seen;

@@ -116,11 +116,11 @@ TEST_CASE("placement: no two overlapping lifetimes share a byte, and the peak is
     Placement p = place(lifetimes);
     int64_t end = 0, most_live = 0;
     for (size_t i = 0; i < n; ++i) {
-      int64_t size = (lifetimes[i].bytes + kBufferAlignment - 1) / kBufferAlignment * kBufferAlignment;
+      int64_t size = arena_bytes(lifetimes[i].bytes);
       CHECK(p.offsets[i] % kBufferAlignment == 0);
       end = std::max(end, p.offsets[i] + size);
       for (size_t j = 0; j < i; ++j) {
-        int64_t other = (lifetimes[j].bytes + kBufferAlignment - 1) / kBufferAlignment * kBufferAlignment;
+        int64_t other = arena_bytes(lifetimes[j].bytes);
         bool overlap_time = !(lifetimes[i].last < lifetimes[j].first || lifetimes[j].last < lifetimes[i].first);
         bool overlap_bytes = p.offsets[i] < p.offsets[j] + other && p.offsets[j] < p.offsets[i] + size;
         CHECK_FALSE((overlap_time && overlap_bytes && size > 0 && other > 0));
@@ -130,7 +130,7 @@ TEST_CASE("placement: no two overlapping lifetimes share a byte, and the peak is
       int64_t live = 0;
       for (const Lifetime &l : lifetimes)
         if (l.first <= k && k <= l.last)
-          live += (l.bytes + kBufferAlignment - 1) / kBufferAlignment * kBufferAlignment;
+          live += arena_bytes(l.bytes);
       most_live = std::max(most_live, live);
     }
     CHECK(p.peak == end);

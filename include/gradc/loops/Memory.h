@@ -19,6 +19,11 @@ namespace gradc {
 /// Every buffer of the arena starts at a multiple of this (the ABI's alignment).
 constexpr int64_t kBufferAlignment = 64;
 
+/// The bytes a buffer of `bytes` takes in the arena: rounded up to the alignment.
+constexpr int64_t arena_bytes(int64_t bytes) {
+  return (bytes + kBufferAlignment - 1) / kBufferAlignment * kBufferAlignment;
+}
+
 /// A buffer as placement sees it: its bytes and the first and last kernels
 /// (in execution order) during which it holds a value.
 struct Lifetime {
