@@ -62,7 +62,7 @@ struct SharedOptions {
   std::string grad = "";
   std::string wrt, remat = "manual", budget, target = "cpu", dump, dump_dir;
   int opt = 2;
-  bool report = false;
+  std::string report_picture;
   bool verify_each = false;
   int verbose = 0;
   std::string log_level;
@@ -81,7 +81,10 @@ void add_shared(CLI::App *cmd, SharedOptions &o, CodegenOptions &cg) {
   cmd->add_option("-O", o.opt, "Optimisation level 0-3 (default 2)")->check(CLI::Range(0, 3));
   cmd->add_option("--dump-ir", o.dump, "all, or a comma list of parse,typed,grad,remat,fused,loops,llvm,asm,ptx");
   cmd->add_option("--dump-dir", o.dump_dir, "Write dumps to numbered files NN-stage.ext here");
-  cmd->add_flag("--report", o.report, "Print functions, FLOPs, planned memory and stage times to stderr");
+  cmd->add_option("--report", o.report_picture,
+                  "Print functions, FLOPs, planned memory and stage times to stderr; =FILE.svg or .html also "
+                  "draws the planned workspace")
+      ->expected(0, 1);
   cmd->add_flag("--verify-each", o.verify_each, "Verify the IR after every pass (a failure is a gradc bug)");
   cmd->add_flag("-v,--verbose", o.verbose, "Log what the passes decide (-vv: more); same as --log-level=info");
   cmd->add_option("--log-level", o.log_level, "off | info | debug: log what the passes decide, to stderr")
@@ -162,7 +165,18 @@ bool finish_shared(CLI::App *cmd, const SharedOptions &o, PipelineOptions &p) {
       return false;
     }
   }
-  p.report = o.report;
+  p.report = cmd->count("--report") > 0;
+  p.report_picture = o.report_picture;
+  if (!p.report_picture.empty()) {
+    auto ends = [&](const std::string &ext) {
+      return p.report_picture.size() > ext.size() &&
+             p.report_picture.compare(p.report_picture.size() - ext.size(), ext.size(), ext) == 0;
+    };
+    if (!ends(".svg") && !ends(".html")) {
+      print_error(std::cerr, "--report=" + p.report_picture + ": the picture is a .svg or .html file");
+      return false;
+    }
+  }
   p.verify_each = p.verify_each || o.verify_each;
   return true;
 }

@@ -5,6 +5,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "gradc/driver/Commands.h"
+#include "gradc/driver/MemoryPicture.h"
 #include "gradc/driver/OpReference.h"
 #include "gradc/text/Printer.h"
 #include "gradc/op/Registry.h"
@@ -30,6 +31,21 @@ namespace gradc {
 const char *gradc_version() { return GRADC_VERSION; }
 
 namespace {
+
+/// --report=FILE.svg / .html: the memory picture, written atomically; false
+/// (after an error message) when it cannot be.
+bool write_report_picture(const CompiledModule &compiled, const PipelineOptions &opts, std::ostream &err) {
+  if (opts.report_picture.empty())
+    return true;
+  bool html = opts.report_picture.size() > 5 && opts.report_picture.substr(opts.report_picture.size() - 5) == ".html";
+  try {
+    write_file_atomic(opts.report_picture, memory_picture(compiled, html));
+  } catch (FileError &e) {
+    print_error(err, e.what());
+    return false;
+  }
+  return true;
+}
 
 /// Reads a model file; nullptr (after printing an error) if it cannot.
 std::shared_ptr<const SourceFile> read_model(const std::string &path, std::ostream &err) {
@@ -273,6 +289,8 @@ int compile_command(const CompileCommand &cmd, std::ostream &out, std::ostream &
   }
   if (opts.report)
     print_report(*compiled, err);
+  if (!write_report_picture(*compiled, opts, err))
+    return 1;
   (void)out;
   return 0;
 }
@@ -575,6 +593,8 @@ int run_command(const RunCommand &cmd, std::ostream &out, std::ostream &err) {
   out << summary.str();
   if (opts.report)
     print_report(*compiled, err);
+  if (!write_report_picture(*compiled, opts, err))
+    return 1;
   return 0;
 }
 

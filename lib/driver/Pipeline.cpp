@@ -374,25 +374,20 @@ size_t stage_index(const char *name) {
 /// The planned peak of every function with --remat=none: the same module
 /// lowered again from the remat stage on, without recomputation. Without
 /// checkpoint segments nothing would change, so nothing is lowered again.
-std::vector<int64_t> unrematerialized_peaks(const Module &before_remat, const CompiledModule &compiled,
-                                            const PassContext &ctx) {
-  std::vector<int64_t> peaks;
+/// Every function planned with --remat=none: the same module lowered again
+/// from the remat stage on, without recomputation. Without recomputation
+/// nothing would change, so nothing is lowered again.
+LoweredModule unrematerialized(const Module &before_remat, const CompiledModule &compiled, const PassContext &ctx) {
   bool any_segment = false;
   for (const RematStats &r : ctx.remat)
     any_segment |= r.segments > 0 || r.time_checkpointed > 0 || r.recomputed > 0;
-  if (!any_segment) {
-    for (const LoweredFunction &fn : compiled.lowered.functions)
-      peaks.push_back(fn.workspace_bytes);
-    return peaks;
-  }
+  if (!any_segment)
+    return compiled.lowered;
   PipelineOptions none = ctx.opts;
   none.remat = RematMode::None;
   PassContext none_ctx{none, ctx.diag, ctx.target, {}};
   Module m = before_remat;
-  LoweredModule lowered = run_from(m, stage_index("remat"), none_ctx, nullptr, nullptr);
-  for (const LoweredFunction &fn : lowered.functions)
-    peaks.push_back(fn.workspace_bytes);
-  return peaks;
+  return run_from(m, stage_index("remat"), none_ctx, nullptr, nullptr);
 }
 
 } // namespace
@@ -429,9 +424,8 @@ CompiledModule compile_to_loops(std::shared_ptr<const SourceFile> source, const 
   out.lowered = run_from(m, remat, ctx, &dumper, &timer);
 
   // Reports are built from the results, outside the pass list.
-  std::vector<int64_t> peaks_before;
   if (opts.want_unrematerialized_peak) {
-    peaks_before = unrematerialized_peaks(before_remat, out, ctx);
+    out.unrematerialized = unrematerialized(before_remat, out, ctx);
     timer.lap("peak");
   }
   for (size_t i = 0; i < m.functions.size(); ++i) {
@@ -442,7 +436,7 @@ CompiledModule compile_to_loops(std::shared_ptr<const SourceFile> source, const 
       r.param_names.push_back(p->name);
     r.flops = function_flops(fn);
     r.peak_after_remat = out.lowered.functions[i].workspace_bytes;
-    r.peak_before_remat = peaks_before.empty() ? -1 : peaks_before[i];
+    r.peak_before_remat = out.unrematerialized.functions.empty() ? -1 : out.unrematerialized.functions[i].workspace_bytes;
     r.remat_segments = ctx.remat[i].segments;
     r.remat_recomputed = ctx.remat[i].recomputed;
     r.is_adjoint = opts.grad_fn && fn.name == *opts.grad_fn + "_adjoint";

@@ -35,6 +35,8 @@ struct PipelineOptions {
   std::set<std::string> dumps; // stages to dump
   std::string dump_dir;        // empty: stderr
   bool report = false;
+  /// --report=FILE.svg or .html: where the memory picture goes (MemoryPicture.h).
+  std::string report_picture;
   /// Also plan every function as if --remat=none (for --report and the manifest).
   bool want_unrematerialized_peak = false;
   /// Run the IR verifiers after every pass (--verify-each; the default in
@@ -65,6 +67,8 @@ struct StageTime {
 struct CompiledModule {
   Module module;         // after the last tensor-level pass (fused)
   LoweredModule lowered; // loop IR with planned workspaces
+  /// The same planned with --remat=none (PipelineOptions::want_unrematerialized_peak).
+  LoweredModule unrematerialized;
   std::vector<FunctionReport> reports;
   std::vector<StageTime> times;
 };
