@@ -336,8 +336,10 @@ void plan_remat(Module &m, LoweredModule &lowered, PassContext &ctx, Dumper *dum
             std::to_string(chosen->workspace) + " bytes, " + std::to_string(chosen->extra_flops) +
             " FLOPs recomputed (keeping everything: " + std::to_string(plans[0].workspace) + " bytes)");
     RematStats &stats = ctx.remat[i];
-    FunctionPtr rewritten = rematerialize(fn, chosen->schedule, stats);
     stats.strategy = chosen->strategy;
+    if (chosen->recomputed.empty())
+      continue; // keeps everything: the function and its lowering stand
+    FunctionPtr rewritten = rematerialize(fn, chosen->schedule, stats);
     m.functions[i] = rewritten;
     Module one{m.source, {rewritten}};
     lowered.functions[i] = std::move(lower_all(one, ctx).functions[0]);
@@ -371,17 +373,14 @@ size_t stage_index(const char *name) {
   internal_error("pipeline", std::string("no stage ") + name);
 }
 
-/// The planned peak of every function with --remat=none: the same module
-/// lowered again from the remat stage on, without recomputation. Without
-/// checkpoint segments nothing would change, so nothing is lowered again.
 /// Every function planned with --remat=none: the same module lowered again
 /// from the remat stage on, without recomputation. Without recomputation
 /// nothing would change, so nothing is lowered again.
 LoweredModule unrematerialized(const Module &before_remat, const CompiledModule &compiled, const PassContext &ctx) {
-  bool any_segment = false;
+  bool recomputes = false;
   for (const RematStats &r : ctx.remat)
-    any_segment |= r.segments > 0 || r.time_checkpointed > 0 || r.recomputed > 0;
-  if (!any_segment)
+    recomputes |= r.segments > 0 || r.time_checkpointed > 0 || r.recomputed > 0;
+  if (!recomputes)
     return compiled.lowered;
   PipelineOptions none = ctx.opts;
   none.remat = RematMode::None;
