@@ -26,6 +26,7 @@
 #include "gradc/transform/Remat.h"
 #include "gradc/transform/TypeInfer.h"
 
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -305,9 +306,11 @@ void plan_remat(Module &m, LoweredModule &lowered, PassContext &ctx, Dumper *dum
     const Function &fn = *m.functions[i];
     if (fn.name != *ctx.opts.grad_fn + "_adjoint")
       continue;
+    auto start = std::chrono::steady_clock::now();
     std::vector<Footprint> footprints = binding_footprints(fn, lowered.functions[i]);
     bool sqrt_only = ctx.opts.remat == RematMode::Sqrt;
     std::vector<RematPlan> plans = remat_plans(fn, footprints, sqrt_only);
+    double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     const RematPlan *chosen = nullptr;
     if (sqrt_only) {
       chosen = &plans.back(); // none when there is no chain
@@ -332,11 +335,14 @@ void plan_remat(Module &m, LoweredModule &lowered, PassContext &ctx, Dumper *dum
                 std::to_string(p.extra_flops) + " FLOPs recomputed, " + std::to_string(p.recomputed.size()) +
                 " values");
     log(LogLevel::Info, "remat",
-        "@" + fn.name + ": " + std::to_string(plans.size()) + " plans; chose " + chosen->strategy + ": workspace " +
+        "@" + fn.name + ": " + std::to_string(plans.size()) + " plans in " + std::to_string(int(seconds * 1000)) +
+            " ms; chose " + chosen->strategy + ": workspace " +
             std::to_string(chosen->workspace) + " bytes, " + std::to_string(chosen->extra_flops) +
             " FLOPs recomputed (keeping everything: " + std::to_string(plans[0].workspace) + " bytes)");
     RematStats &stats = ctx.remat[i];
     stats.strategy = chosen->strategy;
+    stats.plans = int(plans.size());
+    stats.solver_seconds = seconds;
     if (chosen->recomputed.empty())
       continue; // keeps everything: the function and its lowering stand
     FunctionPtr rewritten = rematerialize(fn, chosen->schedule, stats);
@@ -445,6 +451,8 @@ CompiledModule compile_to_loops(std::shared_ptr<const SourceFile> source, const 
                        : ctx.remat[i].recomputed > 0 ? "manual"
                                                      : "none";
     r.budget_bytes = opts.memory_budget;
+    r.remat_plans = ctx.remat[i].plans;
+    r.remat_solver_seconds = ctx.remat[i].solver_seconds;
     size_t end = r.is_adjoint ? remat_chain(fn).forward_end : fn.body.bindings.size();
     for (size_t b = 0; b < end; ++b)
       r.forward_flops += expr_flops(*fn.body.bindings[b].value);

@@ -14,12 +14,18 @@
 //                 itself and costs nothing: what it keeps are originals.
 //
 // On a chain of equal blocks this is binomial checkpointing's recursion
-// (Griewank's revolve, with stash = x); with unequal blocks, Rotor's
-// (Beaumont et al. 2019) with its F_all / F_ck / F_none operations. A
+// (Griewank's revolve, with stash = x: m levels are revolve's m slots, the
+// block worked from among them; test_remat.cpp checks the optimum); with
+// unequal blocks, Rotor's (Beaumont et al. 2019) with its F_all / F_ck /
+// F_none operations. A
 // schedule is read back from the choices at each level m: the bindings to
 // recompute right before the first backward binding that needs them. The
 // memory the program counts is a model; the workspace every plan reports is
 // the memory model's (exact), so the program only proposes.
+//
+// Keep sets (keep_set_plans) cover what the chain does not: exhaustive up to
+// kRematExhaustiveCandidates forward kernels, a measured greedy descent by
+// single flips beyond.
 //
 //===----------------------------------------------------------------------===//
 #include "gradc/ir/Functor.h"
@@ -31,6 +37,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <map>
 #include <set>
 #include <unordered_map>
 
@@ -39,6 +46,11 @@ namespace {
 
 constexpr int64_t kLevels = 128;   // memory levels of the program
 constexpr size_t kMaxBlocks = 128; // longer chains are merged into this many blocks
+// The plans measured: each costs about a microsecond per binding, so a
+// function of n bindings gets kWork / n of them (at least kMinPlans), the
+// chain's levels half of those at most, keep sets the rest.
+constexpr size_t kWork = 100000;
+constexpr size_t kMinPlans = 24;
 constexpr int64_t kInf = std::numeric_limits<int64_t>::max() / 4;
 
 int64_t value_bytes(const Type &t) {
@@ -171,6 +183,21 @@ public:
     return f;
   }
 
+  /// The program's view, memory in levels of `unit` bytes (rounded up).
+  ChainCosts costs(int64_t unit) const {
+    auto levels = [unit](int64_t bytes) { return (bytes + unit - 1) / unit; };
+    ChainCosts c;
+    for (size_t k = 0; k < L_; ++k) {
+      c.x.push_back(levels(x_bytes_[k]));
+      c.keep.push_back(levels(keep_bytes_[k]));
+      c.base.push_back(levels(base_bytes_[k]));
+      c.keep_flops.push_back(flops(keep_[k]));
+      c.base_flops.push_back(flops(base_[k]));
+      c.advance_flops.push_back(flops(advance_[k]));
+    }
+    return c;
+  }
+
   /// Where the recomputation for blocks s..t goes: before the first binding
   /// of their backward steps.
   size_t need_position(size_t s, size_t t) const {
@@ -225,21 +252,15 @@ private:
   }
 };
 
-/// The two tables of the program and their choices: -1 block s's backward
-/// step alone (s == t: x[s] at hand), -2 keep block s, k >= 0 advance to x[k].
+/// The two tables of the program over `ChainCosts` and their choices: -1
+/// block s's backward step alone (s == t: x[s-1] at hand), -2 keep block s,
+/// k >= 0 advance to x[k].
 class Program {
 public:
-  Program(const Chain &c, int64_t unit) : c_(c), L_(c.blocks()) {
-    auto units = [unit](int64_t bytes) { return (bytes + unit - 1) / unit; };
+  explicit Program(const ChainCosts &c) : c_(c), L_(c.x.size()) {
     prefix_.assign(L_ + 1, 0);
-    for (size_t k = 0; k < L_; ++k) {
-      x_.push_back(units(c.x_bytes(k)));
-      keep_.push_back(units(c.keep_bytes(k)));
-      base_.push_back(units(c.base_bytes(k)));
-      keep_flops_.push_back(c.flops(c.keep(k)));
-      base_flops_.push_back(c.flops(c.base(k)));
-      prefix_[k + 1] = prefix_[k] + c.flops(c.advance(k));
-    }
+    for (size_t k = 0; k < L_; ++k)
+      prefix_[k + 1] = prefix_[k] + c.advance_flops[k];
     size_t cells = L_ * (L_ + 1) / 2 * size_t(kLevels + 1);
     opt_.assign(cells, kInf);
     top_.assign(cells, kInf);
@@ -251,15 +272,17 @@ public:
           solve(s, s + len, m);
   }
 
-  int64_t top(int64_t m) const { return top_[at(0, L_ - 1, m)]; }
+  int64_t top(int64_t m) const { return L_ == 0 ? 0 : top_[at(0, L_ - 1, m)]; }
 
-  /// The schedule of Top(0, L-1, m): the bindings recomputed before each binding.
-  void schedule(int64_t m, std::vector<std::vector<size_t>> &before) const { rebuild(0, L_ - 1, m, true, before); }
+  /// The schedule of Top(0, L-1, m) on `chain`: the bindings recomputed before each binding.
+  void schedule(const Chain &chain, int64_t m, std::vector<std::vector<size_t>> &before) const {
+    rebuild(chain, 0, L_ - 1, m, true, before);
+  }
 
 private:
-  const Chain &c_;
+  const ChainCosts &c_;
   size_t L_;
-  std::vector<int64_t> x_, keep_, base_, keep_flops_, base_flops_, prefix_;
+  std::vector<int64_t> prefix_;
   std::vector<int64_t> opt_, top_;
   std::vector<int32_t> opt_choice_, top_choice_;
 
@@ -274,17 +297,17 @@ private:
       int64_t best = kInf;
       int32_t choice = -1;
       if (s == t) {
-        best = m >= base_[s] ? (first ? 0 : base_flops_[s]) : kInf;
+        best = m >= c_.base[s] ? (first ? 0 : c_.base_flops[s]) : kInf;
       } else {
-        if (m >= keep_[s]) {
-          best = sum(first ? 0 : keep_flops_[s], (first ? top_ : opt_)[at(s + 1, t, m - keep_[s])]);
+        if (m >= c_.keep[s]) {
+          best = sum(first ? 0 : c_.keep_flops[s], (first ? top_ : opt_)[at(s + 1, t, m - c_.keep[s])]);
           choice = -2;
         }
         for (size_t k = s; k < t; ++k) {
-          if (m < x_[k])
+          if (m < c_.x[k])
             continue;
           int64_t advance = first ? 0 : prefix_[k + 1] - prefix_[s];
-          int64_t cost = sum(sum(advance, (first ? top_ : opt_)[at(k + 1, t, m - x_[k])]), opt_[at(s, k, m)]);
+          int64_t cost = sum(sum(advance, (first ? top_ : opt_)[at(k + 1, t, m - c_.x[k])]), opt_[at(s, k, m)]);
           if (cost < best) {
             best = cost;
             choice = int32_t(k);
@@ -296,24 +319,25 @@ private:
     }
   }
 
-  void rebuild(size_t s, size_t t, int64_t m, bool first, std::vector<std::vector<size_t>> &before) const {
+  void rebuild(const Chain &chain, size_t s, size_t t, int64_t m, bool first,
+               std::vector<std::vector<size_t>> &before) const {
     int32_t choice = (first ? top_choice_ : opt_choice_)[at(s, t, m)];
-    std::vector<size_t> &here = before[c_.need_position(s, t)];
+    std::vector<size_t> &here = before[chain.need_position(s, t)];
     auto emit = [&](const std::vector<size_t> &bindings) {
       if (!first)
         here.insert(here.end(), bindings.begin(), bindings.end());
     };
     if (choice == -1) {
-      emit(c_.base(s));
+      emit(chain.base(s));
     } else if (choice == -2) {
-      emit(c_.keep(s));
-      rebuild(s + 1, t, m - keep_[s], first, before);
+      emit(chain.keep(s));
+      rebuild(chain, s + 1, t, m - c_.keep[s], first, before);
     } else {
       size_t k = size_t(choice);
       for (size_t b = s; b <= k; ++b)
-        emit(c_.advance(b));
-      rebuild(k + 1, t, m - x_[k], first, before);
-      rebuild(s, k, m, false, before);
+        emit(chain.advance(b));
+      rebuild(chain, k + 1, t, m - c_.x[k], first, before);
+      rebuild(chain, s, k, m, false, before);
     }
   }
 };
@@ -331,11 +355,11 @@ void dedupe(std::vector<std::vector<size_t>> &before) {
 }
 
 RematPlan evaluate(const Function &fn, const std::vector<Footprint> &footprints, std::string strategy,
-                   std::vector<std::vector<size_t>> before) {
-  dedupe(before);
+                   RematSchedule schedule) {
+  dedupe(schedule.before);
   RematPlan plan;
   plan.strategy = std::move(strategy);
-  plan.schedule = {std::vector<bool>(fn.body.bindings.size()), std::move(before)};
+  plan.schedule = std::move(schedule);
   RematStats stats;
   std::vector<size_t> source;
   FunctionPtr rewritten = rematerialize(fn, plan.schedule, stats, &source);
@@ -345,6 +369,130 @@ RematPlan evaluate(const Function &fn, const std::vector<Footprint> &footprints,
   plan.extra_flops = stats.extra_flops;
   plan.recomputed = std::move(stats.recomputed_values);
   return plan;
+}
+
+/// The forward values a keep set decides on: the kernels of the forward
+/// pass but the primal value (an output). A dropped value the backward pass
+/// does not read changes the plan only through the recomputation of those
+/// it does, which then recomputes it instead of keeping it alive.
+std::vector<size_t> keep_set_candidates(const Function &fn, size_t end) {
+  std::vector<size_t> out;
+  for (size_t i = 0; i + 1 < end; ++i)
+    if (fn.body.bindings[i].value->kind == ExprKind::Call)
+      out.push_back(i);
+  return out;
+}
+
+/// The keep set's schedule: the forward pass reads originals; each dropped
+/// value is recomputed once, before the first backward binding that needs it.
+RematSchedule keep_set_schedule(const Function &fn, size_t end, const std::vector<size_t> &dropped) {
+  size_t n = fn.body.bindings.size();
+  RematSet set{std::vector<bool>(n), std::vector<bool>(n)};
+  for (size_t i = 0; i < end; ++i)
+    set.reads_original[i] = true;
+  for (size_t i : dropped)
+    set.dropped[i] = true;
+  return schedule_of(fn, set);
+}
+
+/// Keep-set plans, for any graph (skip connections, several uses, tuples).
+/// With few candidates, every subset: exact over keep sets. With more, a
+/// greedy descent measured exactly: from keeping everything, drop the
+/// candidate that frees the most workspace per FLOP recomputed (where none
+/// frees any, the cheapest), every step a plan. Past `allowance` plans the
+/// descent goes on by bytes per FLOP of each value alone, unmeasured.
+/// `add` evaluates a schedule and returns its plan.
+template <typename Add>
+void keep_set_plans(const Function &fn, size_t end, size_t exhaustive_up_to, size_t allowance, Add add) {
+  std::vector<size_t> cand = keep_set_candidates(fn, end);
+  size_t k = cand.size();
+  if (k <= exhaustive_up_to && (size_t(1) << k) <= std::max<size_t>(allowance, 1024)) {
+    for (uint32_t mask = 1; mask < (uint32_t(1) << k); ++mask) {
+      std::vector<size_t> dropped;
+      for (size_t c = 0; c < k; ++c)
+        if (mask >> c & 1)
+          dropped.push_back(cand[c]);
+      add("keep-set", keep_set_schedule(fn, end, dropped));
+    }
+    return;
+  }
+  auto ratio = [&](size_t i) {
+    return double(value_bytes(fn.body.bindings[i].var->type)) / double(1 + expr_flops(*fn.body.bindings[i].value));
+  };
+  std::stable_sort(cand.begin(), cand.end(), [&](size_t a, size_t b) { return ratio(a) > ratio(b); });
+  // A descent over keep sets by single flips, each measured, never back to
+  // a set seen: a flip that frees bytes and recomputes less first, then the
+  // most bytes freed per FLOP added, then (a plateau) the fewest FLOPs added.
+  std::vector<bool> state(k);
+  std::set<std::vector<bool>> visited{state};
+  auto schedule_of_state = [&](const std::vector<bool> &st) {
+    std::vector<size_t> dropped;
+    for (size_t c = 0; c < k; ++c)
+      if (st[c])
+        dropped.push_back(cand[c]);
+    return keep_set_schedule(fn, end, dropped);
+  };
+  RematPlan current = add("keep-set", schedule_of_state(state));
+  size_t evaluations = 0;
+  while (evaluations + k <= allowance) {
+    int best = -1;
+    double best_score = 0;
+    RematPlan chosen;
+    for (size_t c = 0; c < k; ++c) {
+      state[c] = !state[c];
+      if (!visited.count(state)) {
+        RematPlan p = add("keep-set", schedule_of_state(state));
+        ++evaluations;
+        double freed = double(current.workspace - p.workspace), cost = double(p.extra_flops - current.extra_flops);
+        double score = freed >= 0 && cost < 0 ? 3 + freed - cost
+                       : freed > 0            ? 2 - 1 / (1 + freed / (1 + cost))
+                       : freed == 0           ? 1 / (1 + cost)
+                                              : 0;
+        if (score > best_score) {
+          best_score = score;
+          best = int(c);
+          chosen = std::move(p);
+        }
+      }
+      state[c] = !state[c];
+    }
+    if (best < 0)
+      break;
+    state[size_t(best)] = !state[size_t(best)];
+    visited.insert(state);
+    current = std::move(chosen);
+  }
+  // Past the measured descent (many candidates), the rest by bytes per FLOP.
+  std::vector<size_t> dropped, rest;
+  for (size_t c = 0; c < k; ++c)
+    (state[c] ? dropped : rest).push_back(cand[c]);
+  size_t steps = std::max<size_t>(1, allowance - std::min(allowance, evaluations));
+  for (size_t c = 0; c < rest.size(); ++c)
+    if (c + 1 == rest.size() || c % std::max<size_t>(1, rest.size() / steps) == 0) {
+      std::vector<size_t> more = dropped;
+      more.insert(more.end(), rest.begin(), rest.begin() + std::ptrdiff_t(c + 1));
+      add("keep-set", keep_set_schedule(fn, end, more));
+    }
+}
+
+/// The plans no other plan beats in both workspace and FLOPs (the first,
+/// keeping everything, stays first).
+void drop_dominated(std::vector<RematPlan> &plans) {
+  std::vector<RematPlan> kept{std::move(plans[0])};
+  std::vector<size_t> order(plans.size() - 1);
+  for (size_t i = 0; i < order.size(); ++i)
+    order[i] = i + 1;
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+    return plans[a].extra_flops != plans[b].extra_flops ? plans[a].extra_flops < plans[b].extra_flops
+                                                        : plans[a].workspace < plans[b].workspace;
+  });
+  int64_t least = kept[0].workspace; // by fewer FLOPs
+  for (size_t i : order)
+    if (plans[i].workspace < least) {
+      least = plans[i].workspace;
+      kept.push_back(std::move(plans[i]));
+    }
+  plans = std::move(kept);
 }
 
 /// remat_chain, given the function's uses.
@@ -378,48 +526,70 @@ RematChain chain_of(const Function &fn, const Uses &uses) {
 
 RematChain remat_chain(const Function &fn) { return chain_of(fn, Uses(fn)); }
 
-std::vector<RematPlan> remat_plans(const Function &fn, const std::vector<Footprint> &footprints, bool sqrt_only) {
+std::vector<RematPlan> remat_plans(const Function &fn, const std::vector<Footprint> &footprints, bool sqrt_only,
+                                   size_t exhaustive_up_to) {
   size_t n = fn.body.bindings.size();
-  std::vector<RematPlan> plans{evaluate(fn, footprints, "none", std::vector<std::vector<size_t>>(n + 1))};
+  std::vector<RematPlan> plans{evaluate(fn, footprints, "none", {std::vector<bool>(n), std::vector<std::vector<size_t>>(n + 1)})};
   Uses uses(fn);
   RematChain rc = chain_of(fn, uses);
   if (rc.block_begin.empty())
     return plans;
+  std::map<std::pair<std::vector<bool>, std::vector<std::vector<size_t>>>, size_t> seen;
+  auto add = [&](const char *strategy, RematSchedule schedule) -> RematPlan {
+    dedupe(schedule.before);
+    auto [it, fresh] = seen.try_emplace({schedule.reads_original, schedule.before}, plans.size());
+    if (fresh)
+      plans.push_back(evaluate(fn, footprints, strategy, std::move(schedule)));
+    return plans[it->second];
+  };
+  auto chain_schedule = [n] { return RematSchedule{std::vector<bool>(n), std::vector<std::vector<size_t>>(n + 1)}; };
   Chain chain(fn, rc, uses);
   size_t L = chain.blocks();
-  std::set<std::vector<std::vector<size_t>>> seen;
-  auto add = [&](const char *strategy, std::vector<std::vector<size_t>> before) {
-    dedupe(before);
-    if (seen.insert(before).second)
-      plans.push_back(evaluate(fn, footprints, strategy, std::move(before)));
-  };
   // √n segments (Chen et al. 2016): the first sweep keeps x at the end of
   // every segment but the last; each segment is recomputed once, kept whole.
   size_t g = std::max<size_t>(1, size_t(std::ceil(std::sqrt(double(L)))));
-  std::vector<std::vector<size_t>> before(n + 1);
+  RematSchedule sqrt = chain_schedule();
   for (size_t s = 0; s + g < L; s += g) {
     size_t t = s + g - 1; // x[t] is kept: the segment's last backward step has it at hand
-    std::vector<size_t> &here = before[chain.need_position(s, t)];
+    std::vector<size_t> &here = sqrt.before[chain.need_position(s, t)];
     for (size_t k = s; k <= t; ++k) {
       const std::vector<size_t> &b = k < t ? chain.keep(k) : chain.base(k);
       here.insert(here.end(), b.begin(), b.end());
     }
   }
-  add("sqrt", std::move(before));
+  add("sqrt", std::move(sqrt));
   if (sqrt_only)
     return plans;
   int64_t total = 0;
   for (size_t k = 0; k < L; ++k)
     total += chain.keep_bytes(k);
   int64_t unit = std::max<int64_t>(kBufferAlignment, (total + kLevels - 1) / kLevels);
-  Program program(chain, unit);
+  ChainCosts costs = chain.costs(unit);
+  Program program(costs);
+  std::vector<std::vector<std::vector<size_t>>> levels; // the program's distinct schedules, leaner and leaner
+  std::set<std::vector<std::vector<size_t>>> distinct;
   for (int64_t m = kLevels; m >= 0; --m)
     if (program.top(m) < kInf) {
-      std::vector<std::vector<size_t>> b(n + 1);
-      program.schedule(m, b);
-      add("chain", std::move(b));
+      RematSchedule b = chain_schedule();
+      program.schedule(chain, m, b.before);
+      dedupe(b.before);
+      if (distinct.insert(b.before).second)
+        levels.push_back(std::move(b.before));
     }
+  size_t allowance = std::max(kMinPlans, kWork / std::max<size_t>(n, 1)), spent = plans.size();
+  size_t every = std::max<size_t>(1, (levels.size() + allowance / 2 - 1) / std::max<size_t>(allowance / 2, 1));
+  for (size_t l = 0; l < levels.size(); ++l)
+    if (l % every == 0 || l + 1 == levels.size()) // the leanest always
+      add("chain", {std::vector<bool>(n), levels[l]});
+  spent = plans.size() - spent;
+  keep_set_plans(fn, rc.forward_end, exhaustive_up_to, allowance - std::min(allowance, spent), add);
+  drop_dominated(plans);
   return plans;
+}
+
+int64_t chain_program_cost(const ChainCosts &costs, int64_t m) {
+  GRADC_CHECK(m >= 0 && m <= kLevels, "remat", "a chain program has levels 0.." + std::to_string(kLevels));
+  return Program(costs).top(m);
 }
 
 const RematPlan *choose_plan(const std::vector<RematPlan> &plans, int64_t budget) {

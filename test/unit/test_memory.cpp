@@ -9,57 +9,18 @@
 // CPU and GPU code. And placement itself against a brute-force check.
 //
 //===----------------------------------------------------------------------===//
-#include "gradc/driver/Pipeline.h"
-#include "gradc/lower/Lower.h"
-#include "gradc/lower/Passes.h"
+#include "PipelineHelpers.h"
 #include "gradc/transform/MemoryModel.h"
 #include "gradc/transform/Remat.h"
 
 #include <catch2/catch.hpp>
 
-#include <fstream>
 #include <random>
-#include <sstream>
 
 using namespace gradc;
+using namespace gradc::testing;
 
 namespace {
-
-std::string read_sample(const std::string &name) {
-  std::ifstream in(std::string(GRADC_SAMPLES_DIR) + "/" + name);
-  REQUIRE(in.good());
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
-CompiledModule compile(const std::string &name, TargetKind target) {
-  auto src = std::make_shared<SourceFile>(name, read_sample(name));
-  std::ostringstream errors;
-  DiagEngine diag(src, errors);
-  PipelineOptions opts;
-  opts.grad_fn = "main";
-  opts.verify_each = true;
-  opts.codegen.target = target;
-  opts.codegen.gpu_arch = "sm_90";
-  Dumper dumper(opts, errors);
-  return compile_to_loops(src, opts, diag, dumper);
-}
-
-/// `fn` lowered and planned as the pipeline does, for `target`.
-LoweredFunction lower_and_plan(const FunctionPtr &fn, const Target &target) {
-  Module m;
-  m.functions.push_back(fn);
-  LoweredModule lowered = lower_module(m, LowerOptions{target});
-  LoweredFunction &l = lowered.functions.at(0);
-  simplify_indices(l);
-  if (target.is_gpu())
-    bind_gpu_threads(l, target);
-  else
-    schedule_cpu(l, target);
-  plan_memory(l);
-  return std::move(l);
-}
 
 /// A remat set on a fused adjoint: every Call in the first half of the body
 /// that the second half reads is dropped; the first half reads originals.
@@ -79,7 +40,7 @@ TEST_CASE("memory model: a rematerialized function is estimated from its origina
   for (const char *sample : {"mlp.relay", "cnn.relay", "transformer.relay", "rnn.relay", "lstm.relay"})
     for (TargetKind kind : {TargetKind::CPU, TargetKind::CUDA}) {
       CAPTURE(sample, kind == TargetKind::CUDA);
-      CompiledModule c = compile(sample, kind);
+      CompiledModule c = compile_sample(sample, kind);
       CodegenOptions cg;
       cg.target = kind;
       cg.gpu_arch = "sm_90";

@@ -99,6 +99,8 @@ struct FunctionReport {
   std::vector<std::string> recomputed;     // the values recomputed, each once
   std::string remat_strategy = "none";     // none, manual, or the plan auto chose (none, sqrt, chain)
   int64_t budget_bytes = -1;               // --memory-budget, -1 without
+  int remat_plans = 0;                     // the plans auto or sqrt chose from
+  double remat_solver_seconds = -1;        // the time their search took, -1 without
 };
 
 struct ManifestInfo {

@@ -3,17 +3,23 @@
 // Selection for --remat=auto and --remat=sqrt, on a fused adjoint (its
 // bindings are kernels: what memory and time are spent on). The forward
 // pass is the bindings up to the one the result's field 0 (the primal
-// value) is; it is cut into a chain of blocks wherever a single value
-// crosses from one binding to the next (a chain of layers: every layer; a
-// residual network: every block). A dynamic program over the chain
-// (heterogeneous, Rotor-style: keep a block's values, or advance from a
-// checkpoint without keeping and recompute later, at every memory level)
-// gives a family of schedules, from keeping everything to the leanest.
-// Each is rewritten (rematerialize) and its workspace taken from the memory
-// model (exact: MemoryModel.h), its cost as the FLOPs of its copies.
-// A budget then picks the cheapest whose workspace fits: the family does
-// not depend on the budget, so a larger budget never costs more FLOPs, and
-// the chosen workspace is the plan's.
+// value) is. Two families of schedules are proposed:
+//  - chains: the forward pass is cut into blocks wherever a single value
+//    crosses (a chain of layers: every layer; a residual network: every
+//    block), and a dynamic program over the blocks (heterogeneous,
+//    Rotor-style; on uniform chains binomial checkpointing's optimum) gives
+//    a schedule per memory level, with values recomputed once per sweep;
+//  - keep sets, for any graph (long skips leave a chain few cuts): which
+//    forward kernels to keep, each dropped one recomputed once before its
+//    first backward use; every subset where there are few, a greedy descent
+//    by single flips, each measured, where there are many.
+// Each schedule is rewritten (rematerialize) and its workspace taken from
+// the memory model (exact: MemoryModel.h), its cost as the FLOPs of its
+// copies; the plans beaten in both are dropped. A budget then picks the
+// cheapest whose workspace fits: the plans do not depend on the budget, so
+// a larger budget never costs more FLOPs, and the chosen workspace is the
+// plan's. The number of plans measured is bounded by the function's size,
+// so selection stays well under a second for thousands of kernels.
 //
 //===----------------------------------------------------------------------===//
 #pragma once
@@ -44,10 +50,29 @@ struct RematChain {
 /// Empty (no blocks) where `fn` is not an adjoint whose result is (primal, ...).
 RematChain remat_chain(const Function &fn);
 
-/// Every plan for `fn` (a fused adjoint) that selection chooses from: none,
-/// then the chain's schedules; distinct, each evaluated with `footprints`
-/// (one per binding of `fn`). With `sqrt_only`, none and the √n schedule.
-std::vector<RematPlan> remat_plans(const Function &fn, const std::vector<Footprint> &footprints, bool sqrt_only);
+/// Keep sets are searched exhaustively up to this many candidates.
+constexpr size_t kRematExhaustiveCandidates = 10;
+
+/// The plans for `fn` (a fused adjoint) that selection chooses from, each
+/// evaluated with `footprints` (one per binding of `fn`): none first, then
+/// those no other plan beats in both workspace and FLOPs, from the chain's
+/// program and from keep sets (every subset of the forward kernels up to
+/// `exhaustive_up_to` of them, growing prefixes otherwise). With
+/// `sqrt_only`, none and the √n schedule.
+std::vector<RematPlan> remat_plans(const Function &fn, const std::vector<Footprint> &footprints, bool sqrt_only,
+                                   size_t exhaustive_up_to = kRematExhaustiveCandidates);
+
+/// A chain as the dynamic program sees it, per block: memory in levels
+/// (its output x; keeping the block, its stash and x; its backward step
+/// alone with its input at hand) and FLOPs (computing what keeping it
+/// keeps, its step's recomputation, advancing through it to x).
+struct ChainCosts {
+  std::vector<int64_t> x, keep, base, keep_flops, base_flops, advance_flops;
+};
+/// The least FLOPs the program recomputes for the whole chain within m
+/// levels (0 <= m <= 128), the first sweep being the forward pass itself;
+/// a huge value where nothing fits. Exposed for tests.
+int64_t chain_program_cost(const ChainCosts &costs, int64_t m);
 
 /// The plan with the fewest extra FLOPs whose workspace is at most `budget`
 /// (the smaller workspace on ties); null when none fits.

@@ -15,6 +15,8 @@ struct RematStats {
   int64_t extra_flops = 0;   // the FLOPs of the copies (expr_flops)
   std::vector<std::string> recomputed_values; // the Vars copied, each once, in order of first copy
   std::string strategy; // the plan auto or sqrt chose (AutoRemat.h); empty otherwise
+  int plans = 0;              // the plans auto or sqrt chose from
+  double solver_seconds = -1; // the time taken to make and measure them (-1: no search)
 };
 
 /// What rematerialization recomputes, one flag per binding of a function

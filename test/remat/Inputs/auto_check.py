@@ -1,6 +1,7 @@
 """Checks --remat=auto on a model against its --remat=none compile: for each
 budget (a fraction of the no-remat peak), the manifest's peak is within the
-budget, the workspace is the peak, and what was recomputed is reported; with
+budget, the workspace is the peak, what was recomputed is reported, and so
+are the plans searched and the time it took; with
 --max-extra, the FLOPs recomputed at that fraction are at most that many
 forward passes. Budgets are monotone: a larger one never recomputes more.
 
@@ -31,6 +32,8 @@ for arg in sorted(sys.argv[4:], key=lambda a: float(a.split(":")[0])):
     fn = adjoint(name + ".json")
     ok = fn["peak_bytes"] <= budget and fn["workspace_bytes"] == fn["peak_bytes"] and fn["budget_bytes"] == budget
     ok = ok and fn["peak_bytes_no_remat"] == none["peak_bytes"] and (fn["extra_flops"] == 0) == (not fn["recomputed"])
+    ok = ok and fn["remat_plans"] >= 1 and fn["remat_solver_seconds"] is not None
+    ok = ok and none["remat_plans"] == 0 and none["remat_solver_seconds"] is None
     if most:
         ok = ok and fn["extra_flops"] <= float(most) * none["forward_flops"]
     if last is not None:
