@@ -62,6 +62,7 @@ struct SharedOptions {
   std::string grad = "";
   std::string wrt, remat = "manual", budget, target = "cpu", dump, dump_dir;
   int opt = 2;
+  int remat_exhaustive = -1;
   std::string report_picture;
   bool verify_each = false;
   int verbose = 0;
@@ -74,6 +75,9 @@ void add_shared(CLI::App *cmd, SharedOptions &o, CodegenOptions &cg) {
   cmd->add_option("--remat", o.remat, "none | manual | auto | sqrt")
       ->check(CLI::IsMember({"none", "manual", "auto", "sqrt"}));
   cmd->add_option("--memory-budget", o.budget, "Planned peak workspace per function: 123456, 64KiB, 1.5MiB");
+  cmd->add_option("--remat-exhaustive", o.remat_exhaustive,
+                  "auto: search keep sets exhaustively up to N forward kernels (default 10; 2^N plans)")
+      ->check(CLI::Range(0, 20));
   cmd->add_option("--target", o.target, "cpu | cuda")->check(CLI::IsMember({"cpu", "cuda"}));
   cmd->add_option("--cpu", cg.cpu, "Target CPU (default: the host)");
   cmd->add_option("--triple", cg.triple, "Target triple (default: the host)");
@@ -119,6 +123,8 @@ bool finish_shared(CLI::App *cmd, const SharedOptions &o, PipelineOptions &p) {
       return false;
     }
   }
+  if (o.remat_exhaustive >= 0)
+    p.remat_exhaustive = size_t(o.remat_exhaustive);
   if (p.remat == RematMode::Auto && p.memory_budget < 0) {
     print_error(std::cerr, "--remat=auto needs --memory-budget");
     return false;

@@ -309,7 +309,7 @@ void plan_remat(Module &m, LoweredModule &lowered, PassContext &ctx, Dumper *dum
     auto start = std::chrono::steady_clock::now();
     std::vector<Footprint> footprints = binding_footprints(fn, lowered.functions[i]);
     bool sqrt_only = ctx.opts.remat == RematMode::Sqrt;
-    std::vector<RematPlan> plans = remat_plans(fn, footprints, sqrt_only);
+    std::vector<RematPlan> plans = remat_plans(fn, footprints, sqrt_only, ctx.opts.remat_exhaustive);
     double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     const RematPlan *chosen = nullptr;
     if (sqrt_only) {

@@ -406,7 +406,7 @@ template <typename Add>
 void keep_set_plans(const Function &fn, size_t end, size_t exhaustive_up_to, size_t allowance, Add add) {
   std::vector<size_t> cand = keep_set_candidates(fn, end);
   size_t k = cand.size();
-  if (k <= exhaustive_up_to && (size_t(1) << k) <= std::max<size_t>(allowance, 1024)) {
+  if (k <= exhaustive_up_to) {
     for (uint32_t mask = 1; mask < (uint32_t(1) << k); ++mask) {
       std::vector<size_t> dropped;
       for (size_t c = 0; c < k; ++c)

@@ -27,6 +27,15 @@
 // builds g·dy and dy·(x - mean) once and reads each in two sums and the
 // data gradient, and a relu mask feeds three of them.
 //
+// Fusion moves a producer's computation to its consumer, so the values it
+// reads live until then instead of its own. Where kernels run between the
+// two, a producer that reads more than kMaxPinned times its own bytes of
+// the function's values stays a kernel of its own: a running sum of
+// gradient contributions (a weight shared by every step of an unrolled
+// recurrence) is added up every few steps rather than in one kernel at the
+// end that keeps every contribution alive. (Not in a scan's body, whose
+// values live one step.)
+//
 //===----------------------------------------------------------------------===//
 #include "gradc/support/Log.h"
 #include "gradc/transform/Fuse.h"
@@ -43,6 +52,7 @@ namespace gradc {
 namespace {
 
 constexpr int kMaxFusedDepth = 64;
+constexpr int64_t kMaxPinned = 4; // bytes a producer fused across kernels may keep alive, per byte of its own
 constexpr int kMaxUsers = 4;            // users a recomputed value may have
 constexpr int kMaxRecomputedCalls = 8;  // operators at full size in a recomputed value's tree
 constexpr int kMaxRecomputedTree = 32;  // operators in all (per-channel scalars included)
@@ -164,8 +174,40 @@ struct Fusable {
   bool anchored = false; // it is, or contains, an operator that fuses_epilogue
 };
 
-FunctionPtr fuse_bindings(const Function &fn) {
+int64_t tensor_bytes(const Type &t) {
+  return t.is_tensor() ? num_elements(t.shape) * int64_t(dtype_bytes(t.dtype)) : 0;
+}
+
+/// Where each binding of `fn` is, and how many calls come before each.
+struct Positions {
+  std::unordered_map<const Expr *, size_t> index;
+  std::vector<size_t> calls_before;
+  explicit Positions(const Function &fn) {
+    const std::vector<Binding> &body = fn.body.bindings;
+    calls_before.assign(body.size() + 1, 0);
+    for (size_t i = 0; i < body.size(); ++i) {
+      index[body[i].var.get()] = i;
+      calls_before[i + 1] = calls_before[i] + (body[i].value->kind == ExprKind::Call);
+    }
+  }
+  /// The bytes of the values of this function that `value` (bound as
+  /// `var`) reads, when kernels run between it and the binding at `c`:
+  /// what fusing it there keeps alive until then.
+  int64_t pinned_bytes(const ExprPtr &var, const ExprPtr &value, size_t c) const {
+    size_t p = index.at(var.get());
+    if (calls_before[c] - calls_before[p + 1] == 0)
+      return 0; // nothing runs between
+    int64_t pinned = 0;
+    for (const ExprPtr &v : free_vars(value))
+      if (index.count(v.get()))
+        pinned += tensor_bytes(v->type);
+    return pinned;
+  }
+};
+
+FunctionPtr fuse_bindings(const Function &fn, bool nested) {
   std::unordered_map<const Expr *, int> use_count = count_uses(fn);
+  Positions positions(fn);
   // Reads of each var as the operand of a call that takes plain injective
   // producers (an injective call, or one that fuses_producers): a value
   // whose every use is one may be recomputed in each.
@@ -203,7 +245,8 @@ FunctionPtr fuse_bindings(const Function &fn) {
     return with_args(*t->second, std::move(fields));
   };
   std::vector<Binding> out;
-  for (const Binding &b : fn.body.bindings) {
+  for (size_t at = 0; at < fn.body.bindings.size(); ++at) {
+    const Binding &b = fn.body.bindings[at];
     ExprPtr value = b.value;
     if (value->kind == ExprKind::Tuple)
       tuples[b.var.get()] = value;
@@ -226,6 +269,13 @@ FunctionPtr fuse_bindings(const Function &fn) {
                       : plain_producer && value->op->fuses_producers;
         if (!ok)
           continue;
+        if (int64_t pinned = nested ? 0 : positions.pinned_bytes(args[i], f.value, at);
+            pinned > kMaxPinned * tensor_bytes(args[i]->type)) {
+          log(LogLevel::Debug, "fuse", "@" + fn.name + ": %" + args[i]->name + " stays a kernel: fused into %" +
+                                           b.var->name + " it would keep " + std::to_string(pinned) +
+                                           " bytes alive across kernels");
+          continue;
+        }
         ++replaced[args[i].get()];
         self.depth = std::max(self.depth, f.depth + 1);
         self.anchored = self.anchored || f.anchored;
@@ -269,6 +319,9 @@ FunctionPtr fuse_bindings(const Function &fn) {
 
 // A scan's body is fused on its own: its kernels run in the scan's time
 // loop; nothing fuses across the body's boundary.
-FunctionPtr fuse_operators(const Function &fn) { return fuse_bindings(*map_nested_functions(fn, fuse_bindings)); }
+FunctionPtr fuse_operators(const Function &fn) {
+  FunctionPtr bodies = map_nested_functions(fn, [](const Function &body) { return fuse_bindings(body, true); });
+  return fuse_bindings(*bodies, false);
+}
 
 } // namespace gradc

@@ -5,6 +5,7 @@
 #include "gradc/driver/Artifacts.h"
 #include "gradc/ir/Expr.h"
 #include "gradc/loops/LoopIR.h"
+#include "gradc/transform/AutoRemat.h"
 
 #include <chrono>
 #include <optional>
@@ -31,6 +32,7 @@ struct PipelineOptions {
   std::vector<std::string> wrt;       // --wrt, without '%'
   RematMode remat = RematMode::Manual;
   int64_t memory_budget = -1;
+  size_t remat_exhaustive = kRematExhaustiveCandidates; // auto: --remat-exhaustive
   CodegenOptions codegen;
   std::set<std::string> dumps; // stages to dump
   std::string dump_dir;        // empty: stderr
