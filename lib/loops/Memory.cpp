@@ -25,24 +25,25 @@ Placement place(const std::vector<Lifetime> &lifetimes) {
   };
   Placement out;
   out.offsets.assign(lifetimes.size(), 0);
-  std::vector<Placed> placed;
+  std::vector<Placed> placed; // by offset
   for (size_t i : order) {
     const Lifetime &l = lifetimes[i];
     int64_t size = arena_bytes(l.bytes);
-    std::vector<Placed> conflicts;
-    for (const Placed &p : placed)
-      if (!(p.last < l.first || l.last < p.first))
-        conflicts.push_back(p);
-    std::sort(conflicts.begin(), conflicts.end(), [](auto &a, auto &b) { return a.offset < b.offset; });
+    // First fit among the buffers live at the same time, lowest offset first.
     int64_t offset = 0;
-    for (const Placed &p : conflicts) {
+    for (const Placed &p : placed) {
+      if (p.last < l.first || l.last < p.first)
+        continue;
       if (offset + size <= p.offset)
         break;
       offset = std::max(offset, p.end);
     }
     offset = std::min(offset, kMaxWorkspaceBytes + 1);
     out.offsets[i] = offset;
-    placed.push_back({offset, offset + size, l.first, l.last});
+    Placed here{offset, offset + size, l.first, l.last};
+    placed.insert(std::upper_bound(placed.begin(), placed.end(), here,
+                                   [](const Placed &a, const Placed &b) { return a.offset < b.offset; }),
+                  here);
     out.peak = std::max(out.peak, std::min(offset + size, kMaxWorkspaceBytes + 1));
   }
   return out;

@@ -49,7 +49,7 @@ constexpr size_t kMaxBlocks = 128; // longer chains are merged into this many bl
 // The plans measured: each costs about a microsecond per binding, so a
 // function of n bindings gets kWork / n of them (at least kMinPlans), the
 // chain's levels half of those at most, keep sets the rest.
-constexpr size_t kWork = 100000;
+constexpr size_t kWork = 60000;
 constexpr size_t kMinPlans = 24;
 constexpr int64_t kInf = std::numeric_limits<int64_t>::max() / 4;
 
@@ -577,6 +577,15 @@ std::vector<RematPlan> remat_plans(const Function &fn, const std::vector<Footpri
         levels.push_back(std::move(b.before));
     }
   size_t allowance = std::max(kMinPlans, kWork / std::max<size_t>(n, 1)), spent = plans.size();
+  // A schedule that copies more than kWork / 2 bindings (the leanest levels
+  // of a long chain recompute it many times over) would take most of a
+  // second to measure alone: left out.
+  std::erase_if(levels, [&](const std::vector<std::vector<size_t>> &before) {
+    size_t copies = 0;
+    for (const std::vector<size_t> &b : before)
+      copies += b.size();
+    return copies > std::max(kWork / 2, 4 * n);
+  });
   size_t every = std::max<size_t>(1, (levels.size() + allowance / 2 - 1) / std::max<size_t>(allowance / 2, 1));
   for (size_t l = 0; l < levels.size(); ++l)
     if (l % every == 0 || l + 1 == levels.size()) // the leanest always
