@@ -419,12 +419,60 @@ void keep_set_plans(const Function &fn, size_t end, size_t exhaustive_up_to, siz
   auto ratio = [&](size_t i) {
     return double(value_bytes(fn.body.bindings[i].var->type)) / double(1 + expr_flops(*fn.body.bindings[i].value));
   };
+  // Segments: keep every g-th kernel in forward order and recompute the
+  // rest once (Chen et al.'s √n for every g; on a chain, what single flips
+  // from either end do not reach).
+  // Each is then polished: a kept kernel moved to a neighbour, or one kept
+  // or dropped more, while that beats it in both workspace and FLOPs.
+  auto of_kept = [&](const std::vector<bool> &kept) {
+    std::vector<size_t> dropped;
+    for (size_t c = 0; c < k; ++c)
+      if (!kept[c])
+        dropped.push_back(cand[c]);
+    return keep_set_schedule(fn, end, dropped);
+  };
+  size_t segment_plans = std::min<size_t>(k - 1, allowance / 8), spent = 0;
+  for (size_t i = 0; i < segment_plans; ++i) {
+    size_t g = 2 + i * (k - 1) / std::max<size_t>(segment_plans, 1);
+    std::vector<bool> kept(k);
+    for (size_t c = 0; c < k; ++c)
+      kept[c] = (c + 1) % g == 0;
+    RematPlan current = add("keep-set", of_kept(kept));
+    ++spent;
+    for (bool better = true; better && spent + 3 * k <= allowance / 2;) {
+      better = false;
+      for (size_t c = 0; c < k && !better; ++c)
+        for (int move : {-1, 0, 1}) {
+          std::vector<bool> next = kept;
+          if (move == 0) {
+            next[c] = !next[c];
+          } else {
+            size_t to = c + size_t(move);
+            if (!kept[c] || to >= k || kept[to])
+              continue;
+            next[c] = false;
+            next[to] = true;
+          }
+          RematPlan p = add("keep-set", of_kept(next));
+          ++spent;
+          if (p.workspace <= current.workspace && p.extra_flops <= current.extra_flops &&
+              (p.workspace < current.workspace || p.extra_flops < current.extra_flops)) {
+            kept = std::move(next);
+            current = std::move(p);
+            better = true;
+            break;
+          }
+        }
+    }
+  }
+  allowance -= std::min(allowance, spent);
   std::stable_sort(cand.begin(), cand.end(), [&](size_t a, size_t b) { return ratio(a) > ratio(b); });
-  // A descent over keep sets by single flips, each measured, never back to
-  // a set seen: a flip that frees bytes and recomputes less first, then the
-  // most bytes freed per FLOP added, then (a plateau) the fewest FLOPs added.
-  std::vector<bool> state(k);
-  std::set<std::vector<bool>> visited{state};
+  // Walks over keep sets by single flips, each measured, never back to a set
+  // seen. Down from keeping everything: a flip that frees bytes and
+  // recomputes less first, then the most bytes freed per FLOP added, then
+  // (a plateau) the fewest FLOPs added. Then up from the leanest set found:
+  // the most FLOPs saved per byte added. Each walk traces the trade-off from
+  // its end; half the allowance each.
   auto schedule_of_state = [&](const std::vector<bool> &st) {
     std::vector<size_t> dropped;
     for (size_t c = 0; c < k; ++c)
@@ -432,36 +480,51 @@ void keep_set_plans(const Function &fn, size_t end, size_t exhaustive_up_to, siz
         dropped.push_back(cand[c]);
     return keep_set_schedule(fn, end, dropped);
   };
-  RematPlan current = add("keep-set", schedule_of_state(state));
+  std::set<std::vector<bool>> visited;
   size_t evaluations = 0;
-  while (evaluations + k <= allowance) {
-    int best = -1;
-    double best_score = 0;
-    RematPlan chosen;
-    for (size_t c = 0; c < k; ++c) {
-      state[c] = !state[c];
-      if (!visited.count(state)) {
-        RematPlan p = add("keep-set", schedule_of_state(state));
-        ++evaluations;
-        double freed = double(current.workspace - p.workspace), cost = double(p.extra_flops - current.extra_flops);
-        double score = freed >= 0 && cost < 0 ? 3 + freed - cost
-                       : freed > 0            ? 2 - 1 / (1 + freed / (1 + cost))
-                       : freed == 0           ? 1 / (1 + cost)
-                                              : 0;
-        if (score > best_score) {
-          best_score = score;
-          best = int(c);
-          chosen = std::move(p);
-        }
-      }
-      state[c] = !state[c];
-    }
-    if (best < 0)
-      break;
-    state[size_t(best)] = !state[size_t(best)];
+  std::vector<bool> leanest;
+  int64_t leanest_workspace = std::numeric_limits<int64_t>::max();
+  auto walk = [&](std::vector<bool> state, bool down, size_t limit) {
     visited.insert(state);
-    current = std::move(chosen);
-  }
+    RematPlan current = add("keep-set", schedule_of_state(state));
+    while (evaluations + k <= limit) {
+      int best = -1;
+      double best_score = 0;
+      RematPlan chosen;
+      for (size_t c = 0; c < k; ++c) {
+        state[c] = !state[c];
+        if (!visited.count(state)) {
+          RematPlan p = add("keep-set", schedule_of_state(state));
+          ++evaluations;
+          if (p.workspace < leanest_workspace) {
+            leanest_workspace = p.workspace;
+            leanest = state;
+          }
+          double freed = double(current.workspace - p.workspace), cost = double(p.extra_flops - current.extra_flops);
+          double score = freed >= 0 && cost <= 0 && freed - cost > 0 ? 3 + freed - cost
+                         : down && freed > 0                         ? 2 - 1 / (1 + freed / (1 + cost))
+                         : down && freed == 0                        ? 1 / (1 + cost)
+                         : !down && cost < 0                         ? 2 - 1 / (1 - cost / (1 - freed))
+                                                                     : 0;
+          if (score > best_score) {
+            best_score = score;
+            best = int(c);
+            chosen = std::move(p);
+          }
+        }
+        state[c] = !state[c];
+      }
+      if (best < 0)
+        break;
+      state[size_t(best)] = !state[size_t(best)];
+      visited.insert(state);
+      current = std::move(chosen);
+    }
+    return state;
+  };
+  std::vector<bool> state = walk(std::vector<bool>(k), true, allowance / 2);
+  if (!leanest.empty())
+    walk(leanest, false, allowance);
   // Past the measured descent (many candidates), the rest by bytes per FLOP.
   std::vector<size_t> dropped, rest;
   for (size_t c = 0; c < k; ++c)
