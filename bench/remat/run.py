@@ -3,8 +3,9 @@ bench/remat/models.py, the planned peak workspace of the adjoint and the FLOPs
 recomputed with --remat=none, --remat=sqrt and --remat=auto over a sweep of
 budgets (fractions of the peak that keeps everything, down to the smallest
 workspace gradc can plan), the time auto's plan search took, and, where an
-exhaustive search is computable (few forward kernels), the ratio of auto's
-FLOPs to it and of the greedy descent's (what models too large to search get).
+exhaustive search is computable (at most 16 forward kernels), the ratio of
+auto's FLOPs to it (keep sets: every subset; chains: the program's schedules)
+and of what auto finds without the exhaustive search (what larger models get).
 
 Writes a Markdown table (stdout and OUT/remat.md), the raw figures
 (OUT/remat.json) and the trade-off curves, peak against FLOPs recomputed, as
@@ -48,6 +49,23 @@ def compile_model(path, out, *flags):
     return int(m.group(1))
 
 
+PLAN = re.compile(r"^\[remat\]   ([a-z-]+): workspace (\d+) bytes, (\d+) FLOPs recomputed")
+SEARCH = re.compile(r"plans in (\d+) ms \((\d+) forward kernels\)")
+
+
+def plans(path, out, *flags):
+    """Every plan auto chooses from (-vv), as (workspace, FLOPs), and the forward kernels searched."""
+    p = subprocess.run([GRADC, "compile", path, "--grad", "--emit=manifest", "-o", out, "--remat=auto",
+                        "--memory-budget=1000GiB", "-vv", *flags], capture_output=True, text=True, check=True)
+    found = [(int(m.group(2)), int(m.group(3))) for m in map(PLAN.match, p.stderr.splitlines()) if m]
+    return found, int(SEARCH.search(p.stderr).group(2))
+
+
+def least_flops(found, budget):
+    fits = [f for w, f in found if w <= budget]
+    return min(fits) if fits else None
+
+
 def run_model(name, text, work, quick):
     path = os.path.join(work, name + ".relay")
     with open(path, "w") as f:
@@ -61,24 +79,21 @@ def run_model(name, text, work, quick):
     budgets = sorted({int(peak0 * f) for f in FRACTIONS if peak0 * f >= smallest} | {smallest}, reverse=True)
     if quick:
         budgets = budgets[::2] + ([smallest] if budgets[-1] != smallest else [])
-    row = {"model": name, "none": peak0, "forward_flops": fwd, "sqrt": {"peak": sqrt["peak_bytes"],
-           "extra": sqrt["extra_flops"]}, "smallest": smallest, "auto": []}
-    exact_ok = None
+    _, kernels = plans(path, base + "_plans")
+    exact = greedy = None
+    if kernels <= EXACT_UP_TO:
+        exact, _ = plans(path, base + "_exact", "--remat-exhaustive=%d" % EXACT_UP_TO)
+        greedy, _ = plans(path, base + "_greedy", "--remat-exhaustive=0")
+    row = {"model": name, "none": peak0, "forward_flops": fwd, "forward_kernels": kernels,
+           "sqrt": {"peak": sqrt["peak_bytes"], "extra": sqrt["extra_flops"]}, "smallest": smallest, "auto": []}
     for b in budgets:
-        t = time.time()
         a = compile_model(path, base + "_auto", "--remat=auto", "--memory-budget=%d" % b)
-        wall = time.time() - t
-        entry = {"budget": b, "peak": a["peak_bytes"], "extra": a["extra_flops"], "plans": a["remat_plans"],
-                 "solver_s": a["remat_solver_seconds"], "compile_s": wall, "strategy": a["remat_strategy"]}
         assert a["peak_bytes"] <= b, (name, b, a["peak_bytes"])
-        if exact_ok is not False:
-            g = compile_model(path, base + "_greedy", "--remat=auto", "--memory-budget=%d" % b, "--remat-exhaustive=0")
-            entry["greedy_extra"] = g["extra_flops"] if not isinstance(g, int) else None
-            t = time.time()
-            e = compile_model(path, base + "_exact", "--remat=auto", "--memory-budget=%d" % b,
-                              "--remat-exhaustive=%d" % EXACT_UP_TO)
-            exact_ok = time.time() - t < 120 if exact_ok is None else exact_ok
-            entry["exact_extra"] = e["extra_flops"] if not isinstance(e, int) else None
+        entry = {"budget": b, "peak": a["peak_bytes"], "extra": a["extra_flops"], "plans": a["remat_plans"],
+                 "solver_s": a["remat_solver_seconds"], "strategy": a["remat_strategy"]}
+        if exact is not None:
+            entry["exact_extra"] = least_flops(exact, b)
+            entry["greedy_extra"] = least_flops(greedy, b)
         row["auto"].append(entry)
     return row
 
@@ -97,7 +112,7 @@ def table(rows):
     for r in rows:
         fwd = r["forward_flops"]
         for i, a in enumerate(r["auto"]):
-            head = ["%s" % r["model"], "%d" % r["none"],
+            head = ["%s (%d kernels)" % (r["model"], r["forward_kernels"]), "%d" % r["none"],
                     "%d (%.0f%%), %.2f" % (r["sqrt"]["peak"], 100 * r["sqrt"]["peak"] / r["none"], r["sqrt"]["extra"] / fwd)
                     ] if i == 0 else ["", "", ""]
             exact = a.get("exact_extra")

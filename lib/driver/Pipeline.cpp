@@ -336,7 +336,8 @@ void plan_remat(Module &m, LoweredModule &lowered, PassContext &ctx, Dumper *dum
                 " values");
     log(LogLevel::Info, "remat",
         "@" + fn.name + ": " + std::to_string(plans.size()) + " plans in " + std::to_string(int(seconds * 1000)) +
-            " ms; chose " + chosen->strategy + ": workspace " +
+            " ms (" + std::to_string(remat_candidates(fn)) + " forward kernels); chose " + chosen->strategy +
+            ": workspace " +
             std::to_string(chosen->workspace) + " bytes, " + std::to_string(chosen->extra_flops) +
             " FLOPs recomputed (keeping everything: " + std::to_string(plans[0].workspace) + " bytes)");
     RematStats &stats = ctx.remat[i];

@@ -589,6 +589,8 @@ RematChain chain_of(const Function &fn, const Uses &uses) {
 
 RematChain remat_chain(const Function &fn) { return chain_of(fn, Uses(fn)); }
 
+size_t remat_candidates(const Function &fn) { return keep_set_candidates(fn, forward_end(fn)).size(); }
+
 std::vector<RematPlan> remat_plans(const Function &fn, const std::vector<Footprint> &footprints, bool sqrt_only,
                                    size_t exhaustive_up_to) {
   size_t n = fn.body.bindings.size();

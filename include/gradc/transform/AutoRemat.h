@@ -35,7 +35,7 @@ namespace gradc {
 
 /// One way to run a fused adjoint, evaluated.
 struct RematPlan {
-  std::string strategy;      // "none", "sqrt", "chain"
+  std::string strategy;      // "none", "sqrt", "chain", "keep-set"
   RematSchedule schedule;
   int64_t workspace = 0;     // the planned workspace (memory model)
   int64_t extra_flops = 0;   // the FLOPs of the recomputed copies
@@ -49,6 +49,9 @@ struct RematChain {
 };
 /// Empty (no blocks) where `fn` is not an adjoint whose result is (primal, ...).
 RematChain remat_chain(const Function &fn);
+
+/// The forward kernels a keep set decides on (2^this many keep sets).
+size_t remat_candidates(const Function &fn);
 
 /// Keep sets are searched exhaustively up to this many candidates.
 constexpr size_t kRematExhaustiveCandidates = 10;
