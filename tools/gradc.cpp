@@ -64,10 +64,38 @@ struct SharedOptions {
   int opt = 2;
   int remat_exhaustive = -1;
   std::string report_picture;
+  std::vector<std::string> input_shapes;
   bool verify_each = false;
   int verbose = 0;
   std::string log_level;
 };
+
+void add_input_shape(CLI::App *cmd, std::vector<std::string> &shapes) {
+  cmd->add_option("--input-shape", shapes, "An ONNX model's input with dynamic dimensions: NAME=1,3,224,224")
+      ->take_all();
+}
+
+/// --input-shape NAME=D0,D1,... into `out`; false after an error.
+bool parse_input_shapes(const std::vector<std::string> &given, OnnxImportOptions &out) {
+  for (const std::string &g : given) {
+    size_t eq = g.find('=');
+    std::vector<int64_t> dims;
+    bool ok = eq != std::string::npos && eq > 0;
+    if (ok)
+      for (const std::string &d : split_list(g.substr(eq + 1))) {
+        char *end = nullptr;
+        long long v = std::strtoll(d.c_str(), &end, 10);
+        ok = ok && !d.empty() && *end == '\0' && v >= 0 && v < (1LL << 40);
+        dims.push_back(v);
+      }
+    if (!ok) {
+      print_error(std::cerr, "--input-shape expects NAME=D0,D1,... with dimensions >= 0, found '" + g + "'");
+      return false;
+    }
+    out.input_shapes[g.substr(0, eq)] = dims;
+  }
+  return true;
+}
 
 void add_shared(CLI::App *cmd, SharedOptions &o, CodegenOptions &cg) {
   cmd->add_option("--grad", o.grad, "Add @FN_adjoint for @FN (default main)")->expected(0, 1)->default_str("main");
@@ -78,6 +106,7 @@ void add_shared(CLI::App *cmd, SharedOptions &o, CodegenOptions &cg) {
   cmd->add_option("--remat-exhaustive", o.remat_exhaustive,
                   "auto: search keep sets exhaustively up to N forward kernels (default 10; 2^N plans)")
       ->check(CLI::Range(0, 20));
+  add_input_shape(cmd, o.input_shapes);
   cmd->add_option("--target", o.target, "cpu | cuda")->check(CLI::IsMember({"cpu", "cuda"}));
   cmd->add_option("--cpu", cg.cpu, "Target CPU (default: the host)");
   cmd->add_option("--triple", cg.triple, "Target triple (default: the host)");
@@ -123,6 +152,8 @@ bool finish_shared(CLI::App *cmd, const SharedOptions &o, PipelineOptions &p) {
       return false;
     }
   }
+  if (!parse_input_shapes(o.input_shapes, p.onnx))
+    return false;
   if (o.remat_exhaustive >= 0)
     p.remat_exhaustive = size_t(o.remat_exhaustive);
   if (p.remat == RematMode::Auto && p.memory_budget < 0) {
@@ -218,7 +249,7 @@ int real_main(int argc, char **argv) {
   SharedOptions compile_shared;
   std::string emit;
   CLI::App *c = app.add_subcommand("compile", "Write an object/PTX, a C header and a JSON manifest");
-  c->add_option("model", compile.model, "The model (.relay)")->required();
+  c->add_option("model", compile.model, "The model (.relay, or .onnx: imported)")->required();
   add_shared(c, compile_shared, compile.pipeline.codegen);
   c->add_option("-o", compile.output_base,
                 "Writes BASE.o, BASE.h, BASE.json (default: the model's stem, here). BASE must end in a file "
@@ -230,7 +261,8 @@ int real_main(int argc, char **argv) {
   SharedOptions run_shared;
   std::vector<std::string> inputs;
   CLI::App *r = app.add_subcommand("run", "Compile in memory and run one function on .npy inputs");
-  r->add_option("model", run.model, "The model (.relay)")->required();
+  r->add_option("model", run.model, "The model (.relay, or .onnx: imported, its weights the default inputs)")
+      ->required();
   add_shared(r, run_shared, run.pipeline.codegen);
   r->add_option("--entry", run.entry, "The function to run (default main, or FN_adjoint with --grad)");
   r->add_option("--input", inputs, "NAME=FILE.npy, one per parameter")->take_all();
@@ -240,8 +272,18 @@ int real_main(int argc, char **argv) {
       ->check(CLI::Range(1, 4096));
 
   std::string check_model;
+  std::vector<std::string> check_shapes;
   CLI::App *k = app.add_subcommand("check", "Parse and type-check; print the typed module");
-  k->add_option("model", check_model, "The model (.relay)")->required();
+  k->add_option("model", check_model, "The model (.relay, or .onnx: imported)")->required();
+  add_input_shape(k, check_shapes);
+
+  ImportCommand import;
+  std::vector<std::string> import_shapes;
+  CLI::App *im = app.add_subcommand("import", "An ONNX model as Relay text (OUT.relay) and its weights (OUT.weights/)");
+  im->add_option("model", import.model, "The model (.onnx)")->required();
+  im->add_option("-o", import.output_base, "Writes BASE.relay and BASE.weights/NAME.npy (default: the model's stem, here)")
+      ->option_text("BASE");
+  add_input_shape(im, import_shapes);
 
   std::string op_name;
   bool op_json = false;
@@ -301,8 +343,21 @@ int real_main(int argc, char **argv) {
     }
     return run_command(run, std::cout, std::cerr);
   }
-  if (k->parsed())
-    return check_command(check_model, std::cout, std::cerr);
+  if (k->parsed()) {
+    OnnxImportOptions onnx;
+    if (!parse_input_shapes(check_shapes, onnx))
+      return 2;
+    return check_command(check_model, onnx, std::cout, std::cerr);
+  }
+  if (im->parsed()) {
+    if (!parse_input_shapes(import_shapes, import.onnx))
+      return 2;
+    if (im->count("-o") && import.output_base.empty()) {
+      print_error(std::cerr, "-o needs a base name (-o out/model writes out/model.relay and out/model.weights/)");
+      return 2;
+    }
+    return import_command(import, std::cout, std::cerr);
+  }
   return ops_command(op_name, op_json, std::cout, std::cerr);
 }
 

@@ -5,6 +5,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "gradc/driver/Commands.h"
+#include "gradc/frontend/Onnx.h"
 #include "gradc/driver/MemoryPicture.h"
 #include "gradc/driver/OpReference.h"
 #include "gradc/text/Printer.h"
@@ -47,18 +48,18 @@ bool write_report_picture(const CompiledModule &compiled, const PipelineOptions 
   return true;
 }
 
-/// Reads a model file; nullptr (after printing an error) if it cannot.
-std::shared_ptr<const SourceFile> read_model(const std::string &path, std::ostream &err) {
+/// Reads a file whole; nullopt (after printing an error) if it cannot.
+std::optional<std::string> read_whole_file(const std::string &path, std::ostream &err) {
   std::error_code ec;
   if (std::filesystem::is_directory(path, ec)) {
     print_error(err, "'" + path + "' is a directory, not a model file");
-    return nullptr;
+    return std::nullopt;
   }
   std::ifstream in(path, std::ios::binary);
   if (!in) {
     int e = errno;
     print_error(err, "cannot read '" + path + "': " + std::strerror(e));
-    return nullptr;
+    return std::nullopt;
   }
   // Spans are 32-bit offsets. The text is read in chunks into one string:
   // running out of memory is an error about the input (exit 1), never a
@@ -73,25 +74,54 @@ std::shared_ptr<const SourceFile> read_model(const std::string &path, std::ostre
       text.append(chunk, size_t(in.gcount()));
   } catch (const std::bad_alloc &) {
     print_error(err, "out of memory reading '" + path + "'");
-    return nullptr;
+    return std::nullopt;
   }
   if (in.bad()) {
     int e = errno;
     print_error(err, "cannot read '" + path + "': " + std::strerror(e));
-    return nullptr;
+    return std::nullopt;
   }
   if (text.size() >= max_size) {
     print_error(err, "'" + path + "' is larger than 4 GiB");
-    return nullptr;
+    return std::nullopt;
   }
-  return std::make_shared<SourceFile>(path, std::move(text));
+  return text;
 }
 
-/// Parse, type-check, differentiate, lower; nullopt after printing errors.
-std::optional<CompiledModule> front_to_loops(const std::string &model, const PipelineOptions &opts, std::ostream &err) {
-  auto source = read_model(model, err);
-  if (!source)
+/// A model as the pipeline reads it: Relay text, and the weights of an
+/// imported ONNX model (frontend/Onnx.h).
+struct ModelSource {
+  std::shared_ptr<const SourceFile> source;
+  std::vector<ImportedWeight> weights;
+};
+
+/// Reads a model file, Relay text or ONNX (by its extension); nullopt after
+/// printing errors.
+std::optional<ModelSource> read_model(const std::string &path, const OnnxImportOptions &onnx, std::ostream &err) {
+  std::optional<std::string> bytes = read_whole_file(path, err);
+  if (!bytes)
     return std::nullopt;
+  if (!looks_like_onnx(path))
+    return ModelSource{std::make_shared<SourceFile>(path, std::move(*bytes)), {}};
+  std::optional<OnnxImport> imported = import_onnx(path, *bytes, onnx, err);
+  if (!imported)
+    return std::nullopt;
+  // Diagnostics about the imported text name it so.
+  return ModelSource{std::make_shared<SourceFile>(path + " (imported)", std::move(imported->text)),
+                     std::move(imported->weights)};
+}
+
+NpyArray npy_of(const ImportedWeight &w) { return NpyArray{w.dtype, w.shape, w.data}; }
+
+/// Parse, type-check, differentiate, lower; nullopt after printing errors.
+std::optional<CompiledModule> front_to_loops(const std::string &model, const PipelineOptions &opts, std::ostream &err,
+                                            std::vector<ImportedWeight> *weights = nullptr) {
+  std::optional<ModelSource> read = read_model(model, opts.onnx, err);
+  if (!read)
+    return std::nullopt;
+  if (weights)
+    *weights = std::move(read->weights);
+  std::shared_ptr<const SourceFile> source = read->source;
   DiagEngine diag(source, err);
   Dumper dumper(opts, err);
   try {
@@ -443,7 +473,8 @@ int run_command(const RunCommand &cmd, std::ostream &out, std::ostream &err) {
   }
   if (dumps_overwrite_model(opts, cmd.model, err))
     return 1;
-  std::optional<CompiledModule> compiled = front_to_loops(cmd.model, opts, err);
+  std::vector<ImportedWeight> weights;
+  std::optional<CompiledModule> compiled = front_to_loops(cmd.model, opts, err, &weights);
   if (!compiled)
     return 1;
   std::string entry = cmd.entry;
@@ -503,6 +534,13 @@ int run_command(const RunCommand &cmd, std::ostream &out, std::ostream &err) {
       ok = false;
     }
   }
+  // An imported model's weights: the parameters no --input names.
+  for (const ImportedWeight &w : weights)
+    for (size_t i = 0; i < given.size(); ++i)
+      if (!given[i] && report->param_names[i] == w.name) {
+        arrays[i] = npy_of(w);
+        given[i] = true;
+      }
   for (size_t i = 0; i < given.size(); ++i)
     if (!given[i]) {
       print_error(err, "missing --input " + report->param_names[i] + "=FILE.npy for %" + report->param_names[i] +
@@ -598,10 +636,11 @@ int run_command(const RunCommand &cmd, std::ostream &out, std::ostream &err) {
   return 0;
 }
 
-int check_command(const std::string &model, std::ostream &out, std::ostream &err) {
-  auto source = read_model(model, err);
-  if (!source)
+int check_command(const std::string &model, const OnnxImportOptions &onnx, std::ostream &out, std::ostream &err) {
+  std::optional<ModelSource> read = read_model(model, onnx, err);
+  if (!read)
     return 1;
+  std::shared_ptr<const SourceFile> source = read->source;
   DiagEngine diag(source, err);
   std::optional<Module> m = parse_module(source, diag);
   if (!m)
@@ -610,6 +649,42 @@ int check_command(const std::string &model, std::ostream &out, std::ostream &err
   if (diag.error_count())
     return 1;
   out << print_module(typed, {true});
+  return 0;
+}
+
+int import_command(const ImportCommand &cmd, std::ostream &out, std::ostream &err) {
+  std::optional<std::string> bytes = read_whole_file(cmd.model, err);
+  if (!bytes)
+    return 1;
+  std::optional<OnnxImport> imported = import_onnx(cmd.model, *bytes, cmd.onnx, err);
+  if (!imported)
+    return 1;
+  std::string base = cmd.output_base.empty() ? stem_of(cmd.model) : cmd.output_base;
+  std::string relay = base + ".relay", weights_dir = base + ".weights";
+  // What import writes must be a model gradc accepts: parsed and typed here.
+  auto source = std::make_shared<SourceFile>(relay, imported->text);
+  DiagEngine diag(source, err);
+  std::optional<Module> m = parse_module(source, diag);
+  if (!m)
+    return 1;
+  infer_types(*m, diag);
+  if (diag.error_count())
+    return 1;
+  if (refuse_overwriting_model(relay, cmd.model, "choose another -o", err))
+    return 1;
+  try {
+    std::error_code ec;
+    std::filesystem::create_directories(weights_dir, ec);
+    if (ec)
+      throw FileError("cannot create '" + weights_dir + "': " + ec.message());
+    for (const ImportedWeight &w : imported->weights)
+      write_file_atomic((std::filesystem::path(weights_dir) / (w.name + ".npy")).string(), encode_npy(npy_of(w)));
+    write_file_atomic(relay, imported->text);
+  } catch (FileError &e) {
+    print_error(err, e.what());
+    return 1;
+  }
+  out << "wrote " << relay << " and " << imported->weights.size() << " weights under " << weights_dir << "/\n";
   return 0;
 }
 

@@ -9,6 +9,7 @@
 
 #include "gradc/driver/ArtifactKinds.h"
 #include "gradc/driver/Pipeline.h"
+#include "gradc/frontend/Onnx.h"
 
 #include <map>
 #include <ostream>
@@ -35,12 +36,20 @@ struct RunCommand {
   int threads = 0; // --threads: the pool's thread count (0: the online CPUs)
 };
 
+struct ImportCommand {
+  std::string model;       // MODEL.onnx
+  std::string output_base; // -o; empty: the model's stem in the current directory
+  OnnxImportOptions onnx;  // --input-shape
+};
+
 /// gradc's version (project() in CMakeLists.txt): `--version` and the manifest.
 const char *gradc_version();
 
 int compile_command(const CompileCommand &cmd, std::ostream &out, std::ostream &err);
 int run_command(const RunCommand &cmd, std::ostream &out, std::ostream &err);
-int check_command(const std::string &model, std::ostream &out, std::ostream &err);
+int check_command(const std::string &model, const OnnxImportOptions &onnx, std::ostream &out, std::ostream &err);
+/// gradc import: OUT.relay and OUT.weights/NAME.npy (SPEC §1).
+int import_command(const ImportCommand &cmd, std::ostream &out, std::ostream &err);
 int ops_command(const std::string &name, bool json, std::ostream &out, std::ostream &err);
 
 } // namespace gradc

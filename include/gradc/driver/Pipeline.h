@@ -6,6 +6,7 @@
 #include "gradc/ir/Expr.h"
 #include "gradc/loops/LoopIR.h"
 #include "gradc/transform/AutoRemat.h"
+#include "gradc/frontend/Onnx.h"
 
 #include <chrono>
 #include <optional>
@@ -33,6 +34,7 @@ struct PipelineOptions {
   RematMode remat = RematMode::Manual;
   int64_t memory_budget = -1;
   size_t remat_exhaustive = kRematExhaustiveCandidates; // auto: --remat-exhaustive
+  OnnxImportOptions onnx;                                // --input-shape, for a .onnx model
   CodegenOptions codegen;
   std::set<std::string> dumps; // stages to dump
   std::string dump_dir;        // empty: stderr

@@ -1,0 +1,587 @@
+//===- OnnxOps.cpp - the ONNX operators gradc maps, one entry each --------===//
+//
+// Each entry turns one node into Relay text through NodeCtx (OnnxOps.h), for
+// opsets 11 to 17 (where an opset moved an attribute to an input, both are
+// read). What an entry cannot map it reports with ctx.unsupported(), naming
+// the attribute and its value; the importer reports every one at once.
+//
+//===----------------------------------------------------------------------===//
+#include "OnnxOps.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <sstream>
+
+namespace gradc::onnx_import {
+namespace {
+
+std::string ints(const std::vector<int64_t> &v) {
+  std::string s = "[";
+  for (size_t i = 0; i < v.size(); ++i)
+    s += (i ? ", " : "") + std::to_string(v[i]);
+  return s + "]";
+}
+
+std::string call(const std::string &op, std::vector<std::string> args, const std::string &attrs = "") {
+  std::string s = op + "(";
+  for (size_t i = 0; i < args.size(); ++i)
+    s += (i ? ", " : "") + args[i];
+  if (!attrs.empty())
+    s += (args.empty() ? "" : ", ") + attrs;
+  return s + ")";
+}
+
+Mapped one(std::string e) { return {{std::move(e)}, false}; }
+
+int64_t rank(const Type &t) { return int64_t(t.shape.size()); }
+
+int64_t norm_axis(int64_t axis, int64_t r) { return axis < 0 ? axis + r : axis; }
+
+std::vector<int64_t> to_ints(const ConstValue &c) {
+  std::vector<int64_t> out;
+  for (double v : c.values)
+    out.push_back(int64_t(v));
+  return out;
+}
+
+/// The attribute `name`, or from opset `moved` on, the constant input `input`.
+std::optional<std::vector<int64_t>> ints_attr_or_input(NodeCtx &ctx, const std::string &name, size_t input,
+                                                       int64_t moved) {
+  if (ctx.opset() >= moved) {
+    if (!ctx.has_input(input))
+      return std::nullopt;
+    std::optional<ConstValue> c = ctx.constant(input);
+    if (!c) {
+      ctx.unsupported("input " + std::to_string(input + 1) + " ('" + name + "') must be a constant");
+      return std::nullopt;
+    }
+    return to_ints(*c);
+  }
+  if (!ctx.has_attr(name))
+    return std::nullopt;
+  return ctx.attr_ints(name, {});
+}
+
+Mapping unary(const char *op) {
+  return [op](NodeCtx &ctx) { return one(call(op, {ctx.input(0)})); };
+}
+
+Mapping binary(const char *op) {
+  return [op](NodeCtx &ctx) { return one(call(op, {ctx.input(0), ctx.input(1)})); };
+}
+
+/// Min, Max, Sum and Mean take any number of inputs: folded left.
+Mapping variadic(const char *op) {
+  return [op](NodeCtx &ctx) {
+    std::string e = ctx.input(0);
+    for (size_t i = 1; i < ctx.num_inputs(); ++i)
+      e = call(op, {e, ctx.input(i)});
+    return one(e);
+  };
+}
+
+/// The 2-D window attributes of Conv and the pools, or a reason they are not.
+struct Window {
+  std::vector<int64_t> kernel, strides, pads, dilations;
+};
+std::optional<Window> window(NodeCtx &ctx, const Type &x, std::vector<int64_t> kernel) {
+  if (rank(x) != 4) {
+    ctx.unsupported("a " + std::to_string(rank(x) - 2) + "-D window (only 2-D, NCHW)");
+    return std::nullopt;
+  }
+  Window w;
+  w.kernel = kernel;
+  w.strides = ctx.attr_ints("strides", {1, 1});
+  w.dilations = ctx.attr_ints("dilations", {1, 1});
+  w.pads = ctx.attr_ints("pads", {0, 0, 0, 0});
+  std::string pad = ctx.attr_string("auto_pad", "NOTSET");
+  if (pad == "SAME_UPPER" || pad == "SAME_LOWER") {
+    w.pads.assign(4, 0);
+    for (size_t d = 0; d < 2; ++d) {
+      int64_t in = x.shape[d + 2], out = (in + w.strides[d] - 1) / w.strides[d];
+      int64_t extent = (w.kernel[d] - 1) * w.dilations[d] + 1;
+      int64_t total = std::max<int64_t>(0, (out - 1) * w.strides[d] + extent - in);
+      int64_t small = total / 2, big = total - small;
+      w.pads[d] = pad == "SAME_UPPER" ? small : big;
+      w.pads[d + 2] = pad == "SAME_UPPER" ? big : small;
+    }
+  } else if (pad != "NOTSET" && pad != "VALID") {
+    ctx.unsupported("auto_pad = " + pad);
+    return std::nullopt;
+  }
+  if (w.strides.size() != 2 || w.dilations.size() != 2 || w.pads.size() != 4 || w.kernel.size() != 2) {
+    ctx.unsupported("window attributes of the wrong length for a 2-D window");
+    return std::nullopt;
+  }
+  return w;
+}
+
+Mapped conv(NodeCtx &ctx) {
+  const Type &x = ctx.input_type(0), &wt = ctx.input_type(1);
+  if (rank(wt) != 4) {
+    ctx.unsupported("a weight of rank " + std::to_string(rank(wt)) + " (only 2-D convolutions)");
+    return {};
+  }
+  std::optional<Window> w = window(ctx, x, ctx.attr_ints("kernel_shape", {wt.shape[2], wt.shape[3]}));
+  if (!w)
+    return {};
+  std::string e = call("nn.conv2d", {ctx.input(0), ctx.input(1)},
+                       "strides=" + ints(w->strides) + ", padding=" + ints(w->pads) + ", dilation=" +
+                           ints(w->dilations) + ", groups=" + std::to_string(ctx.attr_int("group", 1)));
+  if (ctx.has_input(2))
+    e = call("nn.bias_add", {e, ctx.input(2)}, "axis=1");
+  return one(e);
+}
+
+Mapped conv_transpose(NodeCtx &ctx) {
+  const Type &x = ctx.input_type(0), &wt = ctx.input_type(1);
+  if (rank(wt) != 4) {
+    ctx.unsupported("a weight of rank " + std::to_string(rank(wt)) + " (only 2-D convolutions)");
+    return {};
+  }
+  if (ctx.has_attr("output_shape")) {
+    ctx.unsupported("output_shape (give pads and output_padding)");
+    return {};
+  }
+  std::optional<Window> w = window(ctx, x, ctx.attr_ints("kernel_shape", {wt.shape[2], wt.shape[3]}));
+  if (!w)
+    return {};
+  std::string e = call("nn.conv2d_transpose", {ctx.input(0), ctx.input(1)},
+                       "strides=" + ints(w->strides) + ", padding=" + ints(w->pads) + ", dilation=" +
+                           ints(w->dilations) + ", groups=" + std::to_string(ctx.attr_int("group", 1)) +
+                           ", output_padding=" + ints(ctx.attr_ints("output_padding", {0, 0})));
+  if (ctx.has_input(2))
+    e = call("nn.bias_add", {e, ctx.input(2)}, "axis=1");
+  return one(e);
+}
+
+Mapped pool(NodeCtx &ctx, const char *op, bool average) {
+  const Type &x = ctx.input_type(0);
+  if (ctx.num_outputs() > 1) {
+    ctx.unsupported("the Indices output");
+    return {};
+  }
+  if (ctx.attr_int("storage_order", 0) != 0) {
+    ctx.unsupported("storage_order = 1");
+    return {};
+  }
+  std::optional<Window> w = window(ctx, x, ctx.attr_ints("kernel_shape", {}));
+  if (!w)
+    return {};
+  std::string attrs = "pool_size=" + ints(w->kernel) + ", strides=" + ints(w->strides) + ", dilation=" +
+                      ints(w->dilations) + ", padding=" + ints(w->pads) +
+                      ", ceil_mode=" + (ctx.attr_int("ceil_mode", 0) ? "True" : "False");
+  if (average)
+    attrs += std::string(", count_include_pad=") + (ctx.attr_int("count_include_pad", 0) ? "True" : "False");
+  return one(call(op, {ctx.input(0)}, attrs));
+}
+
+Mapped gemm(NodeCtx &ctx) {
+  double alpha = ctx.attr_float("alpha", 1), beta = ctx.attr_float("beta", 1);
+  DType dt = ctx.input_type(0).dtype;
+  std::string a = ctx.input(0), b = ctx.input(1);
+  if (ctx.attr_int("transA", 0))
+    a = call("transpose", {a}, "axes=[1, 0]");
+  // dense computes a·bᵀ: the transposed B as it is stored.
+  std::string e = ctx.attr_int("transB", 0) ? call("nn.dense", {a, b}) : call("matmul", {a, b});
+  if (alpha != 1)
+    e = call("multiply", {e, ctx.literal(alpha, dt)});
+  if (ctx.has_input(2) && beta != 0) {
+    std::string c = ctx.input(2);
+    if (beta != 1)
+      c = call("multiply", {c, ctx.literal(beta, dt)});
+    e = call("add", {e, c});
+  }
+  return one(e);
+}
+
+Mapped softmax(NodeCtx &ctx, const char *op) {
+  const Type &x = ctx.input_type(0);
+  int64_t r = rank(x);
+  if (ctx.opset() >= 13)
+    return one(call(op, {ctx.input(0)}, "axis=" + std::to_string(norm_axis(ctx.attr_int("axis", -1), r))));
+  // Before opset 13: over every axis from `axis` on, as one.
+  int64_t axis = norm_axis(ctx.attr_int("axis", 1), r);
+  if (axis == r - 1)
+    return one(call(op, {ctx.input(0)}, "axis=" + std::to_string(axis)));
+  int64_t outer = 1, inner = 1;
+  for (int64_t d = 0; d < r; ++d)
+    (d < axis ? outer : inner) *= x.shape[size_t(d)];
+  std::string flat = call("reshape", {ctx.input(0)}, "newshape=" + ints({outer, inner}));
+  return one(call("reshape", {call(op, {flat}, "axis=1")}, "newshape=" + ints(x.shape)));
+}
+
+Mapped reduce(NodeCtx &ctx, const char *op) {
+  // ReduceSum took axes as an input from opset 13, the others from 18.
+  std::optional<std::vector<int64_t>> axes =
+      ints_attr_or_input(ctx, "axes", 1, std::string(op) == "sum" ? 13 : 18);
+  bool keep = ctx.attr_int("keepdims", 1) != 0;
+  std::string k = std::string(", keepdims=") + (keep ? "True" : "False");
+  if (!axes || axes->empty()) {
+    if (ctx.attr_int("noop_with_empty_axes", 0))
+      return one(ctx.input(0));
+    return one(call(op, {ctx.input(0)}, "axis=None" + k));
+  }
+  return one(call(op, {ctx.input(0)}, "axis=" + ints(*axes) + k));
+}
+
+Mapped reshape_to_output(NodeCtx &ctx) {
+  return one(call("reshape", {ctx.input(0)}, "newshape=" + ints(ctx.output_type(0).shape)));
+}
+
+Mapped reshape(NodeCtx &ctx) {
+  std::optional<ConstValue> shape = ctx.constant(1);
+  if (!shape) {
+    ctx.unsupported("a shape that is not a constant (input 2)");
+    return {};
+  }
+  bool allowzero = ctx.attr_int("allowzero", 0) != 0;
+  return one(call("reshape", {ctx.input(0)},
+                  "newshape=" + ints(to_ints(*shape)) + (allowzero ? ", allowzero=True" : "")));
+}
+
+Mapped squeeze(NodeCtx &ctx) {
+  std::optional<std::vector<int64_t>> axes = ints_attr_or_input(ctx, "axes", 1, 13);
+  if (!axes)
+    return one(call("squeeze", {ctx.input(0)}));
+  return one(call("squeeze", {ctx.input(0)}, "axis=" + ints(*axes)));
+}
+
+Mapped split(NodeCtx &ctx) {
+  const Type &x = ctx.input_type(0);
+  int64_t axis = norm_axis(ctx.attr_int("axis", 0), rank(x));
+  std::optional<std::vector<int64_t>> sizes = ints_attr_or_input(ctx, "split", 1, 13);
+  std::string sections;
+  if (!sizes) {
+    sections = std::to_string(ctx.num_outputs());
+  } else {
+    std::vector<int64_t> starts;
+    int64_t at = 0;
+    for (size_t i = 0; i + 1 < sizes->size(); ++i)
+      starts.push_back(at += (*sizes)[i]);
+    sections = ints(starts);
+  }
+  return {{call("split", {ctx.input(0)}, "indices_or_sections=" + sections + ", axis=" + std::to_string(axis))},
+          true};
+}
+
+Mapped slice(NodeCtx &ctx) {
+  const Type &x = ctx.input_type(0);
+  std::vector<int64_t> starts, ends, axes, steps;
+  auto get = [&](size_t i, const char *what, std::vector<int64_t> &out) {
+    if (!ctx.has_input(i))
+      return true;
+    std::optional<ConstValue> c = ctx.constant(i);
+    if (!c) {
+      ctx.unsupported(std::string(what) + " that are not constants");
+      return false;
+    }
+    out = to_ints(*c);
+    return true;
+  };
+  if (ctx.opset() < 10) {
+    starts = ctx.attr_ints("starts", {});
+    ends = ctx.attr_ints("ends", {});
+    axes = ctx.attr_ints("axes", {});
+  } else if (!get(1, "starts", starts) || !get(2, "ends", ends) || !get(3, "axes", axes) || !get(4, "steps", steps)) {
+    return {};
+  }
+  if (axes.empty())
+    for (size_t i = 0; i < starts.size(); ++i)
+      axes.push_back(int64_t(i));
+  if (steps.empty())
+    steps.assign(starts.size(), 1);
+  // Clamped as numpy does, so that INT64_MAX-style ends stay in range.
+  for (size_t i = 0; i < axes.size(); ++i) {
+    axes[i] = norm_axis(axes[i], rank(x));
+    int64_t dim = x.shape[size_t(axes[i])];
+    starts[i] = std::clamp<int64_t>(starts[i], -dim - 1, dim);
+    ends[i] = std::clamp<int64_t>(ends[i], -dim - 1, dim);
+  }
+  return one(call("strided_slice", {ctx.input(0)},
+                  "begin=" + ints(starts) + ", end=" + ints(ends) + ", strides=" + ints(steps) + ", axes=" + ints(axes)));
+}
+
+Mapped pad(NodeCtx &ctx) {
+  std::string mode = ctx.attr_string("mode", "constant");
+  if (mode != "constant") {
+    ctx.unsupported("mode = " + mode);
+    return {};
+  }
+  std::optional<std::vector<int64_t>> pads = ints_attr_or_input(ctx, "pads", 1, 11);
+  size_t r = size_t(rank(ctx.input_type(0)));
+  if (!pads || pads->size() != 2 * r) {
+    ctx.unsupported("pads of the wrong length");
+    return {};
+  }
+  if (ctx.has_input(3)) {
+    ctx.unsupported("the axes input");
+    return {};
+  }
+  double value = ctx.attr_float("value", 0);
+  if (ctx.opset() >= 11 && ctx.has_input(2)) {
+    std::optional<ConstValue> v = ctx.constant(2);
+    if (!v || v->values.size() != 1) {
+      ctx.unsupported("a constant_value that is not a scalar constant");
+      return {};
+    }
+    value = v->values[0];
+  }
+  std::string widths = "[";
+  for (size_t d = 0; d < r; ++d)
+    widths += (d ? ", [" : "[") + std::to_string((*pads)[d]) + ", " + std::to_string((*pads)[d + r]) + "]";
+  std::ostringstream v;
+  v.precision(17);
+  v << value;
+  return one(call("nn.pad", {ctx.input(0)}, "pad_width=" + widths + "], pad_value=" + v.str() + "f"));
+}
+
+Mapped clip(NodeCtx &ctx) {
+  DType dt = ctx.input_type(0).dtype;
+  double lo = -dtype_info(dt).max_finite, hi = dtype_info(dt).max_finite;
+  if (ctx.opset() < 11) {
+    lo = ctx.attr_float("min", lo);
+    hi = ctx.attr_float("max", hi);
+  } else {
+    for (size_t i : {size_t(1), size_t(2)}) {
+      if (!ctx.has_input(i))
+        continue;
+      std::optional<ConstValue> c = ctx.constant(i);
+      if (!c || c->values.size() != 1) {
+        ctx.unsupported(std::string(i == 1 ? "min" : "max") + " that is not a scalar constant");
+        return {};
+      }
+      (i == 1 ? lo : hi) = c->values[0];
+    }
+  }
+  std::ostringstream a;
+  a.precision(17);
+  a << "a_min=" << lo << "f, a_max=" << hi << "f";
+  return one(call("clip", {ctx.input(0)}, a.str()));
+}
+
+Mapped cumsum(NodeCtx &ctx) {
+  std::optional<ConstValue> a = ctx.constant(1);
+  if (!a || a->values.size() != 1) {
+    ctx.unsupported("an axis that is not a scalar constant");
+    return {};
+  }
+  int64_t axis = norm_axis(int64_t(a->values[0]), rank(ctx.input_type(0)));
+  std::string ax = "axis=" + std::to_string(axis);
+  std::string excl = std::string(", exclusive=") + (ctx.attr_int("exclusive", 0) ? "True" : "False");
+  if (!ctx.attr_int("reverse", 0))
+    return one(call("cumsum", {ctx.input(0)}, ax + excl));
+  return one(call("reverse", {call("cumsum", {call("reverse", {ctx.input(0)}, ax)}, ax + excl)}, ax));
+}
+
+Mapped batch_norm(NodeCtx &ctx) {
+  if (ctx.attr_int("training_mode", 0) || ctx.num_outputs() > 1) {
+    ctx.unsupported("training_mode (export the model in eval mode)");
+    return {};
+  }
+  std::ostringstream eps;
+  eps.precision(17);
+  eps << "epsilon=" << ctx.attr_float("epsilon", 1e-5) << "f";
+  return {{call("nn.batch_norm", {ctx.input(0), ctx.input(1), ctx.input(2), ctx.input(3), ctx.input(4)}, eps.str()) +
+           ".0"},
+          false};
+}
+
+Mapped layer_norm(NodeCtx &ctx) {
+  const Type &x = ctx.input_type(0);
+  int64_t axis = norm_axis(ctx.attr_int("axis", -1), rank(x));
+  if (axis != rank(x) - 1) {
+    ctx.unsupported("axis = " + std::to_string(ctx.attr_int("axis", -1)) + " (only the last axis)");
+    return {};
+  }
+  if (ctx.num_outputs() > 1) {
+    ctx.unsupported("the Mean and InvStdDev outputs");
+    return {};
+  }
+  std::ostringstream eps;
+  eps.precision(17);
+  eps << "axis=" << axis << ", epsilon=" << ctx.attr_float("epsilon", 1e-5) << "f";
+  if (!ctx.has_input(2))
+    eps << ", center=False";
+  std::string b = ctx.has_input(2) ? ctx.input(2) : ctx.input(1);
+  return one(call("nn.layer_norm", {ctx.input(0), ctx.input(1), b}, eps.str()));
+}
+
+Mapped nll_loss(NodeCtx &ctx, bool from_logits) {
+  const Type &x = ctx.input_type(0);
+  if (rank(x) != 2) {
+    ctx.unsupported("input of rank " + std::to_string(rank(x)) + " (only (N, C))");
+    return {};
+  }
+  if (from_logits && ctx.num_outputs() > 1) {
+    ctx.unsupported("the log_prob output");
+    return {};
+  }
+  std::string reduction = ctx.attr_string("reduction", "mean");
+  std::string attrs = "reduction=\"" + reduction + "\"";
+  if (ctx.has_attr("ignore_index"))
+    attrs += ", ignore_index=" + std::to_string(ctx.attr_int("ignore_index", -100));
+  else
+    attrs += ", ignore_index=-9223372036854775807";
+  std::string p = from_logits ? call("nn.log_softmax", {ctx.input(0)}, "axis=1") : ctx.input(0);
+  std::vector<std::string> args{p, ctx.input(1)};
+  if (ctx.has_input(2))
+    args.push_back(ctx.input(2));
+  return one(call("nn.nll_loss", args, attrs));
+}
+
+Mapped gelu(NodeCtx &ctx) {
+  std::string approx = ctx.attr_string("approximate", "none");
+  if (approx != "none") {
+    ctx.unsupported("approximate = " + approx);
+    return {};
+  }
+  return one(call("nn.gelu", {ctx.input(0)}));
+}
+
+Mapped flatten(NodeCtx &ctx) {
+  const Type &x = ctx.input_type(0);
+  int64_t axis = norm_axis(ctx.attr_int("axis", 1), rank(x)), outer = 1, inner = 1;
+  for (int64_t d = 0; d < rank(x); ++d)
+    (d < axis ? outer : inner) *= x.shape[size_t(d)];
+  return one(call("reshape", {ctx.input(0)}, "newshape=" + ints({outer, inner})));
+}
+
+Mapped transpose(NodeCtx &ctx) {
+  if (!ctx.has_attr("perm"))
+    return one(call("transpose", {ctx.input(0)}));
+  return one(call("transpose", {ctx.input(0)}, "axes=" + ints(ctx.attr_ints("perm", {}))));
+}
+
+Mapped concat(NodeCtx &ctx) {
+  std::string parts = "(";
+  for (size_t i = 0; i < ctx.num_inputs(); ++i)
+    parts += (i ? ", " : "") + ctx.input(i);
+  if (ctx.num_inputs() == 1)
+    parts += ",";
+  return one(call("concatenate", {parts + ")"}, "axis=" + std::to_string(ctx.attr_int("axis", 0))));
+}
+
+Mapped where(NodeCtx &ctx) { return one(call("where", {ctx.input(0), ctx.input(1), ctx.input(2)})); }
+
+Mapped prelu(NodeCtx &ctx) {
+  std::string x = ctx.input(0);
+  return one(call("where", {call("greater", {x, ctx.literal(0, ctx.input_type(0).dtype)}), x,
+                            call("multiply", {x, ctx.input(1)})}));
+}
+
+Mapped leaky_relu(NodeCtx &ctx) {
+  std::ostringstream a;
+  a.precision(17);
+  a << "alpha=" << ctx.attr_float("alpha", 0.01) << "f";
+  return one(call("nn.leaky_relu", {ctx.input(0)}, a.str()));
+}
+
+Mapped cast(NodeCtx &ctx) { return one(call("cast", {ctx.input(0)}, std::string("dtype=\"") + dtype_name(ctx.output_type(0).dtype) + "\"")); }
+
+Mapped gather(NodeCtx &ctx) {
+  int64_t axis = norm_axis(ctx.attr_int("axis", 0), rank(ctx.input_type(0)));
+  // Negative indices count from the end: "wrap" (in-range indices are as given).
+  return one(call("take", {ctx.input(0), ctx.input(1)}, "axis=" + std::to_string(axis) + ", mode=\"wrap\""));
+}
+
+Mapped dropout(NodeCtx &ctx) {
+  if (ctx.num_outputs() > 1) {
+    ctx.unsupported("the mask output");
+    return {};
+  }
+  if (ctx.has_input(2)) {
+    std::optional<ConstValue> t = ctx.constant(2);
+    if (!t || t->values.size() != 1 || t->values[0] != 0) {
+      ctx.unsupported("training_mode (only inference)");
+      return {};
+    }
+  }
+  return one(ctx.input(0));
+}
+
+Mapped constant_of_shape(NodeCtx &ctx) {
+  const Type &out = ctx.output_type(0);
+  double value = 0;
+  if (std::optional<ConstValue> v = ctx.attr_tensor("value"); v && !v->values.empty())
+    value = v->values[0];
+  return one(call("broadcast_to", {ctx.literal(value, out.dtype)}, "shape=" + ints(out.shape)));
+}
+
+Mapped identity(NodeCtx &ctx) { return one(ctx.input(0)); }
+
+} // namespace
+
+const std::vector<OpEntry> &op_table() {
+  static const std::vector<OpEntry> table = {
+      {"Abs", unary("abs")},
+      {"Add", binary("add")},
+      {"And", binary("logical_and")},
+      {"AveragePool", [](NodeCtx &c) { return pool(c, "nn.avg_pool2d", true); }},
+      {"BatchNormalization", batch_norm},
+      {"Cast", cast},
+      {"Clip", clip},
+      {"Concat", concat},
+      {"ConstantOfShape", constant_of_shape},
+      {"Conv", conv},
+      {"ConvTranspose", conv_transpose},
+      {"Cos", unary("cos")},
+      {"CumSum", cumsum},
+      {"Div", binary("divide")},
+      {"Dropout", dropout},
+      {"Equal", binary("equal")},
+      {"Erf", unary("erf")},
+      {"Exp", unary("exp")},
+      {"Flatten", flatten},
+      {"Gather", gather},
+      {"Gelu", gelu},
+      {"Gemm", gemm},
+      {"GlobalAveragePool", unary("nn.global_avg_pool2d")},
+      {"GlobalMaxPool", unary("nn.global_max_pool2d")},
+      {"Greater", binary("greater")},
+      {"GreaterOrEqual", binary("greater_equal")},
+      {"Identity", identity},
+      {"LayerNormalization", layer_norm},
+      {"LeakyRelu", leaky_relu},
+      {"Less", binary("less")},
+      {"LessOrEqual", binary("less_equal")},
+      {"Log", unary("log")},
+      {"LogSoftmax", [](NodeCtx &c) { return softmax(c, "nn.log_softmax"); }},
+      {"MatMul", binary("matmul")},
+      {"Max", variadic("maximum")},
+      {"MaxPool", [](NodeCtx &c) { return pool(c, "nn.max_pool2d", false); }},
+      {"Min", variadic("minimum")},
+      {"Mul", binary("multiply")},
+      {"Neg", unary("negative")},
+      {"NegativeLogLikelihoodLoss", [](NodeCtx &c) { return nll_loss(c, false); }},
+      {"Not", unary("logical_not")},
+      {"Or", binary("logical_or")},
+      {"Pad", pad},
+      {"Pow", binary("power")},
+      {"PRelu", prelu},
+      {"ReduceMax", [](NodeCtx &c) { return reduce(c, "max"); }},
+      {"ReduceMean", [](NodeCtx &c) { return reduce(c, "mean"); }},
+      {"ReduceMin", [](NodeCtx &c) { return reduce(c, "min"); }},
+      {"ReduceSum", [](NodeCtx &c) { return reduce(c, "sum"); }},
+      {"Relu", unary("nn.relu")},
+      {"Reshape", reshape},
+      {"Sigmoid", unary("sigmoid")},
+      {"Sin", unary("sin")},
+      {"Slice", slice},
+      {"Softmax", [](NodeCtx &c) { return softmax(c, "nn.softmax"); }},
+      {"SoftmaxCrossEntropyLoss", [](NodeCtx &c) { return nll_loss(c, true); }},
+      {"Split", split},
+      {"Sqrt", unary("sqrt")},
+      {"Squeeze", squeeze},
+      {"Sub", binary("subtract")},
+      {"Sum", variadic("add")},
+      {"Tanh", unary("tanh")},
+      {"Transpose", transpose},
+      {"Unsqueeze", reshape_to_output},
+      {"Where", where},
+  };
+  return table;
+}
+
+} // namespace gradc::onnx_import
