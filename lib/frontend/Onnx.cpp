@@ -273,6 +273,7 @@ private:
   std::vector<ImportedWeight> weights_;
   std::vector<std::string> body_;
   std::unordered_map<std::string, Type> inferred_;
+  std::unordered_map<std::string, std::string> no_dtype_; // values of an element type gradc has not
 
   std::string fresh_name(const std::string &onnx_name) {
     std::string base = sanitize(onnx_name), name = base;
@@ -322,7 +323,9 @@ std::string Importer::expr_of(const std::string &name) {
   const ConstValue *c = v.constant ? &*v.constant : nullptr;
   if (c && c->values.size() == 1 && !v.weight) {
     std::string lit = literal(c->values[0], c->dtype);
-    return c->shape.empty() ? lit : "reshape(" + lit + ", newshape=" + shape_text(c->shape) + ")";
+    std::string dims = shape_text(c->shape);
+    dims = "[" + dims.substr(1, dims.size() - (c->shape.size() == 1 ? 3 : 2)) + "]";
+    return c->shape.empty() ? lit : "reshape(" + lit + ", newshape=" + dims + ")";
   }
   std::string pname = fresh_name(name);
   params_.push_back("%" + pname + ": Tensor[" + shape_text(v.type.shape) + ", " + dtype_name(v.type.dtype) + "]");
@@ -571,6 +574,48 @@ bool Importer::fold(const onnx::NodeProto &node, const std::vector<const Value *
   return true;
 }
 
+/// A Reshape's output type where ONNX inference left it unknown (its shape
+/// computed by folded nodes).
+std::optional<Type> reshape_type(const onnx::NodeProto &node, const std::vector<const Value *> &in,
+                                 const std::string &out) {
+  if (node.op_type() != "Reshape" || in.size() < 2 || !in[0] || !in[1] || !in[1]->constant || out != node.output(0))
+    return std::nullopt;
+  bool allowzero = false;
+  for (const onnx::AttributeProto &a : node.attribute())
+    if (a.name() == "allowzero")
+      allowzero = a.i() != 0;
+  const Shape &from = in[0]->type.shape;
+  Shape shape;
+  int64_t known = 1, infer = -1;
+  for (size_t i = 0; i < in[1]->constant->values.size(); ++i) {
+    int64_t d = int64_t(in[1]->constant->values[i]);
+    if (d == 0 && !allowzero) {
+      if (i >= from.size())
+        return std::nullopt;
+      d = from[i];
+    }
+    if (d == -1) {
+      if (infer >= 0)
+        return std::nullopt;
+      infer = int64_t(i);
+      d = 1;
+    } else if (d < 0) {
+      return std::nullopt;
+    }
+    shape.push_back(d);
+    known *= d;
+  }
+  int64_t total = numel(from);
+  if (infer >= 0) {
+    if (known == 0 || total % known)
+      return std::nullopt;
+    shape[size_t(infer)] = total / known;
+  } else if (known != total) {
+    return std::nullopt;
+  }
+  return Type::tensor(shape, in[0]->type.dtype);
+}
+
 void Importer::convert(const onnx::NodeProto &node, size_t index) {
   std::string where = describe(node, index);
   if (!node.domain().empty() && node.domain() != "ai.onnx") {
@@ -646,7 +691,19 @@ void Importer::convert(const onnx::NodeProto &node, size_t index) {
   std::vector<Type> out_types;
   for (const std::string &out : node.output()) {
     auto it = inferred_.find(out);
+    if (!out.empty() && it == inferred_.end())
+      if (std::optional<Type> t = reshape_type(node, in, out)) {
+        inferred_[out] = *t;
+        it = inferred_.find(out);
+      }
     if (out.empty() || it == inferred_.end()) {
+      if (auto nd = no_dtype_.find(out); nd != no_dtype_.end()) {
+        error(where + ": not supported: output '" + out + "' has element type " + nd->second +
+              ", which has no gradc dtype");
+        for (const std::string &o : node.output())
+          unknown(o);
+        return;
+      }
       if (!out.empty()) {
         error(where + ": the shape of output '" + out + "' is unknown after ONNX shape inference");
         for (const std::string &o : node.output())
@@ -738,8 +795,10 @@ std::optional<OnnxImport> Importer::run(const std::string &bytes, const OnnxImpo
     if (!vi.type().has_tensor_type() || !vi.type().tensor_type().has_shape())
       return;
     std::optional<DType> dt = dtype_of(vi.type().tensor_type().elem_type());
-    if (!dt)
+    if (!dt) {
+      no_dtype_[vi.name()] = elem_name(vi.type().tensor_type().elem_type());
       return;
+    }
     Shape shape;
     for (const onnx::TensorShapeProto_Dimension &d : vi.type().tensor_type().shape().dim()) {
       if (!d.has_dim_value() || d.dim_value() < 0)

@@ -85,7 +85,7 @@ Mapping variadic(const char *op) {
 struct Window {
   std::vector<int64_t> kernel, strides, pads, dilations;
 };
-std::optional<Window> window(NodeCtx &ctx, const Type &x, std::vector<int64_t> kernel) {
+std::optional<Window> window(NodeCtx &ctx, const Type &x, std::vector<int64_t> kernel, bool transposed = false) {
   if (rank(x) != 4) {
     ctx.unsupported("a " + std::to_string(rank(x) - 2) + "-D window (only 2-D, NCHW)");
     return std::nullopt;
@@ -98,10 +98,14 @@ std::optional<Window> window(NodeCtx &ctx, const Type &x, std::vector<int64_t> k
   std::string pad = ctx.attr_string("auto_pad", "NOTSET");
   if (pad == "SAME_UPPER" || pad == "SAME_LOWER") {
     w.pads.assign(4, 0);
+    std::vector<int64_t> out_pad = ctx.attr_ints("output_padding", {0, 0});
     for (size_t d = 0; d < 2; ++d) {
       int64_t in = x.shape[d + 2], out = (in + w.strides[d] - 1) / w.strides[d];
       int64_t extent = (w.kernel[d] - 1) * w.dilations[d] + 1;
-      int64_t total = std::max<int64_t>(0, (out - 1) * w.strides[d] + extent - in);
+      // A transposed convolution's output is in * stride: its padding is taken from that.
+      int64_t total = transposed ? w.strides[d] * (in - 1) + out_pad.at(d) + extent - in * w.strides[d]
+                                 : std::max<int64_t>(0, (out - 1) * w.strides[d] + extent - in);
+      total = std::max<int64_t>(0, total);
       int64_t small = total / 2, big = total - small;
       w.pads[d] = pad == "SAME_UPPER" ? small : big;
       w.pads[d + 2] = pad == "SAME_UPPER" ? big : small;
@@ -144,7 +148,7 @@ Mapped conv_transpose(NodeCtx &ctx) {
     ctx.unsupported("output_shape (give pads and output_padding)");
     return {};
   }
-  std::optional<Window> w = window(ctx, x, ctx.attr_ints("kernel_shape", {wt.shape[2], wt.shape[3]}));
+  std::optional<Window> w = window(ctx, x, ctx.attr_ints("kernel_shape", {wt.shape[2], wt.shape[3]}), true);
   if (!w)
     return {};
   std::string e = call("nn.conv2d_transpose", {ctx.input(0), ctx.input(1)},
@@ -466,9 +470,27 @@ Mapped concat(NodeCtx &ctx) {
 Mapped where(NodeCtx &ctx) { return one(call("where", {ctx.input(0), ctx.input(1), ctx.input(2)})); }
 
 Mapped prelu(NodeCtx &ctx) {
-  std::string x = ctx.input(0);
-  return one(call("where", {call("greater", {x, ctx.literal(0, ctx.input_type(0).dtype)}), x,
-                            call("multiply", {x, ctx.input(1)})}));
+  std::string x = ctx.input(0), slope = ctx.input(1);
+  const Type &xt = ctx.input_type(0), &st = ctx.input_type(1);
+  // Older exporters give one slope per channel, (C,), for an (N, C, ...) input.
+  if (rank(st) == 1 && rank(xt) > 2 && st.shape[0] == xt.shape[1] && st.shape[0] != xt.shape.back()) {
+    std::vector<int64_t> shape(size_t(rank(xt) - 1), 1);
+    shape[0] = st.shape[0];
+    slope = call("reshape", {slope}, "newshape=" + ints(shape));
+  }
+  return one(call("where", {call("greater", {x, ctx.literal(0, xt.dtype)}), x, call("multiply", {x, slope})}));
+}
+
+/// Elu and Selu: x above 0, alpha·(eᕽ − 1) below, times gamma (Selu).
+Mapping elu(double default_alpha, double default_gamma) {
+  return [default_alpha, default_gamma](NodeCtx &ctx) {
+    DType dt = ctx.input_type(0).dtype;
+    double alpha = ctx.attr_float("alpha", default_alpha), gamma = ctx.attr_float("gamma", default_gamma);
+    std::string x = ctx.input(0);
+    std::string neg = call("multiply", {call("subtract", {call("exp", {x}), ctx.literal(1, dt)}), ctx.literal(alpha, dt)});
+    std::string e = call("where", {call("greater", {x, ctx.literal(0, dt)}), x, neg});
+    return one(gamma == 1 ? e : call("multiply", {e, ctx.literal(gamma, dt)}));
+  };
 }
 
 Mapped leaky_relu(NodeCtx &ctx) {
@@ -511,6 +533,15 @@ Mapped constant_of_shape(NodeCtx &ctx) {
 
 Mapped identity(NodeCtx &ctx) { return one(ctx.input(0)); }
 
+/// The exponent may have another dtype than the base: cast to the base's.
+Mapped pow(NodeCtx &ctx) {
+  std::string y = ctx.input(1);
+  DType base = ctx.input_type(0).dtype;
+  if (ctx.input_type(1).dtype != base)
+    y = call("cast", {y}, std::string("dtype=\"") + dtype_name(base) + "\"");
+  return one(call("power", {ctx.input(0), y}));
+}
+
 } // namespace
 
 const std::vector<OpEntry> &op_table() {
@@ -530,6 +561,7 @@ const std::vector<OpEntry> &op_table() {
       {"CumSum", cumsum},
       {"Div", binary("divide")},
       {"Dropout", dropout},
+      {"Elu", elu(1.0, 1.0)},
       {"Equal", binary("equal")},
       {"Erf", unary("erf")},
       {"Exp", unary("exp")},
@@ -558,7 +590,7 @@ const std::vector<OpEntry> &op_table() {
       {"Not", unary("logical_not")},
       {"Or", binary("logical_or")},
       {"Pad", pad},
-      {"Pow", binary("power")},
+      {"Pow", pow},
       {"PRelu", prelu},
       {"ReduceMax", [](NodeCtx &c) { return reduce(c, "max"); }},
       {"ReduceMean", [](NodeCtx &c) { return reduce(c, "mean"); }},
@@ -566,11 +598,13 @@ const std::vector<OpEntry> &op_table() {
       {"ReduceSum", [](NodeCtx &c) { return reduce(c, "sum"); }},
       {"Relu", unary("nn.relu")},
       {"Reshape", reshape},
+      {"Selu", elu(1.67326319217681884765625, 1.05070102214813232421875)},
       {"Sigmoid", unary("sigmoid")},
       {"Sin", unary("sin")},
       {"Slice", slice},
       {"Softmax", [](NodeCtx &c) { return softmax(c, "nn.softmax"); }},
       {"SoftmaxCrossEntropyLoss", [](NodeCtx &c) { return nll_loss(c, true); }},
+      {"Softplus", unary("nn.softplus")},
       {"Split", split},
       {"Sqrt", unary("sqrt")},
       {"Squeeze", squeeze},
