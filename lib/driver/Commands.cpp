@@ -494,11 +494,16 @@ int run_command(const RunCommand &cmd, std::ostream &out, std::ostream &err) {
 
   // Inputs: every parameter exactly once, with its exact dtype and shape;
   // --inputs-dir supplies DIR/NAME.npy for those --input does not name.
+  // An imported model's weight is read from there only where the file exists.
   std::vector<std::pair<std::string, std::string>> inputs = cmd.inputs;
   if (!cmd.inputs_dir.empty())
-    for (const std::string &p : report->param_names)
-      if (std::none_of(cmd.inputs.begin(), cmd.inputs.end(), [&](const auto &in) { return in.first == p; }))
-        inputs.emplace_back(p, (std::filesystem::path(cmd.inputs_dir) / (p + ".npy")).string());
+    for (const std::string &p : report->param_names) {
+      std::string file = (std::filesystem::path(cmd.inputs_dir) / (p + ".npy")).string();
+      bool weight = std::any_of(weights.begin(), weights.end(), [&](const ImportedWeight &w) { return w.name == p; });
+      if (std::none_of(cmd.inputs.begin(), cmd.inputs.end(), [&](const auto &in) { return in.first == p; }) &&
+          (!weight || std::filesystem::exists(file)))
+        inputs.emplace_back(p, file);
+    }
   std::vector<NpyArray> arrays(fn->inputs.size());
   std::vector<bool> given(fn->inputs.size(), false);
   bool ok = true;

@@ -250,7 +250,8 @@ public:
   std::optional<OnnxImport> run(const std::string &bytes, const OnnxImportOptions &options);
 
   void error(const std::string &msg) {
-    err_ << path_ << ": error: " << msg << "\n";
+    if (!quiet_)
+      err_ << path_ << ": error: " << msg << "\n";
     ++errors_;
   }
 
@@ -269,11 +270,15 @@ private:
   std::unordered_map<std::string, Value> values_;
   std::set<std::string> used_names_;
   std::vector<std::pair<std::string, std::string>> renamed_; // relay, onnx
-  std::vector<std::string> params_;
+  std::vector<std::string> params_, input_params_;
   std::vector<ImportedWeight> weights_;
   std::vector<std::string> body_;
   std::unordered_map<std::string, Type> inferred_;
   std::unordered_map<std::string, std::string> no_dtype_; // values of an element type gradc has not
+  std::map<std::string, Type> derived_;  // types found here that ONNX inference left unknown
+  bool quiet_ = false;                   // a probing walk: errors not reported
+  void infer_shapes();
+  void walk();
 
   std::string fresh_name(const std::string &onnx_name) {
     std::string base = sanitize(onnx_name), name = base;
@@ -633,8 +638,6 @@ void Importer::convert(const onnx::NodeProto &node, size_t index) {
       error(where + ": input '" + name + "' is not defined before the node (a cycle, or nodes out of order)");
       return;
     }
-    if (it->second.type.kind != Type::Tensor)
-      return; // an earlier error
     in.push_back(&it->second);
   }
   auto unknown = [&](const std::string &out) {
@@ -643,6 +646,12 @@ void Importer::convert(const onnx::NodeProto &node, size_t index) {
     v.expr = "<error>";
     values_[out] = std::move(v); // kind Unknown: its readers are skipped
   };
+  for (const Value *v : in)
+    if (v && v->type.kind != Type::Tensor) { // after an earlier error
+      for (const std::string &out : node.output())
+        unknown(out);
+      return;
+    }
   if (node.op_type() == "Constant") {
     for (const onnx::AttributeProto &a : node.attribute()) {
       ConstValue c;
@@ -694,6 +703,7 @@ void Importer::convert(const onnx::NodeProto &node, size_t index) {
     if (!out.empty() && it == inferred_.end())
       if (std::optional<Type> t = reshape_type(node, in, out)) {
         inferred_[out] = *t;
+        derived_[out] = *t;
         it = inferred_.find(out);
       }
     if (out.empty() || it == inferred_.end()) {
@@ -760,6 +770,87 @@ void Importer::convert(const onnx::NodeProto &node, size_t index) {
   }
 }
 
+void Importer::infer_shapes() {
+  try {
+    onnx::ShapeInferenceOptions opts(false, 0, true);
+    onnx::shape_inference::InferShapes(model_, onnx::OpSchemaRegistry::Instance(), opts);
+  } catch (const std::exception &e) {
+    error(std::string("ONNX shape inference fails: ") + e.what());
+    return;
+  }
+  inferred_.clear();
+  no_dtype_.clear();
+  const onnx::GraphProto &g = model_.graph();
+  auto record = [&](const onnx::ValueInfoProto &vi) {
+    if (!vi.type().has_tensor_type() || !vi.type().tensor_type().has_shape())
+      return;
+    std::optional<DType> dt = dtype_of(vi.type().tensor_type().elem_type());
+    if (!dt) {
+      no_dtype_[vi.name()] = elem_name(vi.type().tensor_type().elem_type());
+      return;
+    }
+    Shape shape;
+    for (const onnx::TensorShapeProto_Dimension &d : vi.type().tensor_type().shape().dim()) {
+      if (!d.has_dim_value() || d.dim_value() < 0)
+        return;
+      shape.push_back(d.dim_value());
+    }
+    inferred_[vi.name()] = Type::tensor(shape, *dt);
+  };
+  for (const onnx::ValueInfoProto &vi : g.value_info())
+    record(vi);
+  for (const onnx::ValueInfoProto &vi : g.output())
+    record(vi);
+}
+
+/// Converts the graph from scratch: values, parameters, weights and body.
+void Importer::walk() {
+  errors_ = 0;
+  values_.clear();
+  used_names_.clear();
+  renamed_.clear();
+  params_.clear();
+  input_params_.clear();
+  weights_.clear();
+  body_.clear();
+  const onnx::GraphProto &g = model_.graph();
+  // Initializers: constants (weights), parameters when read as tensors.
+  for (const onnx::TensorProto &t : g.initializer()) {
+    Decoded d = decode(t);
+    if (!d.error.empty()) {
+      error("initializer '" + t.name() + "': " + d.error);
+      continue;
+    }
+    Value v;
+    v.onnx_name = t.name();
+    v.type = Type::tensor(d.shape, d.dtype);
+    v.weight = true;
+    if (numel(d.shape) <= kMaxFoldedElements)
+      v.constant = values_of(d);
+    v.raw = std::move(d);
+    values_[t.name()] = std::move(v);
+  }
+  // Graph inputs that are not initializers: the parameters, first.
+  for (const onnx::ValueInfoProto &in : g.input()) {
+    if (values_.count(in.name()))
+      continue; // an initializer listed as an input too (older exporters)
+    std::optional<Type> t = type_of(in.type(), "input '" + in.name() + "'");
+    if (!t)
+      continue;
+    std::string name = fresh_name(in.name());
+    input_params_.push_back("%" + name + ": Tensor[" + shape_text(t->shape) + ", " + dtype_name(t->dtype) + "]");
+    Value v;
+    v.onnx_name = in.name();
+    v.type = *t;
+    v.expr = "%" + name;
+    values_[in.name()] = std::move(v);
+  }
+  if (errors_)
+    return;
+  for (int i = 0; i < g.node_size(); ++i)
+    convert(g.node(i), size_t(i));
+}
+
 std::optional<OnnxImport> Importer::run(const std::string &bytes, const OnnxImportOptions &options) {
   if (bytes.empty() || !model_.ParseFromString(bytes)) {
     error("not an ONNX model: the file does not parse as an ONNX ModelProto (protobuf)");
@@ -783,70 +874,46 @@ std::optional<OnnxImport> Importer::run(const std::string &bytes, const OnnxImpo
   }
   if (!fix_inputs(options))
     return std::nullopt;
-  try {
-    onnx::ShapeInferenceOptions opts(false, 0, true);
-    onnx::shape_inference::InferShapes(model_, onnx::OpSchemaRegistry::Instance(), opts);
-  } catch (const std::exception &e) {
-    error(std::string("ONNX shape inference fails: ") + e.what());
-    return std::nullopt;
-  }
-  const onnx::GraphProto &g = model_.graph();
-  auto record = [&](const onnx::ValueInfoProto &vi) {
-    if (!vi.type().has_tensor_type() || !vi.type().tensor_type().has_shape())
-      return;
-    std::optional<DType> dt = dtype_of(vi.type().tensor_type().elem_type());
-    if (!dt) {
-      no_dtype_[vi.name()] = elem_name(vi.type().tensor_type().elem_type());
-      return;
-    }
-    Shape shape;
-    for (const onnx::TensorShapeProto_Dimension &d : vi.type().tensor_type().shape().dim()) {
-      if (!d.has_dim_value() || d.dim_value() < 0)
-        return;
-      shape.push_back(d.dim_value());
-    }
-    inferred_[vi.name()] = Type::tensor(shape, *dt);
-  };
-  for (const onnx::ValueInfoProto &vi : g.value_info())
-    record(vi);
-  for (const onnx::ValueInfoProto &vi : g.output())
-    record(vi);
-  // Initializers: constants (weights), parameters when read as tensors.
-  for (const onnx::TensorProto &t : g.initializer()) {
-    Decoded d = decode(t);
-    if (!d.error.empty()) {
-      error("initializer '" + t.name() + "': " + d.error);
-      continue;
-    }
-    Value v;
-    v.onnx_name = t.name();
-    v.type = Type::tensor(d.shape, d.dtype);
-    v.weight = true;
-    if (numel(d.shape) <= kMaxFoldedElements)
-      v.constant = values_of(d);
-    v.raw = std::move(d);
-    values_[t.name()] = std::move(v);
-  }
-  // Graph inputs that are not initializers: the parameters, first.
-  std::vector<std::string> input_params;
-  for (const onnx::ValueInfoProto &in : g.input()) {
-    if (values_.count(in.name()))
-      continue; // an initializer listed as an input too (older exporters)
-    std::optional<Type> t = type_of(in.type(), "input '" + in.name() + "'");
-    if (!t)
-      continue;
-    std::string name = fresh_name(in.name());
-    input_params.push_back("%" + name + ": Tensor[" + shape_text(t->shape) + ", " + dtype_name(t->dtype) + "]");
-    Value v;
-    v.onnx_name = in.name();
-    v.type = *t;
-    v.expr = "%" + name;
-    values_[in.name()] = std::move(v);
-  }
+  // ONNX shape inference stops where a shape is computed (Shape, Gather,
+  // Concat feeding a Reshape): a probing walk folds those, and the shapes it
+  // finds are given back to inference until nothing new is found.
+  infer_shapes();
   if (errors_)
     return std::nullopt;
-  for (int i = 0; i < g.node_size(); ++i)
-    convert(g.node(i), size_t(i));
+  for (int round = 0; round < 16; ++round) {
+    quiet_ = true;
+    size_t known = derived_.size();
+    walk();
+    quiet_ = false;
+    errors_ = 0; // a probing walk's errors are found again by the last
+    if (derived_.size() == known)
+      break;
+    for (const auto &[name, type] : derived_) {
+      onnx::ValueInfoProto *vi = nullptr;
+      for (onnx::ValueInfoProto &existing : *model_.mutable_graph()->mutable_value_info())
+        if (existing.name() == name)
+          vi = &existing;
+      if (!vi) {
+        vi = model_.mutable_graph()->add_value_info();
+        vi->set_name(name);
+      }
+      vi->clear_type();
+      onnx::TypeProto_Tensor *tt = vi->mutable_type()->mutable_tensor_type();
+      tt->set_elem_type(type.dtype == DType::Float64 ? onnx::TensorProto::DOUBLE
+                        : type.dtype == DType::Float16 ? onnx::TensorProto::FLOAT16
+                        : type.dtype == DType::Int64   ? onnx::TensorProto::INT64
+                        : type.dtype == DType::Int32   ? onnx::TensorProto::INT32
+                        : type.dtype == DType::Bool    ? onnx::TensorProto::BOOL
+                                                       : onnx::TensorProto::FLOAT);
+      for (int64_t d : type.shape)
+        tt->mutable_shape()->add_dim()->set_dim_value(d);
+    }
+    infer_shapes();
+    if (errors_)
+      return std::nullopt;
+  }
+  walk();
+  const onnx::GraphProto &g = model_.graph();
   std::vector<std::string> results;
   for (const onnx::ValueInfoProto &out : g.output()) {
     auto it = values_.find(out.name());
@@ -876,7 +943,7 @@ std::optional<OnnxImport> Importer::run(const std::string &bytes, const OnnxImpo
       text << "//   %" << relay << " <- \"" << onnx_name << "\"\n";
   }
   text << "def @main(";
-  std::vector<std::string> all = input_params;
+  std::vector<std::string> all = input_params_;
   all.insert(all.end(), params_.begin(), params_.end());
   for (size_t i = 0; i < all.size(); ++i)
     text << (i ? ",\n          " : "") << all[i];

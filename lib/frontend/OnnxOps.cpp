@@ -380,16 +380,32 @@ Mapped cumsum(NodeCtx &ctx) {
 }
 
 Mapped batch_norm(NodeCtx &ctx) {
-  if (ctx.attr_int("training_mode", 0) || ctx.num_outputs() > 1) {
-    ctx.unsupported("training_mode (export the model in eval mode)");
-    return {};
-  }
   std::ostringstream eps;
   eps.precision(17);
   eps << "epsilon=" << ctx.attr_float("epsilon", 1e-5) << "f";
-  return {{call("nn.batch_norm", {ctx.input(0), ctx.input(1), ctx.input(2), ctx.input(3), ctx.input(4)}, eps.str()) +
-           ".0"},
-          false};
+  if (!ctx.attr_int("training_mode", 0)) {
+    if (ctx.num_outputs() > 1) {
+      ctx.unsupported("the running statistics outputs without training_mode");
+      return {};
+    }
+    return one(call("nn.batch_norm", {ctx.input(0), ctx.input(1), ctx.input(2), ctx.input(3), ctx.input(4)},
+                    eps.str()) + ".0");
+  }
+  // Training: the batch's own statistics over every axis but the channels;
+  // the running statistics move toward them by 1 - momentum.
+  const Type &x = ctx.input_type(0);
+  std::vector<int64_t> axes{0};
+  for (int64_t d = 2; d < rank(x); ++d)
+    axes.push_back(d);
+  std::string ax = "axis=" + ints(axes);
+  std::string mean = call("mean", {ctx.input(0)}, ax), var = call("variance", {ctx.input(0)}, ax);
+  Mapped m = one(call("nn.batch_norm", {ctx.input(0), ctx.input(1), ctx.input(2), mean, var}, eps.str()) + ".0");
+  DType dt = x.dtype;
+  double momentum = ctx.attr_float("momentum", 0.9);
+  for (size_t i = 1; i < ctx.num_outputs() && i < 3; ++i)
+    m.outputs.push_back(call("add", {call("multiply", {ctx.input(i + 2), ctx.literal(momentum, dt)}),
+                                     call("multiply", {i == 1 ? mean : var, ctx.literal(1 - momentum, dt)})}));
+  return m;
 }
 
 Mapped layer_norm(NodeCtx &ctx) {
