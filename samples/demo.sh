@@ -3,6 +3,9 @@
 # samples/mlp.relay, samples/cnn.relay, samples/transformer.relay,
 # samples/rnn.relay and samples/lstm.relay with their gradients to objects and
 # to PTX, link each C driver with its object, and run a few training steps.
+# Then from PyTorch: export a CNN and a transformer block to ONNX
+# (samples/pytorch_export.py), import them, compile each with the gradient
+# of every weight, and check loss and gradients against PyTorch autograd.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 bash "$root/tools/install-deps.sh"
@@ -44,3 +47,10 @@ fi
 ./transformer_app
 ./rnn_app
 ./lstm_app
+set -x
+/usr/bin/python3 "$root/samples/pytorch_export.py" pytorch 2>/dev/null
+"$gradc" import pytorch/cnn.onnx -o pytorch/cnn
+"$gradc" compile pytorch/cnn.relay --grad -o pytorch/cnn --report
+"$gradc" compile pytorch/transformer.onnx --grad -o pytorch/transformer
+{ set +x; } 2>/dev/null
+/usr/bin/python3 "$root/test/import/Inputs/check_pytorch_grads.py" "$gradc" pytorch cnn transformer

@@ -40,3 +40,10 @@ try:
     config.available_features.add("numpy")
 except Exception:
     pass
+try:
+    subprocess.run(["/usr/bin/python3", "-c", "import onnx, numpy"], check=True, capture_output=True)
+    config.available_features.add("onnx")
+except Exception:
+    pass
+if os.path.isdir("/usr/include/onnx/backend/test/data/node"):
+    config.available_features.add("onnx-testdata")

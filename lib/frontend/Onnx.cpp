@@ -866,8 +866,12 @@ std::optional<OnnxImport> Importer::run(const std::string &bytes, const OnnxImpo
   try {
     onnx::checker::check_model(model_);
   } catch (const std::exception &e) {
-    std::string what = e.what();
-    while (!what.empty() && (what.back() == '\n' || what.back() == ' '))
+    // One line: the checker prints the node over several.
+    std::string what;
+    for (char ch : std::string(e.what()))
+      if (!std::isspace(static_cast<unsigned char>(ch)) || (!what.empty() && what.back() != ' '))
+        what += std::isspace(static_cast<unsigned char>(ch)) ? ' ' : ch;
+    while (!what.empty() && what.back() == ' ')
       what.pop_back();
     error("the ONNX checker rejects the model: " + what);
     return std::nullopt;
