@@ -53,4 +53,4 @@ set -x
 "$gradc" compile pytorch/cnn.relay --grad -o pytorch/cnn --report
 "$gradc" compile pytorch/transformer.onnx --grad -o pytorch/transformer
 { set +x; } 2>/dev/null
-/usr/bin/python3 "$root/test/import/Inputs/check_pytorch_grads.py" "$gradc" pytorch cnn transformer
+/usr/bin/python3 "$root/test/import/Inputs/check_pytorch_grads.py" "$gradc" pytorch cnn transformer mlp attention

@@ -6,10 +6,12 @@ PyTorch's own outputs and gradients (autograd, float64) to check gradc by:
   transformer.onnx  a pre-norm transformer block (layer norm, causal
                     self-attention with 2 heads, residual; layer norm, GELU MLP,
                     residual) and the mean of its output's squares
+  mlp.onnx          linear -> relu -> dropout -> linear -> cross entropy
+  attention.onnx    torch.nn.MultiheadAttention (4 heads), residual, layer norm
 
 Exported in float64 without constant folding, opset 15: the CNN in training
-mode (batch norm on the batch's statistics, as it trains), the block in eval
-mode. For each model NAME it writes
+mode (batch norm on the batch's statistics, as it trains), the others in eval
+mode (dropout off). For each model NAME it writes
 NAME.onnx, NAME.inputs/INPUT.npy, and NAME.expected/ with the loss (loss.npy)
 and the gradient of every parameter (PARAM.npy, named as in the ONNX file).
 
@@ -38,6 +40,28 @@ class CNN(nn.Module):
         h = F.relu(self.conv2(h))
         h = F.adaptive_avg_pool2d(h, 1).flatten(1)
         return F.nll_loss(F.log_softmax(self.fc(h), dim=1), y)
+
+
+class MLP(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.net = nn.Sequential(nn.Linear(12, 32), nn.ReLU(), nn.Dropout(0.2), nn.Linear(32, 5))
+
+    def forward(self, x, y):
+        return F.cross_entropy(self.net(x), y)
+
+
+class Attention(nn.Module):
+    """torch.nn.MultiheadAttention as exported, with a residual and layer norm."""
+
+    def __init__(self, width=16, heads=4):
+        super().__init__()
+        self.attn = nn.MultiheadAttention(width, heads, batch_first=True)
+        self.norm = nn.LayerNorm(width)
+
+    def forward(self, x):
+        h = self.norm(x + self.attn(x, x, x, need_weights=False)[0])
+        return (h * h).mean()
 
 
 class Block(nn.Module):
@@ -84,17 +108,20 @@ def main():
     out = sys.argv[1]
     os.makedirs(out, exist_ok=True)
     torch.manual_seed(0)
-    cnn, block = CNN(), Block()
+    cnn, block, mlp, attention = CNN(), Block(), MLP(), Attention()
     with torch.no_grad():
         # Norm weights other than ones and zeros: the exporter would merge
         # equal initializers (ln2's into ln1's), tying what PyTorch keeps apart.
-        for norm in (cnn.bn1, block.ln1, block.ln2):
+        for norm in (cnn.bn1, block.ln1, block.ln2, attention.norm):
             norm.weight.uniform_(0.5, 1.5)
             norm.bias.uniform_(-0.5, 0.5)
     # The CNN in training mode: batch norm on the batch's own statistics.
     export("cnn", cnn, [torch.randn(4, 1, 10, 10, dtype=torch.float64), torch.tensor([1, 7, 3, 0])], ["x", "y"], out,
            True)
     export("transformer", block, [torch.randn(2, 6, 16, dtype=torch.float64)], ["x"], out, False)
+    export("mlp", mlp, [torch.randn(8, 12, dtype=torch.float64), torch.tensor([0, 4, 2, 1, 3, 3, 0, 2])], ["x", "y"],
+           out, False)
+    export("attention", attention, [torch.randn(3, 5, 16, dtype=torch.float64)], ["x"], out, False)
 
 
 if __name__ == "__main__":

@@ -276,6 +276,7 @@ private:
   std::unordered_map<std::string, Type> inferred_;
   std::unordered_map<std::string, std::string> no_dtype_; // values of an element type gradc has not
   std::map<std::string, Type> derived_;  // types found here that ONNX inference left unknown
+  std::map<std::string, ConstValue> folded_; // node outputs folded to constants
   bool quiet_ = false;                   // a probing walk: errors not reported
   void infer_shapes();
   void walk();
@@ -535,7 +536,11 @@ bool Importer::fold(const onnx::NodeProto &node, const std::vector<const Value *
       const ConstValue &b = *in[1]->constant;
       if (a.values.size() != b.values.size() && b.values.size() != 1 && a.values.size() != 1)
         return false;
-      out = a.values.size() >= b.values.size() ? a : b;
+      // The broadcast shape: the higher rank, then the more elements.
+      bool take_a = a.shape.size() != b.shape.size() ? a.shape.size() > b.shape.size()
+                                                     : a.values.size() >= b.values.size();
+      out = take_a ? a : b;
+      out->dtype = a.dtype;
       for (size_t i = 0; i < out->values.size(); ++i) {
         double x = a.values[a.values.size() == 1 ? 0 : i], y = b.values[b.values.size() == 1 ? 0 : i];
         double r = op == "Add" ? x + y : op == "Sub" ? x - y : op == "Mul" ? x * y : (y == 0 ? NAN : x / y);
@@ -574,6 +579,7 @@ bool Importer::fold(const onnx::NodeProto &node, const std::vector<const Value *
     out->shape = it->second.shape;
   }
   v.type = Type::tensor(out->shape, out->dtype);
+  folded_[name] = *out;
   v.constant = std::move(out);
   values_[name] = std::move(v);
   return true;
@@ -678,6 +684,8 @@ void Importer::convert(const onnx::NodeProto &node, size_t index) {
       Value v;
       v.onnx_name = node.output(0);
       v.type = Type::tensor(c.shape, c.dtype);
+      if (int64_t(c.values.size()) <= kMaxFoldedElements)
+        folded_[node.output(0)] = c;
       v.constant = std::move(c);
       values_[node.output(0)] = std::move(v);
       return;
@@ -770,17 +778,70 @@ void Importer::convert(const onnx::NodeProto &node, size_t index) {
   }
 }
 
+/// ONNX's type for a gradc dtype.
+int32_t elem_of(DType dt) {
+  switch (dt) {
+  case DType::Float64: return onnx::TensorProto::DOUBLE;
+  case DType::Float16: return onnx::TensorProto::FLOAT16;
+  case DType::Int64: return onnx::TensorProto::INT64;
+  case DType::Int32: return onnx::TensorProto::INT32;
+  case DType::Bool: return onnx::TensorProto::BOOL;
+  default: return onnx::TensorProto::FLOAT;
+  }
+}
+
+/// Shape inference on a copy of the model where the constants folded so far
+/// are initializers (their nodes gone) and the types found here are known.
 void Importer::infer_shapes() {
+  onnx::ModelProto m = model_;
+  onnx::GraphProto *graph = m.mutable_graph();
+  if (!folded_.empty()) {
+    google::protobuf::RepeatedPtrField<onnx::NodeProto> kept;
+    for (const onnx::NodeProto &n : graph->node()) {
+      bool all = n.output_size() > 0;
+      for (const std::string &o : n.output())
+        all = all && folded_.count(o);
+      if (!all)
+        *kept.Add() = n;
+    }
+    graph->mutable_node()->Swap(&kept);
+    for (const auto &[name, c] : folded_) {
+      onnx::TensorProto *t = graph->add_initializer();
+      t->set_name(name);
+      t->set_data_type(elem_of(c.dtype));
+      for (int64_t d : c.shape)
+        t->add_dims(d);
+      t->set_raw_data(bytes_of(c));
+      // Listed as an input too: before IR version 4 an initializer must be.
+      onnx::ValueInfoProto *in = graph->add_input();
+      in->set_name(name);
+      onnx::TypeProto_Tensor *tt = in->mutable_type()->mutable_tensor_type();
+      tt->set_elem_type(elem_of(c.dtype));
+      tt->mutable_shape();
+      for (int64_t d : c.shape)
+        tt->mutable_shape()->add_dim()->set_dim_value(d);
+    }
+  }
+  for (const auto &[name, type] : derived_) {
+    onnx::ValueInfoProto *vi = graph->add_value_info();
+    vi->set_name(name);
+    onnx::TypeProto_Tensor *tt = vi->mutable_type()->mutable_tensor_type();
+    tt->set_elem_type(elem_of(type.dtype));
+    for (int64_t d : type.shape)
+      tt->mutable_shape()->add_dim()->set_dim_value(d);
+  }
   try {
     onnx::ShapeInferenceOptions opts(false, 0, true);
-    onnx::shape_inference::InferShapes(model_, onnx::OpSchemaRegistry::Instance(), opts);
+    onnx::shape_inference::InferShapes(m, onnx::OpSchemaRegistry::Instance(), opts);
   } catch (const std::exception &e) {
-    error(std::string("ONNX shape inference fails: ") + e.what());
+    if (folded_.empty() && derived_.empty())
+      error(std::string("ONNX shape inference fails: ") + e.what());
+    // Else what the substitution added is at fault: the types stand as found.
     return;
   }
   inferred_.clear();
   no_dtype_.clear();
-  const onnx::GraphProto &g = model_.graph();
+  const onnx::GraphProto &g = m.graph();
   auto record = [&](const onnx::ValueInfoProto &vi) {
     if (!vi.type().has_tensor_type() || !vi.type().tensor_type().has_shape())
       return;
@@ -801,6 +862,8 @@ void Importer::infer_shapes() {
     record(vi);
   for (const onnx::ValueInfoProto &vi : g.output())
     record(vi);
+  for (const auto &[name, c] : folded_) // initializers in the copy
+    inferred_[name] = Type::tensor(c.shape, c.dtype);
 }
 
 /// Converts the graph from scratch: values, parameters, weights and body.
@@ -879,39 +942,20 @@ std::optional<OnnxImport> Importer::run(const std::string &bytes, const OnnxImpo
   if (!fix_inputs(options))
     return std::nullopt;
   // ONNX shape inference stops where a shape is computed (Shape, Gather,
-  // Concat feeding a Reshape): a probing walk folds those, and the shapes it
-  // finds are given back to inference until nothing new is found.
+  // Concat feeding a Reshape or a Slice): a probing walk folds those, and
+  // inference runs again on a copy where they are initializers, until it
+  // finds nothing new.
   infer_shapes();
   if (errors_)
     return std::nullopt;
   for (int round = 0; round < 16; ++round) {
     quiet_ = true;
-    size_t known = derived_.size();
+    size_t known = derived_.size() + folded_.size();
     walk();
     quiet_ = false;
     errors_ = 0; // a probing walk's errors are found again by the last
-    if (derived_.size() == known)
+    if (derived_.size() + folded_.size() == known)
       break;
-    for (const auto &[name, type] : derived_) {
-      onnx::ValueInfoProto *vi = nullptr;
-      for (onnx::ValueInfoProto &existing : *model_.mutable_graph()->mutable_value_info())
-        if (existing.name() == name)
-          vi = &existing;
-      if (!vi) {
-        vi = model_.mutable_graph()->add_value_info();
-        vi->set_name(name);
-      }
-      vi->clear_type();
-      onnx::TypeProto_Tensor *tt = vi->mutable_type()->mutable_tensor_type();
-      tt->set_elem_type(type.dtype == DType::Float64 ? onnx::TensorProto::DOUBLE
-                        : type.dtype == DType::Float16 ? onnx::TensorProto::FLOAT16
-                        : type.dtype == DType::Int64   ? onnx::TensorProto::INT64
-                        : type.dtype == DType::Int32   ? onnx::TensorProto::INT32
-                        : type.dtype == DType::Bool    ? onnx::TensorProto::BOOL
-                                                       : onnx::TensorProto::FLOAT);
-      for (int64_t d : type.shape)
-        tt->mutable_shape()->add_dim()->set_dim_value(d);
-    }
     infer_shapes();
     if (errors_)
       return std::nullopt;
