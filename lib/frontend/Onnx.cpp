@@ -18,8 +18,13 @@
 #include <onnx/shape_inference/implementation.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cmath>
+#include <csignal>
 #include <cstring>
+#include <functional>
+#include <sys/wait.h>
+#include <unistd.h>
 #include <fstream>
 #include <map>
 #include <set>
@@ -31,9 +36,77 @@ namespace {
 
 using onnx_import::ConstValue;
 using onnx_import::Mapped;
+using onnx_import::to_int;
 
 constexpr int64_t kMaxFoldedElements = 1 << 16; // constants kept as values, not parameters
 constexpr int64_t kMaxElements = int64_t(1) << 40;
+
+/// Runs `work` in a child process and returns what it wrote, or why it did
+/// not finish: the ONNX library's checker and shape inference crash on some
+/// malformed models (a null dimension merged, a pool without a kernel), and
+/// a model must never crash gradc. The child dies by the default action of
+/// any fatal signal, and after kIsolatedSeconds.
+constexpr unsigned kIsolatedSeconds = 120;
+struct Isolated {
+  std::string out;
+  std::string failure; // empty: finished
+};
+Isolated run_isolated(const std::function<std::string()> &work) {
+  int fds[2];
+  if (pipe(fds) != 0)
+    return {{}, std::string("cannot create a pipe: ") + std::strerror(errno)};
+  pid_t pid = fork();
+  if (pid < 0) {
+    close(fds[0]);
+    close(fds[1]);
+    return {{}, std::string("cannot fork: ") + std::strerror(errno)};
+  }
+  if (pid == 0) {
+    close(fds[0]);
+    for (int sig : {SIGSEGV, SIGBUS, SIGABRT, SIGFPE, SIGILL, SIGALRM})
+      std::signal(sig, SIG_DFL);
+    alarm(kIsolatedSeconds);
+    std::string out;
+    try {
+      out = "+" + work();
+    } catch (const std::exception &e) {
+      out = std::string("-") + e.what();
+    } catch (...) {
+      out = "-an unknown exception";
+    }
+    for (size_t at = 0; at < out.size();) {
+      ssize_t n = write(fds[1], out.data() + at, out.size() - at);
+      if (n <= 0)
+        _exit(2);
+      at += size_t(n);
+    }
+    _exit(0);
+  }
+  close(fds[1]);
+  std::string got;
+  char buf[1 << 16];
+  for (;;) {
+    ssize_t n = read(fds[0], buf, sizeof buf);
+    if (n < 0 && errno == EINTR)
+      continue;
+    if (n <= 0)
+      break;
+    got.append(buf, size_t(n));
+  }
+  close(fds[0]);
+  int status = 0;
+  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  if (WIFSIGNALED(status))
+    return {{}, WTERMSIG(status) == SIGALRM ? "it did not finish in " + std::to_string(kIsolatedSeconds) + " s"
+                                            : "it crashed (" + std::string(strsignal(WTERMSIG(status))) +
+                                                  ": a bug of the ONNX library on this model)"};
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0 || got.empty())
+    return {{}, "it failed"};
+  if (got[0] == '-')
+    return {{}, got.substr(1)};
+  return {got.substr(1), ""};
+}
 
 std::optional<DType> dtype_of(int32_t elem) {
   switch (elem) {
@@ -139,17 +212,20 @@ Decoded decode(const onnx::TensorProto &t) {
   case DType::Float32:
     if (t.float_data_size() != n)
       return count_error(size_t(t.float_data_size())), d;
-    std::memcpy(out, t.float_data().data(), size_t(n) * 4);
+    if (n)
+      std::memcpy(out, t.float_data().data(), size_t(n) * 4);
     break;
   case DType::Float64:
     if (t.double_data_size() != n)
       return count_error(size_t(t.double_data_size())), d;
-    std::memcpy(out, t.double_data().data(), size_t(n) * 8);
+    if (n)
+      std::memcpy(out, t.double_data().data(), size_t(n) * 8);
     break;
   case DType::Int64:
     if (t.int64_data_size() != n)
       return count_error(size_t(t.int64_data_size())), d;
-    std::memcpy(out, t.int64_data().data(), size_t(n) * 8);
+    if (n)
+      std::memcpy(out, t.int64_data().data(), size_t(n) * 8);
     break;
   case DType::Int32:
   case DType::Bool:
@@ -199,8 +275,8 @@ std::string bytes_of(const ConstValue &c) {
     switch (c.dtype) {
     case DType::Float32: { float f = float(v); std::memcpy(p + i * 4, &f, 4); break; }
     case DType::Float64: std::memcpy(p + i * 8, &v, 8); break;
-    case DType::Int64: { int64_t x = int64_t(v); std::memcpy(p + i * 8, &x, 8); break; }
-    case DType::Int32: { int32_t x = int32_t(v); std::memcpy(p + i * 4, &x, 4); break; }
+    case DType::Int64: { int64_t x = to_int(v); std::memcpy(p + i * 8, &x, 8); break; }
+    case DType::Int32: { int32_t x = int32_t(std::clamp<int64_t>(to_int(v), INT32_MIN, INT32_MAX)); std::memcpy(p + i * 4, &x, 4); break; }
     case DType::Bool: p[i] = char(v != 0); break;
     case DType::Float16: { uint16_t h = half_bits(float(v)); std::memcpy(p + i * 2, &h, 2); break; }
     }
@@ -306,7 +382,7 @@ std::string Importer::literal(double v, DType dt) const {
   if (dt == DType::Bool)
     return v != 0 ? "True" : "False";
   if (is_int(dt)) {
-    s << int64_t(v) << dtype_info(dt).literal_suffix;
+    s << to_int(v) << dtype_info(dt).literal_suffix;
     return s.str();
   }
   if (std::isinf(v))
@@ -431,6 +507,10 @@ std::optional<Type> Importer::type_of(const onnx::TypeProto &t, const std::strin
             (d.has_dim_param() ? " ('" + d.dim_param() + "')" : ""));
       return std::nullopt;
     }
+    if (d.dim_value() > 0 && numel(shape) > kMaxElements / d.dim_value()) {
+      error(what + " has more than 2^40 elements");
+      return std::nullopt;
+    }
     shape.push_back(d.dim_value());
   }
   return Type::tensor(shape, *dt);
@@ -497,6 +577,8 @@ bool Importer::fold(const onnx::NodeProto &node, const std::vector<const Value *
     out->values = std::vector<double>(out->values.begin() + start, out->values.begin() + std::max(start, end));
     out->shape = {int64_t(out->values.size())};
   } else {
+    if (in.empty())
+      return false;
     for (const Value *v : in)
       if (!v || !v->constant || v->weight || numel(v->type.shape) > kMaxFoldedElements)
         return false;
@@ -519,7 +601,7 @@ bool Importer::fold(const onnx::NodeProto &node, const std::vector<const Value *
       const ConstValue &idx = *in[1]->constant;
       out = ConstValue{a.dtype, idx.shape, {}};
       for (double i : idx.values) {
-        int64_t k = int64_t(i) < 0 ? int64_t(i) + int64_t(a.values.size()) : int64_t(i);
+        int64_t k = to_int(i) < 0 ? to_int(i) + int64_t(a.values.size()) : to_int(i);
         if (k < 0 || k >= int64_t(a.values.size()))
           return false;
         out->values.push_back(a.values[size_t(k)]);
@@ -553,10 +635,10 @@ bool Importer::fold(const onnx::NodeProto &node, const std::vector<const Value *
       }
     } else if (op == "Slice" && a.shape.size() == 1 && in.size() >= 3) {
       std::vector<double> s = in[1]->constant->values, e = in[2]->constant->values;
-      int64_t step = in.size() > 4 ? int64_t(in[4]->constant->values.at(0)) : 1, n = int64_t(a.values.size());
+      int64_t step = in.size() > 4 && !in[4]->constant->values.empty() ? to_int(in[4]->constant->values[0]) : 1, n = int64_t(a.values.size());
       if (s.size() != 1 || e.size() != 1 || step != 1)
         return false;
-      int64_t b0 = int64_t(s[0]), e0 = int64_t(std::clamp(e[0], -1e18, 1e18));
+      int64_t b0 = to_int(s[0]), e0 = to_int(e[0]);
       b0 = std::clamp<int64_t>(b0 < 0 ? b0 + n : b0, 0, n);
       e0 = std::clamp<int64_t>(e0 < 0 ? e0 + n : e0, 0, n);
       out = ConstValue{a.dtype, {std::max<int64_t>(0, e0 - b0)}, {}};
@@ -599,7 +681,7 @@ std::optional<Type> reshape_type(const onnx::NodeProto &node, const std::vector<
   Shape shape;
   int64_t known = 1, infer = -1;
   for (size_t i = 0; i < in[1]->constant->values.size(); ++i) {
-    int64_t d = int64_t(in[1]->constant->values[i]);
+    int64_t d = to_int(in[1]->constant->values[i]);
     if (d == 0 && !allowzero) {
       if (i >= from.size())
         return std::nullopt;
@@ -613,6 +695,8 @@ std::optional<Type> reshape_type(const onnx::NodeProto &node, const std::vector<
     } else if (d < 0) {
       return std::nullopt;
     }
+    if (d > kMaxElements || (d > 0 && known > kMaxElements / d))
+      return std::nullopt;
     shape.push_back(d);
     known *= d;
   }
@@ -830,12 +914,16 @@ void Importer::infer_shapes() {
     for (int64_t d : type.shape)
       tt->mutable_shape()->add_dim()->set_dim_value(d);
   }
-  try {
+  Isolated inferred = run_isolated([&] {
     onnx::ShapeInferenceOptions opts(false, 0, true);
     onnx::shape_inference::InferShapes(m, onnx::OpSchemaRegistry::Instance(), opts);
-  } catch (const std::exception &e) {
+    return m.SerializeAsString();
+  });
+  if (inferred.failure.empty() && !m.ParseFromString(inferred.out))
+    inferred.failure = "its result does not read back";
+  if (!inferred.failure.empty()) {
     if (folded_.empty() && derived_.empty())
-      error(std::string("ONNX shape inference fails: ") + e.what());
+      error("ONNX shape inference fails: " + inferred.failure);
     // Else what the substitution added is at fault: the types stand as found.
     return;
   }
@@ -851,9 +939,11 @@ void Importer::infer_shapes() {
       return;
     }
     Shape shape;
+    int64_t n = 1;
     for (const onnx::TensorShapeProto_Dimension &d : vi.type().tensor_type().shape().dim()) {
-      if (!d.has_dim_value() || d.dim_value() < 0)
-        return;
+      if (!d.has_dim_value() || d.dim_value() < 0 || (d.dim_value() > 0 && n > kMaxElements / d.dim_value()))
+        return; // unknown, or too large for gradc: the node's mapping says so
+      n *= d.dim_value();
       shape.push_back(d.dim_value());
     }
     inferred_[vi.name()] = Type::tensor(shape, *dt);
@@ -926,12 +1016,14 @@ std::optional<OnnxImport> Importer::run(const std::string &bytes, const OnnxImpo
   for (const onnx::OperatorSetIdProto &o : model_.opset_import())
     if (o.domain().empty() || o.domain() == "ai.onnx")
       opset_ = o.version();
-  try {
+  Isolated checked = run_isolated([&] {
     onnx::checker::check_model(model_);
-  } catch (const std::exception &e) {
+    return std::string();
+  });
+  if (!checked.failure.empty()) {
     // One line: the checker prints the node over several.
     std::string what;
-    for (char ch : std::string(e.what()))
+    for (char ch : checked.failure)
       if (!std::isspace(static_cast<unsigned char>(ch)) || (!what.empty() && what.back() != ' '))
         what += std::isspace(static_cast<unsigned char>(ch)) ? ' ' : ch;
     while (!what.empty() && what.back() == ' ')

@@ -41,7 +41,7 @@ int64_t norm_axis(int64_t axis, int64_t r) { return axis < 0 ? axis + r : axis; 
 std::vector<int64_t> to_ints(const ConstValue &c) {
   std::vector<int64_t> out;
   for (double v : c.values)
-    out.push_back(int64_t(v));
+    out.push_back(to_int(v));
   return out;
 }
 
@@ -296,6 +296,15 @@ Mapped slice(NodeCtx &ctx) {
       axes.push_back(int64_t(i));
   if (steps.empty())
     steps.assign(starts.size(), 1);
+  if (ends.size() != starts.size() || axes.size() != starts.size() || steps.size() != starts.size()) {
+    ctx.unsupported("starts, ends, axes and steps of different lengths");
+    return {};
+  }
+  for (int64_t &a : axes)
+    if (a < -rank(x) || a >= rank(x)) {
+      ctx.unsupported("axis " + std::to_string(a) + " of a rank-" + std::to_string(rank(x)) + " input");
+      return {};
+    }
   // Clamped as numpy does, so that INT64_MAX-style ends stay in range.
   for (size_t i = 0; i < axes.size(); ++i) {
     axes[i] = norm_axis(axes[i], rank(x));
@@ -371,7 +380,7 @@ Mapped cumsum(NodeCtx &ctx) {
     ctx.unsupported("an axis that is not a scalar constant");
     return {};
   }
-  int64_t axis = norm_axis(int64_t(a->values[0]), rank(ctx.input_type(0)));
+  int64_t axis = norm_axis(to_int(a->values[0]), rank(ctx.input_type(0)));
   std::string ax = "axis=" + std::to_string(axis);
   std::string excl = std::string(", exclusive=") + (ctx.attr_int("exclusive", 0) ? "True" : "False");
   if (!ctx.attr_int("reverse", 0))

@@ -32,6 +32,13 @@ struct ConstValue {
   std::vector<double> values;
 };
 
+/// A constant's element as an integer: saturated to ±2^62 (INT64_MAX, the
+/// "to the end" of a Slice, is not exact as a double), NaN as 0.
+inline int64_t to_int(double v) {
+  constexpr double kLimit = 4611686018427387904.0; // 2^62
+  return v != v ? 0 : v >= kLimit ? int64_t(kLimit) : v <= -kLimit ? -int64_t(kLimit) : int64_t(v);
+}
+
 /// What a mapping returns: one Relay expression per output, or one
 /// expression whose value is a tuple of the outputs.
 struct Mapped {
