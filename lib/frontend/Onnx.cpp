@@ -560,12 +560,6 @@ bool Importer::fold(const onnx::NodeProto &node, const std::vector<const Value *
         return a.i();
     return fallback;
   };
-  auto attr_ints = [&](const char *name) {
-    for (const onnx::AttributeProto &a : node.attribute())
-      if (a.name() == name)
-        return std::vector<int64_t>(a.ints().begin(), a.ints().end());
-    return std::vector<int64_t>{};
-  };
   std::optional<ConstValue> out;
   if (op == "Shape" && in.size() == 1 && in[0]) {
     out = ConstValue{DType::Int64, {int64_t(in[0]->type.shape.size())}, {}};
@@ -645,7 +639,6 @@ bool Importer::fold(const onnx::NodeProto &node, const std::vector<const Value *
       for (int64_t i = b0; i < e0; ++i)
         out->values.push_back(a.values[size_t(i)]);
     } else {
-      (void)attr_ints;
       return false;
     }
   }
