@@ -1,10 +1,14 @@
 #!/usr/bin/env python3
-"""gradc's benchmark table (issue 8): every row a ratio measured in this one run,
+"""gradc's CPU benchmark table: every row a ratio measured in this one run,
 on this host, which is named first with its vector ISA, the single-core FMA
 peak measured by bench/fma_peak.c and the load average.
 
-  python3 bench/bench.py [--quick] [--only ROWS] [--cpu CPU --peer-isa ISA] [--repeat N]
+  python3 bench/bench.py [--quick] [--only ROWS] [--cpu CPU --peer-isa ISA] [--repeat N] [--markdown]
   (bench/run.sh builds gradc and calls this)
+
+--markdown prints, once every figure is in, one markdown table headed by the
+host (CPU model, cores, vector ISA, FMA peak) and the date: the README's CPU
+table. The running commentary then goes to stderr.
 
 --cpu compiles gradc's code for another CPU of this host's family (e.g. haswell:
 AVX2 tiles on an AVX-512 host) and --peer-isa pins the peers to the same vector
@@ -33,6 +37,7 @@ until its timings stop falling and reports the best of several passes
 (bench/timing.h, bench/peer_timing.py). The table's legend says so.
 """
 import argparse
+import datetime
 import json
 import os
 import re
@@ -50,6 +55,13 @@ POLICY = "%d,%d,%d,%d" % (MIN_WARM_MS, MAX_WARM_MS, PASS_MS, PASSES)
 CPU = None       # --cpu
 PEER_ISA = None  # --peer-isa
 REPEAT = 1       # --repeat
+MARKDOWN = False  # --markdown: the commentary to stderr, the table at the end to stdout
+TABLE = []        # the markdown rows: (benchmark, gradc, peer, ratio)
+
+
+def say(*args, **kwargs):
+    """The running commentary: stdout, or stderr under --markdown."""
+    print(*args, file=sys.stderr if MARKDOWN else sys.stdout, **kwargs)
 
 
 def sh(cmd, env=None, cwd=WORK):
@@ -132,7 +144,7 @@ def measure(what, cmd, threads):
     for _ in range(REPEAT):
         figure, settled = sh(cmd, env=timed_env(threads)).split()
         if settled != "1":
-            print("  (%s: warm-up still falling after %d ms; timed anyway)" % (what, MAX_WARM_MS), flush=True)
+            say("  (%s: warm-up still falling after %d ms; timed anyway)" % (what, MAX_WARM_MS), flush=True)
         figures.append(float(figure))
     return max(figures) if what == "FMA peak" else min(figures)
 
@@ -146,14 +158,23 @@ def python_peer(what, setup, expr, threads=1, torch=False):
     return measure(what, ["/usr/bin/python3", "-c", "\n".join(lines)], threads)
 
 
-def row(name, ours, theirs, what, extra=""):
-    print("  %-34s %10.3f %10.3f %8.2fx  %s%s" % (name, ours, theirs, theirs / ours, what, extra), flush=True)
+def row(name, ours, theirs, what, extra="", peer="PyTorch", notes=("", "")):
+    """One row: printed, and kept for the markdown table (`peer` names the
+    peer; `notes` add to the gradc and peer cells)."""
+    say("  %-34s %10.3f %10.3f %8.2fx  %s%s" % (name, ours, theirs, theirs / ours, what, extra), flush=True)
+    TABLE.append((name, "%.3f ms%s" % (ours, notes[0]), "%s %.3f ms%s" % (peer, theirs, notes[1]),
+                  "%.2f×" % (theirs / ours)))
+
+
+def threads_note(times):
+    """' (1T 25.331, 2T 12.920)': a figure per thread count."""
+    return " (%s)" % ", ".join("%dT %.3f" % kv for kv in times.items()) if len(times) > 1 else ""
 
 
 def gemm_rows(peak, quick):
-    print("\nmatrix products, float32, 1 thread: ms (gradc, OpenBLAS via numpy, PyTorch), ratio = the faster peer / "
+    say("\nmatrix products, float32, 1 thread: ms (gradc, OpenBLAS via numpy, PyTorch), ratio = the faster peer / "
           "gradc (above 1: gradc faster); gradc GFLOP/s and % of the FMA peak")
-    print("  %-34s %10s %10s %10s %9s" % ("", "gradc", "OpenBLAS", "PyTorch", "ratio"))
+    say("  %-34s %10s %10s %10s %9s" % ("", "gradc", "OpenBLAS", "PyTorch", "ratio"))
     shapes = [(256, 256, 256), (512, 512, 512)] + ([] if quick else [(1024, 1024, 1024)])
     cases = []
     for m, n, k in shapes:
@@ -193,13 +214,15 @@ def gemm_rows(peak, quick):
         torch = python_peer("PyTorch " + name, arrays + "\n" + "; ".join(
             "%s = torch.from_numpy(%s)" % (v, v) for v in re.findall(r"(\w+) = np", arrays)), np_expr, torch=True)
         gflops = 2 * m * n * k / ours / 1e6
-        print("  %-34s %10.3f %10.3f %10.3f %8.2fx  %6.1f GFLOP/s, %3.0f%% of peak" % (
+        say("  %-34s %10.3f %10.3f %10.3f %8.2fx  %6.1f GFLOP/s, %3.0f%% of peak" % (
             name, ours, blas, torch, min(blas, torch) / ours, gflops, 100 * gflops / peak), flush=True)
+        TABLE.append((name + ", 1T", "%.3f ms (%.0f GFLOP/s, %.0f%% of peak)" % (ours, gflops, 100 * gflops / peak),
+                      "OpenBLAS %.3f ms, PyTorch %.3f ms" % (blas, torch), "%.2f×" % (min(blas, torch) / ours)))
 
 
 def elementwise_rows(quick):
     n = 1 << (22 if quick else 24)
-    print("\nfused elementwise chain over %d float32 (2 inputs, 1 output), 1 thread: ms; ratio = memcpy of the "
+    say("\nfused elementwise chain over %d float32 (2 inputs, 1 output), 1 thread: ms; ratio = memcpy of the "
           "same bytes / gradc (1 = memory bound)" % n)
     model = Model("chain", """def @main(%%x: Tensor[(%d,), float32], %%y: Tensor[(%d,), float32]) {
                                 add(multiply(%%x, 2f), maximum(%%y, 0f))
@@ -208,24 +231,26 @@ def elementwise_rows(quick):
     exe = os.path.join(WORK, "memcpy_bench")
     sh(["cc", "-O2", os.path.join(ROOT, "bench", "memcpy_bench.c"), "-o", exe])
     theirs = measure("memcpy", [exe, POLICY, str(3 * 4 * n)], 1)  # 3 arrays' bytes moved once each
-    row("add(multiply(x, 2), max(y, 0))", ours, theirs, "%5.1f GB/s moved" % (3 * 4 * n / ours / 1e6))
+    row("x*2 + max(y, 0), 2^%d elements, 1T" % (n.bit_length() - 1), ours, theirs,
+        "%5.1f GB/s moved" % (3 * 4 * n / ours / 1e6),
+        peer="memcpy of the same bytes", notes=(" (%.1f GB/s)" % (3 * 4 * n / ours / 1e6), ""))
 
 
 def softmax_rows(quick):
     rows, cols = (1024, 1024) if quick else (4096, 1024)
-    print("\nrow-wise %s over (%d, %d) float32, 1 thread: ms; ratio = PyTorch / gradc" % ("softmax", rows, cols))
+    say("\nrow-wise %s over (%d, %d) float32, 1 thread: ms; ratio = PyTorch / gradc" % ("softmax", rows, cols))
     for op, torch_fn in (("nn.softmax", "torch.softmax"), ("nn.log_softmax", "torch.log_softmax")):
         model = Model(op.replace(".", "_"), "def @main(%%x: Tensor[(%d, %d), float32]) { %s(%%x) }" % (rows, cols, op))
         ours = model.time()
         theirs = python_peer("PyTorch " + op, "x = torch.rand(%d, %d)" % (rows, cols), torch_fn + "(x, dim=-1)",
                              torch=True)
-        row(op, ours, theirs, "")
+        row(op + " rows (%d, %d), 1T" % (rows, cols), ours, theirs, "")
 
 
 def mlp_rows(quick):
-    print("\nMLP 784-256-10 training step (forward, loss, weight gradients), float32: ms; ratio = PyTorch at its "
+    say("\nMLP 784-256-10 training step (forward, loss, weight gradients), float32: ms; ratio = PyTorch at its "
           "best thread count / gradc at its best")
-    print("  %-34s %10s %10s %9s" % ("", "gradc", "PyTorch", "ratio"))
+    say("  %-34s %10s %10s %9s" % ("", "gradc", "PyTorch", "ratio"))
     sample = open(os.path.join(ROOT, "samples", "mlp.relay")).read().split("\n", 1)[1]
     for batch in (16, 64, 256):
         text = sample.replace("(64, 784)", "(%d, 784)" % batch).replace("(64,)", "(%d,)" % batch)
@@ -237,7 +262,8 @@ def mlp_rows(quick):
             for t in sorted({1, CORES})}
         detail = "gradc " + ", ".join("%dT %.3f" % kv for kv in ours.items()) + "; PyTorch " + ", ".join(
             "%dT %.3f" % kv for kv in theirs.items())
-        row("batch %d" % batch, min(ours.values()), min(theirs.values()), detail)
+        row("MLP step, batch %d" % batch, min(ours.values()), min(theirs.values()), detail,
+            notes=(threads_note(ours), threads_note(theirs)))
 
 
 CNN_STEP = """def @main(%x: Tensor[(32, 3, 32, 32), float32], %y: Tensor[(32,), int64],
@@ -256,8 +282,8 @@ CNN_STEP = """def @main(%x: Tensor[(32, 3, 32, 32), float32], %y: Tensor[(32,), 
 
 
 def cnn_rows(peak):
-    print("\nCNN, float32: ms; ratio = PyTorch / gradc (above 1: gradc faster)")
-    print("  %-34s %10s %10s %9s" % ("", "gradc", "PyTorch", "ratio"))
+    say("\nCNN, float32: ms; ratio = PyTorch / gradc (above 1: gradc faster)")
+    say("  %-34s %10s %10s %9s" % ("", "gradc", "PyTorch", "ratio"))
     model = Model("conv3x3", """def @main(%x: Tensor[(8, 64, 56, 56), float32], %w: Tensor[(64, 64, 3, 3), float32]) {
                                   nn.conv2d(%x, %w, padding=[1, 1])
                                 }""")
@@ -265,7 +291,8 @@ def cnn_rows(peak):
     theirs = measure("PyTorch conv3x3 1T", ["/usr/bin/python3", os.path.join(ROOT, "bench", "torch_cnn.py"), "1", "conv",
                                             POLICY], 1)
     gflops = 2 * 8 * 64 * 56 * 56 * 64 * 9 / ours / 1e6
-    row("conv2d 3x3 64->64 56x56 b8, 1T", ours, theirs, "%6.1f GFLOP/s, %3.0f%% of peak" % (gflops, 100 * gflops / peak))
+    row("conv2d 3x3 64->64 56x56 b8, 1T", ours, theirs, "%6.1f GFLOP/s, %3.0f%% of peak" % (gflops, 100 * gflops / peak),
+        notes=(" (%.0f%% of peak)" % (100 * gflops / peak), ""))
     model = Model("dw3x3", """def @main(%x: Tensor[(8, 128, 56, 56), float32], %w: Tensor[(128, 1, 3, 3), float32]) {
                                 nn.conv2d(%x, %w, padding=[1, 1], groups=128)
                               }""")
@@ -289,7 +316,7 @@ def step_row(name, model, scales, peer):
         for t in sorted({1, CORES})}
     detail = "gradc " + ", ".join("%dT %.3f" % kv for kv in ours.items()) + "; PyTorch " + ", ".join(
         "%dT %.3f" % kv for kv in theirs.items())
-    row(name, min(ours.values()), min(theirs.values()), detail)
+    row(name, min(ours.values()), min(theirs.values()), detail, notes=(threads_note(ours), threads_note(theirs)))
     return ours
 
 
@@ -297,8 +324,8 @@ def gpt_rows():
     """The GPT-style training step of bench/gpt_step.relay (its header says the model) against
     bench/torch_gpt.py: token ids and targets are zeros (the harness fills integer inputs so), the
     causal mask zeros as well (the products and the softmax cost the same either way)."""
-    print("\nGPT-style training step, float32: ms; ratio = PyTorch / gradc (above 1: gradc faster)")
-    print("  %-34s %10s %10s %9s" % ("", "gradc", "PyTorch", "ratio"))
+    say("\nGPT-style training step, float32: ms; ratio = PyTorch / gradc (above 1: gradc faster)")
+    say("  %-34s %10s %10s %9s" % ("", "gradc", "PyTorch", "ratio"))
     with open(os.path.join(ROOT, "bench", "gpt_step.relay")) as f:
         text = f.read().split("\n", 1)[1]
     wrt = "--wrt=%E,%P,%ln1_g,%ln1_b,%Wqkv,%bqkv,%Wo,%bo,%ln2_g,%ln2_b,%W1,%b1,%W2,%b2"
@@ -314,9 +341,9 @@ def lstm_rows():
     (checkpoint_every=8, about sqrt(64)) and binomial checkpointing holding 8 and 4 states
     (checkpoint_slots): the time it costs, the forward steps it recomputes (the plan's trip counts,
     from the manifest) and the workspace it saves."""
-    print("\nLSTM layer training step (input and hidden 256, 64 steps, batch 32), float32: ms; ratio = "
+    say("\nLSTM layer training step (input and hidden 256, 64 steps, batch 32), float32: ms; ratio = "
           "PyTorch / gradc (above 1: gradc faster)")
-    print("  %-34s %10s %10s %9s" % ("", "gradc", "PyTorch", "ratio"))
+    say("  %-34s %10s %10s %9s" % ("", "gradc", "PyTorch", "ratio"))
     with open(os.path.join(ROOT, "bench", "lstm_step.relay")) as f:
         text = f.read().split("\n", 1)[1]
     wrt = ["--grad", "--wrt=%W_ih,%W_hh,%b"]
@@ -337,11 +364,40 @@ def lstm_rows():
         streamed = [l for l in loops if "trips" in l]
         advance = min(streamed, key=lambda l: l["end_kernel"] - l["first_kernel"]) if streamed else None
         recomputed = sum(advance["trips"]) + 63 if advance else 64
-        print("  %-34s %10.3f %10s %8.2fx  time with / without: %s; the body runs %d more times" % (
+        say("  %-34s %10.3f %10s %8.2fx  time with / without: %s; the body runs %d more times" % (
             "  " + name, min(ck.values()), "", min(ck.values()) / min(plain.values()),
             ", ".join("%dT %.3f / %.3f" % (t, ck[t], plain[t]) for t in ck), recomputed))
+        TABLE.append(("LSTM step, " + name, "%.3f ms%s" % (min(ck.values()), threads_note(ck)),
+                      "gradc without it %.3f ms" % min(plain.values()),
+                      "%.2f× the time" % (min(ck.values()) / min(plain.values()))))
         mib.append("%.1f MiB %s" % (checkpointed.functions["main_adjoint"]["workspace_bytes"] / 2 ** 20, name))
-    print("  workspace of @main_adjoint: %s (the states: 2 x 65 x 32 x 256 floats = 4.1 MiB)" % ", ".join(mib))
+    say("  workspace of @main_adjoint: %s (the states: 2 x 65 x 32 x 256 floats = 4.1 MiB)" % ", ".join(mib))
+
+
+def print_markdown(model, isa, peak):
+    """The table of every row measured, headed by the host, the date and the
+    command that made it (the README's CPU table)."""
+    try:
+        commit = sh(["git", "-C", ROOT, "rev-parse", "--short", "HEAD"], cwd=ROOT)
+    except (subprocess.CalledProcessError, OSError):
+        commit = "unknown"
+    setup = []
+    if CPU or PEER_ISA:
+        setup.append("gradc compiled with `--cpu=%s`, peers pinned to %s" % (CPU or "(host)", PEER_ISA or "their default"))
+    if REPEAT > 1:
+        setup.append("every figure the best of %d processes" % REPEAT)
+    print("Host: %s, %d cores, %s, measured float32 FMA peak %.1f GFLOP/s per core. Date: %s (gradc %s). "
+          "Command: `bash bench/run.sh %s`%s." % (model, CORES, isa, peak, datetime.date.today().isoformat(), commit,
+                                                   " ".join(sys.argv[1:]), "".join("; " + x for x in setup)))
+    print()
+    print("| benchmark (float32) | gradc | peer | peer / gradc |")
+    print("|---|---|---|---|")
+    for cells in TABLE:
+        print("| " + " | ".join(cells) + " |")
+    print()
+    print("Above 1×, gradc is faster. 1T, 2T: threads. Each figure is timed in a process of its own, warmed up, "
+          "the best of %d passes of about %d ms (bench/timing.h); training steps compare each side at its best "
+          "thread count." % (PASSES, PASS_MS))
 
 
 def main():
@@ -351,15 +407,18 @@ def main():
     parser.add_argument("--cpu", help="compile gradc's code for this CPU (gradc --cpu) instead of the host")
     parser.add_argument("--peer-isa", choices=["avx2", "avx512"], help="pin OpenBLAS and PyTorch to this ISA")
     parser.add_argument("--repeat", type=int, default=1, help="time every figure in this many processes, keep the best")
+    parser.add_argument("--markdown", action="store_true",
+                        help="at the end, print one markdown table headed by the host and the date (the commentary "
+                             "goes to stderr)")
     args = parser.parse_args()
-    global CPU, PEER_ISA, REPEAT
-    CPU, PEER_ISA, REPEAT = args.cpu, args.peer_isa, max(1, args.repeat)
+    global CPU, PEER_ISA, REPEAT, MARKDOWN
+    CPU, PEER_ISA, REPEAT, MARKDOWN = args.cpu, args.peer_isa, max(1, args.repeat), args.markdown
     os.makedirs(WORK, exist_ok=True)
     model, isa = host()
     peak = fma_peak()
-    print("host: %s, %d cores, %s; measured float32 FMA peak %.1f GFLOP/s per core; load average %s at the start" % (
+    say("host: %s, %d cores, %s; measured float32 FMA peak %.1f GFLOP/s per core; load average %s at the start" % (
         model, CORES, isa, peak, open("/proc/loadavg").read().split()[0]))
-    print(textwrap.fill(
+    say(textwrap.fill(
         "how: every figure below is timed in a process of its own, one process at a time (nothing else of this "
         "benchmark runs beside it): gradc through its C ABI (bench/harness.c), OpenBLAS through numpy and PyTorch "
         "eager each in a fresh Python, memcpy in C. Thread counts are fixed before the first operation: "
@@ -369,9 +428,9 @@ def main():
         "2%% faster than the best before it (at most %d ms); then the best of %d passes of about %d ms, in ms per "
         "call." % (MIN_WARM_MS, MAX_WARM_MS, PASSES, PASS_MS), 118, subsequent_indent="  "))
     if CPU or PEER_ISA:
-        print("gradc compiled with --cpu=%s; peers pinned to %s" % (CPU or "(host)", PEER_ISA or "(their default)"))
+        say("gradc compiled with --cpu=%s; peers pinned to %s" % (CPU or "(host)", PEER_ISA or "(their default)"))
     if REPEAT > 1:
-        print("every figure: the best of %d such processes, run one after the other" % REPEAT)
+        say("every figure: the best of %d such processes, run one after the other" % REPEAT)
     only = args.only.split(",")
     if "gemm" in only:
         gemm_rows(peak, args.quick)
@@ -387,6 +446,8 @@ def main():
         gpt_rows()
     if "lstm" in only:
         lstm_rows()
+    if MARKDOWN:
+        print_markdown(model, isa, peak)
 
 
 if __name__ == "__main__":
