@@ -3,7 +3,7 @@ GPT-style training step (forward, mean cross-entropy loss, backward for every
 weight), float32, timed in a process of its own under the policy of
 bench/peer_timing.py; prints "MS SETTLED".
 Usage: torch_gpt.py THREADS step POLICY [cuda]   (cuda: the same step on the GPU,
-each timed call waiting for the device, for the README's GPU section)
+each timed call waiting for the device: bench/gpu_table.py)
 bench/bench.py starts it with OMP_NUM_THREADS, OPENBLAS_NUM_THREADS and
 MKL_NUM_THREADS set to THREADS; PyTorch's own thread counts are set here before
 any operation.
