@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Compile-time scaling (issue 7, item 10): -O2 compile time of models with N
+# Compile-time scaling: -O2 compile time of models with N
 # distinct kernels (softmax over N different shapes, widths 16..1015 and one more
 # row every 1000 kernels, so no two kernels share a function and the kernels do
 # not grow with N) and of N identical ones, for N from 250 to 4000. Time per kernel

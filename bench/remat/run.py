@@ -1,4 +1,4 @@
-"""gradc's rematerialization benchmark (issue 18): for each model of
+"""gradc's rematerialization benchmark: for each model of
 bench/remat/models.py, the planned peak workspace of the adjoint and the FLOPs
 recomputed with --remat=none, --remat=sqrt and --remat=auto over a sweep of
 budgets (fractions of the peak that keeps everything, down to the smallest
