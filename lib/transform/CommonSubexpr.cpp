@@ -7,6 +7,10 @@
 // variance computes mean(x) again; a gradient rule builds g·t twice), and
 // each repeat would be a kernel and a buffer.
 //
+// A `fn` body (a scan's update) is its own scope: its bindings may be
+// replaced by equal ones outside it, which it can read, but nothing outside
+// it is ever replaced by one of its bindings, which do not exist there.
+//
 // Operands compare by identity (a Var is itself) or, for constants, by dtype
 // and bits; attributes by kind and exact value. Runs in the `grad` stage,
 // after the adjoint is built and before rematerialization, whose
@@ -125,6 +129,15 @@ protected:
       }
     }
     out.push_back({b.var, value, b.is_let});
+  }
+
+  ExprPtr on_func(const ExprPtr &e) override {
+    auto seen = seen_;
+    auto tuples = tuples_;
+    ExprPtr out = ExprMutator::on_func(e);
+    seen_ = std::move(seen);
+    tuples_ = std::move(tuples);
+    return out;
   }
 
 private:
