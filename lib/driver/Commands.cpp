@@ -785,6 +785,11 @@ int ops_command(const std::string &name, bool json, std::ostream &out, std::ostr
     out << "\n";
   }
   out << "  support level " << d.support_level << ", type relation " << d.relation_name << "\n";
+  if (!d.notes.empty()) {
+    std::istringstream lines(d.notes);
+    for (std::string line; std::getline(lines, line);)
+      out << (line.empty() ? "" : "  ") << line << "\n";
+  }
   out << "  arguments:\n";
   for (const ArgInfo &a : d.args)
     out << "    " << a.name << ": " << a.type_info << " - " << a.doc << "\n";

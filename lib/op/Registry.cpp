@@ -73,6 +73,11 @@ const AttrSpec *OpDef::find_attr(const std::string &attr_name) const {
   return nullptr;
 }
 
+OpBuilder &OpBuilder::notes(std::string text) {
+  def_.notes = std::move(text);
+  return *this;
+}
+
 OpBuilder &OpBuilder::describe(std::string summary) {
   def_.summary = std::move(summary);
   return *this;

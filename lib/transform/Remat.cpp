@@ -21,16 +21,19 @@ CheckpointMarker marker(const Expr &e) {
 }
 
 /// `e` with every Var it reads replaced by var(Var), through nested calls
-/// and tuples; a `fn` value (a scan's body, closed) is kept as it is.
-ExprPtr replace_vars(const ExprPtr &e, const std::function<ExprPtr(const ExprPtr &)> &var) {
+/// and tuples; a `fn` value (a scan's body, closed) is kept as it is. With
+/// `fresh`, every call and tuple node is new even where nothing changed: a
+/// recomputation is a value of its own, and passes that count uses per node
+/// (fusion) must not see two bindings share one.
+ExprPtr replace_vars(const ExprPtr &e, const std::function<ExprPtr(const ExprPtr &)> &var, bool fresh = false) {
   if (e->kind == ExprKind::Var)
     return var(e);
-  if (e->kind == ExprKind::Func || e->args.empty())
+  if (e->kind == ExprKind::Func || e->kind == ExprKind::Constant)
     return e;
   std::vector<ExprPtr> args;
-  bool changed = false;
+  bool changed = fresh;
   for (const ExprPtr &a : e->args) {
-    args.push_back(replace_vars(a, var));
+    args.push_back(replace_vars(a, var, fresh));
     changed |= args.back() != a;
   }
   return changed ? with_args(*e, std::move(args)) : e;
@@ -151,7 +154,7 @@ FunctionPtr rematerialize(const Function &fn, const RematSchedule &schedule, Rem
         name = orig.var->name + "_remat" + (k > 1 ? std::to_string(k) : "");
       } while (!names.insert(name).second);
       ExprPtr v = make_var(name, {}, orig.var->span, orig.var->type);
-      out.push_back({v, replace_vars(orig.value, current), false});
+      out.push_back({v, replace_vars(orig.value, current, /*fresh=*/true), false});
       from.push_back(i);
       latest[orig.var.get()] = v;
       ++stats.recomputed;

@@ -188,7 +188,9 @@ private:
 ///    values not already closed by an end_checkpoint);
 ///  * a start_checkpoint whose input is inside an open segment (segments
 ///    cannot nest or cross);
-///  * a start_checkpoint from which no end_checkpoint is reached.
+///  * a start_checkpoint from which no end_checkpoint is reached (equal
+///    starts on one value are one marker: one of them reaching an end is
+///    enough).
 /// A `@f(...)` call is an opaque value here: a segment cannot span functions.
 /// A marker whose call is ill-typed (already reported) is not reported again.
 /// Iterative: any depth of nesting or number of bindings. `fn` is typed.
@@ -286,8 +288,13 @@ void check_checkpoints(const Function &fn, DiagEngine &diag) {
           reaches_end.insert(resolve(a.get()));
     }
   }
+  // Equal starts on one value are one marker: closed when any of them is.
+  std::unordered_set<const Expr *> closed_inputs;
+  for (const Expr *e : closed)
+    closed_inputs.insert(resolve(e->args[0].get()));
   for (const Expr *e : order)
-    if (marker(e) == CheckpointMarker::Start && !closed.count(e) && !e->type.has_unknown())
+    if (marker(e) == CheckpointMarker::Start && !closed.count(e) && !closed_inputs.count(resolve(e->args[0].get())) &&
+        !e->type.has_unknown())
       errors.push_back({e->span, "grad.start_checkpoint opens a checkpoint segment that no grad.end_checkpoint "
                                  "closes"});
   std::stable_sort(errors.begin(), errors.end(),

@@ -13,9 +13,11 @@ What the programs exercise:
     the gradient, SPEC §5);
   * broadcasting partners, literals (`0.5f`, `2f64`), infix `+ - * /`, `let` bindings with and
     without a type;
-  * checkpoint segments: `grad.start_checkpoint` on 1-2 values, 0-3 calls inside, and
-    `grad.end_checkpoint` on 1-2 of its values (SPEC §6; a segment starts only on values outside
-    every segment, and every start reaches an end);
+  * checkpoint segments: `grad.start_checkpoint` on 1-2 values (sometimes twice on one value, of
+    which one may stay unclosed), 0-3 calls inside, and `grad.end_checkpoint` on 1-2 of its values
+    (SPEC §6; a segment starts only on values outside every segment, possibly on an end's output:
+    adjacent segments; every start or a duplicate of it reaches an end; values of a closed segment
+    are read after it: escaping values);
   * parameters: created on demand with the shape a call needs, some never used (their gradient
     is zeros), integer (nll_loss targets, in range) and bool (conditions) ones; `--wrt` names a
     random subset in a random order, or is left out (every float parameter);
@@ -535,6 +537,8 @@ class Generator:
         inputs = [clean[-1]]
         if len(clean) > 1 and self.rng.random() < 0.3:
             inputs.append(clean[int(self.rng.integers(len(clean) - 1))])
+        if self.rng.random() < 0.15:  # a duplicated start: equal calls on one value are one marker
+            inputs.append(inputs[0])
         for v in inputs:
             try:
                 segment.append(self._bind("grad.start_checkpoint", Call([v])))
@@ -549,8 +553,10 @@ class Generator:
         ends = [inside[-1]]
         if len(inside) > 1 and self.rng.random() < 0.3:
             ends.append(inside[int(self.rng.integers(len(inside) - 1))])
-        for start in segment:  # every start reaches an end
-            if not any(self._depends(e, start) for e in ends):
+        closed = lambda start: any(self._depends(e, start) for e in ends)
+        for start in segment:  # every start reaches an end, or a duplicate of it does
+            twins = [s for s in segment if self._marked(s) is self._marked(start)]
+            if not any(closed(s) for s in twins):
                 ends.append(start)
         for v in ends:
             self._bind("grad.end_checkpoint", Call([v]))
@@ -558,6 +564,10 @@ class Generator:
             if v.segment is segment:
                 v.segment, v.dirty = None, True
         self.segment = None
+
+    def _marked(self, start):
+        """The value a grad.start_checkpoint marks."""
+        return next(b for b in self.bindings if b.out is start).args[0]
 
     def _depends(self, v, start):
         if v is start:

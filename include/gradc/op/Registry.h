@@ -165,6 +165,7 @@ using AttrCheckFn = std::optional<AttrError> (*)(const Attrs &attrs, const std::
 struct OpDef {
   std::string name;
   std::string summary;
+  std::string notes; // semantics beyond the summary, for the reference page (paragraphs)
   int min_inputs = 0, max_inputs = 0; // arity
   std::vector<ArgInfo> args;
   std::vector<AttrSpec> attrs;
@@ -219,6 +220,8 @@ class OpBuilder {
 public:
   OpBuilder(OpRegistry &reg, OpDef &def) : reg_(reg), def_(def) {}
   OpBuilder &describe(std::string summary);
+  /// Semantics the summary cannot hold, printed on `gradc ops NAME`.
+  OpBuilder &notes(std::string text);
   OpBuilder &arg(std::string name, std::string type_info, std::string doc);
   /// Variadic tail: the last declared argument may repeat up to `max` times.
   OpBuilder &arity(int min, int max);
