@@ -70,15 +70,15 @@ private:
         if (!a->is_atom() && !(fused_ok && fused_operand(*a)) && !is_body(v, *a))
           fail("an operand of %" + b.var->name + "'s value is not an atom");
     }
+    visit(b.value);
+    if (!(b.var->type == v.type))
+      fail("%" + b.var->name + " has type " + b.var->type.str() + " but is bound to a value of type " + v.type.str());
+    define(b.var);
     // A binding's value is its own node: passes count uses per node (a
     // recomputation that reused the original's call made fusion drop a
     // value another binding still read).
     if (!v.is_atom() && !bound_values_.insert(&v).second)
       fail("%" + b.var->name + " is bound to the same node as another binding");
-    visit(b.value);
-    if (!(b.var->type == v.type))
-      fail("%" + b.var->name + " has type " + b.var->type.str() + " but is bound to a value of type " + v.type.str());
-    define(b.var);
   }
 
   /// The `fn` value that is a scan's argument 0.

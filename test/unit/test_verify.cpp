@@ -65,6 +65,15 @@ TEST_CASE("verify(Function): a Var bound twice", "[verify]") {
   CHECK_THROWS_WITH(verify(*fn, IRForm::Fused, "p"), Contains("is defined twice"));
 }
 
+TEST_CASE("verify(Function): two bindings of one value node", "[verify]") {
+  // A recomputation must be a node of its own: fusion counts uses per node.
+  auto fn = main_copy(compile(kModel, false));
+  Binding copy = fn->body.bindings[0];
+  copy.var = make_var(copy.var->name + "_remat", {}, {}, copy.var->type);
+  fn->body.bindings.insert(fn->body.bindings.begin() + 1, copy);
+  CHECK_THROWS_WITH(verify(*fn, IRForm::Fused, "p"), Contains("bound to the same node as another binding"));
+}
+
 TEST_CASE("verify(Function): a binding whose type disagrees with its relation", "[verify]") {
   auto fn = main_copy(compile(kModel, false));
   Binding &b = fn->body.bindings[0];
