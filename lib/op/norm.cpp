@@ -16,7 +16,11 @@
 // layer_norm and group_norm are compositions (the statistics of each row or
 // group with mean, then the same formula), so their gradients of every
 // order come from the parts, and fusion recomputes the centred values
-// instead of storing them.
+// instead of storing them. The composition runs in the dtype's accumulator,
+// as batch_norm's kernel and the reductions do: float16 data is cast to
+// float32 and the result rounded once (statistics rounded to float16 put
+// the output 0.05 off where a row's mean is 100 and its spread 0.5). The
+// casts' adjoints put the backward pass in float32 too.
 //
 //===----------------------------------------------------------------------===//
 #include "gradc/op/Ops.h"
@@ -187,14 +191,18 @@ ExprPtr normalise(Builder &b, ExprPtr x, const std::vector<int64_t> &axes, doubl
   return b.mul(d, b.call(ops::rsqrt, {b.add(var, b.constant(epsilon, x->type.dtype))}));
 }
 
-/// y · gamma + beta with both along `axis` (as scale and center say).
+/// `v` in dtype `dt` (itself when it is already).
+ExprPtr as_dtype(Builder &b, ExprPtr v, DType dt) { return v->type.dtype == dt ? v : b.cast(v, dt); }
+
+/// y · gamma + beta with both along `axis` (as scale and center say), in y's dtype.
 ExprPtr affine(Builder &b, ExprPtr y, ExprPtr gamma, ExprPtr beta, int64_t axis, bool scale, bool center) {
   Shape along(y->type.rank() - axis, 1);
   along[0] = y->type.shape[axis];
+  DType dt = y->type.dtype;
   if (scale)
-    y = b.mul(y, b.reshape(gamma, along));
+    y = b.mul(y, b.reshape(as_dtype(b, gamma, dt), along));
   if (center)
-    y = b.add(y, b.reshape(beta, along));
+    y = b.add(y, b.reshape(as_dtype(b, beta, dt), along));
   return y;
 }
 
@@ -211,7 +219,9 @@ void register_norm_ops(OpRegistry &reg) {
       .relation("LayerNorm", layer_norm_rel)
       .decompose([](Builder &b, const std::vector<ExprPtr> &a, const Attrs &attrs) {
         auto at = composite_attrs<LayerNormAttrs>(a, attrs);
-        return affine(b, normalise(b, a[0], {at.axis}, at.epsilon), a[1], a[2], at.axis, at.scale, at.center);
+        DType dt = a[0]->type.dtype;
+        ExprPtr y = normalise(b, as_dtype(b, a[0], dtype_info(dt).accumulator), {at.axis}, at.epsilon);
+        return as_dtype(b, affine(b, y, a[1], a[2], at.axis, at.scale, at.center), dt);
       })
       .example("%x: Tensor[(2, 3, 5), float64], %g: Tensor[(5,), float64], %b: Tensor[(5,), float64]",
                "nn.layer_norm(%x, %g, %b)")
@@ -237,8 +247,10 @@ void register_norm_ops(OpRegistry &reg) {
         std::vector<int64_t> axes;
         for (int64_t d = at.axis + 1; d < int64_t(grouped.size()); ++d)
           axes.push_back(d);
-        ExprPtr y = b.reshape(normalise(b, b.reshape(a[0], grouped), axes, at.epsilon), s);
-        return affine(b, y, a[1], a[2], at.axis, at.scale, at.center);
+        DType dt = a[0]->type.dtype;
+        ExprPtr x = as_dtype(b, b.reshape(a[0], grouped), dtype_info(dt).accumulator);
+        ExprPtr y = b.reshape(normalise(b, x, axes, at.epsilon), s);
+        return as_dtype(b, affine(b, y, a[1], a[2], at.axis, at.scale, at.center), dt);
       })
       .example("%x: Tensor[(2, 4, 3), float64], %g: Tensor[(4,), float64], %b: Tensor[(4,), float64]",
                "nn.group_norm(%x, %g, %b, num_groups=2)")
