@@ -111,6 +111,36 @@ struct PoolAxis {
     return binary(BinaryOp::Max, sub(t1, t0), imm(0));
   }
   static LExprPtr unary_neg(const LExprPtr &v) { return sub(imm(0), v); }
+
+  // Where the window is longer than the data (a window of 2^31 over 5
+  // columns, which SAME padding allows, ran 2^31 masked taps per output),
+  // the tap loops visit only a run of consecutive taps that holds every tap
+  // that can matter, starting at the lowest that can; the taps in the run
+  // that cannot are masked as before. Otherwise they visit the whole window.
+  /// Taps a window of the forward pass visits: at most ⌈n / d⌉ reach the data.
+  int64_t data_taps() const { return std::min(k, (n + d - 1) / d); }
+  /// Tap j of those visited by window `o`: from the first at or after the data's start.
+  LExprPtr data_tap(const LExprPtr &o, const LExprPtr &j) const {
+    if (data_taps() == k)
+      return j;
+    return from(ceil_div(sub(imm(lo), mul(o, imm(s)))), data_taps(), j);
+  }
+  /// Taps a data element's gather visits: those putting it in a window
+  /// o ∈ [0, out), whose positions o·s span (out - 1)·s.
+  int64_t window_taps() const { return int64_t(std::min<__int128>(k, __int128(out - 1) * s / d + 1)); }
+  /// Tap j of those visited for data element `i`: from the one that puts it in window out - 1.
+  LExprPtr window_tap(const LExprPtr &i, const LExprPtr &j) const {
+    if (window_taps() == k)
+      return j;
+    return from(ceil_div(sub(add(i, imm(lo)), imm((out - 1) * s))), window_taps(), j);
+  }
+
+private:
+  LExprPtr ceil_div(const LExprPtr &num) const { return unary_neg(fdiv(unary_neg(num), d)); }
+  /// lowest + j, lowest clamped so that all `count` taps lie in [0, k).
+  LExprPtr from(const LExprPtr &lowest, int64_t count, const LExprPtr &j) const {
+    return add(binary(BinaryOp::Min, binary(BinaryOp::Max, lowest, imm(0)), imm(k - count)), j);
+  }
 };
 
 //===--- relations --------------------------------------------------------===//
@@ -237,9 +267,16 @@ Type global_pool2d_rel(RelationCtx &ctx) {
 
 //===--- kernels ----------------------------------------------------------===//
 
-/// The tap loops of a window: body(kh, kw), Reduce loops in row-major order.
-StmtPtr over_taps(const PoolAxis &h, const PoolAxis &w, const std::function<StmtPtr(const Index &)> &body) {
-  return loop_nest({h.k, w.k}, body, ForKind::Reduce, "k");
+/// The tap loops of window (oh, ow): body(kh, kw), Reduce loops in row-major
+/// order, over the taps that can reach the data (PoolAxis::data_taps).
+StmtPtr over_taps(const PoolAxis &h, const PoolAxis &w, const LExprPtr &oh, const LExprPtr &ow,
+                  const std::function<StmtPtr(const Index &)> &body) {
+  return loop_nest(
+      {h.data_taps(), w.data_taps()},
+      [&](const Index &j) {
+        return body({h.data_tap(oh, j[0]), w.data_tap(ow, j[1])});
+      },
+      ForKind::Reduce, "k");
 }
 
 /// acc = the maximum of the window of argument `data`; with `arg`, arg = the
@@ -251,7 +288,7 @@ StmtPtr window_max(const KernelCtx &k, size_t data, const PoolAxis &h, const Poo
   std::vector<StmtPtr> init{store(acc, zero, lowest_of(dt))};
   if (arg)
     init.push_back(store(arg, zero, imm(-1)));
-  StmtPtr scan = over_taps(h, w, [&](const Index &t) {
+  StmtPtr scan = over_taps(h, w, oh, ow, [&](const Index &t) {
     LExprPtr ih = h.at(oh, t[0]), iw = w.at(ow, t[1]);
     LExprPtr x = k.in(data, {n, c, clamp_index(ih, h.n), clamp_index(iw, w.n)});
     LExprPtr cur = load(acc, zero);
@@ -298,7 +335,7 @@ StmtPtr avg_pool2d_kernel(KernelCtx &k) {
   return loop_nest(os, [&](const Index &o) {
     BufferPtr sum = k.local("sum", acc);
     LExprPtr zero = imm(0);
-    StmtPtr scan = over_taps(h, w, [&](const Index &t) {
+    StmtPtr scan = over_taps(h, w, o[2], o[3], [&](const Index &t) {
       LExprPtr ih = h.at(o[2], t[0]), iw = w.at(o[3], t[1]);
       LExprPtr x = cast(acc, k.in(0, {o[0], o[1], clamp_index(ih, h.n), clamp_index(iw, w.n)}));
       LExprPtr inside = both(in_range(ih, 0, h.n), in_range(iw, 0, w.n));
@@ -312,21 +349,25 @@ StmtPtr avg_pool2d_kernel(KernelCtx &k) {
 
 /// For data element (n, c, ih, iw): each window (oh, ow) that holds it at tap
 /// (kh, kw), in tap order: body(oh, ow, valid). oh = (ih + lo - kh·d) / s
-/// where that is whole and an output row.
+/// where that is whole and an output row (the taps visited: PoolAxis::window_taps).
 StmtPtr over_windows_of(const PoolAxis &h, const PoolAxis &w, const LExprPtr &ih, const LExprPtr &iw,
                         const std::function<StmtPtr(const LExprPtr &, const LExprPtr &, const LExprPtr &)> &body) {
-  return over_taps(h, w, [&](const Index &t) {
-    auto window = [](const PoolAxis &ax, const LExprPtr &i, const LExprPtr &tap, LExprPtr &valid) {
-      LExprPtr num = sub(add(i, imm(ax.lo)), mul(tap, imm(ax.d)));
-      LExprPtr o = fdiv(num, ax.s);
-      LExprPtr ok = both(compare(CompareOp::EQ, fmod(num, ax.s), imm(0)), in_range(o, 0, ax.out));
-      valid = valid ? both(valid, ok) : ok;
-      return clamp_index(o, ax.out);
-    };
-    LExprPtr valid;
-    LExprPtr oh = window(h, ih, t[0], valid), ow = window(w, iw, t[1], valid);
-    return body(oh, ow, valid);
-  });
+  return loop_nest(
+      {h.window_taps(), w.window_taps()},
+      [&](const Index &j) {
+        Index t{h.window_tap(ih, j[0]), w.window_tap(iw, j[1])};
+        auto window = [](const PoolAxis &ax, const LExprPtr &i, const LExprPtr &tap, LExprPtr &valid) {
+          LExprPtr num = sub(add(i, imm(ax.lo)), mul(tap, imm(ax.d)));
+          LExprPtr o = fdiv(num, ax.s);
+          LExprPtr ok = both(compare(CompareOp::EQ, fmod(num, ax.s), imm(0)), in_range(o, 0, ax.out));
+          valid = valid ? both(valid, ok) : ok;
+          return clamp_index(o, ax.out);
+        };
+        LExprPtr valid;
+        LExprPtr oh = window(h, ih, t[0], valid), ow = window(w, iw, t[1], valid);
+        return body(oh, ow, valid);
+      },
+      ForKind::Reduce, "k");
 }
 
 /// Windows that never overlap (stride >= the dilated window, as the usual
@@ -340,7 +381,7 @@ StmtPtr max_pool2d_backward_disjoint(KernelCtx &k, const PoolAxis &h, const Pool
   StmtPtr zero = loop_nest(xs, [&](const Index &i) { return store(k.out(), flat_index(xs, i), constant_of(0, dt)); });
   StmtPtr windows = loop_nest(gs, [&](const Index &o) {
     BufferPtr mx = k.local("max", dt), arg = k.local("arg", DType::Int64);
-    StmtPtr write = over_taps(h, w, [&](const Index &t) {
+    StmtPtr write = over_taps(h, w, o[2], o[3], [&](const Index &t) {
       LExprPtr ih = h.at(o[2], t[0]), iw = w.at(o[3], t[1]);
       LExprPtr inside = both(in_range(ih, 0, h.n), in_range(iw, 0, w.n));
       LExprPtr hit = compare(CompareOp::EQ, load(arg, imm(0)), add(mul(ih, imm(w.n)), iw));
