@@ -6,8 +6,11 @@
 // and adds where indices repeat (an embedding row looked up twice gets both
 // adjoints), in a fixed order: the index axes run serially inside loops over
 // the other axes, so results do not depend on threads. Out-of-range indices
-// are clipped or wrapped by `mode`; "fast" promises they are in range and
-// is clipped all the same (memory stays safe). one_hot compares.
+// are clipped or wrapped by `mode`. "fast" promises they are in range and is
+// not checked: take is injective, fused into its consumers as an expression,
+// which has no statement to report with (nn.nll_loss's kernel reports its
+// out-of-range classes through the function's status); an index outside is
+// clipped all the same, so memory stays safe. one_hot compares.
 //
 //===----------------------------------------------------------------------===//
 #include "gradc/op/Ops.h"
@@ -26,7 +29,9 @@ struct TakeAttrs {
     v("axis", axis, "The axis to take along; None: the flattened input.");
     v("batch_dims", batch_dims, "Leading axes of indices and data that are batch axes (matched, not indexed).",
       {.min = 0});
-    v("mode", mode, "Out-of-range indices: \"clip\" to the ends, \"wrap\" around, \"fast\" assumed in range.",
+    v("mode", mode,
+      "Out-of-range indices: \"clip\" to the ends, \"wrap\" around; \"fast\" unchecked: promised in range, an "
+      "index outside is clipped (memory stays safe) and not reported (the status stays 0).",
       {.one_of = {"clip", "wrap", "fast"}});
   }
 };
