@@ -528,6 +528,67 @@ TEST_CASE("write_files_atomic: a set is written whole or not at all (issue 7, it
   CHECK(sa.sa_handler == SIG_DFL);
 }
 
+TEST_CASE("write_files_atomic: a directory is one output, replaced whole (hostile inputs H6)", "[artifacts]") {
+  TempDir dir;
+  auto names = [](const std::string &d) {
+    std::vector<std::string> out;
+    for (const auto &e : fs::directory_iterator(d))
+      out.push_back(e.path().filename().string());
+    std::sort(out.begin(), out.end());
+    return out;
+  };
+  using Names = std::vector<std::string>;
+  std::string relay = dir.file("m.relay"), weights = dir.file("m.weights");
+  write_files_atomic({{relay, "first"}, OutputFile::directory(weights, {{"a.npy", "A"}, {"b.npy", "B"}})});
+  CHECK(names(weights) == Names{"a.npy", "b.npy"});
+  CHECK(read_bytes(weights + "/a.npy") == "A");
+
+  // A set that fails changes neither the file nor the directory.
+  CHECK_THROWS_AS(write_files_atomic({{relay, "second"},
+                                      OutputFile::directory(weights, {{"c.npy", "C"}}),
+                                      {dir.file("no/such/x"), "x"}}),
+                  FileError);
+  CHECK(read_bytes(relay) == "first");
+  CHECK(names(weights) == Names{"a.npy", "b.npy"});
+  CHECK(names(dir.path()) == Names{"m.relay", "m.weights"});
+
+  // Success replaces the directory whole: nothing of the old one is left.
+  write_files_atomic({{relay, "second"}, OutputFile::directory(weights, {{"c.npy", "C"}})});
+  CHECK(read_bytes(relay) == "second");
+  CHECK(names(weights) == Names{"c.npy"});
+  CHECK(names(dir.path()) == Names{"m.relay", "m.weights"});
+
+  // A symbolic link is replaced, not followed; a file is refused.
+  fs::create_directory(dir.file("elsewhere"));
+  write_bytes(dir.file("elsewhere/keep.npy"), "K");
+  fs::remove_all(weights);
+  fs::create_directory_symlink(dir.file("elsewhere"), weights);
+  write_files_atomic({OutputFile::directory(weights, {{"d.npy", "D"}})});
+  CHECK(!fs::is_symlink(weights));
+  CHECK(names(weights) == Names{"d.npy"});
+  CHECK(read_bytes(dir.file("elsewhere/keep.npy")) == "K");
+  write_bytes(dir.file("f.weights"), "file");
+  CHECK_THROWS_WITH(write_files_atomic({OutputFile::directory(dir.file("f.weights"), {})}),
+                    "cannot write '" + dir.file("f.weights") + "': Not a directory");
+
+  // An entry that is not one new file name is a gradc bug.
+  CHECK_THROWS_AS(write_files_atomic({OutputFile::directory(weights, {{"../x.npy", "X"}})}), InternalError);
+  CHECK_THROWS_AS(write_files_atomic({OutputFile::directory(weights, {{"a", "1"}, {"a", "2"}})}), InternalError);
+  CHECK(names(weights) == Names{"d.npy"});
+  CHECK(names(dir.path()) == Names{"elsewhere", "f.weights", "m.relay", "m.weights"});
+}
+
+TEST_CASE("write_files_atomic: names up to the file system's limit, none longer (hostile inputs M7)", "[artifacts]") {
+  TempDir dir;
+  std::string longest = dir.file(std::string(255, 'n'));
+  write_files_atomic({{longest, "fits"}});
+  CHECK(read_bytes(longest) == "fits");
+  CHECK_THROWS_WITH(write_files_atomic({{dir.file("m.o"), "x"}, {longest + "x", "too long"}}),
+                    "cannot write '" + longest + "x': File name too long");
+  CHECK(!fs::exists(dir.file("m.o")));
+  CHECK(std::distance(fs::directory_iterator(dir.path()), fs::directory_iterator()) == 1);
+}
+
 // ------------------------------------------------------------ C header ----
 
 TEST_CASE("C header: structs, macros and entry points of every function", "[artifacts]") {

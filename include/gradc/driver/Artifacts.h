@@ -1,71 +1,23 @@
 //===- Artifacts.h - files gradc writes: header, manifest, .npy -----------===//
 //
-// Everything here is plain C++ (no LLVM): the C header and JSON manifest of
-// SPEC §8, .npy reading and writing for `gradc run`, and atomic file output.
+// Everything here is plain C++ (no LLVM): the C header (CHeader.cpp) and JSON
+// manifest (Manifest.cpp) of SPEC §8, and .npy reading and writing for
+// `gradc run` and `gradc import` (Npy.cpp). FileSet.h writes them.
 //
 //===----------------------------------------------------------------------===//
 #pragma once
 
 #include "gradc/codegen/Codegen.h"
+#include "gradc/driver/FileSet.h"
 #include "gradc/ir/Type.h"
 #include "gradc/loops/LoopIR.h"
 
 #include <nlohmann/json.hpp>
 
-#include <functional>
-#include <stdexcept>
 #include <string>
 #include <vector>
 
 namespace gradc {
-
-/// Any failure to read or write a file, with a message for the user.
-struct FileError : std::runtime_error {
-  using std::runtime_error::runtime_error;
-};
-
-/// One file of a set that is written together.
-struct OutputFile {
-  std::string path;
-  std::string data;
-};
-
-/// Writes every file of `files`, or none of them, then removes the files
-/// `stale()` names (outputs of an earlier run that this one does not replace).
-///
-///  1. Checks that each path can be replaced: not a directory, not listed twice.
-///  2. Writes each file to a new temporary `PATH.tmp.XXXXXX` in its own
-///     directory and fsyncs it.
-///  3. The commit, under an exclusive lock (flock) of every directory it
-///     touches, so that concurrent gradc processes commit one whole set after
-///     another (two compiles to one -o never leave an object of one beside a
-///     header of the other): asks `stale()`, renames every temporary onto its
-///     path, unlinks the stale files (missing ones are skipped), fsyncs the
-///     directories.
-///
-/// A failure in 1 or 2 removes every temporary, leaves every path and every
-/// stale file as it was, and throws FileError. SIGINT, SIGTERM, SIGHUP and
-/// SIGQUIT (unless ignored) are caught from 2 on: during 2 the handler unlinks
-/// the temporaries and ends the process by the same signal, with nothing
-/// changed; during 3 the signal is held until the whole set is in place. A
-/// rename that fails in 3 (the checks of 1 make that an I/O error) throws
-/// FileError naming the paths already replaced.
-///
-/// Test-only hook: with GRADC_TEST_COMMIT_DELAY_MS=N in the environment it
-/// sleeps N milliseconds between 2 and 3, so that a test can kill gradc while
-/// its temporaries exist, and as long after each rename of 3, so that a test
-/// can run two commits at once. Nothing else reads it.
-void write_files_atomic(const std::vector<OutputFile> &files,
-                        const std::function<std::vector<std::string>()> &stale = {});
-
-/// write_files_atomic of one file: on failure `path` keeps what it held and
-/// no temporary is left.
-void write_file_atomic(const std::string &path, const std::string &data);
-
-/// Unlinks the temporaries of a write_files_atomic in progress, if any, and
-/// makes the commit impossible. Async-signal-safe: for fatal-signal handlers
-/// (SIGSEGV, ...) that end the process.
-void remove_temporary_files() noexcept;
 
 /// A dense row-major array as stored in a .npy file.
 struct NpyArray {
@@ -118,7 +70,20 @@ struct ManifestInfo {
 std::string emit_c_header(const LoweredModule &module, const std::vector<FunctionReport> &reports,
                           const std::string &prefix, TargetKind target);
 
-/// The versioned JSON manifest of SPEC §8.
+/// The struct fields the C header gives one function's tensors, in order.
+struct CFieldNames {
+  std::vector<std::string> inputs, outputs;
+};
+
+/// The fields of every function of `module` as emit_c_header names them: a
+/// parameter's name where C allows it, else a prefixed or numbered one
+/// (`%int` is `p_int`, `%w` beside `%W` is `w_2`). Where the header cannot
+/// be written (a function named @strerror), the fields it would have.
+std::vector<CFieldNames> c_field_names(const LoweredModule &module, const std::vector<FunctionReport> &reports,
+                                       const std::string &prefix);
+
+/// The versioned JSON manifest of SPEC §8; each parameter and result carries
+/// its header field (`c_field`).
 nlohmann::json build_manifest(const LoweredModule &module, const std::vector<FunctionReport> &reports,
                               const ManifestInfo &info, const std::string &prefix);
 

@@ -1,8 +1,9 @@
-//===- Artifacts.cpp - the C header, the JSON manifest, atomic writes -----===//
+//===- CHeader.cpp - the C header of a compiled module --------------------===//
 //
-// What `gradc compile` writes next to the object file (SPEC §8): the header a
-// C program includes to call the compiled functions, and the manifest a tool
-// reads to learn the same facts. Both are built from the lowered module.
+// What `gradc compile` writes beside the object file for a C program to
+// include (SPEC §8): one struct of inputs and one of outputs per function,
+// the entry's prototype, the workspace and tensor-size macros. The names it
+// gives are also what the manifest reports (c_field_names).
 //
 //===----------------------------------------------------------------------===//
 #include "gradc/driver/Artifacts.h"
@@ -10,364 +11,12 @@
 #include "gradc/support/Diagnostics.h"
 
 #include <algorithm>
-#include <atomic>
 #include <cctype>
-#include <cerrno>
-#include <chrono>
-#include <csignal>
-#include <cstdlib>
-#include <cstring>
-#include <deque>
-#include <fcntl.h>
-#include <filesystem>
-#include <iterator>
-#include <memory>
-#include <optional>
-#include <random>
 #include <regex>
 #include <set>
 #include <sstream>
-#include <sys/file.h>
-#include <sys/stat.h>
-#include <thread>
-#include <unistd.h>
 
 namespace gradc {
-
-namespace {
-
-// ------------------------------------------------ a set of files, atomically
-//
-// What a signal handler needs to know of the set being written lives in
-// lock-free atomics. g_state goes kIdle -> kWriting (temporaries being made)
-// -> kClosing (renamed into place, or discarded) -> kIdle; a signal that
-// arrives first moves it kWriting -> kDying instead. The writer and the
-// handler (which may run in any thread) both move it by compare-and-swap, so
-// exactly one of them decides between commit and discard.
-
-enum State : int { kIdle, kWriting, kClosing, kDying };
-std::atomic<int> g_state{kIdle};
-/// A signal that arrived while the set was closing; raised once it is closed.
-std::atomic<int> g_held_signal{0};
-/// The temporaries' names, one slot per file; a name is published before the
-/// file is created and withdrawn only if it was not created.
-std::atomic<std::atomic<const char *> *> g_slots{nullptr};
-std::atomic<size_t> g_slot_count{0};
-static_assert(std::atomic<int>::is_always_lock_free && std::atomic<const char *>::is_always_lock_free &&
-                  std::atomic<size_t>::is_always_lock_free,
-              "the signal handler needs lock-free atomics");
-
-/// The signals that interrupt a write: the ones a user or a supervisor sends.
-constexpr int kCaughtSignals[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT};
-
-void unlink_temporaries() noexcept {
-  std::atomic<const char *> *slots = g_slots.load();
-  size_t n = g_slot_count.load();
-  for (size_t i = 0; slots && i < n; ++i)
-    if (const char *name = slots[i].load())
-      ::unlink(name);
-}
-
-/// Ends the process by `sig` with its default action (async-signal-safe).
-[[noreturn]] void die_by(int sig) noexcept {
-  struct sigaction dfl {};
-  dfl.sa_handler = SIG_DFL;
-  sigemptyset(&dfl.sa_mask);
-  ::sigaction(sig, &dfl, nullptr);
-  sigset_t set;
-  sigemptyset(&set);
-  sigaddset(&set, sig);
-  ::sigprocmask(SIG_UNBLOCK, &set, nullptr);
-  ::raise(sig);
-  ::_exit(128 + sig);
-}
-
-extern "C" void on_interrupt_while_writing(int sig) {
-  int saved_errno = errno;
-  int expected = kWriting;
-  if (g_state.compare_exchange_strong(expected, kDying)) {
-    unlink_temporaries();
-    die_by(sig);
-  }
-  if (expected == kIdle)
-    die_by(sig);
-  if (expected == kClosing)
-    g_held_signal.store(sig); // raised by the writer once every file is in place
-  // kDying: another thread is removing the temporaries and ending the process.
-  errno = saved_errno;
-}
-
-/// Installs the handler for the caught signals that are not ignored (a
-/// process started with SIGINT ignored, under nohup or in the background,
-/// keeps ignoring it), and puts the old dispositions back.
-class InterruptHandlers {
-public:
-  InterruptHandlers() {
-    struct sigaction sa {};
-    sa.sa_handler = on_interrupt_while_writing;
-    sigemptyset(&sa.sa_mask);
-    for (int sig : kCaughtSignals)
-      sigaddset(&sa.sa_mask, sig);
-    sa.sa_flags = SA_RESTART;
-    for (size_t i = 0; i < std::size(kCaughtSignals); ++i) {
-      installed_[i] = ::sigaction(kCaughtSignals[i], nullptr, &old_[i]) == 0 && old_[i].sa_handler != SIG_IGN &&
-                      ::sigaction(kCaughtSignals[i], &sa, nullptr) == 0;
-    }
-  }
-  InterruptHandlers(const InterruptHandlers &) = delete;
-  InterruptHandlers &operator=(const InterruptHandlers &) = delete;
-  void restore() {
-    for (size_t i = 0; i < std::size(kCaughtSignals); ++i)
-      if (installed_[i])
-        ::sigaction(kCaughtSignals[i], &old_[i], nullptr);
-    std::fill(std::begin(installed_), std::end(installed_), false);
-  }
-  ~InterruptHandlers() { restore(); }
-
-private:
-  struct sigaction old_[std::size(kCaughtSignals)] {};
-  bool installed_[std::size(kCaughtSignals)] = {};
-};
-
-/// `PATH.tmp.XXXXXX` with six random letters and digits.
-std::string temporary_name(const std::string &path) {
-  static uint64_t state = [] {
-    uint64_t seed = uint64_t(::getpid()) << 32 ^ uint64_t(std::chrono::steady_clock::now().time_since_epoch().count());
-    try {
-      seed ^= uint64_t(std::random_device{}()) << 16;
-    } catch (...) {
-    }
-    return seed;
-  }();
-  // splitmix64
-  uint64_t z = (state += 0x9e3779b97f4a7c15ull);
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-  z ^= z >> 31;
-  static const char alphabet[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
-  std::string name = path + ".tmp.";
-  for (int i = 0; i < 6; ++i, z /= 62)
-    name += alphabet[z % 62];
-  return name;
-}
-
-std::string cannot_write(const std::string &path, int err) {
-  return "cannot write '" + path + "': " + std::strerror(err);
-}
-
-/// The directory a path's directory entry lives in.
-std::string parent_dir(const std::string &path) {
-  std::string parent = std::filesystem::path(path).parent_path().string();
-  return parent.empty() ? "." : parent;
-}
-
-void test_commit_delay();
-
-/// Exclusive flock()s of directories, taken in sorted order (so that two
-/// processes never wait for each other crosswise) and released together.
-/// A file system without flock on directories commits unlocked, as before.
-class DirectoryLocks {
-public:
-  explicit DirectoryLocks(const std::set<std::string> &dirs) {
-    for (const std::string &dir : dirs) {
-      int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-      if (fd < 0)
-        continue;
-      while (::flock(fd, LOCK_EX) != 0 && errno == EINTR) {
-      }
-      fds_.push_back(fd);
-    }
-  }
-  DirectoryLocks(const DirectoryLocks &) = delete;
-  DirectoryLocks &operator=(const DirectoryLocks &) = delete;
-  ~DirectoryLocks() {
-    for (int fd : fds_)
-      ::close(fd); // closing the last descriptor releases its lock
-  }
-
-private:
-  std::vector<int> fds_;
-};
-
-/// The temporaries of one write_files_atomic, from creation to commit or
-/// discard. Only one set is open at a time (gradc writes from one thread).
-class TemporarySet {
-public:
-  explicit TemporarySet(size_t n) : slots_(new std::atomic<const char *>[n]), count_(n) {
-    for (size_t i = 0; i < n; ++i)
-      slots_[i].store(nullptr);
-    int expected = kIdle;
-    GRADC_CHECK(g_state.compare_exchange_strong(expected, kWriting), "write_files_atomic",
-                "another set of files is being written");
-    g_slots.store(slots_.get());
-    g_slot_count.store(n);
-    handlers_.emplace();
-  }
-  TemporarySet(const TemporarySet &) = delete;
-  TemporarySet &operator=(const TemporarySet &) = delete;
-  ~TemporarySet() {
-    if (open_)
-      discard();
-  }
-
-  /// Writes `data` to a new temporary for slot `i` and fsyncs it.
-  void write(size_t i, const std::string &target, const std::string &data) {
-    int fd = -1;
-    for (int attempt = 0; fd < 0; ++attempt) {
-      names_.push_back(temporary_name(target));
-      slots_[i].store(names_.back().c_str());
-      fd = ::open(names_.back().c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
-      if (fd < 0) {
-        int err = errno;
-        slots_[i].store(nullptr);
-        if (err != EEXIST || attempt == 100)
-          throw FileError(cannot_write(target, err));
-      }
-    }
-    auto fail = [&](int err) {
-      ::close(fd);
-      throw FileError(cannot_write(target, err));
-    };
-    for (size_t done = 0; done < data.size();) {
-      ssize_t n = ::write(fd, data.data() + done, std::min<size_t>(data.size() - done, size_t(1) << 30));
-      if (n < 0 && errno == EINTR)
-        continue;
-      if (n < 0)
-        fail(errno);
-      done += size_t(n);
-    }
-    while (::fsync(fd) != 0)
-      if (errno != EINTR)
-        fail(errno);
-    if (::close(fd) != 0 && errno != EINTR)
-      throw FileError(cannot_write(target, errno));
-  }
-
-  /// Renames every temporary onto its file, then unlinks what `stale`
-  /// names, holding the lock of every directory touched. A signal that
-  /// arrives meanwhile is held until the end.
-  void commit(const std::vector<OutputFile> &files, const std::function<std::vector<std::string>()> &stale_of) {
-    close_set();
-    std::set<std::string> locked;
-    for (const OutputFile &f : files)
-      locked.insert(parent_dir(f.path));
-    DirectoryLocks locks(locked);
-    std::vector<std::string> stale = stale_of ? stale_of() : std::vector<std::string>{};
-    std::set<std::string> dirs;
-    std::vector<std::string> replaced;
-    std::string error;
-    for (size_t i = 0; i < count_ && error.empty(); ++i) {
-      if (::rename(slots_[i].load(), files[i].path.c_str()) != 0) {
-        error = cannot_write(files[i].path, errno);
-        break;
-      }
-      slots_[i].store(nullptr);
-      replaced.push_back(files[i].path);
-      dirs.insert(parent_dir(files[i].path));
-      test_commit_delay();
-    }
-    if (!error.empty()) {
-      unlink_temporaries();
-      if (!replaced.empty()) {
-        error += " (already replaced:";
-        for (const std::string &r : replaced)
-          error += " '" + r + "'";
-        error += ")";
-      }
-    }
-    for (size_t i = 0; i < stale.size() && error.empty(); ++i) {
-      if (::unlink(stale[i].c_str()) != 0 && errno != ENOENT)
-        error = "wrote every output but cannot remove '" + stale[i] + "' of an earlier run: " + std::strerror(errno);
-      dirs.insert(parent_dir(stale[i]));
-    }
-    // Make the renames durable; a file system that cannot sync a directory
-    // has nothing to gain from it, so failures here are ignored.
-    for (const std::string &dir : dirs) {
-      int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-      if (fd >= 0) {
-        ::fsync(fd);
-        ::close(fd);
-      }
-    }
-    finish();
-    if (!error.empty())
-      throw FileError(error);
-  }
-
-  /// Unlinks every temporary; the files keep what they held.
-  void discard() noexcept {
-    close_set();
-    unlink_temporaries();
-    finish();
-  }
-
-private:
-  /// Takes the set from the signal handler, or waits for the handler that
-  /// got it first to end the process.
-  void close_set() noexcept {
-    int expected = kWriting;
-    if (!g_state.compare_exchange_strong(expected, kClosing))
-      for (;;)
-        ::pause();
-  }
-
-  void finish() noexcept {
-    handlers_.reset();
-    g_slots.store(nullptr);
-    g_slot_count.store(0);
-    g_state.store(kIdle);
-    open_ = false;
-    if (int sig = g_held_signal.exchange(0))
-      ::raise(sig);
-  }
-
-  std::unique_ptr<std::atomic<const char *>[]> slots_;
-  size_t count_;
-  std::deque<std::string> names_; // every name tried; a deque never moves its strings
-  std::optional<InterruptHandlers> handlers_;
-  bool open_ = true;
-};
-
-/// The test-only pause between writing the temporaries and the commit.
-void test_commit_delay() {
-  const char *ms = std::getenv("GRADC_TEST_COMMIT_DELAY_MS");
-  if (!ms || !*ms)
-    return;
-  long n = std::strtol(ms, nullptr, 10);
-  if (n > 0)
-    std::this_thread::sleep_for(std::chrono::milliseconds(n));
-}
-
-} // namespace
-
-void write_files_atomic(const std::vector<OutputFile> &files,
-                        const std::function<std::vector<std::string>()> &stale) {
-  // 1. Every path can be replaced: the renames of the commit cannot fail for
-  //    a reason known in advance.
-  std::set<std::string> seen;
-  for (const OutputFile &f : files) {
-    GRADC_CHECK(seen.insert(std::filesystem::path(f.path).lexically_normal().string()).second, "write_files_atomic",
-                "'" + f.path + "' is listed twice");
-    struct stat st;
-    if (::lstat(f.path.c_str(), &st) == 0 && S_ISDIR(st.st_mode))
-      throw FileError(cannot_write(f.path, EISDIR));
-  }
-  // 2. Every temporary, written and synced.
-  TemporarySet set(files.size());
-  for (size_t i = 0; i < files.size(); ++i)
-    set.write(i, files[i].path, files[i].data);
-  test_commit_delay();
-  // 3. The commit.
-  set.commit(files, stale);
-}
-
-void write_file_atomic(const std::string &path, const std::string &data) { write_files_atomic({{path, data}}); }
-
-void remove_temporary_files() noexcept {
-  int expected = kWriting;
-  if (g_state.compare_exchange_strong(expected, kDying))
-    unlink_temporaries();
-}
 
 namespace {
 
@@ -466,8 +115,9 @@ struct CFunction {
 /// be C keywords, or differ only in case (`%w` and `%W`), and the macros of
 /// different tensors and functions share one namespace; a tensor whose name
 /// would clash gets a numbered suffix, so the header always compiles.
-/// Functions whose names clash after upper-casing are an error instead,
-/// because their symbols cannot be renamed.
+/// Functions whose names clash after upper-casing, or with the header's own
+/// functions, are a problem instead (their symbols cannot be renamed): the
+/// header cannot be written, though every tensor still gets a field.
 class HeaderNames {
 public:
   explicit HeaderNames(const std::string &prefix) : prefix_(prefix) {
@@ -486,12 +136,12 @@ public:
       cf.macro = upper(cf.symbol);
       for (const char *reserved : {"strerror", "set_num_threads", "get_num_threads", "shutdown_threads"})
         if (fn.name == reserved)
-          throw FileError(std::string("cannot write the C header: function @") + reserved + " would clash with " +
-                          prefix_ + "_" + reserved + "; rename the function");
+          problems.push_back(std::string("function @") + reserved + " would clash with " + prefix_ + "_" + reserved +
+                             "; rename the function");
       for (const char *suffix : {"_WORKSPACE_SIZE", "_STACK_SIZE"})
         if (!claim(cf.macro + suffix))
-          throw FileError("cannot write the C header: function @" + fn.name + " needs the name " + cf.macro +
-                          suffix + ", which another function has; rename one");
+          problems.push_back("function @" + fn.name + " needs the name " + cf.macro + suffix +
+                             ", which another function has; rename one");
       fns.push_back(cf);
     }
     for (size_t f = 0; f < fns.size(); ++f)
@@ -514,6 +164,9 @@ public:
     }
     return fns;
   }
+
+  /// Why the header cannot be written, in the order found; empty if it can.
+  std::vector<std::string> problems;
 
 private:
   /// True for a name spelled like a macro this header defines (all begin
@@ -609,10 +262,27 @@ void check_reports(const LoweredModule &module, const std::vector<FunctionReport
 
 } // namespace
 
+std::vector<CFieldNames> c_field_names(const LoweredModule &module, const std::vector<FunctionReport> &reports,
+                                       const std::string &prefix) {
+  check_reports(module, reports);
+  std::vector<CFieldNames> names;
+  for (const CFunction &cf : HeaderNames(prefix).name(module, reports)) {
+    CFieldNames &n = names.emplace_back();
+    for (const CTensor &t : cf.inputs)
+      n.inputs.push_back(t.field);
+    for (const CTensor &t : cf.outputs)
+      n.outputs.push_back(t.field);
+  }
+  return names;
+}
+
 std::string emit_c_header(const LoweredModule &module, const std::vector<FunctionReport> &reports,
                           const std::string &prefix, TargetKind target) {
   check_reports(module, reports);
-  std::vector<CFunction> fns = HeaderNames(prefix).name(module, reports);
+  HeaderNames names(prefix);
+  std::vector<CFunction> fns = names.name(module, reports);
+  if (!names.problems.empty())
+    throw FileError("cannot write the C header: " + names.problems[0]);
   const std::string P = upper(prefix);
   const bool cuda = target == TargetKind::CUDA;
   std::ostringstream os;
@@ -717,114 +387,6 @@ std::string emit_c_header(const LoweredModule &module, const std::vector<Functio
 
   os << "\n#ifdef __cplusplus\n} /* extern \"C\" */\n#endif\n\n#endif /* " << guard << " */\n";
   return os.str();
-}
-
-namespace {
-
-nlohmann::json tensor_json(const std::string &name, const char *role, const Buffer &buf) {
-  return {
-      {"name", name}, {"role", role}, {"dtype", dtype_name(buf.dtype)}, {"shape", buf.shape}, {"bytes", buf.bytes()}};
-}
-
-nlohmann::json string_or_null(const std::string &s) { return s.empty() ? nlohmann::json() : nlohmann::json(s); }
-
-} // namespace
-
-nlohmann::json build_manifest(const LoweredModule &module, const std::vector<FunctionReport> &reports,
-                              const ManifestInfo &info, const std::string &prefix) {
-  check_reports(module, reports);
-  const bool cuda = info.target == "cuda";
-  // Provenance: the binding of the tensor function a kernel or buffer comes from.
-  auto origin_json = [](const Origin &o) { return o.set() ? nlohmann::json("%" + o.var) : nlohmann::json(); };
-  nlohmann::json functions = nlohmann::json::array();
-  for (size_t f = 0; f < module.functions.size(); ++f) {
-    const LoweredFunction &fn = module.functions[f];
-    const FunctionReport &report = reports[f];
-    nlohmann::json params = nlohmann::json::array(), results = nlohmann::json::array();
-    for (size_t i = 0; i < fn.inputs.size(); ++i)
-      params.push_back(tensor_json(report.param_names[i], "input", *fn.inputs[i]));
-    for (size_t i = 0; i < fn.outputs.size(); ++i)
-      results.push_back(tensor_json("output_" + std::to_string(i), "output", *fn.outputs[i]));
-
-    nlohmann::json kernels = nlohmann::json::array();
-    for (const Kernel &k : fn.kernels) {
-      nlohmann::json buffers = nlohmann::json::array();
-      for (const BufferPtr &b : k.buffers)
-        buffers.push_back(b->name);
-      nlohmann::json kernel = {{"name", k.name}, {"buffers", buffers}, {"binding", origin_json(k.origin)}};
-      // A kernel's launch arguments are its buffers, in order (CudaTarget.cpp).
-      if (cuda)
-        kernel["launch"] = {
-            {"grid", {k.grid, 1, 1}}, {"block", {k.block, 1, 1}}, {"shared_memory_bytes", 0}, {"arguments", buffers}};
-      kernels.push_back(kernel);
-    }
-
-    // Kernel-level loops: kernels [first, last) run `extent` times, or with
-    // `trips` trips[i] times on their i-th entry (TimeLoop).
-    nlohmann::json time_loops = nlohmann::json::array();
-    for (const TimeLoop &l : fn.time_loops) {
-      time_loops.push_back({{"first_kernel", l.first}, {"end_kernel", l.last}, {"extent", l.extent}});
-      if (l.streamed())
-        time_loops.back()["trips"] = l.trips;
-    }
-
-    // Each arena buffer with the kernels it is live over (what the plan
-    // placed) and the binding it comes from.
-    nlohmann::json arena = nlohmann::json::array();
-    auto life = buffer_lifetimes(fn);
-    for (const BufferPtr &b : fn.arena)
-      arena.push_back({{"name", b->name},
-                       {"offset", b->offset},
-                       {"bytes", b->bytes()},
-                       {"live_kernels", {life[b.get()].first, life[b.get()].second}},
-                       {"binding", b == fn.status ? nlohmann::json() : origin_json(b->origin)}});
-
-    functions.push_back({
-        {"name", fn.name},
-        {"symbol", prefix + "_" + fn.name},
-        {"parameters", params},
-        {"results", results},
-        {"workspace_bytes", fn.workspace_bytes},
-        {"stack_bytes", stack_bytes(fn)},
-        {"planned_peak_bytes", {{"before_remat", report.peak_before_remat}, {"after_remat", report.peak_after_remat}}},
-        {"remat", {{"segments", report.remat_segments}, {"recomputed_bindings", report.remat_recomputed}}},
-        {"flops", report.flops},
-        // What rematerialization bought and cost (SPEC §6): the planned
-        // peak, the peak keeping everything, the forward pass's FLOPs and
-        // the FLOPs recomputed, the values recomputed, the plan, the budget.
-        {"peak_bytes", report.peak_after_remat},
-        {"peak_bytes_no_remat", report.peak_before_remat},
-        {"forward_flops", report.forward_flops},
-        {"extra_flops", report.extra_flops},
-        {"recomputed", report.recomputed},
-        {"remat_strategy", report.remat_strategy},
-        {"budget_bytes", report.budget_bytes >= 0 ? nlohmann::json(report.budget_bytes) : nlohmann::json()},
-        {"remat_plans", report.remat_plans},
-        {"remat_solver_seconds",
-         report.remat_solver_seconds >= 0 ? nlohmann::json(report.remat_solver_seconds) : nlohmann::json()},
-        {"kernels", kernels},
-        {"time_loops", time_loops},
-        {"arena", arena},
-    });
-  }
-
-  return {
-      {"format", "gradc-manifest"},
-      {"version", 1},
-      {"tool", {{"name", "gradc"}, {"version", info.tool_version}}},
-      {"llvm_version", info.llvm_version},
-      {"command_line", info.argv},
-      {"target",
-       {{"kind", info.target},
-        {"triple", string_or_null(info.triple)},
-        {"cpu", string_or_null(info.cpu)},
-        {"gpu_arch", cuda ? string_or_null(info.gpu_arch) : nlohmann::json()}}},
-      {"opt_level", info.opt_level},
-      {"remat",
-       {{"mode", info.remat},
-        {"memory_budget", info.memory_budget < 0 ? nlohmann::json() : nlohmann::json(info.memory_budget)}}},
-      {"functions", functions},
-  };
 }
 
 } // namespace gradc

@@ -1,0 +1,126 @@
+//===- Manifest.cpp - the JSON manifest of a compiled module --------------===//
+//
+// What `gradc compile` writes for tools (SPEC §8): the versions and flags,
+// and for each function its parameters and results (with the C field the
+// header gives each), its workspace, remat decisions and kernels.
+//
+//===----------------------------------------------------------------------===//
+#include "gradc/driver/Artifacts.h"
+
+namespace gradc {
+
+namespace {
+
+/// A parameter or result: `c_field` is its field in the header's struct
+/// (`%w` beside `%W` is `w_2`, `%int` is `p_int`).
+nlohmann::json tensor_json(const std::string &name, const std::string &c_field, const char *role, const Buffer &buf) {
+  return {{"name", name},
+          {"c_field", c_field},
+          {"role", role},
+          {"dtype", dtype_name(buf.dtype)},
+          {"shape", buf.shape},
+          {"bytes", buf.bytes()}};
+}
+
+nlohmann::json string_or_null(const std::string &s) { return s.empty() ? nlohmann::json() : nlohmann::json(s); }
+
+} // namespace
+
+nlohmann::json build_manifest(const LoweredModule &module, const std::vector<FunctionReport> &reports,
+                              const ManifestInfo &info, const std::string &prefix) {
+  std::vector<CFieldNames> fields = c_field_names(module, reports, prefix);
+  const bool cuda = info.target == "cuda";
+  // Provenance: the binding of the tensor function a kernel or buffer comes from.
+  auto origin_json = [](const Origin &o) { return o.set() ? nlohmann::json("%" + o.var) : nlohmann::json(); };
+  nlohmann::json functions = nlohmann::json::array();
+  for (size_t f = 0; f < module.functions.size(); ++f) {
+    const LoweredFunction &fn = module.functions[f];
+    const FunctionReport &report = reports[f];
+    nlohmann::json params = nlohmann::json::array(), results = nlohmann::json::array();
+    for (size_t i = 0; i < fn.inputs.size(); ++i)
+      params.push_back(tensor_json(report.param_names[i], fields[f].inputs[i], "input", *fn.inputs[i]));
+    for (size_t i = 0; i < fn.outputs.size(); ++i)
+      results.push_back(tensor_json("output_" + std::to_string(i), fields[f].outputs[i], "output", *fn.outputs[i]));
+
+    nlohmann::json kernels = nlohmann::json::array();
+    for (const Kernel &k : fn.kernels) {
+      nlohmann::json buffers = nlohmann::json::array();
+      for (const BufferPtr &b : k.buffers)
+        buffers.push_back(b->name);
+      nlohmann::json kernel = {{"name", k.name}, {"buffers", buffers}, {"binding", origin_json(k.origin)}};
+      // A kernel's launch arguments are its buffers, in order (CudaTarget.cpp).
+      if (cuda)
+        kernel["launch"] = {
+            {"grid", {k.grid, 1, 1}}, {"block", {k.block, 1, 1}}, {"shared_memory_bytes", 0}, {"arguments", buffers}};
+      kernels.push_back(kernel);
+    }
+
+    // Kernel-level loops: kernels [first, last) run `extent` times, or with
+    // `trips` trips[i] times on their i-th entry (TimeLoop).
+    nlohmann::json time_loops = nlohmann::json::array();
+    for (const TimeLoop &l : fn.time_loops) {
+      time_loops.push_back({{"first_kernel", l.first}, {"end_kernel", l.last}, {"extent", l.extent}});
+      if (l.streamed())
+        time_loops.back()["trips"] = l.trips;
+    }
+
+    // Each arena buffer with the kernels it is live over (what the plan
+    // placed) and the binding it comes from.
+    nlohmann::json arena = nlohmann::json::array();
+    auto life = buffer_lifetimes(fn);
+    for (const BufferPtr &b : fn.arena)
+      arena.push_back({{"name", b->name},
+                       {"offset", b->offset},
+                       {"bytes", b->bytes()},
+                       {"live_kernels", {life[b.get()].first, life[b.get()].second}},
+                       {"binding", b == fn.status ? nlohmann::json() : origin_json(b->origin)}});
+
+    functions.push_back({
+        {"name", fn.name},
+        {"symbol", prefix + "_" + fn.name},
+        {"parameters", params},
+        {"results", results},
+        {"workspace_bytes", fn.workspace_bytes},
+        {"stack_bytes", stack_bytes(fn)},
+        {"planned_peak_bytes", {{"before_remat", report.peak_before_remat}, {"after_remat", report.peak_after_remat}}},
+        {"remat", {{"segments", report.remat_segments}, {"recomputed_bindings", report.remat_recomputed}}},
+        {"flops", report.flops},
+        // What rematerialization bought and cost (SPEC §6): the planned
+        // peak, the peak keeping everything, the forward pass's FLOPs and
+        // the FLOPs recomputed, the values recomputed, the plan, the budget.
+        {"peak_bytes", report.peak_after_remat},
+        {"peak_bytes_no_remat", report.peak_before_remat},
+        {"forward_flops", report.forward_flops},
+        {"extra_flops", report.extra_flops},
+        {"recomputed", report.recomputed},
+        {"remat_strategy", report.remat_strategy},
+        {"budget_bytes", report.budget_bytes >= 0 ? nlohmann::json(report.budget_bytes) : nlohmann::json()},
+        {"remat_plans", report.remat_plans},
+        {"remat_solver_seconds",
+         report.remat_solver_seconds >= 0 ? nlohmann::json(report.remat_solver_seconds) : nlohmann::json()},
+        {"kernels", kernels},
+        {"time_loops", time_loops},
+        {"arena", arena},
+    });
+  }
+
+  return {
+      {"format", "gradc-manifest"},
+      {"version", 1},
+      {"tool", {{"name", "gradc"}, {"version", info.tool_version}}},
+      {"llvm_version", info.llvm_version},
+      {"command_line", info.argv},
+      {"target",
+       {{"kind", info.target},
+        {"triple", string_or_null(info.triple)},
+        {"cpu", string_or_null(info.cpu)},
+        {"gpu_arch", cuda ? string_or_null(info.gpu_arch) : nlohmann::json()}}},
+      {"opt_level", info.opt_level},
+      {"remat",
+       {{"mode", info.remat},
+        {"memory_budget", info.memory_budget < 0 ? nlohmann::json() : nlohmann::json(info.memory_budget)}}},
+      {"functions", functions},
+  };
+}
+
+} // namespace gradc
