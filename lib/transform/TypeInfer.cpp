@@ -289,11 +289,12 @@ void check_checkpoints(const Function &fn, DiagEngine &diag) {
     }
   }
   // Equal starts on one value are one marker: closed when any of them is.
+  auto marked = [&](const Expr *start) { return start->args.empty() ? start : resolve(start->args[0].get()); };
   std::unordered_set<const Expr *> closed_inputs;
   for (const Expr *e : closed)
-    closed_inputs.insert(resolve(e->args[0].get()));
+    closed_inputs.insert(marked(e));
   for (const Expr *e : order)
-    if (marker(e) == CheckpointMarker::Start && !closed.count(e) && !closed_inputs.count(resolve(e->args[0].get())) &&
+    if (marker(e) == CheckpointMarker::Start && !closed.count(e) && !closed_inputs.count(marked(e)) &&
         !e->type.has_unknown())
       errors.push_back({e->span, "grad.start_checkpoint opens a checkpoint segment that no grad.end_checkpoint "
                                  "closes"});
