@@ -37,12 +37,47 @@ CANDIDATES = ["x86-64", "x86-64-v2", "x86-64-v3", "x86-64-v4", "haswell", "broad
 AVX2_NAMES = ["x86-64-v3", "haswell", "znver2", "znver3"]
 
 
+# CPUID leaf 0x80000001, ECX: bits of the AMD extensions, by their cpuinfo flag. Some VMs leave
+# these out of /proc/cpuinfo while the CPU (and CPUID) has them; the instruction is what counts.
+EXTENDED_ECX_BITS = {"lahf_lm": 0, "abm": 5, "sse4a": 6, "xop": 11, "fma4": 16, "tbm": 21}
+CPUID_PROBE = r"""
+#include <cpuid.h>
+#include <stdio.h>
+int main(void) {
+  unsigned a, b, c, d;
+  if (__get_cpuid(0x80000001, &a, &b, &c, &d))
+    printf("%u\n", c);
+  return 0;
+}
+"""
+
+
+def cpuid_flags():
+    """The extended flags CPUID reports, read by a probe compiled here."""
+    import os
+    import tempfile
+    clang = shutil.which("clang-19") or shutil.which("cc")
+    if not clang:
+        return set()
+    with tempfile.TemporaryDirectory() as d:
+        src, exe = os.path.join(d, "probe.c"), os.path.join(d, "probe")
+        with open(src, "w") as f:
+            f.write(CPUID_PROBE)
+        if subprocess.run([clang, src, "-o", exe], capture_output=True).returncode != 0:
+            return set()
+        out = subprocess.run([exe], capture_output=True, text=True).stdout.strip()
+    ecx = int(out) if out.isdigit() else 0
+    return {flag for flag, bit in EXTENDED_ECX_BITS.items() if ecx >> bit & 1}
+
+
 def host_flags():
+    flags = set()
     with open("/proc/cpuinfo") as f:
         for line in f:
             if line.startswith("flags"):
-                return set(line.split(":", 1)[1].split())
-    return set()
+                flags = set(line.split(":", 1)[1].split())
+                break
+    return flags | cpuid_flags()
 
 
 def implied_flags(cpu):
