@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <unordered_map>
 
 namespace gradc {
@@ -64,7 +65,13 @@ std::string format_float(double v, DType dt) {
   char buf[64];
   if (std::isinf(v))
     return v > 0 ? "inf" : "-inf"; // + the suffix: TVM's `inff`
+  if (std::isnan(v))
+    return std::signbit(v) ? "-nan" : "nan"; // + the suffix: `nanf`
   snprintf(buf, sizeof buf, dt == DType::Float64 ? "%.17g" : "%.9g", v);
+  // Nine digits of float32's largest value read back above it, which the
+  // parser rejects (TVM's rule): every digit of the double there.
+  if (std::fabs(std::strtod(buf, nullptr)) > dtype_info(dt).max_finite)
+    snprintf(buf, sizeof buf, "%.17g", v);
   return buf;
 }
 
@@ -74,8 +81,13 @@ std::string AttrValue::str() const {
     return "None";
   case Int:
     return std::to_string(i);
-  case Float:
-    return format_float(f, DType::Float64) + "f";
+  case Float: {
+    // Held as a double: written `f64` where float32 cannot read it back.
+    const DTypeInfo &f32 = dtype_info(DType::Float32);
+    double m = std::abs(f);
+    bool float32 = !std::isfinite(f) || m == 0 || (m <= f32.max_finite && m > f32.min_subnormal / 2);
+    return format_float(f, DType::Float64) + (float32 ? "f" : "f64");
+  }
   case String: {
     std::string out = "\"";
     for (char c : s)

@@ -165,13 +165,19 @@ bool Lexer::token(Token &t) {
     t.text = src_.substr(start, pos_ - start);
     t.span = {uint32_t(start), uint32_t(pos_)};
     // TVM's infinity literal `inff` (float32); `inff16` and `inff64` are
-    // gradc's spelling for the other widths, so every constant prints back.
-    if (t.text == "inff" || t.text == "inff16" || t.text == "inff32" || t.text == "inff64") {
-      t.kind = Tok::Float;
-      t.suffix = t.text.substr(3);
-      t.text = "inf";
-      t.fvalue = HUGE_VAL;
-      t.nonzero = true;
+    // gradc's spelling for the other widths, and `nanf`, `nanf16`, `nanf32`,
+    // `nanf64` its not-a-number, so every constant prints back (`-inff` is
+    // the negation of `inff`, as `-2f` is of `2f`).
+    for (const char *word : {"inf", "nan"}) {
+      std::string rest = t.text.substr(0, 3) == word ? t.text.substr(3) : "";
+      if (rest == "f" || rest == "f16" || rest == "f32" || rest == "f64") {
+        t.kind = Tok::Float;
+        t.suffix = rest;
+        t.text = word;
+        t.fvalue = t.text == "inf" ? HUGE_VAL : NAN;
+        t.nonzero = true;
+        break;
+      }
     }
     return true;
   }

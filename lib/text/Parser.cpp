@@ -546,9 +546,9 @@ private:
   /// dtype table: without a suffix an integer is int32, or int64 where int32
   /// cannot hold it; `i32`/`i64` must hold it; `f`/`f32` (or a fraction or
   /// exponent without suffix) is float32, `f16` float16, `f64` float64, and
-  /// the value must be finite there (`inff` is infinity) and not round to
-  /// zero (subnormals are fine). Anything else is a located error; parsing
-  /// goes on with 0, so every bad literal is reported.
+  /// the value must be finite there (`inff` is infinity, `nanf` not a
+  /// number) and not round to zero (subnormals are fine). Anything else is a
+  /// located error; parsing goes on with 0, so every bad literal is reported.
   LiteralValue literal_value(const Token &t, bool negative, Span span) {
     std::string text = file_->text().substr(span.begin, span.end - span.begin);
     const std::string &s = t.suffix;
@@ -569,7 +569,7 @@ private:
     DType dt = s == "f16" ? DType::Float16 : s == "f64" ? DType::Float64 : DType::Float32;
     const DTypeInfo &info = dtype_info(dt);
     double v = t.fvalue;
-    if (t.text != "inf" && !(v <= info.max_finite)) {
+    if (t.text != "inf" && t.text != "nan" && !(v <= info.max_finite)) {
       diag_.error(span, "float literal " + text + " is out of range for " + info.name + " (largest finite magnitude " +
                             format_float(info.max_finite, dt) + ")");
       return {dt, 0, 0};

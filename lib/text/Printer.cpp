@@ -28,12 +28,7 @@ std::string format_constant(const Expr &c) {
     return c.ivalue ? "True" : "False";
   if (!info.is_float)
     return std::to_string(c.ivalue) + info.literal_suffix;
-  std::string digits = format_float(c.fvalue, c.dtype);
-  // Nine digits of float32's largest value read back above it, which the
-  // parser rejects (TVM's rule): print every digit of the double there.
-  if (std::isfinite(c.fvalue) && std::fabs(std::strtod(digits.c_str(), nullptr)) > info.max_finite)
-    digits = format_float(c.fvalue, DType::Float64);
-  return digits + info.literal_suffix;
+  return format_float(c.fvalue, c.dtype) + info.literal_suffix;
 }
 
 class Printer : ExprFunctor<std::string(int)> {

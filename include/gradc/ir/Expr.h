@@ -38,8 +38,9 @@ using ExprPtr = std::shared_ptr<const Expr>;
 using FunctionPtr = std::shared_ptr<const Function>;
 
 /// `v` in the text format, without a dtype suffix: enough digits to read back
-/// as the same value of `dt` (17 significant digits for float64, else 9),
-/// `inf` or `-inf`.
+/// as the same value of `dt` (17 significant digits for float64, else 9, or
+/// 17 where 9 would read back beyond the dtype's largest value), `inf`,
+/// `-inf` or `nan`.
 std::string format_float(double v, DType dt);
 
 /// An attribute value as written in the text format. A list whose elements
