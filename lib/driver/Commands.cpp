@@ -1,13 +1,15 @@
-//===- Commands.cpp - compile, run, check and ops -------------------------===//
+//===- Commands.cpp - compile, run, check, import and ops -----------------===//
 //
 // The subcommands around the pipeline: reading the model, code generation,
-// writing artifacts atomically, and running an entry point in-process.
+// writing each command's files as one set (FileSet.h) where they may go
+// (OutputPaths.h), and running an entry point in-process.
 //
 //===----------------------------------------------------------------------===//
 #include "gradc/driver/Commands.h"
 #include "gradc/frontend/Onnx.h"
 #include "gradc/driver/MemoryPicture.h"
 #include "gradc/driver/OpReference.h"
+#include "gradc/driver/OutputPaths.h"
 #include "gradc/text/Printer.h"
 #include "gradc/op/Registry.h"
 #include "gradc/text/Parser.h"
@@ -25,7 +27,6 @@
 #include <memory>
 #include <optional>
 #include <sstream>
-#include <sys/stat.h>
 
 namespace gradc {
 
@@ -33,19 +34,13 @@ const char *gradc_version() { return GRADC_VERSION; }
 
 namespace {
 
-/// --report=FILE.svg / .html: the memory picture, written atomically; false
-/// (after an error message) when it cannot be.
-bool write_report_picture(const CompiledModule &compiled, const PipelineOptions &opts, std::ostream &err) {
+/// --report=FILE.svg / .html: the memory picture, as one file of the
+/// command's set (none without it).
+std::vector<OutputFile> report_picture(const CompiledModule &compiled, const PipelineOptions &opts) {
   if (opts.report_picture.empty())
-    return true;
+    return {};
   bool html = opts.report_picture.size() > 5 && opts.report_picture.substr(opts.report_picture.size() - 5) == ".html";
-  try {
-    write_file_atomic(opts.report_picture, memory_picture(compiled, html));
-  } catch (FileError &e) {
-    print_error(err, e.what());
-    return false;
-  }
-  return true;
+  return {{opts.report_picture, memory_picture(compiled, html)}};
 }
 
 /// Reads a file whole; nullopt (after printing an error) if it cannot.
@@ -144,69 +139,23 @@ std::string symbol_prefix(const std::string &base) {
   return p;
 }
 
-/// `-o BASE` is the artifacts' common stem, so it must end in a file name:
-/// `-o .` would write `..o`, `-o out/` a hidden `out/.o`. Like `cc -o DIR`,
-/// a base that can only name a directory is an error (exit 2), not a guess.
-/// (`-o out` beside a directory `out/` is fine: it writes out.o, out.h, ...)
-bool check_output_base(const std::string &base, std::ostream &err) {
-  std::string name = std::filesystem::path(base).filename().string();
-  if (name.empty() || name == "." || name == "..") {
-    print_error(err, "-o '" + base +
-                         "' names a directory; -o takes a base name for the files it writes "
-                         "(-o out/model writes out/model.o, out/model.h and out/model.json)");
-    return false;
-  }
-  return true;
-}
-
-/// The directory the artifacts go to exists (checked before compiling).
-bool check_output_dir(const std::string &base, std::ostream &err) {
-  std::filesystem::path dir = std::filesystem::path(base).parent_path();
-  if (dir.empty())
-    return true;
-  struct stat st;
-  if (::stat(dir.c_str(), &st) == 0 && S_ISDIR(st.st_mode))
-    return true;
-  int e = errno;
-  const char *why = std::strerror(::stat(dir.c_str(), &st) == 0 ? ENOTDIR : e);
-  print_error(err, "cannot write '" + base + ".*': " + dir.string() + ": " + why);
-  return false;
-}
-
-/// True if writing `output` would replace the file `model`: the same inode
-/// (through any name, link or symlink) or, where either does not exist, the
-/// same path once `.`, `..` and symlinks are resolved.
-bool is_the_model(const std::string &output, const std::string &model) {
-  struct stat so, sm;
-  bool have_output = ::stat(output.c_str(), &so) == 0, have_model = ::stat(model.c_str(), &sm) == 0;
-  if (have_output && have_model)
-    return so.st_dev == sm.st_dev && so.st_ino == sm.st_ino;
-  std::error_code ec1, ec2;
-  std::filesystem::path a = std::filesystem::weakly_canonical(std::filesystem::absolute(output), ec1);
-  std::filesystem::path b = std::filesystem::weakly_canonical(std::filesystem::absolute(model), ec2);
-  return !ec1 && !ec2 && a == b;
-}
-
-/// Prints the error and returns true if `output` is the model.
-bool refuse_overwriting_model(const std::string &output, const std::string &model, const char *advice,
-                              std::ostream &err) {
-  if (!is_the_model(output, model))
-    return false;
-  print_error(err, "the output '" + output + "' is the model '" + model + "' itself; " + advice +
-                       " (the model is left as it is)");
-  return true;
-}
-
-/// Prints the error and returns true if a dump file `opts` asks for is the
-/// model (`--dump-dir=.` beside `01-parse.relay`, or a dumped adjoint
-/// differentiated again into its own directory).
-bool dumps_overwrite_model(const PipelineOptions &opts, const std::string &model, std::ostream &err) {
+/// Prints the error and returns true if a dump file `opts` asks for is a
+/// file the command reads (`--dump-dir=.` beside `01-parse.relay`, or a
+/// dumped adjoint differentiated again into its own directory).
+bool dumps_overwrite_reads(const PipelineOptions &opts, const std::vector<ReadFile> &reads, std::ostream &err) {
   Dumper dumper(opts, err);
   for (const std::string &stage : opts.dumps)
     if (std::string path = dumper.path(stage);
-        !path.empty() && refuse_overwriting_model(path, model, "choose another --dump-dir", err))
+        !path.empty() && refuse_overwriting(path, false, reads, "choose another --dump-dir", err))
       return true;
   return false;
+}
+
+/// Prints the error and returns true if the --report picture is a file the
+/// command reads (a model or an input array named like a picture).
+bool picture_overwrites_reads(const PipelineOptions &opts, const std::vector<ReadFile> &reads, std::ostream &err) {
+  return !opts.report_picture.empty() &&
+         refuse_overwriting(opts.report_picture, false, reads, "choose another --report picture", err);
 }
 
 ManifestInfo manifest_info(const PipelineOptions &opts, const std::vector<std::string> &argv) {
@@ -247,16 +196,19 @@ int compile_command(const CompileCommand &cmd, std::ostream &out, std::ostream &
       print_error(err, std::string("--emit=") + a->name + " needs --target=cuda");
       return 2;
     }
-  if (!cmd.output_base.empty() && !check_output_base(cmd.output_base, err))
+  if (!cmd.output_base.empty() &&
+      !check_output_base(cmd.output_base, "-o out/model writes out/model.o, out/model.h and out/model.json", err))
     return 2;
   std::string base = cmd.output_base.empty() ? stem_of(cmd.model) : cmd.output_base;
   if (!check_output_dir(base, err))
     return 1;
-  // Never overwrite the model with an artifact (a model named m.h, -o m).
+  // Never overwrite the model with an artifact (a model named m.h, -o m),
+  // a dump or the picture.
+  const std::vector<ReadFile> reads = {{"model", cmd.model}};
   for (const ArtifactKind *a : emit)
-    if (refuse_overwriting_model(base + a->extension, cmd.model, "choose another -o", err))
+    if (refuse_overwriting(base + a->extension, false, reads, "choose another -o", err))
       return 1;
-  if (dumps_overwrite_model(opts, cmd.model, err))
+  if (dumps_overwrite_reads(opts, reads, err) || picture_overwrites_reads(opts, reads, err))
     return 1;
   opts.want_unrematerialized_peak = opts.report || wants(Artifact::Manifest);
   std::optional<CompiledModule> compiled = front_to_loops(cmd.model, opts, err);
@@ -288,8 +240,9 @@ int compile_command(const CompileCommand &cmd, std::ostream &out, std::ostream &
   dumper.dump("ptx", code.ptx);
 
   // Every artifact is produced in memory first (the header can still fail,
-  // on names it cannot give), then the set is written all or nothing: never
-  // a new object beside an old header.
+  // on names it cannot give), then the set, with the --report picture, is
+  // written all or nothing: never a new object beside an old header, nor
+  // new artifacts where the picture cannot be written.
   auto contents = [&](Artifact kind) -> std::string {
     switch (kind) {
     case Artifact::Obj:
@@ -309,7 +262,7 @@ int compile_command(const CompileCommand &cmd, std::ostream &out, std::ostream &
     internal_error("compile", "an artifact kind with no contents");
   };
   try {
-    std::vector<OutputFile> files;
+    std::vector<OutputFile> files = report_picture(*compiled, opts);
     for (const ArtifactKind *a : emit)
       files.push_back({base + a->extension, contents(a->kind)});
     write_files_atomic(files);
@@ -319,8 +272,6 @@ int compile_command(const CompileCommand &cmd, std::ostream &out, std::ostream &
   }
   if (opts.report)
     print_report(*compiled, err);
-  if (!write_report_picture(*compiled, opts, err))
-    return 1;
   (void)out;
   return 0;
 }
@@ -408,16 +359,9 @@ std::optional<uint64_t> output_index(const std::string &name) {
   return index;
 }
 
-/// True if `a` and `b` are the same file (same device and inode).
-bool same_file(const std::string &a, const std::string &b) {
-  struct stat sa, sb;
-  return ::stat(a.c_str(), &sa) == 0 && ::stat(b.c_str(), &sb) == 0 && sa.st_dev == sb.st_dev &&
-         sa.st_ino == sb.st_ino;
-}
-
 /// The regular files in `dir` named like output K >= `count` of an earlier
 /// run, except any of `keep` (the model and the inputs of this run).
-std::vector<std::string> stale_outputs(const std::string &dir, size_t count, const std::vector<std::string> &keep) {
+std::vector<std::string> stale_outputs(const std::string &dir, size_t count, const std::vector<ReadFile> &keep) {
   std::vector<std::string> stale;
   std::error_code ec;
   for (std::filesystem::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
@@ -426,7 +370,7 @@ std::vector<std::string> stale_outputs(const std::string &dir, size_t count, con
     if (!index || *index < count || !it->is_regular_file(type_ec) || it->is_symlink(type_ec))
       continue;
     std::string path = it->path().string();
-    if (std::none_of(keep.begin(), keep.end(), [&](const std::string &k) { return same_file(path, k); }))
+    if (std::none_of(keep.begin(), keep.end(), [&](const ReadFile &k) { return same_file(path, k.path); }))
       stale.push_back(path);
   }
   std::sort(stale.begin(), stale.end());
@@ -471,7 +415,13 @@ int run_command(const RunCommand &cmd, std::ostream &out, std::ostream &err) {
       return 1; // an unknown --cpu or --triple, already reported
     }
   }
-  if (dumps_overwrite_model(opts, cmd.model, err))
+  // What this run reads: the model and every input array. The --inputs-dir
+  // files join once the entry's parameters are known; the dumps and the
+  // picture are checked against the rest now, before compiling.
+  std::vector<ReadFile> reads = {{"model", cmd.model}};
+  for (const auto &input : cmd.inputs)
+    reads.push_back({"input", input.second});
+  if (dumps_overwrite_reads(opts, reads, err) || picture_overwrites_reads(opts, reads, err))
     return 1;
   std::vector<ImportedWeight> weights;
   std::optional<CompiledModule> compiled = front_to_loops(cmd.model, opts, err, &weights);
@@ -555,11 +505,17 @@ int run_command(const RunCommand &cmd, std::ostream &out, std::ostream &err) {
   if (!ok)
     return 1;
 
+  // No output replaces what the run reads (an input named output_0.npy in
+  // the --output-dir, a picture named like the model).
+  for (size_t i = cmd.inputs.size(); i < inputs.size(); ++i)
+    reads.push_back({"input", inputs[i].second});
   if (!cmd.output_dir.empty())
     for (size_t i = 0; i < fn->outputs.size(); ++i)
-      if (refuse_overwriting_model((std::filesystem::path(cmd.output_dir) / output_file_name(i)).string(), cmd.model,
-                                   "choose another --output-dir", err))
+      if (refuse_overwriting((std::filesystem::path(cmd.output_dir) / output_file_name(i)).string(), false, reads,
+                             "choose another --output-dir", err))
         return 1;
+  if (picture_overwrites_reads(opts, reads, err))
+    return 1;
 
   CodegenOptions cg = opts.codegen;
   cg.prefix = "gradc_run";
@@ -597,11 +553,12 @@ int run_command(const RunCommand &cmd, std::ostream &out, std::ostream &err) {
     internal_error("run",
                    std::string("the entry point returned ") + std::to_string(status) + ": " + status_message(status));
 
-  // Every output is encoded first, then written as one set that also removes
-  // the output_K.npy files an earlier run with more outputs left behind.
-  // The summary goes to stdout only once the files are written: a run whose
-  // write fails prints no results it did not keep.
-  std::vector<OutputFile> files;
+  // Every output is encoded first, then written with the --report picture as
+  // one set that also removes the output_K.npy files an earlier run with
+  // more outputs left behind. The summary goes to stdout only once the files
+  // are written: a run whose write fails prints no results it did not keep.
+  std::vector<OutputFile> files = report_picture(*compiled, opts);
+  size_t outputs = 0;
   std::ostringstream summary;
   for (size_t i = 0; i < fn->outputs.size(); ++i) {
     const Buffer &o = *fn->outputs[i];
@@ -611,8 +568,10 @@ int run_command(const RunCommand &cmd, std::ostream &out, std::ostream &err) {
     a.data.assign(out_bufs[i].get(), size_t(o.bytes()));
     out_bufs[i].reset();
     summary << "output_" << i << ": " << Type::tensor(o.shape, o.dtype).str() << " = " << format_values(a, 8) << "\n";
-    if (!cmd.output_dir.empty())
+    if (!cmd.output_dir.empty()) {
       files.push_back({(std::filesystem::path(cmd.output_dir) / output_file_name(i)).string(), encode_npy(a)});
+      ++outputs;
+    }
   }
   if (!cmd.output_dir.empty()) {
     std::error_code ec;
@@ -621,23 +580,20 @@ int run_command(const RunCommand &cmd, std::ostream &out, std::ostream &err) {
       print_error(err, "cannot create '" + cmd.output_dir + "': " + ec.message());
       return 1;
     }
-    std::vector<std::string> keep = {cmd.model};
-    for (const auto &input : inputs)
-      keep.push_back(input.second);
-    try {
-      // Stale files are listed under the commit's lock: a concurrent run's
-      // outputs are never taken for an earlier run's.
-      write_files_atomic(files, [&] { return stale_outputs(cmd.output_dir, files.size(), keep); });
-    } catch (FileError &e) {
-      print_error(err, e.what());
-      return 1;
-    }
+  }
+  try {
+    // Stale files are listed under the commit's lock: a concurrent run's
+    // outputs are never taken for an earlier run's.
+    write_files_atomic(files, [&] {
+      return cmd.output_dir.empty() ? std::vector<std::string>{} : stale_outputs(cmd.output_dir, outputs, reads);
+    });
+  } catch (FileError &e) {
+    print_error(err, e.what());
+    return 1;
   }
   out << summary.str();
   if (opts.report)
     print_report(*compiled, err);
-  if (!write_report_picture(*compiled, opts, err))
-    return 1;
   return 0;
 }
 
@@ -657,15 +613,42 @@ int check_command(const std::string &model, const OnnxImportOptions &onnx, std::
   return 0;
 }
 
+namespace {
+
+/// `-o OUT` and `-o OUT.relay` both mean OUT (SPEC §1); no -o, the
+/// model's stem in the current directory.
+std::string import_output_base(const ImportCommand &cmd) {
+  if (cmd.output_base.empty())
+    return stem_of(cmd.model);
+  const std::string ext = ".relay";
+  const std::string &o = cmd.output_base;
+  std::string name = std::filesystem::path(o).filename().string();
+  if (name.size() > ext.size() && name.compare(name.size() - ext.size(), ext.size(), ext) == 0)
+    return o.substr(0, o.size() - ext.size());
+  return o;
+}
+
+} // namespace
+
 int import_command(const ImportCommand &cmd, std::ostream &out, std::ostream &err) {
+  if (!cmd.output_base.empty() &&
+      !check_output_base(cmd.output_base, "-o out/model writes out/model.relay and out/model.weights/", err))
+    return 2;
+  std::string base = import_output_base(cmd);
+  std::string relay = base + ".relay", weights_dir = base + ".weights";
+  if (!check_output_dir(base, err))
+    return 1;
+  // The weights directory is replaced whole: the model may lie in it.
+  const std::vector<ReadFile> reads = {{"model", cmd.model}};
+  if (refuse_overwriting(relay, false, reads, "choose another -o", err) ||
+      refuse_overwriting(weights_dir, true, reads, "choose another -o", err))
+    return 1;
   std::optional<std::string> bytes = read_whole_file(cmd.model, err);
   if (!bytes)
     return 1;
   std::optional<OnnxImport> imported = import_onnx(cmd.model, *bytes, cmd.onnx, err);
   if (!imported)
     return 1;
-  std::string base = cmd.output_base.empty() ? stem_of(cmd.model) : cmd.output_base;
-  std::string relay = base + ".relay", weights_dir = base + ".weights";
   // What import writes must be a model gradc accepts: parsed and typed here.
   auto source = std::make_shared<SourceFile>(relay, imported->text);
   DiagEngine diag(source, err);
@@ -675,16 +658,13 @@ int import_command(const ImportCommand &cmd, std::ostream &out, std::ostream &er
   infer_types(*m, diag);
   if (diag.error_count())
     return 1;
-  if (refuse_overwriting_model(relay, cmd.model, "choose another -o", err))
-    return 1;
+  // OUT.relay and OUT.weights/ are one set: a failed import changes
+  // neither, and two imports to one OUT leave one model's pair.
+  std::vector<OutputFile> weight_files;
+  for (const ImportedWeight &w : imported->weights)
+    weight_files.push_back({w.name + ".npy", encode_npy(npy_of(w))});
   try {
-    std::error_code ec;
-    std::filesystem::create_directories(weights_dir, ec);
-    if (ec)
-      throw FileError("cannot create '" + weights_dir + "': " + ec.message());
-    for (const ImportedWeight &w : imported->weights)
-      write_file_atomic((std::filesystem::path(weights_dir) / (w.name + ".npy")).string(), encode_npy(npy_of(w)));
-    write_file_atomic(relay, imported->text);
+    write_files_atomic({{relay, imported->text}, OutputFile::directory(weights_dir, std::move(weight_files))});
   } catch (FileError &e) {
     print_error(err, e.what());
     return 1;

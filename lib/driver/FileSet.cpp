@@ -300,8 +300,11 @@ public:
     for (size_t i = 0; i < files_.size(); ++i) {
       const OutputFile &f = files_[i];
       std::string temporary = slots_[slot(i)].load();
-      int err = f.is_directory ? replace_directory(temporary, f.path)
-                               : ::rename(temporary.c_str(), f.path.c_str()) == 0 ? 0 : errno;
+      int err = 0;
+      if (f.is_directory)
+        err = replace_directory(temporary, f.path);
+      else if (::rename(temporary.c_str(), f.path.c_str()) != 0)
+        err = errno;
       if (err) {
         error = cannot_write(f.path, err);
         break;
@@ -353,9 +356,7 @@ public:
 
 private:
   /// The slot of output `i` itself (a directory's comes after its entries).
-  size_t slot(size_t i) const {
-    return first_slot_[i] + (files_[i].is_directory ? files_[i].entries.size() : 0);
-  }
+  size_t slot(size_t i) const { return first_slot_[i] + (files_[i].is_directory ? files_[i].entries.size() : 0); }
 
   /// Creates a new temporary file or directory for `target`, its name
   /// published in `slot` first; returns the name and, for a file, its open
@@ -443,8 +444,7 @@ bool is_plain_file_name(const std::string &name) {
 
 } // namespace
 
-void write_files_atomic(const std::vector<OutputFile> &files,
-                        const std::function<std::vector<std::string>()> &stale) {
+void write_files_atomic(const std::vector<OutputFile> &files, const std::function<std::vector<std::string>()> &stale) {
   // 1. Every path can be replaced: the renames of the commit cannot fail for
   //    a reason known in advance.
   std::set<std::string> seen;
