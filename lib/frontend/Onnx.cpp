@@ -7,12 +7,18 @@
 // PyTorch export computes a Reshape's shape with) become constants; every
 // other node goes through its entry of the operator table (OnnxOps.cpp) and
 // is bound to a Relay variable. Errors are collected, every one at once.
+// The text is typed with gradc's relations and its results compared with
+// the graph's declared outputs.
 //
 //===----------------------------------------------------------------------===//
 #include "gradc/frontend/Onnx.h"
 
 #include "OnnxOps.h"
+#include "gradc/support/Diagnostics.h"
+#include "gradc/text/Parser.h"
+#include "gradc/transform/TypeInfer.h"
 
+#include <google/protobuf/io/coded_stream.h>
 #include <onnx/checker.h>
 #include <onnx/onnx_pb.h>
 #include <onnx/shape_inference/implementation.h>
@@ -32,11 +38,37 @@
 #include <unordered_map>
 
 namespace gradc {
+
+namespace onnx_import {
+
+std::optional<DType> dtype_of(int64_t elem) {
+  switch (elem) {
+  case onnx::TensorProto::FLOAT: return DType::Float32;
+  case onnx::TensorProto::DOUBLE: return DType::Float64;
+  case onnx::TensorProto::FLOAT16: return DType::Float16;
+  case onnx::TensorProto::INT32: return DType::Int32;
+  case onnx::TensorProto::INT64: return DType::Int64;
+  case onnx::TensorProto::BOOL: return DType::Bool;
+  default: return std::nullopt;
+  }
+}
+
+std::string elem_name(int64_t elem) {
+  return elem >= INT32_MIN && elem <= INT32_MAX && onnx::TensorProto_DataType_IsValid(int(elem))
+             ? onnx::TensorProto_DataType_Name(int(elem))
+             : std::to_string(elem);
+}
+
+} // namespace onnx_import
+
 namespace {
 
 using onnx_import::ConstValue;
+using onnx_import::dtype_of;
+using onnx_import::elem_name;
 using onnx_import::Mapped;
-using onnx_import::to_int;
+using onnx_import::printable;
+using onnx_import::to_ints;
 
 constexpr int64_t kMaxFoldedElements = 1 << 16; // constants kept as values, not parameters
 constexpr int64_t kMaxElements = int64_t(1) << 40;
@@ -108,22 +140,6 @@ Isolated run_isolated(const std::function<std::string()> &work) {
   return {got.substr(1), ""};
 }
 
-std::optional<DType> dtype_of(int32_t elem) {
-  switch (elem) {
-  case onnx::TensorProto::FLOAT: return DType::Float32;
-  case onnx::TensorProto::DOUBLE: return DType::Float64;
-  case onnx::TensorProto::FLOAT16: return DType::Float16;
-  case onnx::TensorProto::INT32: return DType::Int32;
-  case onnx::TensorProto::INT64: return DType::Int64;
-  case onnx::TensorProto::BOOL: return DType::Bool;
-  default: return std::nullopt;
-  }
-}
-
-std::string elem_name(int32_t elem) {
-  return onnx::TensorProto_DataType_IsValid(elem) ? onnx::TensorProto_DataType_Name(elem) : std::to_string(elem);
-}
-
 uint16_t half_bits(float f) {
   uint32_t x;
   std::memcpy(&x, &f, 4);
@@ -189,7 +205,7 @@ Decoded decode(const onnx::TensorProto &t) {
     d.shape.push_back(dim);
     n *= dim;
   }
-  if (t.data_location() == onnx::TensorProto::EXTERNAL) {
+  if (t.data_location() == onnx::TensorProto::EXTERNAL || t.external_data_size() > 0) {
     d.error = "its data is stored outside the model file (external data is not read)";
     return d;
   }
@@ -203,35 +219,33 @@ Decoded decode(const onnx::TensorProto &t) {
     d.data = t.raw_data();
     return d;
   }
-  auto count_error = [&](size_t have) {
+  // The elements present are counted before the declared size is allocated.
+  int64_t have = *dt == DType::Float32   ? t.float_data_size()
+                 : *dt == DType::Float64 ? t.double_data_size()
+                 : *dt == DType::Int64   ? t.int64_data_size()
+                                         : t.int32_data_size();
+  if (have != n) {
     d.error = "it holds " + std::to_string(have) + " elements, not " + std::to_string(n);
-  };
+    return d;
+  }
   d.data.resize(size_t(n) * bytes);
   char *out = d.data.data();
   switch (*dt) {
   case DType::Float32:
-    if (t.float_data_size() != n)
-      return count_error(size_t(t.float_data_size())), d;
     if (n)
       std::memcpy(out, t.float_data().data(), size_t(n) * 4);
     break;
   case DType::Float64:
-    if (t.double_data_size() != n)
-      return count_error(size_t(t.double_data_size())), d;
     if (n)
       std::memcpy(out, t.double_data().data(), size_t(n) * 8);
     break;
   case DType::Int64:
-    if (t.int64_data_size() != n)
-      return count_error(size_t(t.int64_data_size())), d;
     if (n)
       std::memcpy(out, t.int64_data().data(), size_t(n) * 8);
     break;
   case DType::Int32:
   case DType::Bool:
   case DType::Float16:
-    if (t.int32_data_size() != n)
-      return count_error(size_t(t.int32_data_size())), d;
     for (int64_t i = 0; i < n; ++i) {
       int32_t v = t.int32_data(int(i));
       if (*dt == DType::Int32)
@@ -248,8 +262,52 @@ Decoded decode(const onnx::TensorProto &t) {
   return d;
 }
 
+/// Appends the integer `v` to `c`, converted to c's dtype as ONNX's Cast
+/// does: wrapped to int32 (numpy's astype), != 0 for bool, rounded to a
+/// floating-point dtype.
+void push_int(ConstValue &c, int64_t v) {
+  switch (c.dtype) {
+  case DType::Float32: c.values.push_back(double(float(v))); return;
+  case DType::Float64: c.values.push_back(double(v)); return;
+  case DType::Float16: c.values.push_back(half_value(half_bits(float(v)))); return;
+  case DType::Int32: v = int32_t(uint32_t(uint64_t(v))); break;
+  case DType::Bool: v = v != 0; break;
+  case DType::Int64: break;
+  }
+  c.ints.push_back(v);
+  c.values.push_back(double(v));
+}
+
+/// Appends `v` to `c`, rounded to c's dtype as a tensor of it holds it (an
+/// integer dtype truncates toward zero and saturates, NaN as 0).
+void push_value(ConstValue &c, double v) {
+  switch (c.dtype) {
+  case DType::Float32: c.values.push_back(double(float(v))); return;
+  case DType::Float64: c.values.push_back(v); return;
+  case DType::Float16: c.values.push_back(half_value(half_bits(float(v)))); return;
+  case DType::Bool: push_int(c, v != 0); return;
+  case DType::Int32:
+  case DType::Int64: {
+    constexpr double kTwo63 = 9223372036854775808.0;
+    int64_t x = v != v ? 0 : v >= kTwo63 ? INT64_MAX : v < -kTwo63 ? INT64_MIN : int64_t(v);
+    if (c.dtype == DType::Int32)
+      x = std::clamp<int64_t>(x, INT32_MIN, INT32_MAX);
+    push_int(c, x);
+    return;
+  }
+  }
+}
+
+/// Appends element i of `from` (of any dtype) to `c`, converted to c's dtype.
+void push_element(ConstValue &c, const ConstValue &from, size_t i) {
+  if (!from.ints.empty())
+    push_int(c, from.ints[i]);
+  else
+    push_value(c, from.values[i]);
+}
+
 ConstValue values_of(const Decoded &d) {
-  ConstValue c{d.dtype, d.shape, {}};
+  ConstValue c{d.dtype, d.shape, {}, {}};
   size_t n = d.data.size() / dtype_bytes(d.dtype);
   c.values.reserve(n);
   const char *p = d.data.data();
@@ -257,16 +315,18 @@ ConstValue values_of(const Decoded &d) {
     switch (d.dtype) {
     case DType::Float32: { float v; std::memcpy(&v, p + i * 4, 4); c.values.push_back(v); break; }
     case DType::Float64: { double v; std::memcpy(&v, p + i * 8, 8); c.values.push_back(v); break; }
-    case DType::Int64: { int64_t v; std::memcpy(&v, p + i * 8, 8); c.values.push_back(double(v)); break; }
-    case DType::Int32: { int32_t v; std::memcpy(&v, p + i * 4, 4); c.values.push_back(v); break; }
-    case DType::Bool: c.values.push_back(p[i] ? 1 : 0); break;
+    case DType::Int64: { int64_t v; std::memcpy(&v, p + i * 8, 8); push_int(c, v); break; }
+    case DType::Int32: { int32_t v; std::memcpy(&v, p + i * 4, 4); push_int(c, v); break; }
+    case DType::Bool: push_int(c, p[i] ? 1 : 0); break;
     case DType::Float16: { uint16_t h; std::memcpy(&h, p + i * 2, 2); c.values.push_back(half_value(h)); break; }
     }
   }
   return c;
 }
 
-/// The bytes of `c` in its dtype (a folded constant that became a parameter).
+/// The bytes of `c` in its dtype (a folded constant that became a parameter):
+/// its integers exactly, its floating-point values as they are (already
+/// rounded to the dtype).
 std::string bytes_of(const ConstValue &c) {
   std::string out(c.values.size() * dtype_bytes(c.dtype), '\0');
   char *p = out.data();
@@ -275,9 +335,9 @@ std::string bytes_of(const ConstValue &c) {
     switch (c.dtype) {
     case DType::Float32: { float f = float(v); std::memcpy(p + i * 4, &f, 4); break; }
     case DType::Float64: std::memcpy(p + i * 8, &v, 8); break;
-    case DType::Int64: { int64_t x = to_int(v); std::memcpy(p + i * 8, &x, 8); break; }
-    case DType::Int32: { int32_t x = int32_t(std::clamp<int64_t>(to_int(v), INT32_MIN, INT32_MAX)); std::memcpy(p + i * 4, &x, 4); break; }
-    case DType::Bool: p[i] = char(v != 0); break;
+    case DType::Int64: std::memcpy(p + i * 8, &c.ints[i], 8); break;
+    case DType::Int32: { int32_t x = int32_t(c.ints[i]); std::memcpy(p + i * 4, &x, 4); break; }
+    case DType::Bool: p[i] = char(c.ints[i] != 0); break;
     case DType::Float16: { uint16_t h = half_bits(float(v)); std::memcpy(p + i * 2, &h, 2); break; }
     }
   }
@@ -299,13 +359,24 @@ std::string shape_text(const Shape &s) {
 }
 
 /// A Relay identifier for an ONNX name: letters, digits and '_', not
-/// starting with a digit.
+/// starting with a digit; a long one is cut and ends in a hash of the whole
+/// name, so that a weight's file name (NAME.npy and the temporary name it
+/// is written under) stays within the file system's 255 bytes.
+constexpr size_t kMaxNameLength = 200;
 std::string sanitize(const std::string &name) {
   std::string out;
   for (char ch : name)
     out += std::isalnum(static_cast<unsigned char>(ch)) || ch == '_' ? ch : '_';
   if (out.empty() || std::isdigit(static_cast<unsigned char>(out[0])))
     out = "v" + out;
+  if (out.size() > kMaxNameLength) {
+    uint64_t hash = 1469598103934665603ull; // FNV-1a
+    for (unsigned char ch : name)
+      hash = (hash ^ ch) * 1099511628211ull;
+    char hex[17];
+    std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(hash));
+    out = out.substr(0, kMaxNameLength - 17) + "_" + hex;
+  }
   return out;
 }
 
@@ -317,6 +388,9 @@ struct Value {
   std::string onnx_name;
   bool weight = false; // an initializer (made a parameter when read as a tensor)
   Decoded raw;         // its data, for a weight
+  // Computed from a pool whose type follows gradc's (PyTorch's) ceil_mode
+  // rule where ONNX 1.12's shape inference says otherwise.
+  bool pool_convention = false;
 };
 
 class Importer {
@@ -327,14 +401,18 @@ public:
 
   void error(const std::string &msg) {
     if (!quiet_)
-      err_ << path_ << ": error: " << msg << "\n";
+      err_ << printable(path_) << ": error: " << msg << "\n";
     ++errors_;
+  }
+  /// An error that ends the import whatever walk it interrupts.
+  void fatal(const std::string &msg) {
+    quiet_ = false;
+    error(msg);
   }
 
   // For NodeCtx.
   std::string expr_of(const std::string &name);
   std::string literal(double v, DType dt) const;
-  const std::unordered_map<std::string, Value> &values() const { return values_; }
   int64_t opset() const { return opset_; }
 
 private:
@@ -345,6 +423,7 @@ private:
   onnx::ModelProto model_;
   std::unordered_map<std::string, Value> values_;
   std::set<std::string> used_names_;
+  std::unordered_map<std::string, int> next_suffix_; // fresh_name: the next _K to try for a base
   std::vector<std::pair<std::string, std::string>> renamed_; // relay, onnx
   std::vector<std::string> params_, input_params_;
   std::vector<ImportedWeight> weights_;
@@ -352,15 +431,25 @@ private:
   std::unordered_map<std::string, Type> inferred_;
   std::unordered_map<std::string, std::string> no_dtype_; // values of an element type gradc has not
   std::map<std::string, Type> derived_;  // types found here that ONNX inference left unknown
+  std::map<std::string, Type> overridden_; // types by gradc's rule where ONNX inference differs
   std::map<std::string, ConstValue> folded_; // node outputs folded to constants
+  std::optional<std::string> strict_complaint_; // what strict ONNX inference says (once asked)
   bool quiet_ = false;                   // a probing walk: errors not reported
   void infer_shapes();
   void walk();
+  bool check_outputs(const std::string &text);
+  std::string strict_complaint();
 
+  /// A fresh Relay name for an ONNX name; each base name keeps the next
+  /// suffix to try, so that many names sanitising alike take linear time.
   std::string fresh_name(const std::string &onnx_name) {
     std::string base = sanitize(onnx_name), name = base;
-    for (int k = 2; used_names_.count(name); ++k)
-      name = base + "_" + std::to_string(k);
+    if (used_names_.count(name)) {
+      int &k = next_suffix_.try_emplace(base, 2).first->second;
+      do
+        name = base + "_" + std::to_string(k++);
+      while (used_names_.count(name));
+    }
     used_names_.insert(name);
     if (name != onnx_name)
       renamed_.emplace_back(name, onnx_name);
@@ -371,28 +460,18 @@ private:
   void convert(const onnx::NodeProto &node, size_t index);
   bool fold(const onnx::NodeProto &node, const std::vector<const Value *> &in);
   std::string describe(const onnx::NodeProto &node, size_t index) const {
-    return "node " + std::to_string(index) + (node.name().empty() ? "" : " '" + node.name() + "'") + " (" +
-           node.op_type() + ")";
+    return "node " + std::to_string(index) + (node.name().empty() ? "" : " '" + printable(node.name()) + "'") +
+           " (" + printable(node.op_type()) + ")";
   }
   friend class Ctx;
 };
 
+/// A literal of `dt` for a value a mapping computed (an alpha, 1 - momentum),
+/// rounded to the dtype as a constant of it holds it.
 std::string Importer::literal(double v, DType dt) const {
-  std::ostringstream s;
-  if (dt == DType::Bool)
-    return v != 0 ? "True" : "False";
-  if (is_int(dt)) {
-    s << to_int(v) << dtype_info(dt).literal_suffix;
-    return s.str();
-  }
-  if (std::isinf(v))
-    v = v > 0 ? dtype_info(dt).max_finite : -dtype_info(dt).max_finite;
-  s.precision(17);
-  s << v;
-  std::string t = s.str();
-  if (t.find_first_of(".e") == std::string::npos)
-    t += ".0";
-  return t + dtype_info(dt).literal_suffix;
+  ConstValue c{dt, {}, {}, {}};
+  push_value(c, v);
+  return onnx_import::literal_of(c, 0);
 }
 
 /// The Relay expression of a value: a weight or a large constant becomes a
@@ -404,7 +483,7 @@ std::string Importer::expr_of(const std::string &name) {
     return v.expr;
   const ConstValue *c = v.constant ? &*v.constant : nullptr;
   if (c && c->values.size() == 1 && !v.weight) {
-    std::string lit = literal(c->values[0], c->dtype);
+    std::string lit = onnx_import::literal_of(*c, 0);
     std::string dims = shape_text(c->shape);
     dims = "[" + dims.substr(1, dims.size() - (c->shape.size() == 1 ? 3 : 2)) + "]";
     return c->shape.empty() ? lit : "reshape(" + lit + ", newshape=" + dims + ")";
@@ -504,7 +583,7 @@ std::optional<Type> Importer::type_of(const onnx::TypeProto &t, const std::strin
     const onnx::TensorShapeProto_Dimension &d = t.tensor_type().shape().dim(i);
     if (!d.has_dim_value() || d.dim_value() < 0) {
       error(what + " has a dynamic dimension " + std::to_string(i) +
-            (d.has_dim_param() ? " ('" + d.dim_param() + "')" : ""));
+            (d.has_dim_param() ? " ('" + printable(d.dim_param()) + "')" : ""));
       return std::nullopt;
     }
     if (d.dim_value() > 0 && numel(shape) > kMaxElements / d.dim_value()) {
@@ -536,22 +615,75 @@ bool Importer::fix_inputs(const OnnxImportOptions &options) {
     }
     for (int i = 0; i < shape->dim_size(); ++i)
       if (!shape->dim(i).has_dim_value()) {
-        std::string param = shape->dim(i).has_dim_param() ? " '" + shape->dim(i).dim_param() + "'" : "";
-        error("input '" + in.name() + "' has a dynamic dimension" + param + " (dimension " + std::to_string(i) +
-              "): fix it with --input-shape " + in.name() + "=D0,D1,...");
+        std::string param = shape->dim(i).has_dim_param() ? " '" + printable(shape->dim(i).dim_param()) + "'" : "";
+        error("input '" + printable(in.name()) + "' has a dynamic dimension" + param + " (dimension " +
+              std::to_string(i) + "): fix it with --input-shape " + printable(in.name()) + "=D0,D1,...");
         ok = false;
         break;
       }
   }
   for (const auto &[name, dims] : options.input_shapes)
     if (!given.count(name)) {
-      error("--input-shape names '" + name + "', which is not an input of the model");
+      error("--input-shape names '" + printable(name) + "', which is not an input of the model");
       ok = false;
     }
   return ok;
 }
 
-/// Folds a node whose inputs are all constants, where it computes shapes.
+/// The numpy broadcast of two shapes, or nullopt where they do not broadcast.
+std::optional<Shape> broadcast_shape(const Shape &a, const Shape &b) {
+  size_t r = std::max(a.size(), b.size());
+  Shape out(r);
+  for (size_t i = 0; i < r; ++i) {
+    int64_t x = i + a.size() < r ? 1 : a[i + a.size() - r], y = i + b.size() < r ? 1 : b[i + b.size() - r];
+    if (x != y && x != 1 && y != 1)
+      return std::nullopt;
+    out[i] = x == 1 ? y : x;
+  }
+  return out;
+}
+
+/// The flat index, in a tensor of shape `s` broadcast to `out`, of the element
+/// that output element `flat` reads.
+size_t broadcast_source(const Shape &s, const Shape &out, int64_t flat) {
+  int64_t index = 0, stride = 1;
+  for (size_t k = out.size(); k-- > out.size() - s.size();) {
+    int64_t coord = flat % out[k], dim = s[k + s.size() - out.size()];
+    flat /= out[k];
+    if (dim != 1)
+      index += coord * stride;
+    stride *= dim;
+  }
+  return size_t(index);
+}
+
+/// x op y for integers as ONNX computes them: wrapping, Div truncating toward
+/// zero (the reference's numpy divide, then astype); nullopt for a division
+/// by zero, which is left to run time.
+std::optional<int64_t> int_arith(const std::string &op, int64_t x, int64_t y) {
+  uint64_t ux = uint64_t(x), uy = uint64_t(y);
+  if (op == "Add")
+    return int64_t(ux + uy);
+  if (op == "Sub")
+    return int64_t(ux - uy);
+  if (op == "Mul")
+    return int64_t(ux * uy);
+  if (y == 0)
+    return std::nullopt;
+  return x == INT64_MIN && y == -1 ? x : x / y;
+}
+
+/// x op y for floating-point values in the precision of `dt` (float16 is
+/// computed in float32 and rounded once, as numpy does).
+double float_arith(const std::string &op, double x, double y, DType dt) {
+  auto apply = [&](auto a, auto b) {
+    return op == "Add" ? a + b : op == "Sub" ? a - b : op == "Mul" ? a * b : a / b;
+  };
+  return dt == DType::Float64 ? apply(x, y) : double(apply(float(x), float(y)));
+}
+
+/// Folds a node whose inputs are all constants, where it computes shapes:
+/// exactly what the operator computes, in the tensor's own dtype.
 bool Importer::fold(const onnx::NodeProto &node, const std::vector<const Value *> &in) {
   const std::string &op = node.op_type();
   auto attr_int = [&](const char *name, int64_t fallback) {
@@ -562,14 +694,12 @@ bool Importer::fold(const onnx::NodeProto &node, const std::vector<const Value *
   };
   std::optional<ConstValue> out;
   if (op == "Shape" && in.size() == 1 && in[0]) {
-    out = ConstValue{DType::Int64, {int64_t(in[0]->type.shape.size())}, {}};
-    for (int64_t d : in[0]->type.shape)
-      out->values.push_back(double(d));
     int64_t r = int64_t(in[0]->type.shape.size()), start = attr_int("start", 0), end = attr_int("end", r);
     start = std::clamp<int64_t>(start < 0 ? start + r : start, 0, r);
     end = std::clamp<int64_t>(end < 0 ? end + r : end, 0, r);
-    out->values = std::vector<double>(out->values.begin() + start, out->values.begin() + std::max(start, end));
-    out->shape = {int64_t(out->values.size())};
+    out = ConstValue{DType::Int64, {std::max<int64_t>(0, end - start)}, {}, {}};
+    for (int64_t d = start; d < end; ++d)
+      push_int(*out, in[0]->type.shape[size_t(d)]);
   } else {
     if (in.empty())
       return false;
@@ -580,64 +710,64 @@ bool Importer::fold(const onnx::NodeProto &node, const std::vector<const Value *
     if ((op == "Identity" || op == "Cast") && in.size() == 1) {
       out = a;
       if (op == "Cast") {
-        std::optional<DType> dt = dtype_of(int32_t(attr_int("to", 1)));
+        std::optional<DType> dt = dtype_of(attr_int("to", 0));
         if (!dt)
-          return false;
-        out->dtype = *dt;
-        if (is_int(*dt))
-          for (double &v : out->values)
-            v = std::trunc(v);
+          return false; // the mapping says why
+        out = ConstValue{*dt, a.shape, {}, {}};
+        for (size_t i = 0; i < a.values.size(); ++i)
+          push_element(*out, a, i);
       }
     } else if ((op == "Unsqueeze" || op == "Squeeze") && !in.empty()) {
       out = a;
       out->shape = Shape(); // from the inferred output below
     } else if (op == "Gather" && in.size() == 2 && a.shape.size() == 1) {
       const ConstValue &idx = *in[1]->constant;
-      out = ConstValue{a.dtype, idx.shape, {}};
-      for (double i : idx.values) {
-        int64_t k = to_int(i) < 0 ? to_int(i) + int64_t(a.values.size()) : to_int(i);
+      out = ConstValue{a.dtype, idx.shape, {}, {}};
+      for (int64_t i : to_ints(idx)) {
+        int64_t k = i < 0 ? i + int64_t(a.values.size()) : i;
         if (k < 0 || k >= int64_t(a.values.size()))
           return false;
-        out->values.push_back(a.values[size_t(k)]);
+        push_element(*out, a, size_t(k));
       }
     } else if (op == "Concat" && a.shape.size() == 1) {
-      out = ConstValue{a.dtype, {0}, {}};
+      out = ConstValue{a.dtype, {0}, {}, {}};
       for (const Value *v : in) {
-        if (v->constant->shape.size() != 1)
+        if (v->constant->shape.size() != 1 || v->constant->dtype != a.dtype)
           return false;
-        out->values.insert(out->values.end(), v->constant->values.begin(), v->constant->values.end());
+        for (size_t i = 0; i < v->constant->values.size(); ++i)
+          push_element(*out, *v->constant, i);
       }
       out->shape = {int64_t(out->values.size())};
     } else if ((op == "Add" || op == "Sub" || op == "Mul" || op == "Div") && in.size() == 2) {
+      // numpy broadcasting, in the operands' dtype.
       const ConstValue &b = *in[1]->constant;
-      if (a.values.size() != b.values.size() && b.values.size() != 1 && a.values.size() != 1)
-        return false;
-      // The broadcast shape: the higher rank, then the more elements.
-      bool take_a = a.shape.size() != b.shape.size() ? a.shape.size() > b.shape.size()
-                                                     : a.values.size() >= b.values.size();
-      out = take_a ? a : b;
-      out->dtype = a.dtype;
-      for (size_t i = 0; i < out->values.size(); ++i) {
-        double x = a.values[a.values.size() == 1 ? 0 : i], y = b.values[b.values.size() == 1 ? 0 : i];
-        double r = op == "Add" ? x + y : op == "Sub" ? x - y : op == "Mul" ? x * y : (y == 0 ? NAN : x / y);
-        if (op == "Div" && is_int(a.dtype)) {
-          if (y == 0)
+      std::optional<Shape> shape = broadcast_shape(a.shape, b.shape);
+      if (!shape || a.dtype != b.dtype || a.dtype == DType::Bool || numel(*shape) > kMaxFoldedElements)
+        return false; // the mapping or its operator says why
+      out = ConstValue{a.dtype, *shape, {}, {}};
+      for (int64_t i = 0; i < numel(*shape); ++i) {
+        size_t ia = broadcast_source(a.shape, *shape, i), ib = broadcast_source(b.shape, *shape, i);
+        if (is_int(a.dtype)) {
+          std::optional<int64_t> r = int_arith(op, a.ints[ia], b.ints[ib]);
+          if (!r)
             return false;
-          r = std::floor(x / y) == x / y ? x / y : std::trunc(x / y);
+          push_int(*out, *r);
+        } else {
+          push_value(*out, float_arith(op, a.values[ia], b.values[ib], a.dtype));
         }
-        out->values[i] = r;
       }
     } else if (op == "Slice" && a.shape.size() == 1 && in.size() >= 3) {
-      std::vector<double> s = in[1]->constant->values, e = in[2]->constant->values;
-      int64_t step = in.size() > 4 && !in[4]->constant->values.empty() ? to_int(in[4]->constant->values[0]) : 1, n = int64_t(a.values.size());
+      std::vector<int64_t> s = to_ints(*in[1]->constant), e = to_ints(*in[2]->constant);
+      int64_t step = 1, n = int64_t(a.values.size());
+      if (in.size() > 4 && in[4] && !in[4]->constant->values.empty())
+        step = to_ints(*in[4]->constant)[0];
       if (s.size() != 1 || e.size() != 1 || step != 1)
         return false;
-      int64_t b0 = to_int(s[0]), e0 = to_int(e[0]);
-      b0 = std::clamp<int64_t>(b0 < 0 ? b0 + n : b0, 0, n);
-      e0 = std::clamp<int64_t>(e0 < 0 ? e0 + n : e0, 0, n);
-      out = ConstValue{a.dtype, {std::max<int64_t>(0, e0 - b0)}, {}};
+      int64_t b0 = std::clamp<int64_t>(s[0] < 0 ? s[0] + n : s[0], 0, n);
+      int64_t e0 = std::clamp<int64_t>(e[0] < 0 ? e[0] + n : e[0], 0, n);
+      out = ConstValue{a.dtype, {std::max<int64_t>(0, e0 - b0)}, {}, {}};
       for (int64_t i = b0; i < e0; ++i)
-        out->values.push_back(a.values[size_t(i)]);
+        push_element(*out, a, size_t(i));
     } else {
       return false;
     }
@@ -647,9 +777,9 @@ bool Importer::fold(const onnx::NodeProto &node, const std::vector<const Value *
   const std::string &name = node.output(0);
   Value v;
   v.onnx_name = name;
-  if (out->shape.empty() && !out->values.empty() && (op == "Unsqueeze" || op == "Squeeze")) {
+  if (op == "Unsqueeze" || op == "Squeeze") {
     auto it = inferred_.find(name);
-    if (it == inferred_.end())
+    if (it == inferred_.end() || numel(it->second.shape) != int64_t(out->values.size()))
       return false;
     out->shape = it->second.shape;
   }
@@ -660,11 +790,14 @@ bool Importer::fold(const onnx::NodeProto &node, const std::vector<const Value *
   return true;
 }
 
-/// A Reshape's output type where ONNX inference left it unknown (its shape
-/// computed by folded nodes).
-std::optional<Type> reshape_type(const onnx::NodeProto &node, const std::vector<const Value *> &in,
-                                 const std::string &out) {
-  if (node.op_type() != "Reshape" || in.size() < 2 || !in[0] || !in[1] || !in[1]->constant || out != node.output(0))
+/// The type of output `out` of `node` where ONNX inference left it unknown:
+/// a Reshape's (its shape computed by folded nodes), and the statistics
+/// outputs of a training BatchNormalization before opset 14 (one per
+/// channel, as its running mean).
+std::optional<Type> derived_type(const onnx::NodeProto &node, const std::vector<const Value *> &in, size_t out) {
+  if (node.op_type() == "BatchNormalization" && out >= 1 && in.size() >= 4 && in[0] && in[3] && in[3]->type.rank() == 1)
+    return Type::tensor(in[3]->type.shape, out <= 2 ? in[3]->type.dtype : in[0]->type.dtype);
+  if (node.op_type() != "Reshape" || in.size() < 2 || !in[0] || !in[1] || !in[1]->constant || out != 0)
     return std::nullopt;
   bool allowzero = false;
   for (const onnx::AttributeProto &a : node.attribute())
@@ -673,8 +806,9 @@ std::optional<Type> reshape_type(const onnx::NodeProto &node, const std::vector<
   const Shape &from = in[0]->type.shape;
   Shape shape;
   int64_t known = 1, infer = -1;
-  for (size_t i = 0; i < in[1]->constant->values.size(); ++i) {
-    int64_t d = to_int(in[1]->constant->values[i]);
+  std::vector<int64_t> dims = to_ints(*in[1]->constant);
+  for (size_t i = 0; i < dims.size(); ++i) {
+    int64_t d = dims[i];
     if (d == 0 && !allowzero) {
       if (i >= from.size())
         return std::nullopt;
@@ -704,106 +838,119 @@ std::optional<Type> reshape_type(const onnx::NodeProto &node, const std::vector<
   return Type::tensor(shape, in[0]->type.dtype);
 }
 
+const onnx_import::OpEntry *find_entry(const std::string &op_type) {
+  for (const onnx_import::OpEntry &e : onnx_import::op_table())
+    if (op_type == e.op_type)
+      return &e;
+  return nullptr;
+}
+
 void Importer::convert(const onnx::NodeProto &node, size_t index) {
   std::string where = describe(node, index);
-  if (!node.domain().empty() && node.domain() != "ai.onnx") {
-    error(where + ": operators of domain '" + node.domain() + "' are not supported");
-    return;
-  }
-  std::vector<const Value *> in;
-  for (const std::string &name : node.input()) {
-    if (name.empty()) {
-      in.push_back(nullptr);
-      continue;
-    }
-    auto it = values_.find(name);
-    if (it == values_.end()) {
-      error(where + ": input '" + name + "' is not defined before the node (a cycle, or nodes out of order)");
-      return;
-    }
-    in.push_back(&it->second);
-  }
   auto unknown = [&](const std::string &out) {
     Value v;
     v.onnx_name = out;
     v.expr = "<error>";
     values_[out] = std::move(v); // kind Unknown: its readers are skipped
   };
-  for (const Value *v : in)
-    if (v && v->type.kind != Type::Tensor) { // after an earlier error
-      for (const std::string &out : node.output())
-        unknown(out);
-      return;
+  auto fail = [&](const std::string &msg) {
+    error(where + ": " + msg);
+    for (const std::string &out : node.output())
+      unknown(out);
+  };
+  if (!node.domain().empty() && node.domain() != "ai.onnx")
+    return fail("operators of domain '" + printable(node.domain()) + "' are not supported");
+  const std::string &op = node.op_type();
+  const onnx_import::OpEntry *entry = find_entry(op);
+  bool mapped = entry || op == "Constant" || op == "Shape";
+  std::vector<const Value *> in;
+  bool after_error = false;
+  for (const std::string &name : node.input()) {
+    if (name.empty()) {
+      in.push_back(nullptr);
+      continue;
     }
-  if (node.op_type() == "Constant") {
-    for (const onnx::AttributeProto &a : node.attribute()) {
-      ConstValue c;
-      if (a.name() == "value") {
-        Decoded d = decode(a.t());
-        if (!d.error.empty()) {
-          error(where + ": its value cannot be read: " + d.error);
-          return unknown(node.output(0));
-        }
-        c = values_of(d);
-      } else if (a.name() == "value_float") {
-        c = {DType::Float32, {}, {a.f()}};
-      } else if (a.name() == "value_int") {
-        c = {DType::Int64, {}, {double(a.i())}};
-      } else if (a.name() == "value_floats" || a.name() == "value_ints") {
-        bool f = a.name() == "value_floats";
-        c = {f ? DType::Float32 : DType::Int64, {f ? a.floats_size() : a.ints_size()}, {}};
-        for (int i = 0; i < (f ? a.floats_size() : a.ints_size()); ++i)
-          c.values.push_back(f ? a.floats(i) : double(a.ints(i)));
-      } else {
-        error(where + ": attribute '" + a.name() + "' is not supported");
-        return unknown(node.output(0));
-      }
-      Value v;
-      v.onnx_name = node.output(0);
-      v.type = Type::tensor(c.shape, c.dtype);
-      if (int64_t(c.values.size()) <= kMaxFoldedElements)
-        folded_[node.output(0)] = c;
-      v.constant = std::move(c);
-      values_[node.output(0)] = std::move(v);
-      return;
-    }
-    error(where + ": it has no value");
-    return unknown(node.output(0));
+    auto it = values_.find(name);
+    if (it == values_.end())
+      return fail("input '" + printable(name) + "' is not defined before the node (a cycle, or nodes out of order)");
+    in.push_back(&it->second);
+    after_error = after_error || it->second.type.kind != Type::Tensor;
   }
-  if (fold(node, in))
-    return;
-  const onnx_import::OpEntry *entry = nullptr;
-  for (const onnx_import::OpEntry &e : onnx_import::op_table())
-    if (node.op_type() == e.op_type)
-      entry = &e;
-  if (!entry) {
-    error(where + ": no mapping for ONNX operator " + node.op_type());
+  // A node downstream of an error is still checked for a mapping, so that
+  // every unmapped operator is reported at once.
+  if (after_error || !mapped) {
+    if (!mapped)
+      error(where + ": no mapping for ONNX operator " + printable(op));
     for (const std::string &out : node.output())
       unknown(out);
     return;
   }
+  if (op == "Constant") {
+    for (const onnx::AttributeProto &a : node.attribute()) {
+      Value v;
+      v.onnx_name = node.output(0);
+      ConstValue c;
+      if (a.name() == "value") {
+        Decoded d = decode(a.t());
+        if (!d.error.empty())
+          return fail("its value cannot be read: " + d.error);
+        if (numel(d.shape) > kMaxFoldedElements) { // kept as bytes, as a weight is
+          v.type = Type::tensor(d.shape, d.dtype);
+          v.weight = true;
+          v.raw = std::move(d);
+          values_[node.output(0)] = std::move(v);
+          return;
+        }
+        c = values_of(d);
+      } else if (a.name() == "value_float" || a.name() == "value_floats") {
+        c.dtype = DType::Float32;
+        if (a.name() == "value_float")
+          push_value(c, a.f());
+        else
+          for (float f : a.floats())
+            push_value(c, f);
+        c.shape = a.name() == "value_float" ? Shape{} : Shape{int64_t(c.values.size())};
+      } else if (a.name() == "value_int" || a.name() == "value_ints") {
+        c.dtype = DType::Int64;
+        if (a.name() == "value_int")
+          push_int(c, a.i());
+        else
+          for (int64_t i : a.ints())
+            push_int(c, i);
+        c.shape = a.name() == "value_int" ? Shape{} : Shape{int64_t(c.values.size())};
+      } else {
+        return fail("attribute '" + printable(a.name()) + "' is not supported");
+      }
+      v.type = Type::tensor(c.shape, c.dtype);
+      folded_[node.output(0)] = c;
+      v.constant = std::move(c);
+      values_[node.output(0)] = std::move(v);
+      return;
+    }
+    return fail("it has no value");
+  }
+  if (fold(node, in))
+    return;
+  if (!entry)
+    return fail("no mapping for ONNX operator " + printable(op));
   std::vector<Type> out_types;
-  for (const std::string &out : node.output()) {
+  for (size_t i = 0; i < size_t(node.output_size()); ++i) {
+    const std::string &out = node.output(int(i));
     auto it = inferred_.find(out);
     if (!out.empty() && it == inferred_.end())
-      if (std::optional<Type> t = reshape_type(node, in, out)) {
+      if (std::optional<Type> t = derived_type(node, in, i)) {
         inferred_[out] = *t;
         derived_[out] = *t;
         it = inferred_.find(out);
       }
     if (out.empty() || it == inferred_.end()) {
-      if (auto nd = no_dtype_.find(out); nd != no_dtype_.end()) {
-        error(where + ": not supported: output '" + out + "' has element type " + nd->second +
-              ", which has no gradc dtype");
-        for (const std::string &o : node.output())
-          unknown(o);
-        return;
-      }
+      if (auto nd = no_dtype_.find(out); nd != no_dtype_.end())
+        return fail("not supported: output '" + printable(out) + "' has element type " + nd->second +
+                    ", which has no gradc dtype");
       if (!out.empty()) {
-        error(where + ": the shape of output '" + out + "' is unknown after ONNX shape inference");
-        for (const std::string &o : node.output())
-          unknown(o);
-        return;
+        std::string why = quiet_ ? "" : strict_complaint();
+        return fail("the shape of output '" + printable(out) + "' is unknown after ONNX shape inference" +
+                    (why.empty() ? "" : " (strict inference says: " + why + ")"));
       }
       out_types.push_back(Type::tensor({}, DType::Float32));
       continue;
@@ -824,34 +971,41 @@ void Importer::convert(const onnx::NodeProto &node, size_t index) {
     std::string what;
     for (const std::string &p : ctx.problems)
       what += (what.empty() ? "" : "; ") + p;
-    error(where + ": not supported: " + (what.empty() ? "this form of the operator" : what));
-    for (const std::string &out : node.output())
-      unknown(out);
-    return;
+    return fail("not supported: " + (what.empty() ? "this form of the operator" : what));
   }
+  // Where gradc's rule gives another type than ONNX's inference (a ceil_mode
+  // pool), gradc's stands, and inference reruns with it.
+  bool convention = false;
+  for (const Value *v : in)
+    convention = convention || (v && v->pool_convention);
+  for (size_t i = 0; i < m.types.size() && i < out_types.size(); ++i)
+    if (m.types[i] != out_types[i] || overridden_.count(node.output(int(i)))) {
+      out_types[i] = m.types[i];
+      overridden_[node.output(int(i))] = m.types[i];
+      convention = true;
+    }
+  auto bind = [&](size_t i, std::string expr) {
+    Value v;
+    v.onnx_name = node.output(int(i));
+    v.type = out_types[i];
+    v.expr = std::move(expr);
+    v.pool_convention = convention;
+    values_[node.output(int(i))] = std::move(v);
+  };
   if (m.tuple) {
     std::string var = fresh_name(node.name().empty() ? node.output(0) + "_parts" : node.name());
     body_.push_back("  %" + var + " = " + m.outputs[0] + ";");
-    for (size_t i = 0; i < out_types.size(); ++i) {
-      if (node.output(int(i)).empty())
-        continue;
-      Value v;
-      v.onnx_name = node.output(int(i));
-      v.type = out_types[i];
-      v.expr = "%" + var + "." + std::to_string(i);
-      values_[node.output(int(i))] = std::move(v);
-    }
+    for (size_t i = 0; i < out_types.size(); ++i)
+      if (!node.output(int(i)).empty())
+        bind(i, "%" + var + "." + std::to_string(i));
     return;
   }
   for (size_t i = 0; i < m.outputs.size() && i < out_types.size(); ++i) {
-    const std::string &out = node.output(int(i));
-    std::string var = fresh_name(out);
+    if (node.output(int(i)).empty())
+      continue;
+    std::string var = fresh_name(node.output(int(i)));
     body_.push_back("  %" + var + " = " + m.outputs[i] + ";");
-    Value v;
-    v.onnx_name = out;
-    v.type = out_types[i];
-    v.expr = "%" + var;
-    values_[out] = std::move(v);
+    bind(i, "%" + var);
   }
 }
 
@@ -867,17 +1021,58 @@ int32_t elem_of(DType dt) {
   }
 }
 
+/// `vi` declared as a tensor of `type`.
+void declare(onnx::ValueInfoProto *vi, const std::string &name, const Type &type) {
+  vi->set_name(name);
+  onnx::TypeProto_Tensor *tt = vi->mutable_type()->mutable_tensor_type();
+  tt->set_elem_type(elem_of(type.dtype));
+  tt->mutable_shape()->clear_dim();
+  for (int64_t d : type.shape)
+    tt->mutable_shape()->add_dim()->set_dim_value(d);
+}
+
+/// A message of the ONNX library on one line (the checker prints a node over
+/// several), its control characters escaped.
+std::string one_line(const std::string &text) {
+  std::string what;
+  for (char ch : text)
+    if (!std::isspace(static_cast<unsigned char>(ch)) || (!what.empty() && what.back() != ' '))
+      what += std::isspace(static_cast<unsigned char>(ch)) ? ' ' : ch;
+  while (!what.empty() && what.back() == ' ')
+    what.pop_back();
+  return printable(what);
+}
+
+/// ONNX shape inference of `model` in a child process, in place (unchanged
+/// where it fails); why it failed, or empty. Lenient (`strict` false): a node it cannot infer is
+/// skipped, and the graph's declared types stand for its outputs.
+std::string infer_isolated(onnx::ModelProto &model, bool strict) {
+  Isolated r = run_isolated([&] {
+    onnx::ShapeInferenceOptions opts(false, strict ? 1 : 0, true);
+    onnx::shape_inference::InferShapes(model, onnx::OpSchemaRegistry::Instance(), opts);
+    return model.SerializeAsString();
+  });
+  onnx::ModelProto inferred;
+  if (r.failure.empty() && !inferred.ParseFromString(r.out))
+    r.failure = "its result does not read back";
+  if (r.failure.empty())
+    model.Swap(&inferred);
+  return r.failure;
+}
+
 /// Shape inference on a copy of the model where the constants folded so far
-/// are initializers (their nodes gone) and the types found here are known.
+/// are initializers, the values whose type gradc's rule gives otherwise are
+/// inputs of that type (their nodes gone in both cases), and the types
+/// derived here are known.
 void Importer::infer_shapes() {
   onnx::ModelProto m = model_;
   onnx::GraphProto *graph = m.mutable_graph();
-  if (!folded_.empty()) {
+  if (!folded_.empty() || !overridden_.empty()) {
     google::protobuf::RepeatedPtrField<onnx::NodeProto> kept;
     for (const onnx::NodeProto &n : graph->node()) {
       bool all = n.output_size() > 0;
       for (const std::string &o : n.output())
-        all = all && folded_.count(o);
+        all = all && (folded_.count(o) || overridden_.count(o));
       if (!all)
         *kept.Add() = n;
     }
@@ -890,33 +1085,38 @@ void Importer::infer_shapes() {
         t->add_dims(d);
       t->set_raw_data(bytes_of(c));
       // Listed as an input too: before IR version 4 an initializer must be.
-      onnx::ValueInfoProto *in = graph->add_input();
-      in->set_name(name);
-      onnx::TypeProto_Tensor *tt = in->mutable_type()->mutable_tensor_type();
-      tt->set_elem_type(elem_of(c.dtype));
-      tt->mutable_shape();
-      for (int64_t d : c.shape)
-        tt->mutable_shape()->add_dim()->set_dim_value(d);
+      declare(graph->add_input(), name, Type::tensor(c.shape, c.dtype));
     }
+    for (const auto &[name, type] : overridden_)
+      declare(graph->add_input(), name, type);
+    // What the model declares of them is ONNX's reading.
+    google::protobuf::RepeatedPtrField<onnx::ValueInfoProto> infos;
+    for (const onnx::ValueInfoProto &vi : graph->value_info())
+      if (!overridden_.count(vi.name()))
+        *infos.Add() = vi;
+    graph->mutable_value_info()->Swap(&infos);
+    for (onnx::ValueInfoProto &out : *graph->mutable_output())
+      if (overridden_.count(out.name()) && out.type().has_tensor_type())
+        out.mutable_type()->mutable_tensor_type()->clear_shape();
   }
-  for (const auto &[name, type] : derived_) {
-    onnx::ValueInfoProto *vi = graph->add_value_info();
-    vi->set_name(name);
-    onnx::TypeProto_Tensor *tt = vi->mutable_type()->mutable_tensor_type();
-    tt->set_elem_type(elem_of(type.dtype));
-    for (int64_t d : type.shape)
-      tt->mutable_shape()->add_dim()->set_dim_value(d);
+  for (const auto &[name, type] : derived_)
+    declare(graph->add_value_info(), name, type);
+  std::string failure = infer_isolated(m, false);
+  if (!failure.empty()) {
+    // A graph output declared with another type than ONNX infers (PyTorch
+    // declares a ceil_mode pool's shape): inferred without the declared
+    // types, which are compared with what the import computes at the end.
+    for (onnx::ValueInfoProto &out : *m.mutable_graph()->mutable_output())
+      if (out.type().has_tensor_type()) {
+        out.mutable_type()->mutable_tensor_type()->clear_shape();
+        out.mutable_type()->mutable_tensor_type()->clear_elem_type();
+      }
+    if (infer_isolated(m, false).empty())
+      failure.clear();
   }
-  Isolated inferred = run_isolated([&] {
-    onnx::ShapeInferenceOptions opts(false, 0, true);
-    onnx::shape_inference::InferShapes(m, onnx::OpSchemaRegistry::Instance(), opts);
-    return m.SerializeAsString();
-  });
-  if (inferred.failure.empty() && !m.ParseFromString(inferred.out))
-    inferred.failure = "its result does not read back";
-  if (!inferred.failure.empty()) {
-    if (folded_.empty() && derived_.empty())
-      error("ONNX shape inference fails: " + inferred.failure);
+  if (!failure.empty()) {
+    if (folded_.empty() && derived_.empty() && overridden_.empty())
+      error("ONNX shape inference fails: " + one_line(failure));
     // Else what the substitution added is at fault: the types stand as found.
     return;
   }
@@ -947,24 +1147,47 @@ void Importer::infer_shapes() {
     record(vi);
   for (const auto &[name, c] : folded_) // initializers in the copy
     inferred_[name] = Type::tensor(c.shape, c.dtype);
+  for (const auto &[name, type] : overridden_) // inputs in the copy
+    inferred_[name] = type;
+}
+
+/// Why strict ONNX shape inference rejects the model (after --input-shape),
+/// or empty: said where a shape stays unknown, which a wrong --input-shape
+/// causes. Asked once.
+std::string Importer::strict_complaint() {
+  if (!strict_complaint_) {
+    onnx::ModelProto m = model_;
+    strict_complaint_ = one_line(infer_isolated(m, true));
+  }
+  return *strict_complaint_;
 }
 
 /// Converts the graph from scratch: values, parameters, weights and body.
+/// A value whose initializer or input is refused is unknown: the nodes
+/// reading it are skipped (but checked for a mapping).
 void Importer::walk() {
   errors_ = 0;
   values_.clear();
   used_names_.clear();
+  next_suffix_.clear();
   renamed_.clear();
   params_.clear();
   input_params_.clear();
   weights_.clear();
   body_.clear();
+  auto unknown = [&](const std::string &name) {
+    Value v;
+    v.onnx_name = name;
+    v.expr = "<error>";
+    values_[name] = std::move(v);
+  };
   const onnx::GraphProto &g = model_.graph();
   // Initializers: constants (weights), parameters when read as tensors.
   for (const onnx::TensorProto &t : g.initializer()) {
     Decoded d = decode(t);
     if (!d.error.empty()) {
-      error("initializer '" + t.name() + "': " + d.error);
+      error("initializer '" + printable(t.name()) + "': " + d.error);
+      unknown(t.name());
       continue;
     }
     Value v;
@@ -980,9 +1203,11 @@ void Importer::walk() {
   for (const onnx::ValueInfoProto &in : g.input()) {
     if (values_.count(in.name()))
       continue; // an initializer listed as an input too (older exporters)
-    std::optional<Type> t = type_of(in.type(), "input '" + in.name() + "'");
-    if (!t)
+    std::optional<Type> t = type_of(in.type(), "input '" + printable(in.name()) + "'");
+    if (!t) {
+      unknown(in.name());
       continue;
+    }
     std::string name = fresh_name(in.name());
     input_params_.push_back("%" + name + ": Tensor[" + shape_text(t->shape) + ", " + dtype_name(t->dtype) + "]");
     Value v;
@@ -991,37 +1216,148 @@ void Importer::walk() {
     v.expr = "%" + name;
     values_[in.name()] = std::move(v);
   }
-  if (errors_)
-    return;
   for (int i = 0; i < g.node_size(); ++i)
     convert(g.node(i), size_t(i));
 }
 
+/// Tensors of the graph (and of its subgraphs) whose data is stored outside
+/// the model file. They are refused before the ONNX checker runs, which
+/// would look for the file: its message would tell whether a path exists.
+void external_tensors(const onnx::GraphProto &g, std::vector<std::string> &out) {
+  auto check = [&](const onnx::TensorProto &t) {
+    if (t.data_location() == onnx::TensorProto::EXTERNAL || t.external_data_size() > 0)
+      out.push_back(t.name());
+  };
+  auto check_attr = [&](const onnx::AttributeProto &a) {
+    if (a.has_t())
+      check(a.t());
+    for (const onnx::TensorProto &t : a.tensors())
+      check(t);
+    if (a.has_sparse_tensor()) {
+      check(a.sparse_tensor().values());
+      check(a.sparse_tensor().indices());
+    }
+    if (a.has_g())
+      external_tensors(a.g(), out);
+    for (const onnx::GraphProto &sub : a.graphs())
+      external_tensors(sub, out);
+  };
+  for (const onnx::TensorProto &t : g.initializer())
+    check(t);
+  for (const onnx::SparseTensorProto &t : g.sparse_initializer()) {
+    check(t.values());
+    check(t.indices());
+  }
+  for (const onnx::NodeProto &n : g.node())
+    for (const onnx::AttributeProto &a : n.attribute())
+      check_attr(a);
+}
+
+/// A declared graph output's type as text ("float32 (3, ?)"), `?` for a
+/// dimension it leaves open.
+std::string declared_text(const onnx::TypeProto_Tensor &t) {
+  std::optional<DType> dt = dtype_of(t.elem_type());
+  std::string out = dt ? dtype_name(*dt) : elem_name(t.elem_type());
+  if (!t.has_shape())
+    return out;
+  out += " (";
+  for (int i = 0; i < t.shape().dim_size(); ++i)
+    out += (i ? ", " : "") + (t.shape().dim(i).has_dim_value() ? std::to_string(t.shape().dim(i).dim_value()) : "?");
+  return out + (t.shape().dim_size() == 1 ? ",)" : ")");
+}
+
+/// Types the Relay text the import wrote (gradc's own relations, errors
+/// located in it) and compares each result with the graph output's declared
+/// type: its dtype, and each dimension it declares. A shape that differs
+/// only through a ceil_mode pool (PyTorch's extent, where ONNX 1.12's
+/// inference that an exporter declares counts one more window) is a
+/// warning; any other difference an error naming the output.
+bool Importer::check_outputs(const std::string &text) {
+  auto source = std::make_shared<SourceFile>(path_ + " (imported)", text);
+  DiagEngine diag(source, err_);
+  std::optional<Module> parsed = parse_module(source, diag);
+  if (!parsed)
+    return false;
+  Module typed = infer_types(*parsed, diag);
+  if (diag.error_count())
+    return false;
+  const Type &result = typed.find("main")->body.result->type;
+  const onnx::GraphProto &g = model_.graph();
+  bool ok = true;
+  for (int i = 0; i < g.output_size(); ++i) {
+    const onnx::ValueInfoProto &out = g.output(i);
+    const Type &got = g.output_size() == 1 ? result : result.fields.at(size_t(i));
+    if (!out.type().has_tensor_type() || !got.is_tensor())
+      continue;
+    const onnx::TypeProto_Tensor &declared = out.type().tensor_type();
+    bool dtype_differs = declared.elem_type() != 0 && dtype_of(declared.elem_type()) != got.dtype;
+    bool shape_differs = declared.has_shape() && declared.shape().dim_size() != got.rank();
+    for (int d = 0; !shape_differs && declared.has_shape() && d < declared.shape().dim_size(); ++d)
+      shape_differs = declared.shape().dim(d).has_dim_value() && declared.shape().dim(d).dim_value() != got.shape[size_t(d)];
+    if (!dtype_differs && !shape_differs)
+      continue;
+    std::string what = "output '" + printable(out.name()) + "': the graph declares " + declared_text(declared) +
+                       ", the import computes " + dtype_name(got.dtype) + " " + shape_text(got.shape);
+    if (!dtype_differs && values_.at(out.name()).pool_convention) {
+      err_ << printable(path_) << ": warning: " << what
+           << " (a ceil_mode pool's last window starting in the padding is dropped, as PyTorch does; ONNX 1.12's "
+              "shape inference keeps it)\n";
+      continue;
+    }
+    error(what);
+    ok = false;
+  }
+  return ok;
+}
+
 std::optional<OnnxImport> Importer::run(const std::string &bytes, const OnnxImportOptions &options) {
   if (bytes.empty() || !model_.ParseFromString(bytes)) {
-    error("not an ONNX model: the file does not parse as an ONNX ModelProto (protobuf)");
+    // protobuf refuses a message nested over 100 deep: said so where the
+    // file reads with a deeper limit.
+    google::protobuf::io::CodedInputStream deep(reinterpret_cast<const uint8_t *>(bytes.data()), int(bytes.size()));
+    deep.SetRecursionLimit(1000);
+    onnx::ModelProto probe;
+    bool nested = !bytes.empty() && bytes.size() <= size_t(INT_MAX) && probe.ParseFromCodedStream(&deep) &&
+                  deep.ConsumedEntireMessage();
+    error(std::string("not an ONNX model: the file does not parse as an ONNX ModelProto (protobuf)") +
+          (nested ? ": it nests messages (subgraphs) more than 100 deep, protobuf's limit" : ""));
     return std::nullopt;
   }
   if (!model_.has_graph()) {
     error("not an ONNX model: it has no graph");
     return std::nullopt;
   }
-  for (const onnx::OperatorSetIdProto &o : model_.opset_import())
-    if (o.domain().empty() || o.domain() == "ai.onnx")
-      opset_ = o.version();
+  std::vector<std::string> external;
+  external_tensors(model_.graph(), external);
+  for (const std::string &name : external)
+    error("tensor '" + printable(name) + "': its data is stored outside the model file (external data is not read)");
+  if (!external.empty())
+    return std::nullopt;
+  // Every import of the default domain must name an opset the table maps.
+  bool any_opset = false;
+  for (const onnx::OperatorSetIdProto &o : model_.opset_import()) {
+    if (!o.domain().empty() && o.domain() != "ai.onnx")
+      continue;
+    if (any_opset && o.version() != opset_) {
+      error("the model imports the default domain at two opsets, " + std::to_string(opset_) + " and " +
+            std::to_string(o.version()));
+      return std::nullopt;
+    }
+    opset_ = o.version();
+    any_opset = true;
+  }
+  if (any_opset && (opset_ < onnx_import::kMinOpset || opset_ > onnx_import::kMaxOpset)) {
+    error("ONNX opset " + std::to_string(opset_) + " is not supported: gradc maps opsets " +
+          std::to_string(onnx_import::kMinOpset) + " to " + std::to_string(onnx_import::kMaxOpset) +
+          " (export the model at one of them)");
+    return std::nullopt;
+  }
   Isolated checked = run_isolated([&] {
     onnx::checker::check_model(model_);
     return std::string();
   });
   if (!checked.failure.empty()) {
-    // One line: the checker prints the node over several.
-    std::string what;
-    for (char ch : checked.failure)
-      if (!std::isspace(static_cast<unsigned char>(ch)) || (!what.empty() && what.back() != ' '))
-        what += std::isspace(static_cast<unsigned char>(ch)) ? ' ' : ch;
-    while (!what.empty() && what.back() == ' ')
-      what.pop_back();
-    error("the ONNX checker rejects the model: " + what);
+    error("the ONNX checker rejects the model: " + one_line(checked.failure));
     return std::nullopt;
   }
   if (!fix_inputs(options))
@@ -1029,17 +1365,19 @@ std::optional<OnnxImport> Importer::run(const std::string &bytes, const OnnxImpo
   // ONNX shape inference stops where a shape is computed (Shape, Gather,
   // Concat feeding a Reshape or a Slice): a probing walk folds those, and
   // inference runs again on a copy where they are initializers, until it
-  // finds nothing new.
+  // finds nothing new. Types gradc's rules give otherwise (a ceil_mode
+  // pool) enter the next round the same way.
   infer_shapes();
   if (errors_)
     return std::nullopt;
+  auto found = [&] { return derived_.size() + folded_.size() + overridden_.size(); };
   for (int round = 0; round < 16; ++round) {
     quiet_ = true;
-    size_t known = derived_.size() + folded_.size();
+    size_t known = found();
     walk();
     quiet_ = false;
     errors_ = 0; // a probing walk's errors are found again by the last
-    if (derived_.size() + folded_.size() == known)
+    if (found() == known)
       break;
     infer_shapes();
     if (errors_)
@@ -1047,11 +1385,21 @@ std::optional<OnnxImport> Importer::run(const std::string &bytes, const OnnxImpo
   }
   walk();
   const onnx::GraphProto &g = model_.graph();
+  // Names something defines (a refused initializer or input, a node that
+  // failed): an output missing for them was reported already.
+  std::set<std::string> defined;
+  for (const onnx::TensorProto &t : g.initializer())
+    defined.insert(t.name());
+  for (const onnx::ValueInfoProto &in : g.input())
+    defined.insert(in.name());
+  for (const onnx::NodeProto &n : g.node())
+    defined.insert(n.output().begin(), n.output().end());
   std::vector<std::string> results;
   for (const onnx::ValueInfoProto &out : g.output()) {
     auto it = values_.find(out.name());
     if (it == values_.end()) {
-      error("output '" + out.name() + "' is not computed by any node");
+      if (!defined.count(out.name()))
+        error("output '" + printable(out.name()) + "' is not computed by any node");
       continue;
     }
     if (it->second.type.kind != Type::Tensor)
@@ -1066,14 +1414,14 @@ std::optional<OnnxImport> Importer::run(const std::string &bytes, const OnnxImpo
   }
   std::ostringstream text;
   text << "#[version = \"0.0.5\"]\n";
-  text << "// Imported from " << path_ << " by gradc import (ONNX opset " << opset_;
+  text << "// Imported from " << printable(path_) << " by gradc import (ONNX opset " << opset_;
   if (!model_.producer_name().empty())
-    text << ", written by " << model_.producer_name() << " " << model_.producer_version();
+    text << ", written by " << printable(model_.producer_name()) << " " << printable(model_.producer_version());
   text << ").\n";
   if (!renamed_.empty()) {
     text << "// Names (gradc <- ONNX):\n";
     for (const auto &[relay, onnx_name] : renamed_)
-      text << "//   %" << relay << " <- \"" << onnx_name << "\"\n";
+      text << "//   %" << relay << " <- \"" << printable(onnx_name) << "\"\n";
   }
   text << "def @main(";
   std::vector<std::string> all = input_params_;
@@ -1092,6 +1440,8 @@ std::optional<OnnxImport> Importer::run(const std::string &bytes, const OnnxImpo
     text << ")\n";
   }
   text << "}\n";
+  if (!check_outputs(text.str()))
+    return std::nullopt;
   return OnnxImport{text.str(), std::move(weights_)};
 }
 
@@ -1102,10 +1452,12 @@ std::optional<OnnxImport> import_onnx(const std::string &path, const std::string
   Importer importer(path, err);
   try {
     return importer.run(bytes, options);
+  } catch (const std::bad_alloc &) {
+    importer.fatal("the model needs more memory than this machine gives gradc");
   } catch (const std::exception &e) {
-    importer.error(std::string("the model cannot be read: ") + e.what());
-    return std::nullopt;
+    importer.fatal(std::string("the model cannot be read: ") + e.what());
   }
+  return std::nullopt;
 }
 
 bool looks_like_onnx(const std::string &path) {

@@ -7,13 +7,55 @@
 //
 //===----------------------------------------------------------------------===//
 #include "OnnxOps.h"
+#include "gradc/ir/Expr.h"
 
 #include <algorithm>
 #include <cmath>
-#include <limits>
-#include <sstream>
+#include <cstdio>
 
 namespace gradc::onnx_import {
+
+std::vector<int64_t> to_ints(const ConstValue &c) {
+  constexpr int64_t kLimit = int64_t(1) << 62;
+  std::vector<int64_t> out;
+  if (!c.ints.empty())
+    for (int64_t v : c.ints)
+      out.push_back(std::clamp(v, -kLimit, kLimit));
+  else
+    for (double v : c.values)
+      out.push_back(to_int(v));
+  return out;
+}
+
+std::string printable(const std::string &s) {
+  std::string out;
+  for (unsigned char c : s) {
+    if (c == '"' || c == '\\') {
+      out += '\\';
+      out += char(c);
+    } else if (c == '\n') {
+      out += "\\n";
+    } else if (c < 0x20 || c == 0x7f) {
+      char buf[8];
+      std::snprintf(buf, sizeof buf, "\\x%02x", c);
+      out += buf;
+    } else {
+      out += char(c);
+    }
+  }
+  return out;
+}
+
+std::string float_literal(double v, DType dtype) { return format_float(v, dtype) + dtype_info(dtype).literal_suffix; }
+
+std::string literal_of(const ConstValue &c, size_t i) {
+  if (c.dtype == DType::Bool)
+    return c.values[i] != 0 ? "True" : "False";
+  if (is_int(c.dtype))
+    return std::to_string(c.ints[i]) + dtype_info(c.dtype).literal_suffix;
+  return float_literal(c.values[i], c.dtype);
+}
+
 namespace {
 
 std::string ints(const std::vector<int64_t> &v) {
@@ -36,13 +78,31 @@ Mapped one(std::string e) { return {{std::move(e)}, false}; }
 
 int64_t rank(const Type &t) { return int64_t(t.shape.size()); }
 
+/// A floating-point attribute value as the printer writes it ("1e-05f",
+/// "1e+300f64", "-inff", "nanf").
+std::string float_attr(double v) { return AttrValue::of(v).str(); }
+
 int64_t norm_axis(int64_t axis, int64_t r) { return axis < 0 ? axis + r : axis; }
 
-std::vector<int64_t> to_ints(const ConstValue &c) {
-  std::vector<int64_t> out;
-  for (double v : c.values)
-    out.push_back(to_int(v));
-  return out;
+/// `axis` of a rank-`r` input, in [-r, r) (or [-r, r] where `end` is allowed:
+/// Flatten), made non-negative; nullopt after reporting it.
+std::optional<int64_t> checked_axis(NodeCtx &ctx, const char *name, int64_t axis, int64_t r, bool end = false) {
+  if (axis < -r || axis > (end ? r : r - 1)) {
+    ctx.unsupported(std::string(name) + " = " + std::to_string(axis) + " (out of range for an input of rank " +
+                    std::to_string(r) + ")");
+    return std::nullopt;
+  }
+  return norm_axis(axis, r);
+}
+
+/// A 0/1 attribute (keepdims): another value is an error, not "true".
+std::optional<bool> flag(NodeCtx &ctx, const char *name, int64_t fallback) {
+  int64_t v = ctx.attr_int(name, fallback);
+  if (v != 0 && v != 1) {
+    ctx.unsupported(std::string(name) + " = " + std::to_string(v) + " (0 or 1)");
+    return std::nullopt;
+  }
+  return v == 1;
 }
 
 /// The attribute `name`, or from opset `moved` on, the constant input `input`.
@@ -95,27 +155,48 @@ std::optional<Window> window(NodeCtx &ctx, const Type &x, std::vector<int64_t> k
   w.strides = ctx.attr_ints("strides", {1, 1});
   w.dilations = ctx.attr_ints("dilations", {1, 1});
   w.pads = ctx.attr_ints("pads", {0, 0, 0, 0});
+  std::vector<int64_t> out_pad = ctx.attr_ints("output_padding", {0, 0});
+  // Checked before any is read: SAME padding divides by the strides.
+  auto length = [&](const char *name, const std::vector<int64_t> &v, size_t n) {
+    if (v.size() == n)
+      return true;
+    ctx.unsupported(std::string(name) + " of " + std::to_string(v.size()) + " values (a 2-D window takes " +
+                    std::to_string(n) + ")");
+    return false;
+  };
+  if (!length("kernel_shape", w.kernel, 2) || !length("strides", w.strides, 2) ||
+      !length("dilations", w.dilations, 2) || !length("pads", w.pads, 4) ||
+      (transposed && !length("output_padding", out_pad, 2)))
+    return std::nullopt;
+  for (size_t d = 0; d < 2; ++d)
+    if (w.kernel[d] < 1 || w.strides[d] < 1 || w.dilations[d] < 1) {
+      ctx.unsupported("kernel_shape " + ints(w.kernel) + ", strides " + ints(w.strides) + " and dilations " +
+                      ints(w.dilations) + " must be positive");
+      return std::nullopt;
+    }
   std::string pad = ctx.attr_string("auto_pad", "NOTSET");
   if (pad == "SAME_UPPER" || pad == "SAME_LOWER") {
     w.pads.assign(4, 0);
-    std::vector<int64_t> out_pad = ctx.attr_ints("output_padding", {0, 0});
     for (size_t d = 0; d < 2; ++d) {
-      int64_t in = x.shape[d + 2], out = (in + w.strides[d] - 1) / w.strides[d];
-      int64_t extent = (w.kernel[d] - 1) * w.dilations[d] + 1;
+      // In 128 bits: attributes up to 2^63 multiply past it.
+      __int128 in = x.shape[d + 2], s = w.strides[d], out = (in + s - 1) / s;
+      __int128 extent = __int128(w.kernel[d] - 1) * w.dilations[d] + 1;
       // A transposed convolution's output is in * stride: its padding is taken from that.
-      int64_t total = transposed ? w.strides[d] * (in - 1) + out_pad.at(d) + extent - in * w.strides[d]
-                                 : std::max<int64_t>(0, (out - 1) * w.strides[d] + extent - in);
-      total = std::max<int64_t>(0, total);
-      int64_t small = total / 2, big = total - small;
+      __int128 total = transposed ? s * (in - 1) + out_pad[d] + extent - in * s : (out - 1) * s + extent - in;
+      total = std::max<__int128>(0, total);
+      if (total > INT64_MAX) {
+        ctx.unsupported("a window of " + ints(w.kernel) + " dilated by " + ints(w.dilations) +
+                        " (its SAME padding is over 2^63)");
+        return std::nullopt;
+      }
+      int64_t small = int64_t(total / 2), big = int64_t(total) - small;
       w.pads[d] = pad == "SAME_UPPER" ? small : big;
       w.pads[d + 2] = pad == "SAME_UPPER" ? big : small;
     }
-  } else if (pad != "NOTSET" && pad != "VALID") {
-    ctx.unsupported("auto_pad = " + pad);
-    return std::nullopt;
-  }
-  if (w.strides.size() != 2 || w.dilations.size() != 2 || w.pads.size() != 4 || w.kernel.size() != 2) {
-    ctx.unsupported("window attributes of the wrong length for a 2-D window");
+  } else if (pad == "VALID") {
+    w.pads.assign(4, 0);
+  } else if (pad != "NOTSET") {
+    ctx.unsupported("auto_pad = " + printable(pad));
     return std::nullopt;
   }
   return w;
@@ -160,6 +241,17 @@ Mapped conv_transpose(NodeCtx &ctx) {
   return one(e);
 }
 
+/// A pool's output extent along one axis by gradc's rule (nn.max_pool2d's
+/// relation, PyTorch's): with ceil_mode a last window that would start in the
+/// trailing padding is dropped, where ONNX 1.12's shape inference keeps it.
+int64_t pool_extent(int64_t n, int64_t k, int64_t s, int64_t d, int64_t lo, int64_t hi, bool ceil_mode) {
+  __int128 num = __int128(n) + lo + hi - __int128(d) * (k - 1) - 1 + (ceil_mode ? s - 1 : 0);
+  __int128 out = (num >= 0 ? num / s : -((-num + s - 1) / s)) + 1;
+  if (ceil_mode && (out - 1) * s >= __int128(n) + lo)
+    --out;
+  return int64_t(std::clamp<__int128>(out, 0, INT64_MAX));
+}
+
 Mapped pool(NodeCtx &ctx, const char *op, bool average) {
   const Type &x = ctx.input_type(0);
   if (ctx.num_outputs() > 1) {
@@ -171,14 +263,23 @@ Mapped pool(NodeCtx &ctx, const char *op, bool average) {
     return {};
   }
   std::optional<Window> w = window(ctx, x, ctx.attr_ints("kernel_shape", {}));
-  if (!w)
+  std::optional<bool> ceil_mode = flag(ctx, "ceil_mode", 0);
+  std::optional<bool> include_pad = flag(ctx, "count_include_pad", 0);
+  if (!w || !ceil_mode || !include_pad)
     return {};
   std::string attrs = "pool_size=" + ints(w->kernel) + ", strides=" + ints(w->strides) + ", dilation=" +
                       ints(w->dilations) + ", padding=" + ints(w->pads) +
-                      ", ceil_mode=" + (ctx.attr_int("ceil_mode", 0) ? "True" : "False");
+                      ", ceil_mode=" + (*ceil_mode ? "True" : "False");
   if (average)
-    attrs += std::string(", count_include_pad=") + (ctx.attr_int("count_include_pad", 0) ? "True" : "False");
-  return one(call(op, {ctx.input(0)}, attrs));
+    attrs += std::string(", count_include_pad=") + (*include_pad ? "True" : "False");
+  Mapped m = one(call(op, {ctx.input(0)}, attrs));
+  Shape shape = x.shape;
+  for (size_t d = 0; d < 2; ++d)
+    shape[d + 2] = pool_extent(x.shape[d + 2], w->kernel[d], w->strides[d], w->dilations[d], w->pads[d],
+                               w->pads[d + 2], *ceil_mode);
+  if (shape[2] >= 1 && shape[3] >= 1) // else the relation says why
+    m.types = {Type::tensor(shape, x.dtype)};
+  return m;
 }
 
 Mapped gemm(NodeCtx &ctx) {
@@ -203,10 +304,13 @@ Mapped gemm(NodeCtx &ctx) {
 Mapped softmax(NodeCtx &ctx, const char *op) {
   const Type &x = ctx.input_type(0);
   int64_t r = rank(x);
+  std::optional<int64_t> checked = checked_axis(ctx, "axis", ctx.attr_int("axis", ctx.opset() >= 13 ? -1 : 1), r);
+  if (!checked)
+    return {};
+  int64_t axis = *checked;
   if (ctx.opset() >= 13)
-    return one(call(op, {ctx.input(0)}, "axis=" + std::to_string(norm_axis(ctx.attr_int("axis", -1), r))));
+    return one(call(op, {ctx.input(0)}, "axis=" + std::to_string(axis)));
   // Before opset 13: over every axis from `axis` on, as one.
-  int64_t axis = norm_axis(ctx.attr_int("axis", 1), r);
   if (axis == r - 1)
     return one(call(op, {ctx.input(0)}, "axis=" + std::to_string(axis)));
   int64_t outer = 1, inner = 1;
@@ -220,10 +324,12 @@ Mapped reduce(NodeCtx &ctx, const char *op) {
   // ReduceSum took axes as an input from opset 13, the others from 18.
   std::optional<std::vector<int64_t>> axes =
       ints_attr_or_input(ctx, "axes", 1, std::string(op) == "sum" ? 13 : 18);
-  bool keep = ctx.attr_int("keepdims", 1) != 0;
-  std::string k = std::string(", keepdims=") + (keep ? "True" : "False");
+  std::optional<bool> keep = flag(ctx, "keepdims", 1), noop = flag(ctx, "noop_with_empty_axes", 0);
+  if (!keep || !noop)
+    return {};
+  std::string k = std::string(", keepdims=") + (*keep ? "True" : "False");
   if (!axes || axes->empty()) {
-    if (ctx.attr_int("noop_with_empty_axes", 0))
+    if (*noop)
       return one(ctx.input(0));
     return one(call(op, {ctx.input(0)}, "axis=None" + k));
   }
@@ -254,7 +360,9 @@ Mapped squeeze(NodeCtx &ctx) {
 
 Mapped split(NodeCtx &ctx) {
   const Type &x = ctx.input_type(0);
-  int64_t axis = norm_axis(ctx.attr_int("axis", 0), rank(x));
+  std::optional<int64_t> axis = checked_axis(ctx, "axis", ctx.attr_int("axis", 0), rank(x));
+  if (!axis)
+    return {};
   std::optional<std::vector<int64_t>> sizes = ints_attr_or_input(ctx, "split", 1, 13);
   std::string sections;
   if (!sizes) {
@@ -266,7 +374,7 @@ Mapped split(NodeCtx &ctx) {
       starts.push_back(at += (*sizes)[i]);
     sections = ints(starts);
   }
-  return {{call("split", {ctx.input(0)}, "indices_or_sections=" + sections + ", axis=" + std::to_string(axis))},
+  return {{call("split", {ctx.input(0)}, "indices_or_sections=" + sections + ", axis=" + std::to_string(*axis))},
           true};
 }
 
@@ -284,13 +392,8 @@ Mapped slice(NodeCtx &ctx) {
     out = to_ints(*c);
     return true;
   };
-  if (ctx.opset() < 10) {
-    starts = ctx.attr_ints("starts", {});
-    ends = ctx.attr_ints("ends", {});
-    axes = ctx.attr_ints("axes", {});
-  } else if (!get(1, "starts", starts) || !get(2, "ends", ends) || !get(3, "axes", axes) || !get(4, "steps", steps)) {
+  if (!get(1, "starts", starts) || !get(2, "ends", ends) || !get(3, "axes", axes) || !get(4, "steps", steps))
     return {};
-  }
   if (axes.empty())
     for (size_t i = 0; i < starts.size(); ++i)
       axes.push_back(int64_t(i));
@@ -319,7 +422,7 @@ Mapped slice(NodeCtx &ctx) {
 Mapped pad(NodeCtx &ctx) {
   std::string mode = ctx.attr_string("mode", "constant");
   if (mode != "constant") {
-    ctx.unsupported("mode = " + mode);
+    ctx.unsupported("mode = " + printable(mode));
     return {};
   }
   std::optional<std::vector<int64_t>> pads = ints_attr_or_input(ctx, "pads", 1, 11);
@@ -332,8 +435,8 @@ Mapped pad(NodeCtx &ctx) {
     ctx.unsupported("the axes input");
     return {};
   }
-  double value = ctx.attr_float("value", 0);
-  if (ctx.opset() >= 11 && ctx.has_input(2)) {
+  double value = 0;
+  if (ctx.has_input(2)) {
     std::optional<ConstValue> v = ctx.constant(2);
     if (!v || v->values.size() != 1) {
       ctx.unsupported("a constant_value that is not a scalar constant");
@@ -344,34 +447,24 @@ Mapped pad(NodeCtx &ctx) {
   std::string widths = "[";
   for (size_t d = 0; d < r; ++d)
     widths += (d ? ", [" : "[") + std::to_string((*pads)[d]) + ", " + std::to_string((*pads)[d + r]) + "]";
-  std::ostringstream v;
-  v.precision(17);
-  v << value;
-  return one(call("nn.pad", {ctx.input(0)}, "pad_width=" + widths + "], pad_value=" + v.str() + "f"));
+  return one(call("nn.pad", {ctx.input(0)}, "pad_width=" + widths + "], pad_value=" + float_attr(value)));
 }
 
 Mapped clip(NodeCtx &ctx) {
+  // An absent bound is the dtype's extreme (ONNX's numeric_limits).
   DType dt = ctx.input_type(0).dtype;
   double lo = -dtype_info(dt).max_finite, hi = dtype_info(dt).max_finite;
-  if (ctx.opset() < 11) {
-    lo = ctx.attr_float("min", lo);
-    hi = ctx.attr_float("max", hi);
-  } else {
-    for (size_t i : {size_t(1), size_t(2)}) {
-      if (!ctx.has_input(i))
-        continue;
-      std::optional<ConstValue> c = ctx.constant(i);
-      if (!c || c->values.size() != 1) {
-        ctx.unsupported(std::string(i == 1 ? "min" : "max") + " that is not a scalar constant");
-        return {};
-      }
-      (i == 1 ? lo : hi) = c->values[0];
+  for (size_t i : {size_t(1), size_t(2)}) {
+    if (!ctx.has_input(i))
+      continue;
+    std::optional<ConstValue> c = ctx.constant(i);
+    if (!c || c->values.size() != 1) {
+      ctx.unsupported(std::string(i == 1 ? "min" : "max") + " that is not a scalar constant");
+      return {};
     }
+    (i == 1 ? lo : hi) = c->values[0];
   }
-  std::ostringstream a;
-  a.precision(17);
-  a << "a_min=" << lo << "f, a_max=" << hi << "f";
-  return one(call("clip", {ctx.input(0)}, a.str()));
+  return one(call("clip", {ctx.input(0)}, "a_min=" + float_attr(lo) + ", a_max=" + float_attr(hi)));
 }
 
 Mapped cumsum(NodeCtx &ctx) {
@@ -380,46 +473,60 @@ Mapped cumsum(NodeCtx &ctx) {
     ctx.unsupported("an axis that is not a scalar constant");
     return {};
   }
-  int64_t axis = norm_axis(to_int(a->values[0]), rank(ctx.input_type(0)));
-  std::string ax = "axis=" + std::to_string(axis);
-  std::string excl = std::string(", exclusive=") + (ctx.attr_int("exclusive", 0) ? "True" : "False");
-  if (!ctx.attr_int("reverse", 0))
+  std::optional<int64_t> axis = checked_axis(ctx, "axis", to_ints(*a)[0], rank(ctx.input_type(0)));
+  std::optional<bool> exclusive = flag(ctx, "exclusive", 0), reverse = flag(ctx, "reverse", 0);
+  if (!axis || !exclusive || !reverse)
+    return {};
+  std::string ax = "axis=" + std::to_string(*axis);
+  std::string excl = std::string(", exclusive=") + (*exclusive ? "True" : "False");
+  if (!*reverse)
     return one(call("cumsum", {ctx.input(0)}, ax + excl));
   return one(call("reverse", {call("cumsum", {call("reverse", {ctx.input(0)}, ax)}, ax + excl)}, ax));
 }
 
 Mapped batch_norm(NodeCtx &ctx) {
-  std::ostringstream eps;
-  eps.precision(17);
-  eps << "epsilon=" << ctx.attr_float("epsilon", 1e-5) << "f";
-  if (!ctx.attr_int("training_mode", 0)) {
+  std::string eps = "epsilon=" + float_attr(ctx.attr_float("epsilon", 1e-5));
+  // From opset 14 the attribute training_mode tells training; before, the
+  // outputs do: Y alone in inference; Y, the running mean and variance, the
+  // saved mean and variance in training.
+  std::optional<bool> training =
+      ctx.opset() >= 14 ? flag(ctx, "training_mode", 0) : std::optional<bool>(ctx.num_outputs() > 1);
+  if (!training)
+    return {};
+  if (!*training) {
     if (ctx.num_outputs() > 1) {
       ctx.unsupported("the running statistics outputs without training_mode");
       return {};
     }
-    return one(call("nn.batch_norm", {ctx.input(0), ctx.input(1), ctx.input(2), ctx.input(3), ctx.input(4)},
-                    eps.str()) + ".0");
+    return one(call("nn.batch_norm", {ctx.input(0), ctx.input(1), ctx.input(2), ctx.input(3), ctx.input(4)}, eps) +
+               ".0");
   }
   // Training: the batch's own statistics over every axis but the channels;
-  // the running statistics move toward them by 1 - momentum.
+  // the running statistics move toward them by 1 - momentum; the saved
+  // statistics (before opset 14) are the batch's.
   const Type &x = ctx.input_type(0);
   std::vector<int64_t> axes{0};
   for (int64_t d = 2; d < rank(x); ++d)
     axes.push_back(d);
   std::string ax = "axis=" + ints(axes);
   std::string mean = call("mean", {ctx.input(0)}, ax), var = call("variance", {ctx.input(0)}, ax);
-  Mapped m = one(call("nn.batch_norm", {ctx.input(0), ctx.input(1), ctx.input(2), mean, var}, eps.str()) + ".0");
+  Mapped m = one(call("nn.batch_norm", {ctx.input(0), ctx.input(1), ctx.input(2), mean, var}, eps) + ".0");
   DType dt = x.dtype;
   double momentum = ctx.attr_float("momentum", 0.9);
   for (size_t i = 1; i < ctx.num_outputs() && i < 3; ++i)
     m.outputs.push_back(call("add", {call("multiply", {ctx.input(i + 2), ctx.literal(momentum, dt)}),
                                      call("multiply", {i == 1 ? mean : var, ctx.literal(1 - momentum, dt)})}));
+  for (size_t i = 3; i < ctx.num_outputs(); ++i)
+    m.outputs.push_back(i == 3 ? mean : var);
   return m;
 }
 
 Mapped layer_norm(NodeCtx &ctx) {
   const Type &x = ctx.input_type(0);
-  int64_t axis = norm_axis(ctx.attr_int("axis", -1), rank(x));
+  std::optional<int64_t> checked = checked_axis(ctx, "axis", ctx.attr_int("axis", -1), rank(x));
+  if (!checked)
+    return {};
+  int64_t axis = *checked;
   if (axis != rank(x) - 1) {
     ctx.unsupported("axis = " + std::to_string(ctx.attr_int("axis", -1)) + " (only the last axis)");
     return {};
@@ -428,13 +535,11 @@ Mapped layer_norm(NodeCtx &ctx) {
     ctx.unsupported("the Mean and InvStdDev outputs");
     return {};
   }
-  std::ostringstream eps;
-  eps.precision(17);
-  eps << "axis=" << axis << ", epsilon=" << ctx.attr_float("epsilon", 1e-5) << "f";
+  std::string attrs = "axis=" + std::to_string(axis) + ", epsilon=" + float_attr(ctx.attr_float("epsilon", 1e-5));
   if (!ctx.has_input(2))
-    eps << ", center=False";
+    attrs += ", center=False";
   std::string b = ctx.has_input(2) ? ctx.input(2) : ctx.input(1);
-  return one(call("nn.layer_norm", {ctx.input(0), ctx.input(1), b}, eps.str()));
+  return one(call("nn.layer_norm", {ctx.input(0), ctx.input(1), b}, attrs));
 }
 
 Mapped nll_loss(NodeCtx &ctx, bool from_logits) {
@@ -448,6 +553,10 @@ Mapped nll_loss(NodeCtx &ctx, bool from_logits) {
     return {};
   }
   std::string reduction = ctx.attr_string("reduction", "mean");
+  if (reduction != "none" && reduction != "sum" && reduction != "mean") {
+    ctx.unsupported("reduction = " + printable(reduction) + " (none, sum or mean)");
+    return {};
+  }
   std::string attrs = "reduction=\"" + reduction + "\"";
   if (ctx.has_attr("ignore_index"))
     attrs += ", ignore_index=" + std::to_string(ctx.attr_int("ignore_index", -100));
@@ -463,7 +572,7 @@ Mapped nll_loss(NodeCtx &ctx, bool from_logits) {
 Mapped gelu(NodeCtx &ctx) {
   std::string approx = ctx.attr_string("approximate", "none");
   if (approx != "none") {
-    ctx.unsupported("approximate = " + approx);
+    ctx.unsupported("approximate = " + printable(approx));
     return {};
   }
   return one(call("nn.gelu", {ctx.input(0)}));
@@ -471,9 +580,12 @@ Mapped gelu(NodeCtx &ctx) {
 
 Mapped flatten(NodeCtx &ctx) {
   const Type &x = ctx.input_type(0);
-  int64_t axis = norm_axis(ctx.attr_int("axis", 1), rank(x)), outer = 1, inner = 1;
+  std::optional<int64_t> axis = checked_axis(ctx, "axis", ctx.attr_int("axis", 1), rank(x), /*end=*/true);
+  if (!axis)
+    return {};
+  int64_t outer = 1, inner = 1;
   for (int64_t d = 0; d < rank(x); ++d)
-    (d < axis ? outer : inner) *= x.shape[size_t(d)];
+    (d < *axis ? outer : inner) *= x.shape[size_t(d)];
   return one(call("reshape", {ctx.input(0)}, "newshape=" + ints({outer, inner})));
 }
 
@@ -519,18 +631,25 @@ Mapping elu(double default_alpha, double default_gamma) {
 }
 
 Mapped leaky_relu(NodeCtx &ctx) {
-  std::ostringstream a;
-  a.precision(17);
-  a << "alpha=" << ctx.attr_float("alpha", 0.01) << "f";
-  return one(call("nn.leaky_relu", {ctx.input(0)}, a.str()));
+  return one(call("nn.leaky_relu", {ctx.input(0)}, "alpha=" + float_attr(ctx.attr_float("alpha", 0.01))));
 }
 
-Mapped cast(NodeCtx &ctx) { return one(call("cast", {ctx.input(0)}, std::string("dtype=\"") + dtype_name(ctx.output_type(0).dtype) + "\"")); }
+Mapped cast(NodeCtx &ctx) {
+  int64_t to = ctx.attr_int("to", 0);
+  std::optional<DType> dt = dtype_of(to);
+  if (!dt) {
+    ctx.unsupported("to = " + elem_name(to) + " (no gradc dtype)");
+    return {};
+  }
+  return one(call("cast", {ctx.input(0)}, std::string("dtype=\"") + dtype_name(*dt) + "\""));
+}
 
 Mapped gather(NodeCtx &ctx) {
-  int64_t axis = norm_axis(ctx.attr_int("axis", 0), rank(ctx.input_type(0)));
+  std::optional<int64_t> axis = checked_axis(ctx, "axis", ctx.attr_int("axis", 0), rank(ctx.input_type(0)));
+  if (!axis)
+    return {};
   // Negative indices count from the end: "wrap" (in-range indices are as given).
-  return one(call("take", {ctx.input(0), ctx.input(1)}, "axis=" + std::to_string(axis) + ", mode=\"wrap\""));
+  return one(call("take", {ctx.input(0), ctx.input(1)}, "axis=" + std::to_string(*axis) + ", mode=\"wrap\""));
 }
 
 Mapped dropout(NodeCtx &ctx) {
@@ -550,10 +669,10 @@ Mapped dropout(NodeCtx &ctx) {
 
 Mapped constant_of_shape(NodeCtx &ctx) {
   const Type &out = ctx.output_type(0);
-  double value = 0;
+  std::string value = ctx.literal(0, out.dtype);
   if (std::optional<ConstValue> v = ctx.attr_tensor("value"); v && !v->values.empty())
-    value = v->values[0];
-  return one(call("broadcast_to", {ctx.literal(value, out.dtype)}, "shape=" + ints(out.shape)));
+    value = v->dtype == out.dtype ? literal_of(*v, 0) : ctx.literal(v->values[0], out.dtype);
+  return one(call("broadcast_to", {value}, "shape=" + ints(out.shape)));
 }
 
 Mapped identity(NodeCtx &ctx) { return one(ctx.input(0)); }

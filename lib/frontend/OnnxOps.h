@@ -25,26 +25,58 @@ class AttributeProto;
 
 namespace gradc::onnx_import {
 
-/// A constant tensor's elements, as doubles (an attribute-like value).
+/// A constant tensor's elements. `values` holds every element as a double
+/// (what a mapping reads: a shape, axes, a scalar bound); `ints` holds the
+/// elements of an integer or bool tensor exactly (an int64 beyond 2^53 is not
+/// exact as a double), and is empty for a floating-point one.
 struct ConstValue {
   DType dtype = DType::Float32;
   Shape shape;
   std::vector<double> values;
+  std::vector<int64_t> ints;
 };
 
 /// A constant's element as an integer: saturated to ±2^62 (INT64_MAX, the
-/// "to the end" of a Slice, is not exact as a double), NaN as 0.
+/// "to the end" of a Slice, would overflow what a mapping adds to it), NaN
+/// as 0.
 inline int64_t to_int(double v) {
   constexpr double kLimit = 4611686018427387904.0; // 2^62
   return v != v ? 0 : v >= kLimit ? int64_t(kLimit) : v <= -kLimit ? -int64_t(kLimit) : int64_t(v);
 }
 
+/// A constant's elements as integers (exact where it has `ints`), saturated
+/// to ±2^62 as to_int.
+std::vector<int64_t> to_ints(const ConstValue &c);
+
+/// The gradc dtype of an ONNX element type (TensorProto::DataType), if any,
+/// and the element type's name ("FLOAT", "UINT8", or the number).
+std::optional<DType> dtype_of(int64_t elem);
+std::string elem_name(int64_t elem);
+
+/// `s` as it may be pasted into a comment or a message:
+/// control characters, quotes and backslashes escaped (`\n`, `\x7f`).
+std::string printable(const std::string &s);
+
+/// A floating-point literal of `dtype` ("2f", "0.5f64", "-inff", "nanf16"):
+/// infinities and NaN in the spellings the lexer reads.
+std::string float_literal(double v, DType dtype);
+
+/// Element i of `c` as a literal of its dtype, exactly ("9223372036854775807i64").
+std::string literal_of(const ConstValue &c, size_t i);
+
 /// What a mapping returns: one Relay expression per output, or one
-/// expression whose value is a tuple of the outputs.
+/// expression whose value is a tuple of the outputs. `types`, where not
+/// empty, are the outputs' types by gradc's rule where it differs from what
+/// ONNX's shape inference says (a ceil_mode pool, which follows PyTorch).
 struct Mapped {
   std::vector<std::string> outputs;
   bool tuple = false;
+  std::vector<Type> types;
 };
+
+/// The opsets of the default domain the table maps; a model importing
+/// another is refused (an operator's meaning changes with its opset).
+constexpr int64_t kMinOpset = 11, kMaxOpset = 17;
 
 class NodeCtx {
 public:

@@ -1,16 +1,19 @@
 //===- Onnx.h - ONNX models as Relay text (gradc import) ------------------===//
 //
-// The importer reads a serialized ONNX model, checks it (onnx::checker),
-// infers its shapes (onnx::shape_inference, with --input-shape fixing the
-// dynamic dimensions of graph inputs) and writes it as one Relay function
-// @main: its graph inputs become parameters, then the initializers it uses
-// as tensors (weights), named after the ONNX names (sanitised, collisions
-// resolved, the mapping in a comment at the top). Initializers and Constant
-// nodes read as attributes (a Reshape's shape, a Slice's starts, ...) are
-// folded into the call. Every node maps to gradc operators through one entry
-// of the operator table (lib/frontend/OnnxOps.cpp). A node without a mapping,
-// or with an attribute the mapping does not support, is an error that names
-// the node, its op type and what is missing, every one in the file at once.
+// The importer reads a serialized ONNX model of opset 11 to 17, checks it
+// (onnx::checker), infers its shapes (onnx::shape_inference, with
+// --input-shape fixing the dynamic dimensions of graph inputs) and writes it
+// as one Relay function @main: its graph inputs become parameters, then the
+// initializers it uses as tensors (weights), named after the ONNX names
+// (sanitised, collisions resolved, long ones shortened with a hash, the
+// mapping in a comment at the top). Initializers and Constant nodes read as
+// attributes (a Reshape's shape, a Slice's starts, ...) are folded into the
+// call, exactly, in their own dtype. Every node maps to gradc operators
+// through one entry of the operator table (lib/frontend/OnnxOps.cpp). A node
+// without a mapping, or with an attribute the mapping does not support, is an
+// error that names the node, its op type and what is missing, every one in
+// the file at once. The text written is typed with gradc's own relations,
+// and each result compared with the graph output's declared type.
 //
 //===----------------------------------------------------------------------===//
 #pragma once
