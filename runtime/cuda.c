@@ -115,7 +115,8 @@ static int gradc_rt_cuda_fits(int64_t size) { return size >= 1 && size <= UINT_M
 
 /* Launches [first, last) in order, each time loop that starts there (among loops[from ..),
  * which are sorted outer first) repeated `extent` times (or its next trip count: cursors[loop]
- * counts its entries), until one launch fails or has a size that the driver cannot take;
+ * counts its entries, modulo the table's length), until one launch fails or has a size that
+ * the driver cannot take;
  * counts the launches made in *launched. Returns 1 if all were. */
 static int gradc_rt_cuda_launch_range(const struct gradc_rt_cuda_driver *d, void *module,
                                       const gradc_rt_cuda_launch *launches, const gradc_rt_cuda_loop *loops,
@@ -126,7 +127,11 @@ static int gradc_rt_cuda_launch_range(const struct gradc_rt_cuda_driver *d, void
     while (loop < num_loops && !(loops[loop].first == i && loops[loop].last <= last))
       ++loop;
     if (loop < num_loops) {
-      int64_t trips = loops[loop].trips ? loops[loop].trips[cursors[loop]++] : loops[loop].extent;
+      int64_t trips = loops[loop].extent;
+      if (loops[loop].trips && loops[loop].num_trips > 0) {
+        trips = loops[loop].trips[cursors[loop]];
+        cursors[loop] = (cursors[loop] + 1) % loops[loop].num_trips;
+      }
       for (int64_t step = 0; step < trips; ++step)
         if (!gradc_rt_cuda_launch_range(d, module, launches, loops, cursors, num_loops, loop + 1,
                                         loops[loop].first, loops[loop].last, stream, launched))

@@ -74,12 +74,14 @@ int32_t gradc_rt_cuda_run(const char *ptx, const gradc_rt_cuda_launch *launches,
                           const void *context_owner, void *status_word);
 
 /* A time loop over launches (loops/LoopIR.h: TimeLoop): launches [first, last) run `extent`
- * times before the launch after them; or, with `trips`, trips[i] times the i-th time the loop
- * is entered in the call. */
+ * times before the launch after them; or, with `trips`, trips[i % num_trips] times the i-th
+ * time the loop is entered in the call (the table is one run of the operator that made the
+ * loop, which a loop around it may run again). */
 typedef struct gradc_rt_cuda_loop {
   int32_t first, last;
   int64_t extent;
   const int64_t *trips;
+  int64_t num_trips;
 } gradc_rt_cuda_loop;
 
 /* gradc_rt_cuda_run with time loops: `loops[0 .. num_loops)`, disjoint or nested, sorted by

@@ -146,12 +146,21 @@ static void test_fake_driver(void) {
           fake_log());
     /* Trip counts: the inner loop runs 0 times on the first entry, then twice. */
     const int64_t trips[] = {0, 2};
-    const gradc_rt_cuda_loop streamed[] = {{0, 2, 2, NULL}, {1, 2, 2, trips}};
+    const gradc_rt_cuda_loop streamed[] = {{0, 2, 2, NULL}, {1, 2, 2, trips, 2}};
     snprintf(looped, sizeof looped, "%s cuModuleLoadData(PTX) %s %s %s %s cuStreamSynchronize(%s) cuModuleUnload(module)",
              start, k0, k0, k1, k1, s);
     fake_reset(NULL, 0, 1);
     status = gradc_rt_cuda_run_loops(ptx, two_launches, 2, streamed, 2, stream, owner, NULL);
     check(status == 0 && strcmp(fake_log(), looped) == 0, "a loop with trip counts runs each entry's count",
+          fake_log());
+    /* A table of one run that the loop around runs twice: it restarts, 0 then 2 again. */
+    const gradc_rt_cuda_loop repeated[] = {{0, 2, 4, NULL}, {1, 2, 2, trips, 2}};
+    snprintf(looped, sizeof looped,
+             "%s cuModuleLoadData(PTX) %s %s %s %s %s %s %s %s cuStreamSynchronize(%s) cuModuleUnload(module)", start,
+             k0, k0, k1, k1, k0, k0, k1, k1, s);
+    fake_reset(NULL, 0, 1);
+    status = gradc_rt_cuda_run_loops(ptx, two_launches, 2, repeated, 2, stream, owner, NULL);
+    check(status == 0 && strcmp(fake_log(), looped) == 0, "a trip-count table restarts after its last entry",
           fake_log());
   }
   fake_reset("cuMemcpyDtoH_v2", 1, 1);

@@ -227,7 +227,9 @@ std::unique_ptr<Module> build_cpu_module(const LoweredModule &module, const Code
       b.CreateMemSet(status, b.getInt8(0), kStatusWords * 8, MaybeAlign(64));
     // Kernels in order; a time loop's kernels in a counted loop of the entry.
     // A loop with trip counts reads its count for this entry from a constant
-    // table, through a cursor that each entry advances.
+    // table, through a cursor that each entry advances, back to the table's
+    // start after its last count (TimeLoop: the table is one run of the
+    // operator, which a loop around it may run again).
     struct OpenLoop {
       PHINode *step;
       BasicBlock *body, *exit;
@@ -251,7 +253,9 @@ std::unique_ptr<Module> build_cpu_module(const LoweredModule &module, const Code
             AllocaInst *cursor = at_entry.CreateAlloca(b.getInt64Ty(), nullptr, "trips.cursor");
             at_entry.CreateStore(b.getInt64(0), cursor);
             Value *at = b.CreateLoad(b.getInt64Ty(), cursor);
-            b.CreateStore(b.CreateAdd(at, b.getInt64(1)), cursor);
+            Value *next = b.CreateAdd(at, b.getInt64(1));
+            Value *wrapped = b.CreateICmpEQ(next, b.getInt64(int64_t(l.trips.size())));
+            b.CreateStore(b.CreateSelect(wrapped, b.getInt64(0), next), cursor);
             trips = b.CreateLoad(b.getInt64Ty(), b.CreateInBoundsGEP(type, table, {b.getInt64(0), at}), "trips");
           }
           BasicBlock *before = b.GetInsertBlock();

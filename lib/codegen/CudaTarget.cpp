@@ -160,10 +160,10 @@ void emit_launches(IRBuilder<> &b, const LoweredFunction &fn, const BufferValues
   Value *context_owner = buffers.lookup(fn.outputs[0].get());
   // The status word kernels report into (LoweredFunction::status), if any.
   Value *status_word = fn.status ? buffers.lookup(fn.status.get()) : ConstantPointerNull::get(b.getPtrTy());
-  // The time loops (gradc_rt_cuda_loop: first, last, extent, trips), outer first, as a constant.
+  // The time loops (gradc_rt_cuda_loop: first, last, extent, trips, num_trips), outer first, as a constant.
   Value *loops = ConstantPointerNull::get(b.getPtrTy());
   std::vector<Constant *> rows;
-  StructType *loop_type = StructType::get(b.getInt32Ty(), b.getInt32Ty(), i64, b.getPtrTy());
+  StructType *loop_type = StructType::get(b.getInt32Ty(), b.getInt32Ty(), i64, b.getPtrTy(), i64);
   Module &module = *entry->getParent();
   walk_schedule(
       fn,
@@ -175,7 +175,8 @@ void emit_launches(IRBuilder<> &b, const LoweredFunction &fn, const BufferValues
                                      ConstantDataArray::get(module.getContext(), counts), fn.name + "_trips");
         }
         rows.push_back(ConstantStruct::get(loop_type, {b.getInt32(uint32_t(l.first)), b.getInt32(uint32_t(l.last)),
-                                                       b.getInt64(uint64_t(l.extent)), trips}));
+                                                       b.getInt64(uint64_t(l.extent)), trips,
+                                                       b.getInt64(uint64_t(l.trips.size()))}));
       },
       [](size_t) {}, [](const TimeLoop &) {});
   if (!rows.empty()) {

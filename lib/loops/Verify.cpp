@@ -147,8 +147,9 @@ void verify_arena(const LoweredFunction &fn, const std::string &where) {
 }
 
 /// Each time loop holds at least one kernel of the function and runs at
-/// least once, or has one trip count (>= 0) for each time it is entered;
-/// two loops are disjoint or one holds the other.
+/// least once, or has trip counts (>= 0) whose table it is entered a whole
+/// number of times over (TimeLoop: one pass per run of its operator); two
+/// loops are disjoint or one holds the other.
 void verify_time_loops(const LoweredFunction &fn, const std::string &where) {
   auto range = [](const TimeLoop &l) {
     return "[" + std::to_string(l.first) + ", " + std::to_string(l.last) + ")";
@@ -181,17 +182,18 @@ void verify_time_loops(const LoweredFunction &fn, const std::string &where) {
       fn,
       [&](const TimeLoop &l) {
         int64_t n = open.empty() ? 1 : iterations[open.back()];
+        int64_t table = int64_t(l.trips.size());
+        if (l.streamed() && n % table != 0)
+          internal_error("verifier", where + ": time loop over kernels " + range(l) + " is entered " +
+                                         std::to_string(n) + " times but has " + std::to_string(table) +
+                                         " trip counts, which do not divide it");
         int64_t total = 0;
         if (l.streamed())
           for (int64_t t : l.trips)
-            total += t;
+            total += n / table * t;
         else
           total = n * l.extent;
         iterations[&l] = total;
-        if (l.streamed() && int64_t(l.trips.size()) != n)
-          internal_error("verifier", where + ": time loop over kernels " + range(l) + " is entered " +
-                                         std::to_string(n) + " times but has " + std::to_string(l.trips.size()) +
-                                         " trip counts");
         open.push_back(&l);
       },
       [](size_t) {}, [&](const TimeLoop &) { open.pop_back(); });

@@ -167,10 +167,13 @@ constexpr int64_t kMaxWorkspaceBytes = int64_t(1) << 50;
 /// disjoint or nested, and none is empty (the verifier checks).
 ///
 /// A loop with `trips` runs a different number of times each time it is
-/// entered: trips[i] (0 included) the i-th time, one entry per entry into
-/// the loop over the whole call; `extent` is then the largest. What a
-/// schedule fixed at compile time needs (binomial checkpointing: how far
-/// each reverse step recomputes). Codegen reads them from a constant table.
+/// entered: trips[i % n] (0 included) the i-th time over the whole call, n =
+/// trips.size(); `extent` is then the largest. What a schedule fixed at
+/// compile time needs (binomial checkpointing: how far each reverse step
+/// recomputes). The table is one run of the operator that made the loop,
+/// which enters it n times; a loop around that operator (a scan in a scan's
+/// body) runs it again, and the table restarts with it. Codegen reads the
+/// table from a constant, through a cursor that wraps around.
 struct TimeLoop {
   size_t first = 0, last = 0;
   int64_t extent = 1;

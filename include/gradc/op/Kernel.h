@@ -116,7 +116,8 @@ public:
   virtual size_t next_kernel() const = 0;
   /// Kernels [first, next_kernel()) run `extent` times (loops/LoopIR.h: TimeLoop).
   virtual void time_loop(size_t first, int64_t extent) = 0;
-  /// ... or trips[i] times the i-th time the loop is entered (TimeLoop::trips).
+  /// ... or trips[i] times the i-th time one run of the operator enters the
+  /// loop (TimeLoop::trips: a loop around the operator runs the table again).
   virtual void time_loop(size_t first, std::vector<int64_t> trips) = 0;
   /// Makes kernels [first, next_kernel()) write (and read) `to` at element
   /// `offset` (null: 0) wherever they write `from`, a buffer that only they
