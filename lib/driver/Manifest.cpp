@@ -56,7 +56,8 @@ nlohmann::json build_manifest(const LoweredModule &module, const std::vector<Fun
     }
 
     // Kernel-level loops: kernels [first, last) run `extent` times, or with
-    // `trips` trips[i] times on their i-th entry (TimeLoop).
+    // `trips` trips[i % n] times on their i-th entry, the table of n entries
+    // restarting when a loop around the scan runs it again (TimeLoop).
     nlohmann::json time_loops = nlohmann::json::array();
     for (const TimeLoop &l : fn.time_loops) {
       time_loops.push_back({{"first_kernel", l.first}, {"end_kernel", l.last}, {"extent", l.extent}});
