@@ -20,6 +20,7 @@
 
 #include <google/protobuf/io/coded_stream.h>
 #include <onnx/checker.h>
+#include <onnx/defs/schema.h>
 #include <onnx/onnx_pb.h>
 #include <onnx/shape_inference/implementation.h>
 
@@ -413,7 +414,9 @@ public:
   // For NodeCtx.
   std::string expr_of(const std::string &name);
   std::string literal(double v, DType dt) const;
-  int64_t opset() const { return opset_; }
+  /// The opset the mappings read: a node of an older opset is mapped only
+  /// where its operator's definition is the one of kMinOpset (definition_problem).
+  int64_t opset() const { return std::max(opset_, onnx_import::kMinOpset); }
 
 private:
   std::string path_;
@@ -845,6 +848,33 @@ const onnx_import::OpEntry *find_entry(const std::string &op_type) {
   return nullptr;
 }
 
+/// Why the table cannot map `op` at `opset`, or nothing. ONNX versions each
+/// operator on its own: an opset selects, per operator, the latest version
+/// defined at or before it. The table maps the versions in effect at opsets
+/// kMinOpset to kMaxOpset, so an older opset's node is mapped exactly when its
+/// version is one of those (an opset-8 Add is Add-7, as at opset 11; an
+/// opset-6 Add, with legacy broadcasting, is Add-6 and refused).
+std::optional<std::string> definition_problem(const std::string &op, int64_t opset) {
+  if (opset >= onnx_import::kMinOpset)
+    return std::nullopt;
+  const onnx::OpSchema *schema = onnx::OpSchemaRegistry::Schema(op, int(opset), "");
+  if (!schema)
+    return "ONNX opset " + std::to_string(opset) + " does not define " + op;
+  std::set<int> mapped;
+  for (int64_t v = onnx_import::kMinOpset; v <= onnx_import::kMaxOpset; ++v)
+    if (const onnx::OpSchema *s = onnx::OpSchemaRegistry::Schema(op, int(v), ""))
+      mapped.insert(s->since_version());
+  if (mapped.count(schema->since_version()))
+    return std::nullopt;
+  std::string versions;
+  for (int v : mapped)
+    versions += (versions.empty() ? "" : ", ") + std::to_string(v);
+  return "not supported: ONNX opset " + std::to_string(opset) + " defines " + op + " as its version " +
+         std::to_string(schema->since_version()) + ", which gradc does not map (it maps " + op + "'s version" +
+         (mapped.size() == 1 ? " " : "s ") + versions + ", those of opsets " + std::to_string(onnx_import::kMinOpset) +
+         " to " + std::to_string(onnx_import::kMaxOpset) + ")";
+}
+
 void Importer::convert(const onnx::NodeProto &node, size_t index) {
   std::string where = describe(node, index);
   auto unknown = [&](const std::string &out) {
@@ -863,6 +893,9 @@ void Importer::convert(const onnx::NodeProto &node, size_t index) {
   const std::string &op = node.op_type();
   const onnx_import::OpEntry *entry = find_entry(op);
   bool mapped = entry || op == "Constant" || op == "Shape";
+  if (mapped)
+    if (std::optional<std::string> problem = definition_problem(op, opset_))
+      return fail(*problem);
   std::vector<const Value *> in;
   bool after_error = false;
   for (const std::string &name : node.input()) {
@@ -1346,10 +1379,12 @@ std::optional<OnnxImport> Importer::run(const std::string &bytes, const OnnxImpo
     opset_ = o.version();
     any_opset = true;
   }
-  if (any_opset && (opset_ < onnx_import::kMinOpset || opset_ > onnx_import::kMaxOpset)) {
-    error("ONNX opset " + std::to_string(opset_) + " is not supported: gradc maps opsets " +
-          std::to_string(onnx_import::kMinOpset) + " to " + std::to_string(onnx_import::kMaxOpset) +
-          " (export the model at one of them)");
+  // Newer opsets may redefine any operator; older ones are checked node by
+  // node (definition_problem).
+  if (any_opset && opset_ > onnx_import::kMaxOpset) {
+    error("ONNX opset " + std::to_string(opset_) + " is not supported: gradc maps opsets up to " +
+          std::to_string(onnx_import::kMaxOpset) + " (export the model at " + std::to_string(onnx_import::kMinOpset) +
+          " to " + std::to_string(onnx_import::kMaxOpset) + ")");
     return std::nullopt;
   }
   Isolated checked = run_isolated([&] {

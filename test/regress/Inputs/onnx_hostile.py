@@ -203,6 +203,15 @@ def opset1_concat():
 
 
 @case
+def opset8_add_relu():
+    # Add-7 and Relu-6 are the definitions opset 11 has too: mapped, numpy broadcasting.
+    a, b = np.arange(9, dtype=np.float32).reshape(3, 3), np.array([-5, 200, 300], np.float32)
+    nodes = [H.make_node("Add", ["a", "b"], ["s"]), H.make_node("Relu", ["s"], ["y"])]
+    y = np.maximum(a + b, 0)
+    return model(nodes, [out("a", a), out("b", b)], [out("y", y)], opset=8), {"a": a, "b": b}, [y]
+
+
+@case
 def opset18_relu():
     return model([H.make_node("Relu", ["a"], ["y"])], [vi("a", T.FLOAT, [2])], [vi("y", T.FLOAT, [2])],
                  opset=18), None, None
