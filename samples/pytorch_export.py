@@ -87,10 +87,10 @@ class Block(nn.Module):
         return (x * x).mean()
 
 
-def export(name, model, inputs, input_names, out, train):
+def export(name, model, inputs, input_names, out, train, opset=15):
     model = model.double().train(train)
     mode = torch.onnx.TrainingMode.TRAINING if train else torch.onnx.TrainingMode.EVAL
-    torch.onnx.export(model, tuple(inputs), os.path.join(out, name + ".onnx"), opset_version=15,
+    torch.onnx.export(model, tuple(inputs), os.path.join(out, name + ".onnx"), opset_version=opset,
                       input_names=input_names, output_names=["loss"], do_constant_folding=False, training=mode)
     os.makedirs(os.path.join(out, name + ".inputs"), exist_ok=True)
     for n, v in zip(input_names, inputs):

@@ -882,9 +882,11 @@ TEST_CASE("manifest: the documented keys, for CPU and CUDA", "[artifacts]") {
   CHECK(main["symbol"] == "mlp_main");
   REQUIRE(main["parameters"].size() == 7);
   CHECK(main["parameters"][0] ==
-        nlohmann::json({{"name", "x"}, {"role", "input"}, {"dtype", "float32"}, {"shape", {2, 3}}, {"bytes", 24}}));
+        nlohmann::json(
+            {{"name", "x"}, {"c_field", "x"}, {"role", "input"}, {"dtype", "float32"}, {"shape", {2, 3}}, {"bytes", 24}}));
   CHECK(main["parameters"][2]["shape"] == nlohmann::json::array());
   CHECK(main["results"][1] == nlohmann::json({{"name", "output_1"},
+                                              {"c_field", "output_1"},
                                               {"role", "output"},
                                               {"dtype", "float64"},
                                               {"shape", nlohmann::json::array()},

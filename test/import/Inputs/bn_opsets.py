@@ -2,7 +2,7 @@
 batch norm -> mean of squares) from PyTorch to ONNX at each opset given, in
 float64 without constant folding, as NAME.onnx with NAME.inputs/ and
 NAME.expected/ (the loss and every parameter's gradient, PyTorch autograd)
-for check_pytorch_grads.py. Before opset 14 a training BatchNormalization
+for check_pytorch_grads.py, through samples/pytorch_export.py's export(). Before opset 14 a training BatchNormalization
 has five outputs (the running and the saved statistics) and no
 training_mode attribute.
 
@@ -11,9 +11,11 @@ usage: bn_opsets.py OUT_DIR OPSET...
 import os
 import sys
 
-import numpy as np
 import torch
 import torch.nn as nn
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..", "samples"))
+from pytorch_export import export  # noqa: E402  (the sample's exporter: .onnx, inputs, autograd's gradients)
 
 
 class Net(nn.Module):
@@ -42,18 +44,7 @@ def main():
                 bn.weight.uniform_(0.5, 1.5)
                 bn.bias.uniform_(-0.5, 0.5)
         x = torch.randn(3, 2, 6, 6, dtype=torch.float64)
-        name = "bn_opset%d" % opset
-        torch.onnx.export(net, (x,), os.path.join(out, name + ".onnx"), opset_version=opset, input_names=["x"],
-                          output_names=["loss"], do_constant_folding=False, training=torch.onnx.TrainingMode.TRAINING)
-        os.makedirs(os.path.join(out, name + ".inputs"), exist_ok=True)
-        np.save(os.path.join(out, name + ".inputs", "x.npy"), x.numpy())
-        loss = net(x)
-        loss.backward()
-        exp = os.path.join(out, name + ".expected")
-        os.makedirs(exp, exist_ok=True)
-        np.save(os.path.join(exp, "loss.npy"), loss.detach().numpy())
-        for n, p in net.named_parameters():
-            np.save(os.path.join(exp, n + ".npy"), p.grad.numpy())
+        export("bn_opset%d" % opset, net, [x], ["x"], out, train=True, opset=opset)
 
 
 if __name__ == "__main__":
