@@ -649,15 +649,8 @@ int import_command(const ImportCommand &cmd, std::ostream &out, std::ostream &er
   std::optional<OnnxImport> imported = import_onnx(cmd.model, *bytes, cmd.onnx, err);
   if (!imported)
     return 1;
-  // What import writes must be a model gradc accepts: parsed and typed here.
-  auto source = std::make_shared<SourceFile>(relay, imported->text);
-  DiagEngine diag(source, err);
-  std::optional<Module> m = parse_module(source, diag);
-  if (!m)
-    return 1;
-  infer_types(*m, diag);
-  if (diag.error_count())
-    return 1;
+  // import_onnx has parsed and typed the text it returns (its declared
+  // outputs are checked against gradc's types): a model gradc accepts.
   // OUT.relay and OUT.weights/ are one set: a failed import changes
   // neither, and two imports to one OUT leave one model's pair.
   std::vector<OutputFile> weight_files;

@@ -165,7 +165,7 @@ std::string temporary_name(const std::string &path) {
     suffix += alphabet[z % 62];
   size_t slash = path.rfind('/');
   size_t name_start = slash == std::string::npos ? 0 : slash + 1;
-  size_t longest = name_max(path) - std::min(name_max(path), suffix.size());
+  size_t max = name_max(path), longest = max - std::min(max, suffix.size());
   return path.substr(0, name_start + std::min(path.size() - name_start, longest)) + suffix;
 }
 
@@ -232,7 +232,13 @@ int replace_directory(const std::string &from, const std::string &to) {
     ::rename(aside.c_str(), to.c_str());
     return err;
   }
-  return ::rename(aside.c_str(), from.c_str()) == 0 ? 0 : errno;
+  // The new directory stands at `to`: the swap succeeded, whichever place
+  // the old one is removed from.
+  if (::rename(aside.c_str(), from.c_str()) != 0) {
+    std::error_code ignored;
+    std::filesystem::remove_all(aside, ignored);
+  }
+  return 0;
 }
 
 /// The temporaries of one write_files_atomic, from creation to commit or

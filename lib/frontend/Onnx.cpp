@@ -14,6 +14,7 @@
 #include "gradc/frontend/Onnx.h"
 
 #include "OnnxOps.h"
+#include "gradc/op/Relations.h"
 #include "gradc/support/Diagnostics.h"
 #include "gradc/text/Parser.h"
 #include "gradc/transform/TypeInfer.h"
@@ -633,19 +634,6 @@ bool Importer::fix_inputs(const OnnxImportOptions &options) {
   return ok;
 }
 
-/// The numpy broadcast of two shapes, or nullopt where they do not broadcast.
-std::optional<Shape> broadcast_shape(const Shape &a, const Shape &b) {
-  size_t r = std::max(a.size(), b.size());
-  Shape out(r);
-  for (size_t i = 0; i < r; ++i) {
-    int64_t x = i + a.size() < r ? 1 : a[i + a.size() - r], y = i + b.size() < r ? 1 : b[i + b.size() - r];
-    if (x != y && x != 1 && y != 1)
-      return std::nullopt;
-    out[i] = x == 1 ? y : x;
-  }
-  return out;
-}
-
 /// The flat index, in a tensor of shape `s` broadcast to `out`, of the element
 /// that output element `flat` reads.
 size_t broadcast_source(const Shape &s, const Shape &out, int64_t flat) {
@@ -744,7 +732,7 @@ bool Importer::fold(const onnx::NodeProto &node, const std::vector<const Value *
     } else if ((op == "Add" || op == "Sub" || op == "Mul" || op == "Div") && in.size() == 2) {
       // numpy broadcasting, in the operands' dtype.
       const ConstValue &b = *in[1]->constant;
-      std::optional<Shape> shape = broadcast_shape(a.shape, b.shape);
+      std::optional<Shape> shape = broadcast_shapes(a.shape, b.shape);
       if (!shape || a.dtype != b.dtype || a.dtype == DType::Bool || numel(*shape) > kMaxFoldedElements)
         return false; // the mapping or its operator says why
       out = ConstValue{a.dtype, *shape, {}, {}};
