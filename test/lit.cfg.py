@@ -19,6 +19,11 @@ config.substitutions.append(("%samples", os.path.join(config.gradc_src_dir, "sam
 config.substitutions.append(("%inputs", os.path.join(config.test_source_root, "inputs")))
 config.substitutions.append(("%python", "/usr/bin/python3"))
 
+# Built by tools/sanitize.sh: AddressSanitizer reserves terabytes of address
+# space, so a test that runs gradc under `ulimit -v` cannot run there.
+if getattr(config, "gradc_sanitized", False):
+    config.available_features.add("asan")
+
 import platform
 if platform.machine() == "x86_64":
     config.available_features.add("x86_64-host")
