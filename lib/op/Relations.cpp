@@ -1,5 +1,6 @@
 //===- Relations.cpp - shared type relations ------------------------------===//
 #include "gradc/op/Relations.h"
+#include "gradc/op/attrs/reduce.h"
 
 #include <algorithm>
 #include <set>

@@ -12,6 +12,7 @@
 #include "gradc/op/Builder.h"
 #include "gradc/op/Registry.h"
 #include "gradc/op/Relations.h"
+#include "gradc/op/attrs/reduce.h"
 
 #include <algorithm>
 #include <unordered_map>

@@ -11,6 +11,7 @@
 // gradient is alpha, as PyTorch's.
 //
 //===----------------------------------------------------------------------===//
+#include "gradc/op/attrs/activation.h"
 #include "gradc/op/Ops.h"
 #include "gradc/op/Kernel.h"
 #include "gradc/op/Builder.h"
@@ -20,38 +21,6 @@
 
 namespace gradc {
 namespace {
-
-struct LeakyReluAttrs {
-  double alpha = 0.01;
-  template <class V> void visit(V &v) { v("alpha", alpha, "The slope for x <= 0."); }
-};
-
-struct PReluAttrs {
-  int64_t axis = 1;
-  template <class V> void visit(V &v) { v("axis", axis, "The channel axis alpha runs along.", {.axis_of = 0}); }
-};
-
-struct DropoutAttrs {
-  double rate = 0.5;
-  template <class V> void visit(V &v) { v("rate", rate, "The training-time drop probability (unused at inference)."); }
-};
-
-struct GeluAttrs {
-  std::string approximate = "none";
-  template <class V> void visit(V &v) {
-    v("approximate", approximate, "\"none\": x·Φ(x) with erf; \"tanh\": the tanh approximation.",
-      {.one_of = {"none", "tanh"}});
-  }
-};
-
-struct SoftplusAttrs {
-  double beta = 1;
-  double threshold = 20;
-  template <class V> void visit(V &v) {
-    v("beta", beta, "The sharpness: log(1 + e^(beta·x)) / beta.");
-    v("threshold", threshold, "Above it, beta·x is returned as x (linear).");
-  }
-};
 
 LExprPtr positive(const LExprPtr &x) { return compare(CompareOp::GT, x, constant_of(0, x->dtype)); }
 

@@ -9,39 +9,13 @@
 // `meta`) so that TVM programs that carry them compile.
 //
 //===----------------------------------------------------------------------===//
+#include "gradc/op/attrs/annotation.h"
 #include "gradc/op/Ops.h"
 #include "gradc/op/Builder.h"
 #include "gradc/op/Relations.h"
 
 namespace gradc {
 namespace {
-
-struct OnDeviceAttrs {
-  int64_t device_type = 0;
-  std::optional<int64_t> virtual_device;
-  bool is_fixed = false;
-  bool constrain_result = true;
-  bool constrain_body = true;
-  template <class V> void visit(V &v) {
-    v("device_type", device_type, "TVM's device type id (1: CPU, 2: CUDA); one device here.", {.min = 0});
-    v("virtual_device", virtual_device, "A virtual device id (informational).", {.min = 0});
-    v("is_fixed", is_fixed, "TVM: the placement is fixed (informational).");
-    v("constrain_result", constrain_result, "TVM: the result is on the device (informational).");
-    v("constrain_body", constrain_body, "TVM: the body is on the device (informational).");
-  }
-};
-
-struct DeviceCopyAttrs {
-  int64_t src_dev_type = 0;
-  int64_t dst_dev_type = 0;
-  std::optional<int64_t> src_virtual_device, dst_virtual_device;
-  template <class V> void visit(V &v) {
-    v("src_dev_type", src_dev_type, "TVM's source device type id (informational).", {.min = 0});
-    v("dst_dev_type", dst_dev_type, "TVM's destination device type id (informational).", {.min = 0});
-    v("src_virtual_device", src_virtual_device, "The source virtual device id (informational).", {.min = 0});
-    v("dst_virtual_device", dst_virtual_device, "The destination virtual device id (informational).", {.min = 0});
-  }
-};
 
 ExprPtr identity(Builder &, const std::vector<ExprPtr> &a, const Attrs &) { return a[0]; }
 

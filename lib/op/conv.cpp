@@ -21,6 +21,7 @@
 // a fixed order, so a recomputed value is bitwise identical.
 //
 //===----------------------------------------------------------------------===//
+#include "gradc/op/attrs/conv.h"
 #include "gradc/op/Ops.h"
 #include "gradc/op/Gemm.h"
 #include "gradc/op/Kernel.h"
@@ -29,61 +30,6 @@
 
 namespace gradc {
 namespace {
-
-/// The attributes every convolution shares (Relay's Conv2DAttrs; the
-/// informational ones are checked against the operands).
-struct ConvAttrs {
-  Pair strides{1, 1};
-  Pad4 padding{0, 0, 0, 0};
-  Pair dilation{1, 1};
-  Pair output_padding{0, 0}; // conv2d_transpose only
-  int64_t groups = 1;
-  std::optional<int64_t> channels;
-  std::optional<std::vector<int64_t>> kernel_size;
-  std::string data_layout = "NCHW", kernel_layout = "OIHW", out_layout, out_dtype;
-
-  template <class V> void visit_common(V &v) {
-    v("strides", strides, "The step of the window along H and W.", {.min = 1, .max = kMaxElements});
-    v("padding", padding, "Implicit zeros: 1 value (all sides), 2 (H, W) or 4 (top, left, bottom, right).",
-      {.min = 0, .max = kMaxElements});
-    v("dilation", dilation, "The spacing of the kernel's taps along H and W.", {.min = 1, .max = kMaxElements});
-    v("groups", groups, "Channel groups (the input channels for a depthwise convolution).", {.min = 1});
-    v("channels", channels, "The output channels, checked against the weight if given.", {.min = 1});
-    v("kernel_size", kernel_size, "(KH, KW), checked against the weight if given.", {.min = 1});
-    v("data_layout", data_layout, "The data layout.", {.one_of = {"NCHW"}});
-  }
-  template <class V> void visit_output(V &v) {
-    v("out_layout", out_layout, "The output layout: empty (the data layout) or NCHW.", {.one_of = {"", "NCHW"}});
-    v("out_dtype", out_dtype, "Empty or the input dtype (float16 accumulates in float32 either way).");
-  }
-};
-
-struct Conv2DAttrs : ConvAttrs {
-  template <class V> void visit(V &v) {
-    visit_common(v);
-    v("kernel_layout", kernel_layout, "The weight layout.", {.one_of = {"OIHW"}});
-    visit_output(v);
-  }
-};
-
-struct Conv2DTransposeAttrs : ConvAttrs {
-  Conv2DTransposeAttrs() { kernel_layout = "IOHW"; }
-  template <class V> void visit(V &v) {
-    visit_common(v);
-    v("output_padding", output_padding, "Extra rows and columns at the bottom and right of the output.",
-      {.min = 0, .max = kMaxElements});
-    v("kernel_layout", kernel_layout, "The weight layout.", {.one_of = {"IOHW"}});
-    visit_output(v);
-  }
-};
-
-struct Conv2DBackwardWeightAttrs : ConvAttrs {
-  template <class V> void visit(V &v) {
-    visit_common(v);
-    v("kernel_layout", kernel_layout, "The weight layout.", {.one_of = {"OIHW"}});
-    visit_output(v);
-  }
-};
 
 /// The shapes of one convolution in conv2d's terms: data (N, C, H, W),
 /// weight (O, C / groups, KH, KW), output (N, O, OH, OW).

@@ -6,6 +6,7 @@
 // adjoints back to each input's shape, so rules here ignore broadcasting.
 //
 //===----------------------------------------------------------------------===//
+#include "gradc/op/attrs/elementwise.h"
 #include "gradc/op/Ops.h"
 #include "gradc/op/Kernel.h"
 #include "gradc/op/Builder.h"
@@ -42,37 +43,6 @@ Type where_rel(RelationCtx &ctx) {
                     " are not broadcast-compatible");
   return Type::tensor(*all, x->dtype);
 }
-
-struct CreateAttrs {
-  std::vector<int64_t> shape;
-  DType dtype = DType::Float32;
-  template <class V> void visit(V &v) {
-    v("shape", shape, "The output shape.", {.required = true, .shape = true});
-    v("dtype", dtype, "The output dtype.", {.required = true});
-  }
-};
-
-struct FullAttrs {
-  std::vector<int64_t> shape;
-  std::optional<DType> dtype; // fill_value's when None
-  template <class V> void visit(V &v) {
-    v("shape", shape, "The output shape.", {.required = true, .shape = true});
-    v("dtype", dtype, "The output dtype (default: fill_value's).");
-  }
-};
-
-struct CastAttrs {
-  DType dtype = DType::Float32;
-  template <class V> void visit(V &v) { v("dtype", dtype, "The output dtype.", {.required = true}); }
-};
-
-struct ClipAttrs {
-  double a_min = 0, a_max = 0;
-  template <class V> void visit(V &v) {
-    v("a_min", a_min, "The lower bound.", {.required = true});
-    v("a_max", a_max, "The upper bound.", {.required = true});
-  }
-};
 
 Type create_rel(RelationCtx &ctx) {
   auto a = ctx.attrs_as<CreateAttrs>();

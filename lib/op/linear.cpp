@@ -6,6 +6,7 @@
 // is injective and fuses into the product's epilogue.
 //
 //===----------------------------------------------------------------------===//
+#include "gradc/op/attrs/linear.h"
 #include "gradc/op/Ops.h"
 #include "gradc/op/Gemm.h"
 #include "gradc/op/Kernel.h"
@@ -17,31 +18,6 @@
 
 namespace gradc {
 namespace {
-
-struct DenseAttrs {
-  std::optional<int64_t> units;
-  std::string out_dtype;
-  template <class V> void visit(V &v) {
-    v("units", units, "N, checked against the weight if given.", {.min = 0});
-    v("out_dtype", out_dtype, "Must be empty or the input dtype.");
-  }
-};
-
-struct BatchMatmulAttrs {
-  std::string out_dtype;
-  bool transpose_a = false;
-  bool transpose_b = true;
-  template <class V> void visit(V &v) {
-    v("out_dtype", out_dtype, "Must be empty or the input dtype.");
-    v("transpose_a", transpose_a, "Use each matrix of a transposed.");
-    v("transpose_b", transpose_b, "Use each matrix of b transposed (Relay's default: a·bᵀ).");
-  }
-};
-
-struct BiasAddAttrs {
-  int64_t axis = 1;
-  template <class V> void visit(V &v) { v("axis", axis, "The axis the bias runs along.", {.axis_of = 0}); }
-};
 
 //===--- nn.dense ---------------------------------------------------------===//
 

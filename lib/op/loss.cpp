@@ -5,6 +5,7 @@
 // grad.nll_loss_weights_backward). Every sum is in the dtype's accumulator.
 //
 //===----------------------------------------------------------------------===//
+#include "gradc/op/attrs/loss.h"
 #include "gradc/op/Ops.h"
 #include "gradc/op/Kernel.h"
 #include "gradc/op/Builder.h"
@@ -12,15 +13,6 @@
 
 namespace gradc {
 namespace {
-
-struct NllAttrs {
-  std::string reduction = "mean";
-  int64_t ignore_index = -100;
-  template <class V> void visit(V &v) {
-    v("reduction", reduction, "\"mean\", \"sum\" or \"none\".", {.one_of = {"mean", "sum", "none"}});
-    v("ignore_index", ignore_index, "A target value that contributes nothing.");
-  }
-};
 
 //===--- nn.nll_loss ------------------------------------------------------===//
 // pred (N, C, d...) or (C); target (N, d...) or (); weights (C). PyTorch's

@@ -23,26 +23,15 @@
 // casts' adjoints put the backward pass in float32 too.
 //
 //===----------------------------------------------------------------------===//
+#include "gradc/op/attrs/norm.h"
 #include "gradc/op/Ops.h"
 #include "gradc/op/Kernel.h"
 #include "gradc/op/Builder.h"
 #include "gradc/op/Relations.h"
+#include "gradc/op/attrs/reduce.h"
 
 namespace gradc {
 namespace {
-
-struct BatchNormAttrs {
-  int64_t axis = 1;
-  double epsilon = 1e-5;
-  bool center = true;
-  bool scale = true;
-  template <class V> void visit(V &v) {
-    v("axis", axis, "The channel axis.", {.axis_of = 0});
-    v("epsilon", epsilon, "Added to the variance.");
-    v("center", center, "Add beta.");
-    v("scale", scale, "Multiply by gamma.");
-  }
-};
 
 Type batch_norm_rel(RelationCtx &ctx) {
   const Type *x = ctx.tensor(0);
@@ -119,34 +108,6 @@ Grads batch_norm_grad(GradCtx &g) {
   ExprPtr dvar = b.add(b.mul(per_channel(b.mul(g0, d)), b.scale(s3, -0.5)), g2);
   return {dx, dgamma, dbeta, dmean, dvar};
 }
-
-struct LayerNormAttrs {
-  int64_t axis = -1;
-  double epsilon = 1e-5;
-  bool center = true;
-  bool scale = true;
-  template <class V> void visit(V &v) {
-    v("axis", axis, "The normalised axis.", {.axis_of = 0});
-    v("epsilon", epsilon, "Added to the variance.");
-    v("center", center, "Add beta.");
-    v("scale", scale, "Multiply by gamma.");
-  }
-};
-
-struct GroupNormAttrs {
-  int64_t num_groups = 1;
-  int64_t axis = 1;
-  double epsilon = 1e-5;
-  bool center = true;
-  bool scale = true;
-  template <class V> void visit(V &v) {
-    v("num_groups", num_groups, "Groups of channels normalised together.", {.required = true, .min = 1});
-    v("axis", axis, "The channel axis.", {.axis_of = 0});
-    v("epsilon", epsilon, "Added to the variance.");
-    v("center", center, "Add beta.");
-    v("scale", scale, "Multiply by gamma.");
-  }
-};
 
 /// gamma and beta: (C,) for axis `axis` of the data, epsilon >= 0.
 Type affine_norm_rel(RelationCtx &ctx, int64_t axis, double epsilon) {

@@ -22,66 +22,18 @@
 // [⌊i·n/m⌋, ⌈(i+1)·n/m⌉) and a gathering backward operator of its own.
 //
 //===----------------------------------------------------------------------===//
+#include "gradc/op/attrs/pool.h"
 #include "gradc/op/Ops.h"
 #include "gradc/op/Kernel.h"
 #include "gradc/op/Builder.h"
 #include "gradc/op/Relations.h"
+#include "gradc/op/attrs/reduce.h"
 
 namespace gradc {
 namespace {
 
 LExprPtr fdiv(LExprPtr a, int64_t b) { return binary(BinaryOp::FloorDiv, std::move(a), imm(b)); }
 LExprPtr fmod(LExprPtr a, int64_t b) { return binary(BinaryOp::FloorMod, std::move(a), imm(b)); }
-
-struct Pool2DAttrs {
-  Pair pool_size{1, 1};
-  Pair strides{1, 1};
-  Pair dilation{1, 1};
-  Pad4 padding{0, 0, 0, 0};
-  std::string layout = "NCHW", out_layout;
-  bool ceil_mode = false;
-  bool count_include_pad = false;
-  template <class V> void visit_window(V &v) {
-    v("pool_size", pool_size, "The window (KH, KW).", {.required = true, .min = 1, .max = kMaxElements});
-    v("strides", strides, "The step of the window.", {.min = 1, .max = kMaxElements});
-    v("dilation", dilation, "The spacing of the window's taps.", {.min = 1, .max = kMaxElements});
-    v("padding", padding, "Implicit padding: 1 value (all sides), 2 (H, W) or 4 (top, left, bottom, right).",
-      {.min = 0, .max = kMaxElements});
-    v("layout", layout, "The data layout.", {.one_of = {"NCHW"}});
-    v("out_layout", out_layout, "Empty (the data layout) or NCHW.", {.one_of = {"", "NCHW"}});
-    v("ceil_mode", ceil_mode, "Round the output extent up.");
-  }
-};
-
-struct MaxPool2DAttrs : Pool2DAttrs {
-  template <class V> void visit(V &v) { visit_window(v); }
-};
-
-struct AvgPool2DAttrs : Pool2DAttrs {
-  template <class V> void visit(V &v) {
-    visit_window(v);
-    v("count_include_pad", count_include_pad, "Divide by the taps in the padded data, not only in the data.");
-  }
-};
-
-struct GlobalPool2DAttrs {
-  std::string layout = "NCHW", out_layout;
-  template <class V> void visit(V &v) {
-    v("layout", layout, "The data layout.", {.one_of = {"NCHW"}});
-    v("out_layout", out_layout, "Empty (the data layout) or NCHW.", {.one_of = {"", "NCHW"}});
-  }
-};
-
-struct AdaptivePool2DAttrs {
-  std::optional<std::vector<int64_t>> output_size; // None: the input's (H, W)
-  std::string layout = "NCHW", out_layout;
-  template <class V> void visit(V &v) {
-    v("output_size", output_size, "(OH, OW), one value for both, or None for the input's.",
-      {.min = 1, .max = kMaxElements});
-    v("layout", layout, "The data layout.", {.one_of = {"NCHW"}});
-    v("out_layout", out_layout, "Empty (the data layout) or NCHW.", {.one_of = {"", "NCHW"}});
-  }
-};
 
 /// One spatial axis of a pooling window.
 struct PoolAxis {

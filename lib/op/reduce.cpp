@@ -8,6 +8,7 @@
 // dtype's limits.
 //
 //===----------------------------------------------------------------------===//
+#include "gradc/op/attrs/reduce.h"
 #include "gradc/op/Ops.h"
 #include "gradc/op/Kernel.h"
 #include "gradc/op/Builder.h"
@@ -29,15 +30,6 @@ struct ReduceShape {
   std::vector<int64_t> axes;
   bool keepdims;
   int64_t count; // elements reduced into each output
-};
-
-/// argmax / argmin: the reduction's attributes and select_last_index.
-struct ArgReduceAttrs : ReduceAttrs {
-  bool select_last_index = false;
-  template <class V> void visit(V &v) {
-    ReduceAttrs::visit(v);
-    v("select_last_index", select_last_index, "On ties, the last position instead of the first.");
-  }
 };
 
 ReduceShape reduce_shape(const Expr &call) {
@@ -222,21 +214,6 @@ ExprPtr broadcast_back(GradCtx &g, ExprPtr grad) {
   bs.set("shape", AttrValue::ints(r.in));
   return g.b.call(ops::broadcast_to, {kept}, bs);
 }
-
-/// The reduction's attributes and `unbiased`.
-struct VarianceAttrs : ReduceAttrs {
-  bool unbiased = false;
-  template <class V> void visit(V &v) {
-    ReduceAttrs::visit(v);
-    v("unbiased", unbiased, "Divide by n - 1 (Bessel's correction) instead of n.");
-  }
-  /// The reduction with keepdims = `keep`.
-  ReduceAttrs reduce(bool keep) const {
-    ReduceAttrs r = *this;
-    r.keepdims = keep;
-    return r;
-  }
-};
 
 /// variance(data[, mean]): the mean, if given, has the reduction's shape
 /// with keepdims (Relay passes mean(data, axis, keepdims=True)).

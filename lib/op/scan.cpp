@@ -7,6 +7,7 @@
 // each row, the first zero's own from the products after it, zero past it.
 //
 //===----------------------------------------------------------------------===//
+#include "gradc/op/attrs/scan.h"
 #include "gradc/op/Ops.h"
 #include "gradc/op/Scan.h"
 #include "gradc/op/Builder.h"
@@ -14,15 +15,6 @@
 
 namespace gradc {
 namespace {
-
-struct CumsumAttrs {
-  std::optional<int64_t> axis; // None: over the flattened input
-  bool exclusive = false;
-  template <class V> void visit(V &v) {
-    v("axis", axis, "The scanned axis.", {.axis_of = 0});
-    v("exclusive", exclusive, "Exclude the current element.");
-  }
-};
 
 Type cumulative_rel(RelationCtx &ctx) {
   const Type *x = ctx.tensor(0);

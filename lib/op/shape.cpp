@@ -6,6 +6,7 @@
 // gradient pass uses collapse_sum_to to sum adjoints back to input shapes.
 //
 //===----------------------------------------------------------------------===//
+#include "gradc/op/attrs/shape.h"
 #include "gradc/op/Ops.h"
 #include "gradc/op/Kernel.h"
 #include "gradc/op/Builder.h"
@@ -18,60 +19,6 @@ namespace gradc {
 namespace {
 
 const char *kTypes = "%x: Tensor[(2, 3, 4), float64]";
-
-struct ReshapeAttrs {
-  std::vector<int64_t> newshape;
-  bool allowzero = false;
-  template <class V> void visit(V &v) {
-    v("newshape", newshape, "The new shape.", {.required = true});
-    v("allowzero", allowzero,
-      "A 0 in newshape is a dimension of size 0, not a copy of the input's (TVM's allowzero).");
-  }
-};
-
-struct TransposeAttrs {
-  std::optional<std::vector<int64_t>> axes;
-  template <class V> void visit(V &v) { v("axes", axes, "The permutation.", {.axis_of = 0}); }
-  /// The permutation of a tensor of `rank`: the given one, else reversed axes.
-  std::vector<int64_t> permutation(int64_t rank) const {
-    if (axes)
-      return *axes;
-    std::vector<int64_t> reversed;
-    for (int64_t i = rank - 1; i >= 0; --i)
-      reversed.push_back(i);
-    return reversed;
-  }
-};
-
-struct ExpandDimsAttrs {
-  int64_t axis = 0; // an axis of the result: the new axes start there
-  int64_t num_newaxis = 1;
-  template <class V> void visit(V &v) {
-    v("axis", axis, "Where to insert.", {.required = true, .axis_of = 0, .extra_rank = 1});
-    v("num_newaxis", num_newaxis, "How many axes to insert.", {.min = 0});
-  }
-};
-
-struct SqueezeAttrs {
-  std::optional<std::vector<int64_t>> axis;
-  template <class V> void visit(V &v) { v("axis", axis, "The axes to remove.", {.axis_of = 0}); }
-};
-
-struct ShapeAttrs {
-  std::vector<int64_t> shape;
-  template <class V> void visit(V &v) { v("shape", shape, "The target shape.", {.required = true, .shape = true}); }
-};
-
-struct PadAttrs {
-  IntPairs pad_width;
-  double pad_value = 0;
-  std::string pad_mode = "constant";
-  template <class V> void visit(V &v) {
-    v("pad_width", pad_width, "[before, after] per axis; a negative width crops.", {.required = true});
-    v("pad_value", pad_value, "The value of the padding, unless given as the second argument.");
-    v("pad_mode", pad_mode, "The padding mode.", {.one_of = {"constant"}});
-  }
-};
 
 /// nn.pad(data[, pad_value]): every axis grows by before + after.
 Type pad_rel(RelationCtx &ctx) {
@@ -102,11 +49,6 @@ Type pad_rel(RelationCtx &ctx) {
   }
   return Type::tensor(out, x->dtype);
 }
-
-struct ReverseAttrs {
-  int64_t axis = 0;
-  template <class V> void visit(V &v) { v("axis", axis, "The axis to reverse.", {.required = true, .axis_of = 0}); }
-};
 
 /// Every reshape-like operator reads the input element with the same flat index.
 LExprPtr reshape_element(ElementCtx &c) { return c.in_flat(0, flat_index(c.type().shape, c.index)); }

@@ -12,6 +12,7 @@
 // adjoint back with grad.strided_slice_backward, injective like the slice.
 //
 //===----------------------------------------------------------------------===//
+#include "gradc/op/attrs/slice.h"
 #include "gradc/op/Ops.h"
 #include "gradc/op/Kernel.h"
 #include "gradc/op/Builder.h"
@@ -21,41 +22,6 @@
 
 namespace gradc {
 namespace {
-
-struct ConcatenateAttrs {
-  int64_t axis = 0;
-  template <class V> void visit(V &v) { v("axis", axis, "The axis to join along (negative counts from the end)."); }
-};
-
-struct SplitAttrs {
-  IntOrList indices_or_sections{1, {}};
-  int64_t axis = 0;
-  template <class V> void visit(V &v) {
-    v("indices_or_sections", indices_or_sections,
-      "An int: that many equal parts; a list: the indices where parts start (numpy's split).", {.required = true});
-    v("axis", axis, "The axis to split.", {.axis_of = 0});
-  }
-};
-
-struct StackAttrs {
-  int64_t axis = 0;
-  template <class V> void visit(V &v) { v("axis", axis, "The new axis, an axis of the result."); }
-};
-
-struct StridedSliceAttrs {
-  std::vector<int64_t> begin, end;
-  std::optional<std::vector<int64_t>> strides, axes;
-  std::string slice_mode = "end";
-  template <class V> void visit(V &v) {
-    v("begin", begin, "The first index per axis (negative counts from the end).", {.required = true});
-    v("end", end, "The end per axis, exclusive (clipped as numpy); with slice_mode=\"size\", the size (-1: to the end).",
-      {.required = true});
-    v("strides", strides,
-      "The step per axis (negative walks backwards); one value applies to every axis, missing entries are 1.");
-    v("axes", axes, "The axes begin/end/strides apply to (default: the first len(begin)).", {.axis_of = 0});
-    v("slice_mode", slice_mode, "\"end\": end is an index; \"size\": end is a size.", {.one_of = {"end", "size"}});
-  }
-};
 
 /// The fields of a tuple type that a joining operator takes: every one a
 /// tensor of one dtype and rank; null after a failure.

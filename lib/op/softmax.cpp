@@ -6,6 +6,7 @@
 // identical.
 //
 //===----------------------------------------------------------------------===//
+#include "gradc/op/attrs/softmax.h"
 #include "gradc/op/Ops.h"
 #include "gradc/op/Kernel.h"
 #include "gradc/op/Builder.h"
@@ -13,11 +14,6 @@
 
 namespace gradc {
 namespace {
-
-struct SoftmaxAttrs {
-  int64_t axis = -1;
-  template <class V> void visit(V &v) { v("axis", axis, "The axis to normalise.", {.axis_of = 0}); }
-};
 
 //===--- softmax and log_softmax ------------------------------------------===//
 

@@ -25,6 +25,9 @@
 // attribute. Relations, gradients and kernels then read the struct with
 // `attrs_as<T>()`, already normalised: nothing reads an attribute by name.
 //
+// Each operator family's structs are public, in op/attrs/<family>.h, so
+// that the ONNX importer builds calls with them too.
+//
 //===----------------------------------------------------------------------===//
 #pragma once
 

@@ -32,19 +32,6 @@ bool require_float(RelationCtx &ctx, const Type &t);
 
 /// numpy broadcasting of two shapes; nullopt if incompatible.
 std::optional<Shape> broadcast_shapes(const Shape &a, const Shape &b);
-/// The attributes of the reduce operators (sum, mean, max, min).
-struct ReduceAttrs {
-  std::optional<std::vector<int64_t>> axis; // normalised; None or [] reduces every axis
-  bool keepdims = false;
-  bool exclude = false;
-  template <class V> void visit(V &v) {
-    v("axis", axis, "Axes to reduce; None reduces all.", {.axis_of = 0});
-    v("keepdims", keepdims, "Keep reduced axes with size 1.");
-    v("exclude", exclude, "Reduce every axis except `axis`.");
-  }
-  /// The axes reduced in a tensor of `rank`, sorted.
-  std::vector<int64_t> reduced(int64_t rank) const;
-};
 /// The shape of a reduction over `axes` of `shape`.
 Shape reduced_shape(const Shape &shape, const std::vector<int64_t> &axes, bool keepdims);
 
