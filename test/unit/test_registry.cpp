@@ -4,6 +4,9 @@
 
 #include <catch2/catch.hpp>
 
+#include <set>
+#include <string>
+
 using namespace gradc;
 
 TEST_CASE("every typed operator handle names a registered operator", "[registry]") {
@@ -15,13 +18,19 @@ TEST_CASE("every typed operator handle names a registered operator", "[registry]
   }
 }
 
+TEST_CASE("every registered operator has a typed handle", "[registry]") {
+  std::set<std::string> handled;
+  for (const OpRef *ref : all_op_refs())
+    handled.insert(ref->name());
+  for (const OpDef *def : OpRegistry::global().all()) {
+    INFO(def->name << " has no line in include/gradc/op/Ops.def");
+    CHECK(handled.count(def->name) == 1);
+  }
+}
+
 TEST_CASE("checkpoint markers are properties of the operator record", "[registry]") {
-  const OpDef *start = OpRegistry::global().find("grad.start_checkpoint");
-  const OpDef *end = OpRegistry::global().find("grad.end_checkpoint");
-  REQUIRE(start != nullptr);
-  REQUIRE(end != nullptr);
-  CHECK(start->checkpoint == CheckpointMarker::Start);
-  CHECK(end->checkpoint == CheckpointMarker::End);
+  CHECK(ops::start_checkpoint.get()->checkpoint == CheckpointMarker::Start);
+  CHECK(ops::end_checkpoint.get()->checkpoint == CheckpointMarker::End);
   int markers = 0;
   for (const OpDef *def : OpRegistry::global().all())
     markers += def->checkpoint != CheckpointMarker::None;

@@ -1,10 +1,11 @@
-//===- Ops.h - typed handles of the operators the compiler refers to ------===//
+//===- Ops.h - typed handles of the operators -----------------------------===//
 //
 // Passes and gradient rules name operators through these handles
 // (`b.call(ops::add, {x, y})`, `{Tok::Plus, 2, ops::add}` in the parser's
 // operator table), never through strings: a misspelt handle does not compile,
 // and a handle whose operator is not registered fails the registry's unit
-// test. A handle is resolved against the global registry on first use.
+// test, as does an operator without a handle. A handle is resolved against
+// the global registry on first use.
 //
 //===----------------------------------------------------------------------===//
 #pragma once
