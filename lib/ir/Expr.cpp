@@ -2,6 +2,7 @@
 #include "gradc/ir/Expr.h"
 #include "gradc/ir/Functor.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -179,12 +180,13 @@ ExprPtr make_int_constant(int64_t value, DType dtype, Span span) {
   return e;
 }
 
-ExprPtr make_call(const OpDef *op, std::vector<ExprPtr> args, Attrs attrs, Span span, Type type) {
+ExprPtr make_call(const OpDef *op, std::vector<ExprPtr> args, Attrs attrs, Span span, Type type, DecodedAttrs decoded) {
   GRADC_CHECK(op, "tensor IR", "a call without an operator");
   auto e = node(ExprKind::Call, span);
   e->op = op;
   e->args = std::move(args);
   e->attrs = std::move(attrs);
+  e->decoded = std::move(decoded);
   e->type = std::move(type);
   return e;
 }
@@ -233,6 +235,12 @@ ExprPtr make_func(FunctionPtr func, Span span) {
 ExprPtr with_args(const Expr &e, std::vector<ExprPtr> args) {
   GRADC_CHECK(e.kind != ExprKind::Var && e.kind != ExprKind::Func, "tensor IR", "with_args of a Var or fn");
   auto copy = std::make_shared<Expr>(e);
+  // Axes in the decoded attributes were normalised against the old operands'
+  // ranks: operands of other types drop them, and call_attrs decodes anew.
+  auto same_type = [](const ExprPtr &a, const ExprPtr &b) { return a->type == b->type; };
+  bool same_types = args.size() == e.args.size() && std::equal(args.begin(), args.end(), e.args.begin(), same_type);
+  if (!same_types)
+    copy->decoded = {};
   copy->args = std::move(args);
   return copy;
 }

@@ -142,12 +142,19 @@ ExprPtr check_call(const OpDef *op, std::vector<ExprPtr> args, const Attrs &attr
     }
     arg_types.push_back(a->type);
   }
-  if (def.check_attrs)
-    if (std::optional<AttrError> bad = def.check_attrs(filled, arg_types, 0)) {
-      report(bad->span.valid() ? bad->span : span, def.name + ": " + bad->message);
+  // Decoded once: the relation reads this struct, and so does every later
+  // reader of the typed call (call_attrs).
+  DecodedAttrs decoded;
+  if (def.check_attrs) {
+    AttrError bad;
+    decoded = def.check_attrs(filled, arg_types, 0, bad);
+    if (!decoded) {
+      report(bad.span.valid() ? bad.span : span, def.name + ": " + bad.message);
       return make_call(op, std::move(args), std::move(filled), span);
     }
+  }
   RelationCtx ctx{def, arg_types, filled, ""};
+  ctx.decoded = &decoded;
   Type t = def.relation(ctx);
   if (!ctx.error.empty()) {
     report(ctx.error_span.valid() ? ctx.error_span : span, ctx.error);
@@ -160,7 +167,7 @@ ExprPtr check_call(const OpDef *op, std::vector<ExprPtr> args, const Attrs &attr
     report(span, def.name + ": the result is over gradc's limits: " + *problem);
     return make_call(op, std::move(args), std::move(filled), span);
   }
-  return make_call(op, std::move(args), std::move(filled), span, std::move(t));
+  return make_call(op, std::move(args), std::move(filled), span, std::move(t), std::move(decoded));
 }
 
 ExprPtr check_tuple_get(ExprPtr tuple, int index, Span span, const Report &report) {

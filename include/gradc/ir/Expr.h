@@ -25,6 +25,7 @@
 
 #include <memory>
 #include <string>
+#include <typeinfo>
 #include <utility>
 #include <vector>
 
@@ -87,6 +88,32 @@ struct Attrs {
   void set(const std::string &name, AttrValue value);
 };
 
+/// A call's attributes decoded into its operator's typed struct (op/Attrs.h)
+/// for the argument types it was checked with: lists widened, defaults
+/// filled, axes normalised against those arguments' ranks. check_call stores
+/// it on the call it types, so that relations, gradients and kernels read the
+/// struct (call_attrs<T>) instead of decoding `attrs` again. The IR holds it
+/// without knowing the struct: only its std::type_info.
+class DecodedAttrs {
+public:
+  DecodedAttrs() = default;
+  template <class T> static DecodedAttrs of(T value) {
+    DecodedAttrs d;
+    d.value_ = std::make_shared<const T>(std::move(value));
+    d.type_ = &typeid(T);
+    return d;
+  }
+  /// The struct if it is a T, else null.
+  template <class T> const T *get() const {
+    return type_ && *type_ == typeid(T) ? static_cast<const T *>(value_.get()) : nullptr;
+  }
+  explicit operator bool() const { return value_ != nullptr; }
+
+private:
+  std::shared_ptr<const void> value_;
+  const std::type_info *type_ = nullptr;
+};
+
 enum class ExprKind {
   Var,        // a parameter or bound variable; identity is the node itself
   Constant,   // a scalar literal with a dtype
@@ -120,6 +147,7 @@ struct Expr {
   DType dtype = DType::Float32; // Constant
   const OpDef *op = nullptr;    // Call
   Attrs attrs;                  // Call
+  DecodedAttrs decoded;         // Call, once type-checked: `attrs` as the operator's struct, for these args' types
   std::vector<ExprPtr> args;    // Call, GlobalCall, Tuple fields, TupleGet [tuple]
   int index = 0;                // TupleGet
   FunctionPtr func;             // Func
@@ -150,12 +178,16 @@ struct Module {
 ExprPtr make_var(std::string name, Type annotation = {}, Span span = {}, Type type = {});
 ExprPtr make_constant(double value, DType dtype, Span span = {});
 ExprPtr make_int_constant(int64_t value, DType dtype, Span span = {});
-ExprPtr make_call(const OpDef *op, std::vector<ExprPtr> args, Attrs attrs, Span span = {}, Type type = {});
+/// A call; `decoded` is `attrs` decoded for the types of `args` (check_call).
+ExprPtr make_call(const OpDef *op, std::vector<ExprPtr> args, Attrs attrs, Span span = {}, Type type = {},
+                  DecodedAttrs decoded = {});
 ExprPtr make_global_call(std::string callee, std::vector<ExprPtr> args, Span span = {}, Type type = {});
 ExprPtr make_tuple(std::vector<ExprPtr> fields, Span span = {});
 ExprPtr make_tuple_get(ExprPtr tuple, int index, Span span = {});
 ExprPtr make_func(FunctionPtr func, Span span = {});
 /// A copy of `e` (any kind but Var) with other operands, keeping its type.
+/// A call keeps its decoded attributes only where every operand has the type
+/// of the one it replaces: they were decoded for those types.
 ExprPtr with_args(const Expr &e, std::vector<ExprPtr> args);
 
 /// A copy of a function with fresh Vars everywhere (types kept).

@@ -22,8 +22,9 @@
 // values, a Pad4 from 1, 2 or 4), axes normalised into [0, rank) and checked
 // for range and repeats, integers checked against their minimum, strings
 // against their choices. Each failure is a located error naming the
-// attribute. Relations, gradients and kernels then read the struct with
-// `attrs_as<T>()`, already normalised: nothing reads an attribute by name.
+// attribute. The typed call keeps the struct (ir/Expr.h: DecodedAttrs), and
+// relations, gradients and kernels read it with `attrs_as<T>()`, already
+// normalised and without decoding again: nothing reads an attribute by name.
 //
 // Each operator family's structs are public, in op/attrs/<family>.h, so
 // that the ONNX importer builds calls with them too.
@@ -204,7 +205,9 @@ std::vector<Type> arg_types(const Expr &call);
 [[noreturn]] void attrs_decode_failure(const Expr &call, const std::type_info &wanted, const AttrError *error);
 
 /// The typed attributes of a type-checked call of an operator registered
-/// with OpBuilder::attrs<T>().
+/// with OpBuilder::attrs<T>(): the struct check_call stored on it, or its
+/// `attrs` decoded anew where it holds none (a call copied onto operands of
+/// other types).
 template <class T> T call_attrs(const Expr &call);
 
 } // namespace gradc

@@ -84,6 +84,8 @@ struct RelationCtx {
   /// where the call wrote it) and returns Unknown.
   Type fail_attr(const std::string &name, const std::string &message);
   Span error_span; // where to report `error`; empty: the call
+  /// check_call's decoding of `attrs` for `args`; null: attrs_as decodes them.
+  const DecodedAttrs *decoded = nullptr;
 
   /// The call's typed attributes (OpBuilder::attrs<T>), decoded and checked.
   template <class T> T attrs_as() const;
@@ -159,8 +161,10 @@ using FnParamsFn = std::optional<std::vector<Type>> (*)(const std::vector<Type> 
 /// through the function lowering's own machinery (op/Kernel.h: LoopLowerCtx).
 using LoopLoweringFn = void (*)(LoopLowerCtx &);
 
-/// Decodes a call's attributes as the operator's typed struct; the error, if any.
-using AttrCheckFn = std::optional<AttrError> (*)(const Attrs &attrs, const std::vector<Type> &args, size_t first_arg);
+/// Decodes a call's attributes as the operator's typed struct: the struct, or
+/// an empty holder and the error in `error`.
+using AttrCheckFn = DecodedAttrs (*)(const Attrs &attrs, const std::vector<Type> &args, size_t first_arg,
+                                     AttrError &error);
 
 struct OpDef {
   std::string name;
@@ -170,7 +174,8 @@ struct OpDef {
   std::vector<ArgInfo> args;
   std::vector<AttrSpec> attrs;
   // Typed attributes (OpBuilder::attrs<T>): the struct, and its decoder,
-  // which check_call runs on every call before the relation.
+  // which check_call runs on every call before the relation, storing the
+  // struct on the call it types (Expr::decoded).
   const std::type_info *attrs_type = nullptr;
   AttrCheckFn check_attrs = nullptr;
   int support_level = 1;
@@ -233,11 +238,9 @@ public:
     AttrSchemaBuilder schema(def_);
     defaults.visit(schema);
     def_.attrs_type = &typeid(T);
-    def_.check_attrs = [](const Attrs &a, const std::vector<Type> &args, size_t first_arg) {
-      AttrError error;
-      if (decode_attrs<T>(a, args, first_arg, &error))
-        return std::optional<AttrError>();
-      return std::optional<AttrError>(error);
+    def_.check_attrs = [](const Attrs &a, const std::vector<Type> &args, size_t first_arg, AttrError &error) {
+      std::optional<T> typed = decode_attrs<T>(a, args, first_arg, &error);
+      return typed ? DecodedAttrs::of(std::move(*typed)) : DecodedAttrs();
     };
     return *this;
   }
@@ -297,6 +300,9 @@ private:
 template <class T> T call_attrs(const Expr &call) {
   if (!call.op->attrs_type || *call.op->attrs_type != typeid(T))
     attrs_decode_failure(call, typeid(T), nullptr);
+  if (const T *stored = call.decoded.get<T>())
+    return *stored;
+  // A call built before type inference, or copied onto operands of other types.
   AttrError error;
   std::optional<T> typed = decode_attrs<T>(call.attrs, arg_types(call), 0, &error);
   if (!typed)
@@ -307,6 +313,8 @@ template <class T> T call_attrs(const Expr &call) {
 template <class T> T RelationCtx::attrs_as() const {
   if (!op.attrs_type || *op.attrs_type != typeid(T))
     internal_error("type inference", op.name + " read attributes as a struct it did not register");
+  if (const T *stored = decoded ? decoded->get<T>() : nullptr)
+    return *stored;
   std::optional<T> typed = decode_attrs<T>(attrs, args, first_arg, nullptr);
   if (!typed) // check_call decoded them before the relation ran
     internal_error("type inference", op.name + ": attributes failed to decode in the relation");
