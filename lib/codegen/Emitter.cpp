@@ -497,6 +497,7 @@ private:
         return b_.CreateFSub(a, b_.CreateFMul(math(MathFn::Floor, b_.CreateFDiv(a, c)), c));
       case BinaryOp::And:
       case BinaryOp::Or:
+      case BinaryOp::Philox:
         internal_error(kPass, "logical op on floats");
       }
     }
@@ -542,8 +543,33 @@ private:
       return b_.CreateAnd(a, c);
     case BinaryOp::Or:
       return b_.CreateOr(a, c);
+    case BinaryOp::Philox:
+      return philox(a, c);
     }
     internal_error(kPass, "unknown binary op");
+  }
+
+  /// Word 0 of Philox-4x32-10 (loops/Random.h, whose philox4x32_10 is the
+  /// reference): key and counter are i64 (or vectors of them) split into
+  /// 32-bit halves, low first; counter words 2 and 3 are 0.
+  Value *philox(Value *key, Value *counter) {
+    Type *t64 = key->getType(), *t32 = t64->getWithNewBitWidth(32);
+    auto lo = [&](Value *v) { return b_.CreateTrunc(v, t32); };
+    auto hi = [&](Value *v) { return b_.CreateTrunc(b_.CreateLShr(v, 32), t32); };
+    auto k32 = [&](uint32_t v) { return ConstantInt::get(t32, v); };
+    Value *c[4] = {lo(counter), hi(counter), k32(0), k32(0)}, *k[2] = {lo(key), hi(key)};
+    for (int round = 0; round < 10; ++round) {
+      if (round > 0) {
+        k[0] = b_.CreateAdd(k[0], k32(0x9E3779B9));
+        k[1] = b_.CreateAdd(k[1], k32(0xBB67AE85));
+      }
+      Value *p0 = b_.CreateMul(b_.CreateZExt(c[0], t64), ConstantInt::get(t64, 0xD2511F53));
+      Value *p1 = b_.CreateMul(b_.CreateZExt(c[2], t64), ConstantInt::get(t64, 0xCD9E8D57));
+      Value *next[4] = {b_.CreateXor(b_.CreateXor(hi(p1), c[1]), k[0]), lo(p1),
+                        b_.CreateXor(b_.CreateXor(hi(p0), c[3]), k[1]), lo(p0)};
+      std::copy(next, next + 4, c);
+    }
+    return b_.CreateZExt(c[0], t64);
   }
 
   /// Quotient and remainder, truncated (C) or floored (Python). Division by 0

@@ -102,6 +102,8 @@ protected:
     case BinaryOp::Min:
     case BinaryOp::Max:
       return operands_ok(e);
+    case BinaryOp::Philox: // 32-bit multiplies, shifts and xors in vector form
+      return operands_ok(e);
     case BinaryOp::Div:
       return is_float(e->dtype) && operands_ok(e);
     default:

@@ -1,5 +1,6 @@
 //===- LoopIR.cpp - loop IR constructors and the `loops` dump printer -----===//
 #include "gradc/loops/LoopIR.h"
+#include "gradc/loops/Random.h"
 #include "gradc/loops/Functor.h"
 #include "gradc/support/Diagnostics.h"
 
@@ -83,6 +84,8 @@ static LExprPtr fold_index(BinaryOp op, const LExprPtr &a, const LExprPtr &b) {
     return nullptr;
   auto imm = [](const LExprPtr &e, int64_t v) { return e->kind == LExprKind::IntImm && e->ivalue == v; };
   if (a->kind == LExprKind::IntImm && b->kind == LExprKind::IntImm) {
+    if (op == BinaryOp::Philox)
+      return int_imm(philox_bits(a->ivalue, b->ivalue));
     if (op == BinaryOp::Add)
       return int_imm(a->ivalue + b->ivalue);
     if (op == BinaryOp::Mul)
@@ -261,6 +264,8 @@ double element_work(const LExprPtr &e) {
     w += kMathWork;
   if (e->kind == LExprKind::Binary && is_float)
     w += e->bop == BinaryOp::Pow ? kMathWork : e->bop == BinaryOp::Div ? kDivideWork : 0;
+  if (e->kind == LExprKind::Binary && e->bop == BinaryOp::Philox)
+    w += 4 * kMathWork; // ten rounds of two 32-bit products and four xors
   for (const LExprPtr &o : e->operands)
     w += element_work(o);
   return w;
@@ -376,6 +381,8 @@ const char *binary_call(BinaryOp op) {
     return "max";
   case BinaryOp::Pow:
     return "pow";
+  case BinaryOp::Philox:
+    return "philox";
   default:
     return "?";
   }

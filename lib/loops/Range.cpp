@@ -62,6 +62,8 @@ MaybeRange RangeOf::on_binary(const LExprPtr &e) {
     if (bl == bh && bl > 0)
       return a->lo >= 0 && a->hi < b->lo ? *a : Range{0, b->lo - 1};
     return std::nullopt;
+  case BinaryOp::Philox:
+    return Range{0, (int64_t(1) << 32) - 1};
   default:
     return std::nullopt;
   }

@@ -660,6 +660,28 @@ def _scalar(v, dtype):
 # REFERENCE: operator name -> lambda (args, attrs) -> numpy value (array or tuple)
 # ----------------------------------------------------------------------------------------------
 
+def _philox4x32_10(ctr, key):
+    """Philox-4x32-10 (Salmon et al., SC'11): ten rounds of two 32-bit products, a Weyl key schedule."""
+    mask = 0xFFFFFFFF
+    c, k = list(ctr), list(key)
+    for r in range(10):
+        if r:
+            k = [(k[0] + 0x9E3779B9) & mask, (k[1] + 0xBB67AE85) & mask]
+        p0, p1 = 0xD2511F53 * c[0], 0xCD9E8D57 * c[2]
+        c = [((p1 >> 32) ^ c[1] ^ k[0]) & mask, p1 & mask, ((p0 >> 32) ^ c[3] ^ k[1]) & mask, p0 & mask]
+    return c
+
+
+def _dropout_mask(seed, shape, rate, stream):
+    """nn.dropout_mask (SPEC): element i kept when word 0 of Philox(key = seed + stream * 0x9E3779B97F4A7C15,
+    counter = i) is at least rate * 2^32 rounded."""
+    key = (int(seed) + stream * 0x9E3779B97F4A7C15) & (2 ** 64 - 1)
+    keep = int(math.floor(rate * 2 ** 32 + 0.5))
+    n = int(np.prod(shape, dtype=np.int64))
+    bits = [_philox4x32_10([i & 0xFFFFFFFF, i >> 32, 0, 0], [key & 0xFFFFFFFF, key >> 32])[0] for i in range(n)]
+    return (np.array(bits, dtype=np.int64) >= keep).reshape(shape)
+
+
 REFERENCE = {
     # unary
     "negative": lambda a, at: -a[0],
@@ -777,6 +799,7 @@ REFERENCE = {
     "nn.leaky_relu": lambda a, at: np.where(a[0] > 0, a[0], a[0] * a[0].dtype.type(at["alpha"])),
     "nn.prelu": lambda a, at: np.where(a[0] > 0, a[0], a[0] * _along(a[1], at["axis"], a[0].ndim)),
     "nn.dropout": lambda a, at: (a[0].copy(), np.ones_like(a[0])),
+    "nn.dropout_mask": lambda a, at: _dropout_mask(a[0], at["shape"], at["rate"], at["stream"]),
     # recurrences
     "cumsum": lambda a, at: _cumulative(a[0], at, False),
     "scan": _scan,
@@ -811,6 +834,9 @@ KNOWN_BUGS = {
 }
 
 EXTRA_EXAMPLES = {
+    "nn.dropout_mask": [("%s: int64", "nn.dropout_mask(%s, shape=[3, 5], rate=0.3f, stream=2)", False, 1000),
+                        ("%s: int64", "nn.dropout_mask(%s, shape=[4, 1, 3], rate=0f)", False, 1000),
+                        ("%s: int64", "nn.dropout_mask(%s, shape=[7], rate=0.9f, stream=12345)", False, 1000)],
     "add": [("%x: Tensor[(2, 3), float64]", "add(%x, 1e-3f64) - 2.5f64 * %x / -4f64", False, 2),
             # SPEC §3: an unsuffixed integer literal beyond int32 is int64
             ("%x: Tensor[(2, 3), int64]", "add(%x, 5000000000)", False, 9),

@@ -84,7 +84,10 @@ enum class LExprKind {
 };
 
 enum class UnaryOp { Neg, Exp, Log, Sqrt, Tanh, Abs, Erf, Sin, Cos };
-enum class BinaryOp { Add, Sub, Mul, Div, Min, Max, Pow, FloorDiv, FloorMod, And, Or };
+/// Philox: random bits, word 0 of Philox-4x32-10 with key operands[0] and
+/// counter operands[1] (Int64 each, split into 32-bit halves, low first),
+/// an Int64 in [0, 2^32) (loops/Random.h).
+enum class BinaryOp { Add, Sub, Mul, Div, Min, Max, Pow, FloorDiv, FloorMod, And, Or, Philox };
 enum class CompareOp { LT, LE, GT, GE, EQ, NE };
 
 struct LExpr;

@@ -342,6 +342,7 @@ void register_conv_ops(OpRegistry &reg);
 void register_pool_ops(OpRegistry &reg);
 void register_norm_ops(OpRegistry &reg);
 void register_activation_ops(OpRegistry &reg);
+void register_random_ops(OpRegistry &reg);
 void register_scan_ops(OpRegistry &reg);
 void register_recurrence_ops(OpRegistry &reg);
 void register_grad_ops(OpRegistry &reg);
