@@ -18,6 +18,7 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <utility>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -98,7 +99,7 @@ std::optional<ModelSource> read_model(const std::string &path, const OnnxImportO
     return std::nullopt;
   if (!looks_like_onnx(path))
     return ModelSource{std::make_shared<SourceFile>(path, std::move(*bytes)), {}};
-  std::optional<OnnxImport> imported = import_onnx(path, *bytes, onnx, err);
+  std::optional<OnnxImport> imported = import_onnx(path, std::move(*bytes), onnx, err);
   if (!imported)
     return std::nullopt;
   // Diagnostics about the imported text name it so.
@@ -646,7 +647,7 @@ int import_command(const ImportCommand &cmd, std::ostream &out, std::ostream &er
   std::optional<std::string> bytes = read_whole_file(cmd.model, err);
   if (!bytes)
     return 1;
-  std::optional<OnnxImport> imported = import_onnx(cmd.model, *bytes, cmd.onnx, err);
+  std::optional<OnnxImport> imported = import_onnx(cmd.model, std::move(*bytes), cmd.onnx, err);
   if (!imported)
     return 1;
   // import_onnx has parsed and typed the text it returns (its declared
@@ -654,8 +655,9 @@ int import_command(const ImportCommand &cmd, std::ostream &out, std::ostream &er
   // OUT.relay and OUT.weights/ are one set: a failed import changes
   // neither, and two imports to one OUT leave one model's pair.
   std::vector<OutputFile> weight_files;
-  for (const ImportedWeight &w : imported->weights)
-    weight_files.push_back({w.name + ".npy", encode_npy(npy_of(w))});
+  // Each weight's bytes move into its file's: held once, not twice.
+  for (ImportedWeight &w : imported->weights)
+    weight_files.push_back({w.name + ".npy", encode_npy(NpyArray{w.dtype, w.shape, std::exchange(w.data, {})})});
   try {
     write_files_atomic({{relay, imported->text}, OutputFile::directory(weights_dir, std::move(weight_files))});
   } catch (FileError &e) {

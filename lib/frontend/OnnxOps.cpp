@@ -1,61 +1,34 @@
 //===- OnnxOps.cpp - the ONNX operators gradc maps, one entry each --------===//
 //
-// Each entry turns one node into Relay text through NodeCtx (OnnxOps.h), for
-// opsets 11 to 17 (where an opset moved an attribute to an input, both are
-// read). What an entry cannot map it reports with ctx.unsupported(), naming
-// the attribute and its value; the importer reports every one at once.
+// Each entry turns one node into typed calls through NodeCtx (OnnxOps.h),
+// for opsets 11 to 17 (where an opset moved an attribute to an input, both
+// are read). What an entry cannot map it reports with ctx.unsupported(),
+// naming the attribute and its value; the importer reports every one at
+// once. Types come from each operator's relation as the call is built.
 //
 //===----------------------------------------------------------------------===//
 #include "OnnxOps.h"
-#include "gradc/ir/Expr.h"
+#include "gradc/op/Ops.h"
+#include "gradc/op/Relations.h"
+#include "gradc/op/attrs/activation.h"
+#include "gradc/op/attrs/conv.h"
+#include "gradc/op/attrs/elementwise.h"
+#include "gradc/op/attrs/index.h"
+#include "gradc/op/attrs/linear.h"
+#include "gradc/op/attrs/loss.h"
+#include "gradc/op/attrs/norm.h"
+#include "gradc/op/attrs/pool.h"
+#include "gradc/op/attrs/random.h"
+#include "gradc/op/attrs/reduce.h"
+#include "gradc/op/attrs/scan.h"
+#include "gradc/op/attrs/shape.h"
+#include "gradc/op/attrs/slice.h"
+#include "gradc/op/attrs/softmax.h"
 
 #include <algorithm>
 #include <cmath>
-#include <cstdio>
 
 namespace gradc::onnx_import {
-
-std::vector<int64_t> to_ints(const ConstValue &c) {
-  constexpr int64_t kLimit = int64_t(1) << 62;
-  std::vector<int64_t> out;
-  if (!c.ints.empty())
-    for (int64_t v : c.ints)
-      out.push_back(std::clamp(v, -kLimit, kLimit));
-  else
-    for (double v : c.values)
-      out.push_back(to_int(v));
-  return out;
-}
-
-std::string printable(const std::string &s) {
-  std::string out;
-  for (unsigned char c : s) {
-    if (c == '"' || c == '\\') {
-      out += '\\';
-      out += char(c);
-    } else if (c == '\n') {
-      out += "\\n";
-    } else if (c < 0x20 || c == 0x7f) {
-      char buf[8];
-      std::snprintf(buf, sizeof buf, "\\x%02x", c);
-      out += buf;
-    } else {
-      out += char(c);
-    }
-  }
-  return out;
-}
-
-std::string float_literal(double v, DType dtype) { return format_float(v, dtype) + dtype_info(dtype).literal_suffix; }
-
-std::string literal_of(const ConstValue &c, size_t i) {
-  if (c.dtype == DType::Bool)
-    return c.values[i] != 0 ? "True" : "False";
-  if (is_int(c.dtype))
-    return std::to_string(c.ints[i]) + dtype_info(c.dtype).literal_suffix;
-  return float_literal(c.values[i], c.dtype);
-}
-
 namespace {
 
 std::string ints(const std::vector<int64_t> &v) {
@@ -65,22 +38,7 @@ std::string ints(const std::vector<int64_t> &v) {
   return s + "]";
 }
 
-std::string call(const std::string &op, std::vector<std::string> args, const std::string &attrs = "") {
-  std::string s = op + "(";
-  for (size_t i = 0; i < args.size(); ++i)
-    s += (i ? ", " : "") + args[i];
-  if (!attrs.empty())
-    s += (args.empty() ? "" : ", ") + attrs;
-  return s + ")";
-}
-
-Mapped one(std::string e) { return {{std::move(e)}, false}; }
-
 int64_t rank(const Type &t) { return int64_t(t.shape.size()); }
-
-/// A floating-point attribute value as the printer writes it ("1e-05f",
-/// "1e+300f64", "-inff", "nanf").
-std::string float_attr(double v) { return AttrValue::of(v).str(); }
 
 int64_t norm_axis(int64_t axis, int64_t r) { return axis < 0 ? axis + r : axis; }
 
@@ -111,39 +69,51 @@ std::optional<std::vector<int64_t>> ints_attr_or_input(NodeCtx &ctx, const std::
   if (ctx.opset() >= moved) {
     if (!ctx.has_input(input))
       return std::nullopt;
-    std::optional<ConstValue> c = ctx.constant(input);
+    const ConstValue *c = ctx.constant(input);
     if (!c) {
       ctx.unsupported("input " + std::to_string(input + 1) + " ('" + name + "') must be a constant");
       return std::nullopt;
     }
-    return to_ints(*c);
+    return c->integers();
   }
   if (!ctx.has_attr(name))
     return std::nullopt;
   return ctx.attr_ints(name, {});
 }
 
-Mapping unary(const char *op) {
-  return [op](NodeCtx &ctx) { return one(call(op, {ctx.input(0)})); };
+/// Input i's scalar constant value, or nullopt after reporting it as `what`.
+std::optional<double> scalar_input(NodeCtx &ctx, size_t i, const std::string &what) {
+  const ConstValue *c = ctx.constant(i);
+  if (!c || c->size() != 1) {
+    ctx.unsupported(what + " that is not a scalar constant");
+    return std::nullopt;
+  }
+  return c->number(0);
 }
 
-Mapping binary(const char *op) {
-  return [op](NodeCtx &ctx) { return one(call(op, {ctx.input(0), ctx.input(1)})); };
+Mapping unary(const OpRef &op) {
+  return [&op](NodeCtx &ctx) { return Mapped{ctx.b().call(op, {ctx.input(0)})}; };
+}
+
+Mapping binary(const OpRef &op) {
+  return [&op](NodeCtx &ctx) { return Mapped{ctx.b().call(op, {ctx.input(0), ctx.input(1)})}; };
 }
 
 /// Min, Max, Sum and Mean take any number of inputs: folded left.
-Mapping variadic(const char *op) {
-  return [op](NodeCtx &ctx) {
-    std::string e = ctx.input(0);
+Mapping variadic(const OpRef &op) {
+  return [&op](NodeCtx &ctx) {
+    ExprPtr e = ctx.input(0);
     for (size_t i = 1; i < ctx.num_inputs(); ++i)
-      e = call(op, {e, ctx.input(i)});
-    return one(e);
+      e = ctx.b().call(op, {e, ctx.input(i)});
+    return Mapped{e};
   };
 }
 
 /// The 2-D window attributes of Conv and the pools, or a reason they are not.
 struct Window {
   std::vector<int64_t> kernel, strides, pads, dilations;
+  Pair pair(const std::vector<int64_t> &v) const { return {v[0], v[1]}; }
+  Pad4 pad4() const { return {pads[0], pads[1], pads[2], pads[3]}; }
 };
 std::optional<Window> window(NodeCtx &ctx, const Type &x, std::vector<int64_t> kernel, bool transposed = false) {
   if (rank(x) != 4) {
@@ -202,57 +172,43 @@ std::optional<Window> window(NodeCtx &ctx, const Type &x, std::vector<int64_t> k
   return w;
 }
 
-Mapped conv(NodeCtx &ctx) {
+Mapped conv(NodeCtx &ctx, bool transposed) {
   const Type &x = ctx.input_type(0), &wt = ctx.input_type(1);
   if (rank(wt) != 4) {
     ctx.unsupported("a weight of rank " + std::to_string(rank(wt)) + " (only 2-D convolutions)");
     return {};
   }
-  std::optional<Window> w = window(ctx, x, ctx.attr_ints("kernel_shape", {wt.shape[2], wt.shape[3]}));
-  if (!w)
-    return {};
-  std::string e = call("nn.conv2d", {ctx.input(0), ctx.input(1)},
-                       "strides=" + ints(w->strides) + ", padding=" + ints(w->pads) + ", dilation=" +
-                           ints(w->dilations) + ", groups=" + std::to_string(ctx.attr_int("group", 1)));
-  if (ctx.has_input(2))
-    e = call("nn.bias_add", {e, ctx.input(2)}, "axis=1");
-  return one(e);
-}
-
-Mapped conv_transpose(NodeCtx &ctx) {
-  const Type &x = ctx.input_type(0), &wt = ctx.input_type(1);
-  if (rank(wt) != 4) {
-    ctx.unsupported("a weight of rank " + std::to_string(rank(wt)) + " (only 2-D convolutions)");
-    return {};
-  }
-  if (ctx.has_attr("output_shape")) {
+  if (transposed && ctx.has_attr("output_shape")) {
     ctx.unsupported("output_shape (give pads and output_padding)");
     return {};
   }
-  std::optional<Window> w = window(ctx, x, ctx.attr_ints("kernel_shape", {wt.shape[2], wt.shape[3]}), true);
+  std::optional<Window> w = window(ctx, x, ctx.attr_ints("kernel_shape", {wt.shape[2], wt.shape[3]}), transposed);
   if (!w)
     return {};
-  std::string e = call("nn.conv2d_transpose", {ctx.input(0), ctx.input(1)},
-                       "strides=" + ints(w->strides) + ", padding=" + ints(w->pads) + ", dilation=" +
-                           ints(w->dilations) + ", groups=" + std::to_string(ctx.attr_int("group", 1)) +
-                           ", output_padding=" + ints(ctx.attr_ints("output_padding", {0, 0})));
+  ExprPtr e;
+  if (transposed) {
+    Conv2DTransposeAttrs a;
+    a.strides = w->pair(w->strides);
+    a.padding = w->pad4();
+    a.dilation = w->pair(w->dilations);
+    a.groups = ctx.attr_int("group", 1);
+    std::vector<int64_t> op = ctx.attr_ints("output_padding", {0, 0});
+    a.output_padding = {op[0], op[1]};
+    e = ctx.b().call(ops::conv2d_transpose, {ctx.input(0), ctx.input(1)}, a);
+  } else {
+    Conv2DAttrs a;
+    a.strides = w->pair(w->strides);
+    a.padding = w->pad4();
+    a.dilation = w->pair(w->dilations);
+    a.groups = ctx.attr_int("group", 1);
+    e = ctx.b().call(ops::conv2d, {ctx.input(0), ctx.input(1)}, a);
+  }
   if (ctx.has_input(2))
-    e = call("nn.bias_add", {e, ctx.input(2)}, "axis=1");
-  return one(e);
+    e = ctx.b().call(ops::bias_add, {e, ctx.input(2)}, BiasAddAttrs{.axis = 1});
+  return {e};
 }
 
-/// A pool's output extent along one axis by gradc's rule (nn.max_pool2d's
-/// relation, PyTorch's): with ceil_mode a last window that would start in the
-/// trailing padding is dropped, where ONNX 1.12's shape inference keeps it.
-int64_t pool_extent(int64_t n, int64_t k, int64_t s, int64_t d, int64_t lo, int64_t hi, bool ceil_mode) {
-  __int128 num = __int128(n) + lo + hi - __int128(d) * (k - 1) - 1 + (ceil_mode ? s - 1 : 0);
-  __int128 out = (num >= 0 ? num / s : -((-num + s - 1) / s)) + 1;
-  if (ceil_mode && (out - 1) * s >= __int128(n) + lo)
-    --out;
-  return int64_t(std::clamp<__int128>(out, 0, INT64_MAX));
-}
-
-Mapped pool(NodeCtx &ctx, const char *op, bool average) {
+Mapped pool(NodeCtx &ctx, bool average) {
   const Type &x = ctx.input_type(0);
   if (ctx.num_outputs() > 1) {
     ctx.unsupported("the Indices output");
@@ -267,95 +223,147 @@ Mapped pool(NodeCtx &ctx, const char *op, bool average) {
   std::optional<bool> include_pad = flag(ctx, "count_include_pad", 0);
   if (!w || !ceil_mode || !include_pad)
     return {};
-  std::string attrs = "pool_size=" + ints(w->kernel) + ", strides=" + ints(w->strides) + ", dilation=" +
-                      ints(w->dilations) + ", padding=" + ints(w->pads) +
-                      ", ceil_mode=" + (*ceil_mode ? "True" : "False");
-  if (average)
-    attrs += std::string(", count_include_pad=") + (*include_pad ? "True" : "False");
-  Mapped m = one(call(op, {ctx.input(0)}, attrs));
-  Shape shape = x.shape;
-  for (size_t d = 0; d < 2; ++d)
-    shape[d + 2] = pool_extent(x.shape[d + 2], w->kernel[d], w->strides[d], w->dilations[d], w->pads[d],
-                               w->pads[d + 2], *ceil_mode);
-  if (shape[2] >= 1 && shape[3] >= 1) // else the relation says why
-    m.types = {Type::tensor(shape, x.dtype)};
-  return m;
+  auto fill = [&](Pool2DAttrs &a) {
+    a.pool_size = w->pair(w->kernel);
+    a.strides = w->pair(w->strides);
+    a.dilation = w->pair(w->dilations);
+    a.padding = w->pad4();
+    a.ceil_mode = *ceil_mode;
+  };
+  if (average) {
+    AvgPool2DAttrs a;
+    fill(a);
+    a.count_include_pad = *include_pad;
+    return {ctx.b().call(ops::avg_pool2d, {ctx.input(0)}, a)};
+  }
+  MaxPool2DAttrs a;
+  fill(a);
+  return {ctx.b().call(ops::max_pool2d, {ctx.input(0)}, a)};
 }
 
 Mapped gemm(NodeCtx &ctx) {
   double alpha = ctx.attr_float("alpha", 1), beta = ctx.attr_float("beta", 1);
   DType dt = ctx.input_type(0).dtype;
-  std::string a = ctx.input(0), b = ctx.input(1);
+  Builder &b = ctx.b();
+  ExprPtr a = ctx.input(0), w = ctx.input(1);
   if (ctx.attr_int("transA", 0))
-    a = call("transpose", {a}, "axes=[1, 0]");
+    a = b.transpose(a, {1, 0});
   // dense computes a·bᵀ: the transposed B as it is stored.
-  std::string e = ctx.attr_int("transB", 0) ? call("nn.dense", {a, b}) : call("matmul", {a, b});
+  ExprPtr e = ctx.attr_int("transB", 0) ? b.call(ops::dense, {a, w}) : b.call(ops::matmul, {a, w});
   if (alpha != 1)
-    e = call("multiply", {e, ctx.literal(alpha, dt)});
+    e = b.mul(e, ctx.literal(alpha, dt));
   if (ctx.has_input(2) && beta != 0) {
-    std::string c = ctx.input(2);
+    ExprPtr c = ctx.input(2);
     if (beta != 1)
-      c = call("multiply", {c, ctx.literal(beta, dt)});
-    e = call("add", {e, c});
+      c = b.mul(c, ctx.literal(beta, dt));
+    e = b.add(e, c);
   }
-  return one(e);
+  return {e};
 }
 
-Mapped softmax(NodeCtx &ctx, const char *op) {
+Mapped softmax(NodeCtx &ctx, const OpRef &op) {
   const Type &x = ctx.input_type(0);
   int64_t r = rank(x);
   std::optional<int64_t> checked = checked_axis(ctx, "axis", ctx.attr_int("axis", ctx.opset() >= 13 ? -1 : 1), r);
   if (!checked)
     return {};
   int64_t axis = *checked;
-  if (ctx.opset() >= 13)
-    return one(call(op, {ctx.input(0)}, "axis=" + std::to_string(axis)));
+  Builder &b = ctx.b();
+  if (ctx.opset() >= 13 || axis == r - 1)
+    return {b.call(op, {ctx.input(0)}, SoftmaxAttrs{.axis = axis})};
   // Before opset 13: over every axis from `axis` on, as one.
-  if (axis == r - 1)
-    return one(call(op, {ctx.input(0)}, "axis=" + std::to_string(axis)));
   int64_t outer = 1, inner = 1;
   for (int64_t d = 0; d < r; ++d)
     (d < axis ? outer : inner) *= x.shape[size_t(d)];
-  std::string flat = call("reshape", {ctx.input(0)}, "newshape=" + ints({outer, inner}));
-  return one(call("reshape", {call(op, {flat}, "axis=1")}, "newshape=" + ints(x.shape)));
+  ExprPtr flat = b.reshape(ctx.input(0), {outer, inner});
+  return {b.reshape(b.call(op, {flat}, SoftmaxAttrs{.axis = 1}), x.shape)};
 }
 
-Mapped reduce(NodeCtx &ctx, const char *op) {
+Mapped reduce(NodeCtx &ctx, const OpRef &op) {
   // ReduceSum took axes as an input from opset 13, the others from 18.
-  std::optional<std::vector<int64_t>> axes =
-      ints_attr_or_input(ctx, "axes", 1, std::string(op) == "sum" ? 13 : 18);
+  std::optional<std::vector<int64_t>> axes = ints_attr_or_input(ctx, "axes", 1, &op == &ops::sum ? 13 : 18);
   std::optional<bool> keep = flag(ctx, "keepdims", 1), noop = flag(ctx, "noop_with_empty_axes", 0);
   if (!keep || !noop)
     return {};
-  std::string k = std::string(", keepdims=") + (*keep ? "True" : "False");
+  ReduceAttrs a;
+  a.keepdims = *keep;
   if (!axes || axes->empty()) {
     if (*noop)
-      return one(ctx.input(0));
-    return one(call(op, {ctx.input(0)}, "axis=None" + k));
+      return {ctx.input(0)};
+  } else {
+    a.axis = *axes;
   }
-  return one(call(op, {ctx.input(0)}, "axis=" + ints(*axes) + k));
+  return {ctx.b().call(op, {ctx.input(0)}, a)};
 }
 
-Mapped reshape_to_output(NodeCtx &ctx) {
-  return one(call("reshape", {ctx.input(0)}, "newshape=" + ints(ctx.output_type(0).shape)));
+/// Where a shape-only operator's shape is not a constant: the declared
+/// output type's shape, or nullopt after reporting it.
+std::optional<Shape> declared_shape(NodeCtx &ctx, const std::string &what) {
+  std::optional<Type> t = ctx.declared_output(0);
+  if (!t) {
+    ctx.unsupported(what + " that is not a constant, and no declared output shape");
+    return std::nullopt;
+  }
+  return t->shape;
 }
 
 Mapped reshape(NodeCtx &ctx) {
-  std::optional<ConstValue> shape = ctx.constant(1);
+  const ConstValue *shape = ctx.constant(1);
   if (!shape) {
-    ctx.unsupported("a shape that is not a constant (input 2)");
+    std::optional<Shape> declared = declared_shape(ctx, "a shape (input 2)");
+    return declared ? Mapped{ctx.b().reshape(ctx.input(0), *declared)} : Mapped{};
+  }
+  std::vector<int64_t> dims = shape->integers();
+  for (int64_t d : dims)
+    if (d < -1) {
+      ctx.unsupported("a shape entry " + std::to_string(d) + " (ONNX allows -1 and dimensions)");
+      return {};
+    }
+  return {ctx.b().call(ops::reshape, {ctx.input(0)},
+                       ReshapeAttrs{.newshape = dims, .allowzero = ctx.attr_int("allowzero", 0) != 0})};
+}
+
+/// Unsqueeze: size-1 axes inserted where the output's `axes` say.
+Mapped unsqueeze(NodeCtx &ctx) {
+  if (ctx.opset() >= 13 && ctx.has_input(1) && !ctx.constant(1)) {
+    std::optional<Shape> declared = declared_shape(ctx, "axes");
+    return declared ? Mapped{ctx.b().reshape(ctx.input(0), *declared)} : Mapped{};
+  }
+  std::optional<std::vector<int64_t>> axes = ints_attr_or_input(ctx, "axes", 1, 13);
+  if (!axes) {
+    ctx.unsupported("no axes");
     return {};
   }
-  bool allowzero = ctx.attr_int("allowzero", 0) != 0;
-  return one(call("reshape", {ctx.input(0)},
-                  "newshape=" + ints(to_ints(*shape)) + (allowzero ? ", allowzero=True" : "")));
+  const Shape &in = ctx.input_type(0).shape;
+  int64_t r = int64_t(in.size() + axes->size());
+  std::vector<bool> unit(size_t(r), false);
+  for (int64_t a : *axes) {
+    std::optional<int64_t> k = checked_axis(ctx, "axes entry", a, r);
+    if (!k)
+      return {};
+    if (unit[size_t(*k)]) {
+      ctx.unsupported("axes " + ints(*axes) + " (a repeated axis)");
+      return {};
+    }
+    unit[size_t(*k)] = true;
+  }
+  Shape shape;
+  size_t from = 0;
+  for (int64_t k = 0; k < r; ++k)
+    shape.push_back(unit[size_t(k)] ? 1 : in[from++]);
+  return {ctx.b().reshape(ctx.input(0), shape)};
 }
 
 Mapped squeeze(NodeCtx &ctx) {
+  if (ctx.opset() >= 13 && ctx.has_input(1) && !ctx.constant(1)) {
+    std::optional<Shape> declared = declared_shape(ctx, "axes");
+    return declared ? Mapped{ctx.b().reshape(ctx.input(0), *declared)} : Mapped{};
+  }
   std::optional<std::vector<int64_t>> axes = ints_attr_or_input(ctx, "axes", 1, 13);
-  if (!axes)
-    return one(call("squeeze", {ctx.input(0)}));
-  return one(call("squeeze", {ctx.input(0)}, "axis=" + ints(*axes)));
+  SqueezeAttrs a;
+  if (axes)
+    a.axis = *axes;
+  return {ctx.b().call(ops::squeeze, {ctx.input(0)}, a)};
 }
 
 Mapped split(NodeCtx &ctx) {
@@ -363,19 +371,38 @@ Mapped split(NodeCtx &ctx) {
   std::optional<int64_t> axis = checked_axis(ctx, "axis", ctx.attr_int("axis", 0), rank(x));
   if (!axis)
     return {};
-  std::optional<std::vector<int64_t>> sizes = ints_attr_or_input(ctx, "split", 1, 13);
-  std::string sections;
+  std::optional<std::vector<int64_t>> sizes;
+  if (ctx.opset() >= 13 && ctx.has_input(1) && !ctx.constant(1)) {
+    // The parts' sizes from the declared outputs.
+    sizes.emplace();
+    for (size_t i = 0; i < ctx.num_outputs(); ++i) {
+      std::optional<Type> t = ctx.declared_output(i);
+      if (!t || rank(*t) != rank(x)) {
+        ctx.unsupported("split sizes that are not a constant, and no declared output shapes");
+        return {};
+      }
+      sizes->push_back(t->shape[size_t(*axis)]);
+    }
+  } else {
+    sizes = ints_attr_or_input(ctx, "split", 1, 13);
+  }
+  SplitAttrs a;
+  a.axis = *axis;
   if (!sizes) {
-    sections = std::to_string(ctx.num_outputs());
+    a.indices_or_sections = IntOrList{int64_t(ctx.num_outputs()), {}};
   } else {
     std::vector<int64_t> starts;
     int64_t at = 0;
     for (size_t i = 0; i + 1 < sizes->size(); ++i)
       starts.push_back(at += (*sizes)[i]);
-    sections = ints(starts);
+    a.indices_or_sections = IntOrList{std::nullopt, starts};
   }
-  return {{call("split", {ctx.input(0)}, "indices_or_sections=" + sections + ", axis=" + std::to_string(*axis))},
-          true};
+  Builder &b = ctx.b();
+  ExprPtr parts = b.call(ops::split, {ctx.input(0)}, a);
+  Mapped out;
+  for (size_t i = 0; i < ctx.num_outputs(); ++i)
+    out.push_back(ctx.wants_output(i) ? b.get(parts, int(i)) : nullptr);
+  return out;
 }
 
 Mapped slice(NodeCtx &ctx) {
@@ -384,12 +411,12 @@ Mapped slice(NodeCtx &ctx) {
   auto get = [&](size_t i, const char *what, std::vector<int64_t> &out) {
     if (!ctx.has_input(i))
       return true;
-    std::optional<ConstValue> c = ctx.constant(i);
+    const ConstValue *c = ctx.constant(i);
     if (!c) {
       ctx.unsupported(std::string(what) + " that are not constants");
       return false;
     }
-    out = to_ints(*c);
+    out = c->integers();
     return true;
   };
   if (!get(1, "starts", starts) || !get(2, "ends", ends) || !get(3, "axes", axes) || !get(4, "steps", steps))
@@ -415,8 +442,12 @@ Mapped slice(NodeCtx &ctx) {
     starts[i] = std::clamp<int64_t>(starts[i], -dim - 1, dim);
     ends[i] = std::clamp<int64_t>(ends[i], -dim - 1, dim);
   }
-  return one(call("strided_slice", {ctx.input(0)},
-                  "begin=" + ints(starts) + ", end=" + ints(ends) + ", strides=" + ints(steps) + ", axes=" + ints(axes)));
+  StridedSliceAttrs a;
+  a.begin = starts;
+  a.end = ends;
+  a.strides = steps;
+  a.axes = axes;
+  return {ctx.b().call(ops::strided_slice, {ctx.input(0)}, a)};
 }
 
 Mapped pad(NodeCtx &ctx) {
@@ -435,57 +466,53 @@ Mapped pad(NodeCtx &ctx) {
     ctx.unsupported("the axes input");
     return {};
   }
-  double value = 0;
+  PadAttrs a;
   if (ctx.has_input(2)) {
-    std::optional<ConstValue> v = ctx.constant(2);
-    if (!v || v->values.size() != 1) {
-      ctx.unsupported("a constant_value that is not a scalar constant");
+    std::optional<double> v = scalar_input(ctx, 2, "a constant_value");
+    if (!v)
       return {};
-    }
-    value = v->values[0];
+    a.pad_value = *v;
   }
-  std::string widths = "[";
   for (size_t d = 0; d < r; ++d)
-    widths += (d ? ", [" : "[") + std::to_string((*pads)[d]) + ", " + std::to_string((*pads)[d + r]) + "]";
-  return one(call("nn.pad", {ctx.input(0)}, "pad_width=" + widths + "], pad_value=" + float_attr(value)));
+    a.pad_width.push_back({(*pads)[d], (*pads)[d + r]});
+  return {ctx.b().call(ops::pad, {ctx.input(0)}, a)};
 }
 
 Mapped clip(NodeCtx &ctx) {
   // An absent bound is the dtype's extreme (ONNX's numeric_limits).
   DType dt = ctx.input_type(0).dtype;
-  double lo = -dtype_info(dt).max_finite, hi = dtype_info(dt).max_finite;
+  ClipAttrs a{.a_min = -dtype_info(dt).max_finite, .a_max = dtype_info(dt).max_finite};
   for (size_t i : {size_t(1), size_t(2)}) {
     if (!ctx.has_input(i))
       continue;
-    std::optional<ConstValue> c = ctx.constant(i);
-    if (!c || c->values.size() != 1) {
-      ctx.unsupported(std::string(i == 1 ? "min" : "max") + " that is not a scalar constant");
+    std::optional<double> v = scalar_input(ctx, i, i == 1 ? "min" : "max");
+    if (!v)
       return {};
-    }
-    (i == 1 ? lo : hi) = c->values[0];
+    (i == 1 ? a.a_min : a.a_max) = *v;
   }
-  return one(call("clip", {ctx.input(0)}, "a_min=" + float_attr(lo) + ", a_max=" + float_attr(hi)));
+  return {ctx.b().call(ops::clip, {ctx.input(0)}, a)};
 }
 
 Mapped cumsum(NodeCtx &ctx) {
-  std::optional<ConstValue> a = ctx.constant(1);
-  if (!a || a->values.size() != 1) {
+  const ConstValue *c = ctx.constant(1);
+  if (!c || c->size() != 1) {
     ctx.unsupported("an axis that is not a scalar constant");
     return {};
   }
-  std::optional<int64_t> axis = checked_axis(ctx, "axis", to_ints(*a)[0], rank(ctx.input_type(0)));
+  std::optional<int64_t> axis = checked_axis(ctx, "axis", c->integer(0), rank(ctx.input_type(0)));
   std::optional<bool> exclusive = flag(ctx, "exclusive", 0), reverse = flag(ctx, "reverse", 0);
   if (!axis || !exclusive || !reverse)
     return {};
-  std::string ax = "axis=" + std::to_string(*axis);
-  std::string excl = std::string(", exclusive=") + (*exclusive ? "True" : "False");
+  Builder &b = ctx.b();
+  CumsumAttrs a{.axis = *axis, .exclusive = *exclusive};
   if (!*reverse)
-    return one(call("cumsum", {ctx.input(0)}, ax + excl));
-  return one(call("reverse", {call("cumsum", {call("reverse", {ctx.input(0)}, ax)}, ax + excl)}, ax));
+    return {b.call(ops::cumsum, {ctx.input(0)}, a)};
+  return {b.reverse(b.call(ops::cumsum, {b.reverse(ctx.input(0), *axis)}, a), *axis)};
 }
 
 Mapped batch_norm(NodeCtx &ctx) {
-  std::string eps = "epsilon=" + float_attr(ctx.attr_float("epsilon", 1e-5));
+  BatchNormAttrs a;
+  a.epsilon = ctx.attr_float("epsilon", 1e-5);
   // From opset 14 the attribute training_mode tells training; before, the
   // outputs do: Y alone in inference; Y, the running mean and variance, the
   // saved mean and variance in training.
@@ -493,31 +520,33 @@ Mapped batch_norm(NodeCtx &ctx) {
       ctx.opset() >= 14 ? flag(ctx, "training_mode", 0) : std::optional<bool>(ctx.num_outputs() > 1);
   if (!training)
     return {};
+  Builder &b = ctx.b();
+  ExprPtr x = ctx.input(0);
   if (!*training) {
     if (ctx.num_outputs() > 1) {
       ctx.unsupported("the running statistics outputs without training_mode");
       return {};
     }
-    return one(call("nn.batch_norm", {ctx.input(0), ctx.input(1), ctx.input(2), ctx.input(3), ctx.input(4)}, eps) +
-               ".0");
+    return {b.get(b.call(ops::batch_norm, {x, ctx.input(1), ctx.input(2), ctx.input(3), ctx.input(4)}, a), 0)};
   }
   // Training: the batch's own statistics over every axis but the channels;
   // the running statistics move toward them by 1 - momentum; the saved
   // statistics (before opset 14) are the batch's.
-  const Type &x = ctx.input_type(0);
   std::vector<int64_t> axes{0};
-  for (int64_t d = 2; d < rank(x); ++d)
+  for (int64_t d = 2; d < rank(ctx.input_type(0)); ++d)
     axes.push_back(d);
-  std::string ax = "axis=" + ints(axes);
-  std::string mean = call("mean", {ctx.input(0)}, ax), var = call("variance", {ctx.input(0)}, ax);
-  Mapped m = one(call("nn.batch_norm", {ctx.input(0), ctx.input(1), ctx.input(2), mean, var}, eps) + ".0");
-  DType dt = x.dtype;
+  ReduceAttrs over;
+  over.axis = axes;
+  ExprPtr mean = b.call(ops::mean, {x}, over), var = b.call(ops::variance, {x}, VarianceAttrs{over});
+  Mapped m{b.get(b.call(ops::batch_norm, {x, ctx.input(1), ctx.input(2), mean, var}, a), 0)};
+  DType dt = ctx.input_type(0).dtype;
   double momentum = ctx.attr_float("momentum", 0.9);
   for (size_t i = 1; i < ctx.num_outputs() && i < 3; ++i)
-    m.outputs.push_back(call("add", {call("multiply", {ctx.input(i + 2), ctx.literal(momentum, dt)}),
-                                     call("multiply", {i == 1 ? mean : var, ctx.literal(1 - momentum, dt)})}));
+    m.push_back(ctx.wants_output(i) ? b.add(b.mul(ctx.input(i + 2), ctx.literal(momentum, dt)),
+                                            b.mul(i == 1 ? mean : var, ctx.literal(1 - momentum, dt)))
+                                    : nullptr);
   for (size_t i = 3; i < ctx.num_outputs(); ++i)
-    m.outputs.push_back(i == 3 ? mean : var);
+    m.push_back(i == 3 ? mean : var);
   return m;
 }
 
@@ -535,11 +564,12 @@ Mapped layer_norm(NodeCtx &ctx) {
     ctx.unsupported("the Mean and InvStdDev outputs");
     return {};
   }
-  std::string attrs = "axis=" + std::to_string(axis) + ", epsilon=" + float_attr(ctx.attr_float("epsilon", 1e-5));
-  if (!ctx.has_input(2))
-    attrs += ", center=False";
-  std::string b = ctx.has_input(2) ? ctx.input(2) : ctx.input(1);
-  return one(call("nn.layer_norm", {ctx.input(0), ctx.input(1), b}, attrs));
+  LayerNormAttrs a;
+  a.axis = axis;
+  a.epsilon = ctx.attr_float("epsilon", 1e-5);
+  a.center = ctx.has_input(2);
+  ExprPtr scale = ctx.input(1);
+  return {ctx.b().call(ops::layer_norm, {ctx.input(0), scale, ctx.has_input(2) ? ctx.input(2) : scale}, a)};
 }
 
 Mapped nll_loss(NodeCtx &ctx, bool from_logits) {
@@ -552,21 +582,20 @@ Mapped nll_loss(NodeCtx &ctx, bool from_logits) {
     ctx.unsupported("the log_prob output");
     return {};
   }
-  std::string reduction = ctx.attr_string("reduction", "mean");
-  if (reduction != "none" && reduction != "sum" && reduction != "mean") {
-    ctx.unsupported("reduction = " + printable(reduction) + " (none, sum or mean)");
+  NllAttrs a;
+  a.reduction = ctx.attr_string("reduction", "mean");
+  if (a.reduction != "none" && a.reduction != "sum" && a.reduction != "mean") {
+    ctx.unsupported("reduction = " + printable(a.reduction) + " (none, sum or mean)");
     return {};
   }
-  std::string attrs = "reduction=\"" + reduction + "\"";
-  if (ctx.has_attr("ignore_index"))
-    attrs += ", ignore_index=" + std::to_string(ctx.attr_int("ignore_index", -100));
-  else
-    attrs += ", ignore_index=-9223372036854775807";
-  std::string p = from_logits ? call("nn.log_softmax", {ctx.input(0)}, "axis=1") : ctx.input(0);
-  std::vector<std::string> args{p, ctx.input(1)};
+  // No ignore_index: no target is ignored (int64's lowest is no class).
+  a.ignore_index = ctx.has_attr("ignore_index") ? ctx.attr_int("ignore_index", -100) : -9223372036854775807;
+  Builder &b = ctx.b();
+  ExprPtr p = from_logits ? b.call(ops::log_softmax, {ctx.input(0)}, SoftmaxAttrs{.axis = 1}) : ctx.input(0);
+  std::vector<ExprPtr> args{p, ctx.input(1)};
   if (ctx.has_input(2))
     args.push_back(ctx.input(2));
-  return one(call("nn.nll_loss", args, attrs));
+  return {b.call(ops::nll_loss, args, a)};
 }
 
 Mapped gelu(NodeCtx &ctx) {
@@ -575,7 +604,7 @@ Mapped gelu(NodeCtx &ctx) {
     ctx.unsupported("approximate = " + printable(approx));
     return {};
   }
-  return one(call("nn.gelu", {ctx.input(0)}));
+  return {ctx.b().call(ops::gelu, {ctx.input(0)})};
 }
 
 Mapped flatten(NodeCtx &ctx) {
@@ -586,36 +615,37 @@ Mapped flatten(NodeCtx &ctx) {
   int64_t outer = 1, inner = 1;
   for (int64_t d = 0; d < rank(x); ++d)
     (d < *axis ? outer : inner) *= x.shape[size_t(d)];
-  return one(call("reshape", {ctx.input(0)}, "newshape=" + ints({outer, inner})));
+  return {ctx.b().reshape(ctx.input(0), {outer, inner})};
 }
 
 Mapped transpose(NodeCtx &ctx) {
-  if (!ctx.has_attr("perm"))
-    return one(call("transpose", {ctx.input(0)}));
-  return one(call("transpose", {ctx.input(0)}, "axes=" + ints(ctx.attr_ints("perm", {}))));
+  TransposeAttrs a;
+  if (ctx.has_attr("perm"))
+    a.axes = ctx.attr_ints("perm", {});
+  return {ctx.b().call(ops::transpose, {ctx.input(0)}, a)};
 }
 
 Mapped concat(NodeCtx &ctx) {
-  std::string parts = "(";
+  std::vector<ExprPtr> parts;
   for (size_t i = 0; i < ctx.num_inputs(); ++i)
-    parts += (i ? ", " : "") + ctx.input(i);
-  if (ctx.num_inputs() == 1)
-    parts += ",";
-  return one(call("concatenate", {parts + ")"}, "axis=" + std::to_string(ctx.attr_int("axis", 0))));
+    parts.push_back(ctx.input(i));
+  Builder &b = ctx.b();
+  return {b.call(ops::concatenate, {b.tuple(parts)}, ConcatenateAttrs{.axis = ctx.attr_int("axis", 0)})};
 }
 
-Mapped where(NodeCtx &ctx) { return one(call("where", {ctx.input(0), ctx.input(1), ctx.input(2)})); }
+Mapped where(NodeCtx &ctx) { return {ctx.b().call(ops::where, {ctx.input(0), ctx.input(1), ctx.input(2)})}; }
 
 Mapped prelu(NodeCtx &ctx) {
-  std::string x = ctx.input(0), slope = ctx.input(1);
+  Builder &b = ctx.b();
+  ExprPtr x = ctx.input(0), slope = ctx.input(1);
   const Type &xt = ctx.input_type(0), &st = ctx.input_type(1);
   // Older exporters give one slope per channel, (C,), for an (N, C, ...) input.
   if (rank(st) == 1 && rank(xt) > 2 && st.shape[0] == xt.shape[1] && st.shape[0] != xt.shape.back()) {
-    std::vector<int64_t> shape(size_t(rank(xt) - 1), 1);
+    Shape shape(size_t(rank(xt) - 1), 1);
     shape[0] = st.shape[0];
-    slope = call("reshape", {slope}, "newshape=" + ints(shape));
+    slope = b.reshape(slope, shape);
   }
-  return one(call("where", {call("greater", {x, ctx.literal(0, xt.dtype)}), x, call("multiply", {x, slope})}));
+  return {b.call(ops::where, {b.call(ops::greater, {x, ctx.literal(0, xt.dtype)}), x, b.mul(x, slope)})};
 }
 
 /// Elu and Selu: x above 0, alpha·(eᕽ − 1) below, times gamma (Selu).
@@ -623,15 +653,16 @@ Mapping elu(double default_alpha, double default_gamma) {
   return [default_alpha, default_gamma](NodeCtx &ctx) {
     DType dt = ctx.input_type(0).dtype;
     double alpha = ctx.attr_float("alpha", default_alpha), gamma = ctx.attr_float("gamma", default_gamma);
-    std::string x = ctx.input(0);
-    std::string neg = call("multiply", {call("subtract", {call("exp", {x}), ctx.literal(1, dt)}), ctx.literal(alpha, dt)});
-    std::string e = call("where", {call("greater", {x, ctx.literal(0, dt)}), x, neg});
-    return one(gamma == 1 ? e : call("multiply", {e, ctx.literal(gamma, dt)}));
+    Builder &b = ctx.b();
+    ExprPtr x = ctx.input(0);
+    ExprPtr neg = b.mul(b.sub(b.call(ops::exp, {x}), ctx.literal(1, dt)), ctx.literal(alpha, dt));
+    ExprPtr e = b.call(ops::where, {b.call(ops::greater, {x, ctx.literal(0, dt)}), x, neg});
+    return Mapped{gamma == 1 ? e : b.mul(e, ctx.literal(gamma, dt))};
   };
 }
 
 Mapped leaky_relu(NodeCtx &ctx) {
-  return one(call("nn.leaky_relu", {ctx.input(0)}, "alpha=" + float_attr(ctx.attr_float("alpha", 0.01))));
+  return {ctx.b().call(ops::leaky_relu, {ctx.input(0)}, LeakyReluAttrs{.alpha = ctx.attr_float("alpha", 0.01)})};
 }
 
 Mapped cast(NodeCtx &ctx) {
@@ -641,7 +672,7 @@ Mapped cast(NodeCtx &ctx) {
     ctx.unsupported("to = " + elem_name(to) + " (no gradc dtype)");
     return {};
   }
-  return one(call("cast", {ctx.input(0)}, std::string("dtype=\"") + dtype_name(*dt) + "\""));
+  return {ctx.b().cast(ctx.input(0), *dt)};
 }
 
 Mapped gather(NodeCtx &ctx) {
@@ -649,114 +680,189 @@ Mapped gather(NodeCtx &ctx) {
   if (!axis)
     return {};
   // Negative indices count from the end: "wrap" (in-range indices are as given).
-  return one(call("take", {ctx.input(0), ctx.input(1)}, "axis=" + std::to_string(*axis) + ", mode=\"wrap\""));
+  TakeAttrs a;
+  a.axis = *axis;
+  a.mode = "wrap";
+  return {ctx.b().call(ops::take, {ctx.input(0), ctx.input(1)}, a)};
 }
 
+/// Dropout: the identity in inference. In training mode (input 3), the
+/// mask is nn.dropout_mask of the model's seed with a stream of its own, and
+/// the kept elements are scaled by 1 / (1 - ratio), as PyTorch does; the
+/// mask output is that mask. A ratio of 0 keeps everything (PyTorch exports
+/// nn.Dropout(0.0) in training mode so).
 Mapped dropout(NodeCtx &ctx) {
-  if (ctx.num_outputs() > 1) {
-    ctx.unsupported("the mask output");
+  double ratio = ctx.opset() >= 12 ? 0.5 : ctx.attr_float("ratio", 0.5);
+  if (ctx.opset() >= 12 && ctx.has_input(1)) {
+    std::optional<double> r = scalar_input(ctx, 1, "a ratio");
+    if (!r)
+      return {};
+    ratio = *r;
+  }
+  bool training = false;
+  if (ctx.has_input(2)) {
+    std::optional<double> t = scalar_input(ctx, 2, "a training_mode");
+    if (!t)
+      return {};
+    training = *t != 0;
+  }
+  if (training && !(ratio >= 0 && ratio < 1)) {
+    ctx.unsupported("ratio = " + std::to_string(ratio) + " (in [0, 1) in training mode)");
     return {};
   }
-  if (ctx.has_input(2)) {
-    std::optional<ConstValue> t = ctx.constant(2);
-    if (!t || t->values.size() != 1 || t->values[0] != 0) {
-      ctx.unsupported("training_mode (only inference)");
+  Builder &b = ctx.b();
+  ExprPtr x = ctx.input(0);
+  const Type &xt = ctx.input_type(0);
+  ExprPtr mask, y = x;
+  if (training && ratio > 0) {
+    DropoutMaskAttrs a{.shape = xt.shape, .rate = ratio, .stream = ctx.next_stream()};
+    mask = b.call(ops::dropout_mask, {ctx.seed()}, a);
+    y = b.call(ops::where, {mask, b.mul(x, ctx.literal(1 / (1 - ratio), xt.dtype)), ctx.literal(0, xt.dtype)});
+  } else if (ctx.wants_output(1)) {
+    mask = b.broadcast_to(make_int_constant(1, DType::Bool), xt.shape);
+  }
+  Mapped m{y};
+  if (ctx.num_outputs() > 1)
+    m.push_back(ctx.wants_output(1) ? mask : nullptr);
+  return m;
+}
+
+/// A tensor of the shape input 0 gives, filled with the `value` attribute
+/// (float32 0 by default).
+Mapped constant_of_shape(NodeCtx &ctx) {
+  const ConstValue *dims = ctx.constant(0);
+  std::optional<Shape> shape = dims ? std::optional<Shape>(dims->integers()) : declared_shape(ctx, "a shape");
+  if (!shape)
+    return {};
+  ConstValue fill = scalar_of(0, DType::Float32);
+  if (std::optional<ConstValue> v = ctx.attr_tensor("value"); v && v->size() == 1)
+    fill = *v;
+  ExprPtr value = fill.is_float() ? ctx.literal(fill.number(0), fill.dtype())
+                                  : make_int_constant(fill.exact(0), fill.dtype());
+  return {ctx.b().broadcast_to(value, *shape)};
+}
+
+Mapped identity(NodeCtx &ctx) { return {ctx.input(0)}; }
+
+/// Expand: numpy broadcasting both ways (a dimension of the shape may be 1
+/// where the input's is not), as broadcast_to of the broadcast shape.
+Mapped expand(NodeCtx &ctx) {
+  const Type &x = ctx.input_type(0);
+  std::optional<Shape> shape;
+  if (const ConstValue *dims = ctx.constant(1)) {
+    shape = broadcast_shapes(x.shape, dims->integers());
+    if (!shape) {
+      ctx.unsupported("shape " + ints(dims->integers()) + " (it does not broadcast with " + shape_str(x.shape) + ")");
       return {};
     }
+  } else {
+    shape = declared_shape(ctx, "a shape");
   }
-  return one(ctx.input(0));
+  if (!shape)
+    return {};
+  return {x.shape == *shape ? ctx.input(0) : ctx.b().broadcast_to(ctx.input(0), *shape)};
 }
 
-Mapped constant_of_shape(NodeCtx &ctx) {
-  const Type &out = ctx.output_type(0);
-  std::string value = ctx.literal(0, out.dtype);
-  if (std::optional<ConstValue> v = ctx.attr_tensor("value"); v && !v->values.empty())
-    value = v->dtype == out.dtype ? literal_of(*v, 0) : ctx.literal(v->values[0], out.dtype);
-  return one(call("broadcast_to", {value}, "shape=" + ints(out.shape)));
+/// HardSigmoid: max(0, min(1, alpha·x + beta)); HardSwish: x times it with
+/// alpha 1/6, beta 1/2.
+Mapped hard_sigmoid(NodeCtx &ctx, bool swish) {
+  DType dt = ctx.input_type(0).dtype;
+  double alpha = swish ? 1.0 / 6 : ctx.attr_float("alpha", 0.2), beta = swish ? 0.5 : ctx.attr_float("beta", 0.5);
+  Builder &b = ctx.b();
+  ExprPtr x = ctx.input(0);
+  ExprPtr gate = b.call(ops::clip, {b.add(b.mul(x, ctx.literal(alpha, dt)), ctx.literal(beta, dt))},
+                        ClipAttrs{.a_min = 0, .a_max = 1});
+  return {swish ? b.mul(x, gate) : gate};
 }
 
-Mapped identity(NodeCtx &ctx) { return one(ctx.input(0)); }
+Mapped reciprocal(NodeCtx &ctx) {
+  return {ctx.b().div(ctx.literal(1, ctx.input_type(0).dtype), ctx.input(0))};
+}
 
 /// The exponent may have another dtype than the base: cast to the base's.
 Mapped pow(NodeCtx &ctx) {
-  std::string y = ctx.input(1);
+  ExprPtr y = ctx.input(1);
   DType base = ctx.input_type(0).dtype;
   if (ctx.input_type(1).dtype != base)
-    y = call("cast", {y}, std::string("dtype=\"") + dtype_name(base) + "\"");
-  return one(call("power", {ctx.input(0), y}));
+    y = ctx.b().cast(y, base);
+  return {ctx.b().call(ops::power, {ctx.input(0), y})};
 }
 
 } // namespace
 
 const std::vector<OpEntry> &op_table() {
   static const std::vector<OpEntry> table = {
-      {"Abs", unary("abs")},
-      {"Add", binary("add")},
-      {"And", binary("logical_and")},
-      {"AveragePool", [](NodeCtx &c) { return pool(c, "nn.avg_pool2d", true); }},
+      {"Abs", unary(ops::abs)},
+      {"Add", binary(ops::add)},
+      {"And", binary(ops::logical_and)},
+      {"AveragePool", [](NodeCtx &c) { return pool(c, true); }},
       {"BatchNormalization", batch_norm},
       {"Cast", cast},
       {"Clip", clip},
       {"Concat", concat},
       {"ConstantOfShape", constant_of_shape},
-      {"Conv", conv},
-      {"ConvTranspose", conv_transpose},
-      {"Cos", unary("cos")},
+      {"Conv", [](NodeCtx &c) { return conv(c, false); }},
+      {"ConvTranspose", [](NodeCtx &c) { return conv(c, true); }},
+      {"Cos", unary(ops::cos)},
       {"CumSum", cumsum},
-      {"Div", binary("divide")},
+      {"Div", binary(ops::divide)},
       {"Dropout", dropout},
       {"Elu", elu(1.0, 1.0)},
-      {"Equal", binary("equal")},
-      {"Erf", unary("erf")},
-      {"Exp", unary("exp")},
+      {"Equal", binary(ops::equal)},
+      {"Erf", unary(ops::erf)},
+      {"Exp", unary(ops::exp)},
+      {"Expand", expand},
       {"Flatten", flatten},
       {"Gather", gather},
       {"Gelu", gelu},
       {"Gemm", gemm},
-      {"GlobalAveragePool", unary("nn.global_avg_pool2d")},
-      {"GlobalMaxPool", unary("nn.global_max_pool2d")},
-      {"Greater", binary("greater")},
-      {"GreaterOrEqual", binary("greater_equal")},
+      {"GlobalAveragePool", unary(ops::global_avg_pool2d)},
+      {"GlobalMaxPool", unary(ops::global_max_pool2d)},
+      {"Greater", binary(ops::greater)},
+      {"HardSigmoid", [](NodeCtx &c) { return hard_sigmoid(c, false); }},
+      {"HardSwish", [](NodeCtx &c) { return hard_sigmoid(c, true); }},
+      {"GreaterOrEqual", binary(ops::greater_equal)},
       {"Identity", identity},
       {"LayerNormalization", layer_norm},
       {"LeakyRelu", leaky_relu},
-      {"Less", binary("less")},
-      {"LessOrEqual", binary("less_equal")},
-      {"Log", unary("log")},
-      {"LogSoftmax", [](NodeCtx &c) { return softmax(c, "nn.log_softmax"); }},
-      {"MatMul", binary("matmul")},
-      {"Max", variadic("maximum")},
-      {"MaxPool", [](NodeCtx &c) { return pool(c, "nn.max_pool2d", false); }},
-      {"Min", variadic("minimum")},
-      {"Mul", binary("multiply")},
-      {"Neg", unary("negative")},
+      {"Less", binary(ops::less)},
+      {"LessOrEqual", binary(ops::less_equal)},
+      {"Log", unary(ops::log)},
+      {"LogSoftmax", [](NodeCtx &c) { return softmax(c, ops::log_softmax); }},
+      {"MatMul", binary(ops::matmul)},
+      {"Max", variadic(ops::maximum)},
+      {"MaxPool", [](NodeCtx &c) { return pool(c, false); }},
+      {"Min", variadic(ops::minimum)},
+      {"Mul", binary(ops::multiply)},
+      {"Neg", unary(ops::negative)},
       {"NegativeLogLikelihoodLoss", [](NodeCtx &c) { return nll_loss(c, false); }},
-      {"Not", unary("logical_not")},
-      {"Or", binary("logical_or")},
+      {"Not", unary(ops::logical_not)},
+      {"Or", binary(ops::logical_or)},
       {"Pad", pad},
       {"Pow", pow},
       {"PRelu", prelu},
-      {"ReduceMax", [](NodeCtx &c) { return reduce(c, "max"); }},
-      {"ReduceMean", [](NodeCtx &c) { return reduce(c, "mean"); }},
-      {"ReduceMin", [](NodeCtx &c) { return reduce(c, "min"); }},
-      {"ReduceSum", [](NodeCtx &c) { return reduce(c, "sum"); }},
-      {"Relu", unary("nn.relu")},
+      {"Reciprocal", reciprocal},
+      {"ReduceMax", [](NodeCtx &c) { return reduce(c, ops::max); }},
+      {"ReduceMean", [](NodeCtx &c) { return reduce(c, ops::mean); }},
+      {"ReduceMin", [](NodeCtx &c) { return reduce(c, ops::min); }},
+      {"ReduceSum", [](NodeCtx &c) { return reduce(c, ops::sum); }},
+      {"Relu", unary(ops::relu)},
       {"Reshape", reshape},
       {"Selu", elu(1.67326319217681884765625, 1.05070102214813232421875)},
-      {"Sigmoid", unary("sigmoid")},
-      {"Sin", unary("sin")},
+      {"Sigmoid", unary(ops::sigmoid)},
+      {"Sin", unary(ops::sin)},
       {"Slice", slice},
-      {"Softmax", [](NodeCtx &c) { return softmax(c, "nn.softmax"); }},
+      {"Softmax", [](NodeCtx &c) { return softmax(c, ops::softmax); }},
       {"SoftmaxCrossEntropyLoss", [](NodeCtx &c) { return nll_loss(c, true); }},
-      {"Softplus", unary("nn.softplus")},
+      {"Softplus", unary(ops::softplus)},
       {"Split", split},
-      {"Sqrt", unary("sqrt")},
+      {"Sqrt", unary(ops::sqrt)},
       {"Squeeze", squeeze},
-      {"Sub", binary("subtract")},
-      {"Sum", variadic("add")},
-      {"Tanh", unary("tanh")},
+      {"Sub", binary(ops::subtract)},
+      {"Sum", variadic(ops::add)},
+      {"Tanh", unary(ops::tanh)},
       {"Transpose", transpose},
-      {"Unsqueeze", reshape_to_output},
+      {"Unsqueeze", unsqueeze},
       {"Where", where},
   };
   return table;

@@ -1,16 +1,19 @@
 //===- OnnxOps.h - what an ONNX operator's mapping sees -------------------===//
 //
-// One entry of the table (OnnxOps.cpp) turns one ONNX node into Relay text
-// through a NodeCtx: its inputs as Relay expressions with their types, the
-// constant value of an input where there is one (an initializer or a
-// Constant node: a Reshape's shape), its attributes, the inferred types of
-// its outputs. A mapping reports what it cannot map with ctx.unsupported().
+// One entry of the table (OnnxOps.cpp) turns one ONNX node into typed gradc
+// IR through a NodeCtx: its inputs as typed values, the constant value of an
+// input where there is one (an initializer or a folded node: a Reshape's
+// shape), its attributes, and a Builder that types each call with the
+// operator's own relation as it is built (an ill-typed call is an error
+// naming the node). Calls are built with the operators' handles (op/Ops.h)
+// and typed attribute structs (op/attrs/), never with names as strings. A
+// mapping reports what it cannot map with ctx.unsupported().
 //
 //===----------------------------------------------------------------------===//
 #pragma once
 
-#include "gradc/ir/DType.h"
-#include "gradc/ir/Type.h"
+#include "OnnxFold.h"
+#include "gradc/op/Builder.h"
 
 #include <cstdint>
 #include <functional>
@@ -20,59 +23,9 @@
 
 namespace onnx {
 class NodeProto;
-class AttributeProto;
 } // namespace onnx
 
 namespace gradc::onnx_import {
-
-/// A constant tensor's elements. `values` holds every element as a double
-/// (what a mapping reads: a shape, axes, a scalar bound); `ints` holds the
-/// elements of an integer or bool tensor exactly (an int64 beyond 2^53 is not
-/// exact as a double), and is empty for a floating-point one.
-struct ConstValue {
-  DType dtype = DType::Float32;
-  Shape shape;
-  std::vector<double> values;
-  std::vector<int64_t> ints;
-};
-
-/// A constant's element as an integer: saturated to ±2^62 (INT64_MAX, the
-/// "to the end" of a Slice, would overflow what a mapping adds to it), NaN
-/// as 0.
-inline int64_t to_int(double v) {
-  constexpr double kLimit = 4611686018427387904.0; // 2^62
-  return v != v ? 0 : v >= kLimit ? int64_t(kLimit) : v <= -kLimit ? -int64_t(kLimit) : int64_t(v);
-}
-
-/// A constant's elements as integers (exact where it has `ints`), saturated
-/// to ±2^62 as to_int.
-std::vector<int64_t> to_ints(const ConstValue &c);
-
-/// The gradc dtype of an ONNX element type (TensorProto::DataType), if any,
-/// and the element type's name ("FLOAT", "UINT8", or the number).
-std::optional<DType> dtype_of(int64_t elem);
-std::string elem_name(int64_t elem);
-
-/// `s` as it may be pasted into a comment or a message:
-/// control characters, quotes and backslashes escaped (`\n`, `\x7f`).
-std::string printable(const std::string &s);
-
-/// A floating-point literal of `dtype` ("2f", "0.5f64", "-inff", "nanf16"):
-/// infinities and NaN in the spellings the lexer reads.
-std::string float_literal(double v, DType dtype);
-
-/// Element i of `c` as a literal of its dtype, exactly ("9223372036854775807i64").
-std::string literal_of(const ConstValue &c, size_t i);
-
-/// What a mapping returns: one Relay expression per output, or one
-/// expression whose value is a tuple of the outputs. `types`, where not
-/// empty, are the outputs' types by gradc's rule where it differs from what
-/// ONNX's shape inference says (a ceil_mode pool, which follows PyTorch).
-struct Mapped {
-  std::vector<std::string> outputs;
-  bool tuple = false;
-  std::vector<Type> types;
-};
 
 /// The opsets of the default domain the table maps; a model importing
 /// another is refused (an operator's meaning changes with its opset).
@@ -87,14 +40,21 @@ public:
   /// Inputs: absent optional inputs (an empty name, or past the end) are not there.
   virtual size_t num_inputs() const = 0;
   virtual bool has_input(size_t i) const = 0;
-  /// The Relay expression of input i (an initializer becomes a parameter).
-  virtual std::string input(size_t i) = 0;
+  /// Input i as a typed value: a weight or a large constant becomes a
+  /// parameter the first time it is read, a small constant a literal.
+  virtual ExprPtr input(size_t i) = 0;
   virtual const Type &input_type(size_t i) const = 0;
-  /// Input i's value where it is a constant (no parameter is made for it).
-  virtual std::optional<ConstValue> constant(size_t i) const = 0;
-  /// The inferred type of output i.
-  virtual const Type &output_type(size_t i) const = 0;
+  /// Input i's value where it is a constant, else null.
+  virtual const ConstValue *constant(size_t i) const = 0;
+  /// The node's outputs, trailing unnamed ones dropped; an unnamed one
+  /// before a named one is not wanted.
   virtual size_t num_outputs() const = 0;
+  virtual bool wants_output(size_t i) const = 0;
+  /// The type the model declares for output i (a graph output or a
+  /// value_info entry with a static shape), if any: where a shape-only
+  /// operator's shape is a runtime input (ONNX's node tests pass it so),
+  /// the declared type fixes it, and that input is not read.
+  virtual std::optional<Type> declared_output(size_t i) const = 0;
 
   virtual bool has_attr(const std::string &name) const = 0;
   virtual int64_t attr_int(const std::string &name, int64_t fallback) const = 0;
@@ -103,13 +63,24 @@ public:
   virtual std::vector<int64_t> attr_ints(const std::string &name, std::vector<int64_t> fallback) const = 0;
   virtual std::optional<ConstValue> attr_tensor(const std::string &name) const = 0;
 
+  /// Builds the node's calls, each typed by its operator's relation.
+  virtual Builder &b() = 0;
+  /// A scalar literal of `dtype` holding `v` rounded to it.
+  virtual ExprPtr literal(double v, DType dtype) = 0;
+  /// The model's random seed, a scalar int64 parameter `%seed` made on first
+  /// use (after the graph's inputs), and a stream number of its own for each
+  /// call: the operators that draw random numbers in training mode.
+  virtual ExprPtr seed() = 0;
+  virtual int64_t next_stream() = 0;
+
   /// Records that the node cannot be mapped (`what`: an attribute and its
   /// value, an input that must be constant...); the mapping then returns {}.
   virtual void unsupported(const std::string &what) = 0;
-  /// A literal of `dtype` with value `v` ("2f", "0.5f64", "3i64").
-  virtual std::string literal(double v, DType dtype) const = 0;
 };
 
+/// What a mapping returns: one typed value per output (null for an output
+/// not wanted), or nothing after ctx.unsupported().
+using Mapped = std::vector<ExprPtr>;
 using Mapping = std::function<Mapped(NodeCtx &)>;
 
 struct OpEntry {

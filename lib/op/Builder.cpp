@@ -16,7 +16,7 @@ void builder_bug(Span, const std::string &message) {
 } // namespace
 
 ExprPtr Builder::call(const OpDef *op, std::vector<ExprPtr> args, Attrs attrs) {
-  return bind(check_call(op, std::move(args), attrs, span_, report_ ? report_ : Report(builder_bug)), "t");
+  return bind(check_call(op, std::move(args), attrs, span_, report_ ? report_ : Report(builder_bug)), hint_);
 }
 
 ExprPtr Builder::bind(ExprPtr value, const std::string &hint) {
@@ -30,10 +30,10 @@ ExprPtr Builder::bind(ExprPtr value, const std::string &hint) {
 
 ExprPtr Builder::constant(double value, DType dtype) { return make_constant(value, dtype, span_); }
 
-ExprPtr Builder::tuple(std::vector<ExprPtr> fields) { return bind(make_tuple(std::move(fields), span_)); }
+ExprPtr Builder::tuple(std::vector<ExprPtr> fields) { return bind(make_tuple(std::move(fields), span_), hint_); }
 
 ExprPtr Builder::get(ExprPtr tuple, int index) {
-  return bind(check_tuple_get(std::move(tuple), index, span_, report_ ? report_ : Report(builder_bug)));
+  return bind(check_tuple_get(std::move(tuple), index, span_, report_ ? report_ : Report(builder_bug)), hint_);
 }
 
 ExprPtr Builder::scale(ExprPtr a, double c) { return mul(a, constant(c, a->type.dtype)); }

@@ -31,6 +31,14 @@ std::string format_constant(const Expr &c) {
   return format_float(c.fvalue, c.dtype) + info.literal_suffix;
 }
 
+/// Whether `value` is what operator `op` gives attribute `name` by default.
+bool is_default(const OpDef &op, const std::string &name, const AttrValue &value) {
+  for (const AttrSpec &spec : op.attrs)
+    if (spec.name == name)
+      return !spec.required && spec.default_value.str() == value.str();
+  return false;
+}
+
 class Printer : ExprFunctor<std::string(int)> {
 public:
   explicit Printer(const PrintOptions &opts) : opts_(opts) {}
@@ -141,6 +149,8 @@ private:
       first = false;
     }
     for (const auto &[k, v] : e.attrs.items) {
+      if (opts_.omit_default_attrs && e.op && is_default(*e.op, k, v))
+        continue;
       s += (first ? "" : ", ") + k + "=" + v.str();
       first = false;
     }

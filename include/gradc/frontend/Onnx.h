@@ -1,19 +1,19 @@
-//===- Onnx.h - ONNX models as Relay text (gradc import) ------------------===//
+//===- Onnx.h - ONNX models as gradc IR (gradc import) --------------------===//
 //
 // The importer reads a serialized ONNX model of opset 11 to 17, checks it
-// (onnx::checker), infers its shapes (onnx::shape_inference, with
-// --input-shape fixing the dynamic dimensions of graph inputs) and writes it
-// as one Relay function @main: its graph inputs become parameters, then the
-// initializers it uses as tensors (weights), named after the ONNX names
-// (sanitised, collisions resolved, long ones shortened with a hash, the
-// mapping in a comment at the top). Initializers and Constant nodes read as
-// attributes (a Reshape's shape, a Slice's starts, ...) are folded into the
-// call, exactly, in their own dtype. Every node maps to gradc operators
-// through one entry of the operator table (lib/frontend/OnnxOps.cpp). A node
-// without a mapping, or with an attribute the mapping does not support, is an
+// (onnx::checker) and builds one function @main as typed gradc IR: its graph
+// inputs become parameters (--input-shape fixes their dynamic dimensions),
+// then the initializers it reads as tensors (weights), named after the ONNX
+// names (sanitised, collisions resolved, long ones shortened with a hash,
+// the mapping in a comment at the top). Constants and the nodes computing
+// shapes and masks from them are folded, exactly, in their own dtype; every
+// other node maps to gradc operators through one entry of the operator
+// table (lib/frontend/OnnxOps.cpp), each call typed by its operator's
+// relation as it is built. A node without a mapping, with an attribute the
+// mapping does not support, or that gradc's relations cannot type is an
 // error that names the node, its op type and what is missing, every one in
-// the file at once. The text written is typed with gradc's own relations,
-// and each result compared with the graph output's declared type.
+// the file at once. Each result is compared with the graph output's
+// declared type. The module is returned as text (`gradc import` writes it).
 //
 //===----------------------------------------------------------------------===//
 #pragma once
@@ -39,7 +39,7 @@ struct ImportedWeight {
 };
 
 struct OnnxImport {
-  std::string text;                    // the Relay module
+  std::string text;                    // the module, as gradc text
   std::vector<ImportedWeight> weights; // in parameter order
 };
 
@@ -48,10 +48,12 @@ struct OnnxImportOptions {
   std::map<std::string, std::vector<int64_t>> input_shapes;
 };
 
-/// `bytes` is the content of the model file `path` (named in diagnostics).
+/// `bytes` is the content of the model file `path` (named in diagnostics);
+/// it is released once parsed, and each weight's bytes move from the parsed
+/// model into its ImportedWeight: a model's weights are held once.
 /// Errors go to `err` as "PATH: error: ..." lines; nullopt after any.
-std::optional<OnnxImport> import_onnx(const std::string &path, const std::string &bytes,
-                                      const OnnxImportOptions &options, std::ostream &err);
+std::optional<OnnxImport> import_onnx(const std::string &path, std::string bytes, const OnnxImportOptions &options,
+                                      std::ostream &err);
 
 /// Whether `path` names an ONNX model (ends in .onnx, any case) rather than
 /// Relay text: how compile, run and check tell the two apart.

@@ -70,12 +70,15 @@ public:
   ExprPtr pad(ExprPtr a, const IntPairs &widths);
 
   void set_span(Span span) { span_ = span; }
+  /// The name the next bindings' variables are printed with ("t" by default).
+  void set_hint(std::string hint) { hint_ = std::move(hint); }
   /// The bindings emitted so far (a rule inlines a derived function here).
   std::vector<Binding> &bindings() { return out_; }
 
 private:
   std::vector<Binding> &out_;
   Span span_;
+  std::string hint_ = "t";
   Report report_; // empty: an ill-typed call is a compiler bug
 };
 

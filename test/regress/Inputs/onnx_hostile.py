@@ -320,8 +320,8 @@ def long_names():
 
 @case
 def unmapped_downstream():
-    m = model([H.make_node("HardSwish", ["x"], ["a"]), H.make_node("HardSigmoid", ["a"], ["b"]),
-               H.make_node("Relu", ["b"], ["c"]), H.make_node("Softsign", ["c"], ["y"])],
+    m = model([H.make_node("Hardmax", ["x"], ["a"]), H.make_node("LpNormalization", ["a"], ["b"]),
+               H.make_node("Relu", ["b"], ["c"]), H.make_node("Shrink", ["c"], ["y"])],
               [vi("x", T.FLOAT, [2])], [vi("y", T.FLOAT, [2])], opset=17)
     return m, None, None
 
