@@ -1,0 +1,251 @@
+"""The models of the zoo (bench/zoo/zoo.py), built with torchvision and torch.
+
+Each model is wrapped so that forward(x, y) is the cross entropy of its logits
+against fixed labels, with random weights drawn from a seed of its own (no
+downloads). Weights are then re-drawn where torch.onnx.export would merge them:
+the exporter folds initializers with equal values into one, which silently
+ties two weights (their gradients come back summed). Norm layers get
+non-trivial affine parameters and running statistics, and where ONNX holds a
+constant as a float32 attribute (a norm's epsilon, HardSigmoid's 1/6) the
+model computes with the rounded value, so that a float64 comparison is tight.
+
+`build(name, quick, res)` returns a Case; `set_mode(case, mode)` puts its
+modules in the state an export mode asks for.
+"""
+import hashlib
+import math
+import zlib
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+import torchvision
+from torchvision.models.swin_transformer import ShiftedWindowAttention
+from torchvision.ops import StochasticDepth
+
+# torchvision's ImageNet classifiers, by constructor name.
+IMAGE_MODELS = ["resnet18", "resnet50", "mobilenet_v2", "mobilenet_v3_small", "efficientnet_b0", "densenet121",
+                "squeezenet1_1", "shufflenet_v2_x1_0", "regnet_y_400mf", "vgg11_bn", "convnext_tiny", "googlenet",
+                "vit_b_16", "swin_t"]
+MODELS = IMAGE_MODELS + ["vit_small", "transformer_encoder", "gpt2"]
+# The quick subset: a CNN with batch norm, a depthwise (mobile) CNN, three transformers.
+QUICK_MODELS = ["resnet18", "mobilenet_v2", "vit_small", "transformer_encoder", "gpt2"]
+QUICK_RES = 64
+
+
+@dataclass
+class Case:
+    name: str
+    config: str         # the input and the size, for the report line
+    model: nn.Module    # forward(x, y) -> the loss
+    x: torch.Tensor
+    y: torch.Tensor
+
+
+class WithLoss(nn.Module):
+    """forward(x, y) = F.cross_entropy(net(x), y); per-token logits (N, T, C)
+    are flattened to (N·T, C), the form gradc imports."""
+
+    def __init__(self, net):
+        super().__init__()
+        self.net = net
+
+    def forward(self, x, y):
+        logits = self.net(x)
+        if logits.dim() > 2:
+            logits, y = logits.flatten(0, -2), y.flatten()
+        return F.cross_entropy(logits, y)
+
+
+class TokenClassifier(nn.Module):
+    """nn.TransformerEncoder with a per-token classification head."""
+
+    def __init__(self, layers, width, heads, ff, classes=10):
+        super().__init__()
+        layer = nn.TransformerEncoderLayer(width, heads, ff, batch_first=True)
+        self.encoder = nn.TransformerEncoder(layer, layers)
+        self.head = nn.Linear(width, classes)
+
+    def forward(self, x):
+        return self.head(self.encoder(x))
+
+
+class CausalSelfAttention(nn.Module):
+    def __init__(self, width, heads, seq):
+        super().__init__()
+        self.heads = heads
+        self.c_attn = nn.Linear(width, 3 * width)
+        self.c_proj = nn.Linear(width, width)
+        self.register_buffer("causal", torch.tril(torch.ones(seq, seq)).view(1, 1, seq, seq))
+
+    def forward(self, x):
+        b, t, c = x.shape
+        q, k, v = self.c_attn(x).split(c, dim=2)
+        q, k, v = (z.view(b, t, self.heads, c // self.heads).transpose(1, 2) for z in (q, k, v))
+        att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(k.size(-1)))
+        att = F.softmax(att.masked_fill(self.causal[:, :, :t, :t] == 0, float("-inf")), dim=-1)
+        return self.c_proj((att @ v).transpose(1, 2).contiguous().view(b, t, c))
+
+
+class GPTBlock(nn.Module):
+    def __init__(self, width, heads, seq):
+        super().__init__()
+        self.ln_1 = nn.LayerNorm(width)
+        self.attn = CausalSelfAttention(width, heads, seq)
+        self.ln_2 = nn.LayerNorm(width)
+        self.mlp = nn.Sequential(nn.Linear(width, 4 * width), nn.GELU(), nn.Linear(4 * width, width))
+
+    def forward(self, x):
+        x = x + self.attn(self.ln_1(x))
+        return x + self.mlp(self.ln_2(x))
+
+
+class GPT(nn.Module):
+    """A nanoGPT-style decoder: token and position embeddings, pre-norm
+    blocks with causal attention and exact GELU, lm_head tied to wte, no dropout."""
+
+    def __init__(self, layers, width, heads, seq, vocab):
+        super().__init__()
+        self.wte = nn.Embedding(vocab, width)
+        self.wpe = nn.Embedding(seq, width)
+        self.h = nn.ModuleList([GPTBlock(width, heads, seq) for _ in range(layers)])
+        self.ln_f = nn.LayerNorm(width)
+        self.lm_head = nn.Linear(width, vocab, bias=False)
+        self.lm_head.weight = self.wte.weight
+        for m in self.modules():
+            if isinstance(m, (nn.Linear, nn.Embedding)):
+                nn.init.normal_(m.weight, std=0.02)
+
+    def forward(self, idx):
+        pos = torch.arange(0, idx.shape[1], dtype=torch.long)
+        x = self.wte(idx) + self.wpe(pos)
+        for block in self.h:
+            x = block(x)
+        return self.lm_head(self.ln_f(x))
+
+
+def build(name, quick=False, res=None):
+    """The model NAME with its inputs: at --quick sizes where QUICK, images of RES² pixels."""
+    seed = zlib.crc32(name.encode())
+    torch.manual_seed(seed)
+    if name in IMAGE_MODELS:
+        res = res or (QUICK_RES if quick else 224)
+        kwargs = {"aux_logits": False, "init_weights": True} if name == "googlenet" else {}
+        if name == "vit_b_16":
+            kwargs["image_size"] = res
+        net = getattr(torchvision.models, name)(**kwargs)
+        x, y = torch.randn(2, 3, res, res), torch.tensor([3, 7])
+        config = "2x3x%dx%d" % (res, res)
+    elif name == "vit_small":
+        net = torchvision.models.VisionTransformer(image_size=32, patch_size=4, num_layers=4, num_heads=4,
+                                                   hidden_dim=128, mlp_dim=512, num_classes=10)
+        x, y = torch.randn(2, 3, 32, 32), torch.tensor([3, 7])
+        config = "2x3x32x32, patch 4, 4 layers, d 128"
+    elif name == "transformer_encoder":
+        layers, width, heads, ff, seq = (2, 64, 4, 256, 16) if quick else (6, 256, 4, 1024, 64)
+        net = TokenClassifier(layers, width, heads, ff)
+        x, y = torch.randn(2, seq, width), torch.randint(0, 10, (2, seq))
+        config = "2x%d, %d layers, d %d, %d heads, FF %d" % (seq, layers, width, heads, ff)
+    elif name == "gpt2":
+        layers, width, heads, seq, vocab = (2, 64, 4, 32, 512) if quick else (12, 768, 12, 128, 50257)
+        net = GPT(layers, width, heads, seq, vocab)
+        x, y = torch.randint(0, vocab, (1, seq)), torch.randint(0, vocab, (1, seq))
+        config = "1x%d, %d layers, d %d, %d heads, vocab %d" % (seq, layers, width, heads, vocab)
+    else:
+        raise ValueError("unknown model %r (known: %s)" % (name, ", ".join(MODELS)))
+    model = WithLoss(net)
+    redraw(model, seed)
+    round_to_onnx_attributes(model)
+    return Case(name, config, model, x, y)
+
+
+def redraw(model, seed):
+    """Norm layers: weight in [0.5, 1.5), bias and running mean N(0, 0.1²),
+    running variance in [0.5, 1.5). Then every floating-point parameter or
+    running statistic whose entries are all equal, or that equals one seen
+    before, is drawn again around its mean with its spread (0.05 if none)."""
+    g = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for m in model.modules():
+            if isinstance(m, (nn.modules.batchnorm._NormBase, nn.LayerNorm, nn.GroupNorm)):
+                if getattr(m, "weight", None) is not None:
+                    m.weight.copy_(torch.rand(m.weight.shape, generator=g) + 0.5)
+                    m.bias.copy_(0.1 * torch.randn(m.bias.shape, generator=g))
+                if getattr(m, "running_mean", None) is not None:
+                    m.running_mean.copy_(0.1 * torch.randn(m.running_mean.shape, generator=g))
+                    m.running_var.copy_(torch.rand(m.running_var.shape, generator=g) + 0.5)
+        seen = set()
+        for t in weight_tensors(model):
+            flat = t.flatten()
+            if bool((flat == flat[0]).all()) or digest(t) in seen:
+                spread = float(flat.std()) if flat.numel() > 1 and float(flat.std()) > 0 else 0.05
+                t.copy_(float(flat.mean()) + spread * torch.randn(t.shape, generator=g))
+            if digest(t) in seen:
+                raise RuntimeError("redraw: a tensor still equals another")
+            seen.add(digest(t))
+
+
+class OnnxHardsigmoid(nn.Hardsigmoid):
+    """nn.Hardsigmoid as its export computes: ONNX HardSigmoid's alpha is a
+    float32 attribute, 1/6 rounded, where PyTorch divides by 6 (the float64
+    results differ by 3e-8). Exported as nn.Hardsigmoid; run in PyTorch with
+    the rounded alpha."""
+
+    ALPHA = float(np.float32(1 / 6))
+
+    def forward(self, x):
+        if torch.onnx.is_in_onnx_export():
+            return super().forward(x)
+        return torch.clamp(x * self.ALPHA + 0.5, 0, 1)
+
+
+def round_to_onnx_attributes(model):
+    """Makes the model compute with the float32 values its ONNX attributes
+    will hold, so that the float64 comparison stays tight: every norm
+    layer's epsilon rounded to float32 (where a batch holds few values per
+    channel, as BatchNorm over 2x1x1 at the end of a ResNet on 32² images,
+    1e-5 and float32's 1e-5 give gradients that differ by 1e-7), and
+    nn.Hardsigmoid as OnnxHardsigmoid."""
+    for m in list(model.modules()):
+        if isinstance(getattr(m, "eps", None), float):
+            m.eps = float(np.float32(m.eps))
+        for name, child in m.named_children():
+            if type(child) is nn.Hardsigmoid:
+                setattr(m, name, OnnxHardsigmoid())
+
+
+def weight_tensors(model):
+    """The floating-point parameters (each once: a tied weight is one) and running statistics."""
+    tensors = [p for p in model.parameters() if p.numel() > 0]
+    return tensors + [b for n, b in model.named_buffers() if n.rsplit(".", 1)[-1] in ("running_mean", "running_var")]
+
+
+def digest(t):
+    return hashlib.sha1(t.detach().cpu().contiguous().numpy().tobytes() + str(tuple(t.shape)).encode()).digest()
+
+
+# Modules whose training flag only draws random numbers: nn.Dropout and its
+# kin, stochastic depth, and attention modules that call F.dropout themselves.
+RANDOM_MODULES = (nn.modules.dropout._DropoutNd, StochasticDepth, nn.MultiheadAttention, ShiftedWindowAttention)
+
+
+def set_mode(case, mode):
+    """Puts the model's modules in the state of an export mode and returns a
+    note for the report line, or "" when there is nothing to say:
+      train    training mode: batch norm on the batch's statistics, dropout on;
+               StochasticDepth in eval (PyTorch 1.13 cannot export it training)
+      trainbn  training mode with every RANDOM_MODULES module in eval
+      eval     model.eval()"""
+    model = case.model
+    model.train(mode != "eval")
+    if mode == "eval":
+        return ""
+    off = [m for m in model.modules()
+           if isinstance(m, StochasticDepth if mode == "train" else RANDOM_MODULES)]
+    for m in off:
+        m.eval()
+    if mode == "train" and off:
+        return "stochastic depth off"
+    return ""
