@@ -50,5 +50,10 @@ try:
     config.available_features.add("onnx")
 except Exception:
     pass
+try:
+    subprocess.run(["/usr/bin/python3", "-c", "import torchvision"], check=True, capture_output=True)
+    config.available_features.add("torchvision")
+except Exception:
+    pass
 if os.path.isdir("/usr/include/onnx/backend/test/data/node"):
     config.available_features.add("onnx-testdata")
