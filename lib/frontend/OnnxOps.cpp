@@ -279,21 +279,51 @@ Mapped softmax(NodeCtx &ctx, const OpRef &op) {
   return {b.reshape(b.call(op, {flat}, SoftmaxAttrs{.axis = 1}), x.shape)};
 }
 
-Mapped reduce(NodeCtx &ctx, const OpRef &op) {
-  // ReduceSum took axes as an input from opset 13, the others from 18.
-  std::optional<std::vector<int64_t>> axes = ints_attr_or_input(ctx, "axes", 1, &op == &ops::sum ? 13 : 18);
+/// The ONNX reductions: `op` over the axes (an attribute, an input from
+/// opset `moved`: ReduceSum's 13, the others' 18), its input first mapped by
+/// `pre` (ReduceL2: x·x) and its result by `post` (sqrt).
+using Unary = std::function<ExprPtr(Builder &, ExprPtr)>;
+Mapped reduce(NodeCtx &ctx, const OpRef &op, int64_t moved, Unary pre = {}, Unary post = {}) {
+  std::optional<std::vector<int64_t>> axes = ints_attr_or_input(ctx, "axes", 1, moved);
   std::optional<bool> keep = flag(ctx, "keepdims", 1), noop = flag(ctx, "noop_with_empty_axes", 0);
   if (!keep || !noop)
     return {};
   ReduceAttrs a;
   a.keepdims = *keep;
+  Builder &b = ctx.b();
+  ExprPtr x = ctx.input(0);
+  if (pre)
+    x = pre(b, x);
   if (!axes || axes->empty()) {
     if (*noop)
-      return {ctx.input(0)};
+      return {post ? post(b, x) : x};
   } else {
     a.axis = *axes;
   }
-  return {ctx.b().call(op, {ctx.input(0)}, a)};
+  ExprPtr r = b.call(op, {x}, a);
+  return {post ? post(b, r) : r};
+}
+
+Mapping reduce_of(const OpRef &op, Unary pre = {}, Unary post = {}, int64_t moved = 18) {
+  return [&op, pre, post, moved](NodeCtx &ctx) { return reduce(ctx, op, moved, pre, post); };
+}
+
+ExprPtr square(Builder &b, ExprPtr x) { return b.mul(x, x); }
+
+/// ArgMax and ArgMin: int64 positions along one axis.
+Mapping arg_reduce(const OpRef &op) {
+  return [&op](NodeCtx &ctx) {
+    std::optional<int64_t> axis = checked_axis(ctx, "axis", ctx.attr_int("axis", 0), rank(ctx.input_type(0)));
+    std::optional<bool> keep = flag(ctx, "keepdims", 1), last = flag(ctx, "select_last_index", 0);
+    if (!axis || !keep || !last)
+      return Mapped{};
+    ArgReduceAttrs a;
+    a.axis = std::vector<int64_t>{*axis};
+    a.keepdims = *keep;
+    a.select_last_index = *last;
+    Builder &b = ctx.b();
+    return Mapped{b.cast(b.call(op, {ctx.input(0)}, a), DType::Int64)};
+  };
 }
 
 /// Where a shape-only operator's shape is not a constant: the declared
@@ -479,18 +509,32 @@ Mapped pad(NodeCtx &ctx) {
 }
 
 Mapped clip(NodeCtx &ctx) {
-  // An absent bound is the dtype's extreme (ONNX's numeric_limits).
+  // An absent bound is the dtype's extreme (ONNX's numeric_limits); a bound
+  // that is a runtime tensor is a maximum or a minimum.
   DType dt = ctx.input_type(0).dtype;
   ClipAttrs a{.a_min = -dtype_info(dt).max_finite, .a_max = dtype_info(dt).max_finite};
+  Builder &b = ctx.b();
+  ExprPtr x = ctx.input(0);
+  bool dynamic = false, constant = false;
   for (size_t i : {size_t(1), size_t(2)}) {
     if (!ctx.has_input(i))
       continue;
-    std::optional<double> v = scalar_input(ctx, i, i == 1 ? "min" : "max");
-    if (!v)
+    const ConstValue *c = ctx.constant(i);
+    if (c && c->size() == 1) {
+      (i == 1 ? a.a_min : a.a_max) = c->number(0);
+      constant = true;
+      continue;
+    }
+    if (ctx.input_type(i).rank() != 0) {
+      ctx.unsupported(std::string(i == 1 ? "min" : "max") + " that is not a scalar");
       return {};
-    (i == 1 ? a.a_min : a.a_max) = *v;
+    }
+    x = b.call(i == 1 ? ops::maximum : ops::minimum, {x, ctx.input(i)});
+    dynamic = true;
   }
-  return {ctx.b().call(ops::clip, {ctx.input(0)}, a)};
+  if (dynamic && !constant)
+    return {x};
+  return {b.call(ops::clip, {x}, a)};
 }
 
 Mapped cumsum(NodeCtx &ctx) {
@@ -550,36 +594,103 @@ Mapped batch_norm(NodeCtx &ctx) {
   return m;
 }
 
+/// LayerNormalization over the axes from `axis` on: those flattened into one
+/// row of nn.layer_norm (its scale and bias flattened alike) and the result
+/// shaped back; the Mean and InvStdDev outputs (1/sqrt(variance + epsilon))
+/// keep the normalized axes as 1s, in float32 for a float16 input.
 Mapped layer_norm(NodeCtx &ctx) {
   const Type &x = ctx.input_type(0);
   std::optional<int64_t> checked = checked_axis(ctx, "axis", ctx.attr_int("axis", -1), rank(x));
   if (!checked)
     return {};
-  int64_t axis = *checked;
-  if (axis != rank(x) - 1) {
-    ctx.unsupported("axis = " + std::to_string(ctx.attr_int("axis", -1)) + " (only the last axis)");
-    return {};
-  }
-  if (ctx.num_outputs() > 1) {
-    ctx.unsupported("the Mean and InvStdDev outputs");
-    return {};
-  }
+  int64_t axis = *checked, outer = 1, inner = 1;
+  for (int64_t d = 0; d < rank(x); ++d)
+    (d < axis ? outer : inner) *= x.shape[size_t(d)];
+  Builder &b = ctx.b();
   LayerNormAttrs a;
-  a.axis = axis;
+  a.axis = -1;
   a.epsilon = ctx.attr_float("epsilon", 1e-5);
   a.center = ctx.has_input(2);
-  ExprPtr scale = ctx.input(1);
-  return {ctx.b().call(ops::layer_norm, {ctx.input(0), scale, ctx.has_input(2) ? ctx.input(2) : scale}, a)};
+  ExprPtr rows = b.reshape(ctx.input(0), {outer, inner});
+  ExprPtr scale = b.reshape(ctx.input(1), {inner});
+  ExprPtr bias = ctx.has_input(2) ? b.reshape(ctx.input(2), {inner}) : scale;
+  Mapped m{b.reshape(b.call(ops::layer_norm, {rows, scale, bias}, a), x.shape)};
+  if (ctx.num_outputs() > 1) {
+    DType stats = x.dtype == DType::Float16 ? DType::Float32 : x.dtype;
+    ExprPtr xs = b.cast(ctx.input(0), stats);
+    std::vector<int64_t> axes;
+    for (int64_t d = axis; d < rank(x); ++d)
+      axes.push_back(d);
+    ReduceAttrs over;
+    over.axis = axes;
+    over.keepdims = true;
+    ExprPtr mean = b.call(ops::mean, {xs}, over);
+    ExprPtr inv = b.call(ops::rsqrt, {b.add(b.call(ops::variance, {xs}, VarianceAttrs{over}),
+                                            ctx.literal(a.epsilon, stats))});
+    auto as_declared = [&](size_t i, ExprPtr v) {
+      std::optional<Type> t = ctx.declared_output(i);
+      return t && t->dtype != stats ? b.cast(v, t->dtype) : v;
+    };
+    m.push_back(ctx.wants_output(1) ? as_declared(1, mean) : nullptr);
+    if (ctx.num_outputs() > 2)
+      m.push_back(ctx.wants_output(2) ? as_declared(2, inv) : nullptr);
+  }
+  return m;
 }
 
-Mapped nll_loss(NodeCtx &ctx, bool from_logits) {
+/// InstanceNormalization: each (sample, channel) normalized over its
+/// spatial positions: nn.group_norm with one group per channel.
+Mapped instance_norm(NodeCtx &ctx) {
   const Type &x = ctx.input_type(0);
-  if (rank(x) != 2) {
-    ctx.unsupported("input of rank " + std::to_string(rank(x)) + " (only (N, C))");
+  if (rank(x) < 3) {
+    ctx.unsupported("an input of rank " + std::to_string(rank(x)) + " (N, C and at least one spatial axis)");
     return {};
   }
-  if (from_logits && ctx.num_outputs() > 1) {
-    ctx.unsupported("the log_prob output");
+  GroupNormAttrs a;
+  a.num_groups = x.shape[1];
+  a.epsilon = ctx.attr_float("epsilon", 1e-5);
+  return {ctx.b().call(ops::group_norm, {ctx.input(0), ctx.input(1), ctx.input(2)}, a)};
+}
+
+/// DepthToSpace (DCR or CRD) and SpaceToDepth: a reshape, a transpose and a reshape.
+Mapped depth_space(NodeCtx &ctx, bool to_space) {
+  const Type &x = ctx.input_type(0);
+  int64_t bs = ctx.attr_int("blocksize", 0);
+  if (rank(x) != 4 || bs < 1) {
+    ctx.unsupported("blocksize = " + std::to_string(bs) + " on an input of rank " + std::to_string(rank(x)));
+    return {};
+  }
+  int64_t n = x.shape[0], c = x.shape[1], h = x.shape[2], w = x.shape[3];
+  Builder &b = ctx.b();
+  if (to_space) {
+    if (c % (bs * bs)) {
+      ctx.unsupported("C = " + std::to_string(c) + " not divisible by blocksize^2");
+      return {};
+    }
+    bool crd = ctx.attr_string("mode", "DCR") == "CRD";
+    ExprPtr r = crd ? b.reshape(ctx.input(0), {n, c / (bs * bs), bs, bs, h, w})
+                    : b.reshape(ctx.input(0), {n, bs, bs, c / (bs * bs), h, w});
+    ExprPtr t = crd ? b.transpose(r, {0, 1, 4, 2, 5, 3}) : b.transpose(r, {0, 3, 4, 1, 5, 2});
+    return {b.reshape(t, {n, c / (bs * bs), h * bs, w * bs})};
+  }
+  if (h % bs || w % bs) {
+    ctx.unsupported("H and W not divisible by blocksize");
+    return {};
+  }
+  ExprPtr r = b.reshape(ctx.input(0), {n, c, h / bs, bs, w / bs, bs});
+  return {b.reshape(b.transpose(r, {0, 3, 5, 1, 2, 4}), {n, c * bs * bs, h / bs, w / bs})};
+}
+
+/// NegativeLogLikelihoodLoss and SoftmaxCrossEntropyLoss over (N, C) or
+/// (N, C, d1, ...): the classes moved last and every position made a row of
+/// nn.nll_loss; the per-position losses (reduction "none") shaped back to
+/// (N, d1, ...). SoftmaxCrossEntropyLoss's log_prob output is the
+/// log-softmax over C, in the input's layout.
+Mapped nll_loss(NodeCtx &ctx, bool from_logits) {
+  const Type &x = ctx.input_type(0), &t = ctx.input_type(1);
+  if (rank(x) < 2 || rank(t) != rank(x) - 1) {
+    ctx.unsupported("input of rank " + std::to_string(rank(x)) + " and target of rank " + std::to_string(rank(t)) +
+                    " (an (N, C, d...) input and an (N, d...) target)");
     return {};
   }
   NllAttrs a;
@@ -592,10 +703,28 @@ Mapped nll_loss(NodeCtx &ctx, bool from_logits) {
   a.ignore_index = ctx.has_attr("ignore_index") ? ctx.attr_int("ignore_index", -100) : -9223372036854775807;
   Builder &b = ctx.b();
   ExprPtr p = from_logits ? b.call(ops::log_softmax, {ctx.input(0)}, SoftmaxAttrs{.axis = 1}) : ctx.input(0);
-  std::vector<ExprPtr> args{p, ctx.input(1)};
+  ExprPtr target = ctx.input(1);
+  int64_t positions = 1;
+  for (int64_t d : t.shape)
+    positions *= d;
+  if (rank(x) > 2) {
+    std::vector<int64_t> classes_last{0};
+    for (int64_t d = 2; d < rank(x); ++d)
+      classes_last.push_back(d);
+    classes_last.push_back(1);
+    p = b.reshape(b.transpose(p, classes_last), {positions, x.shape[1]});
+    target = b.reshape(target, {positions});
+  }
+  std::vector<ExprPtr> args{p, target};
   if (ctx.has_input(2))
     args.push_back(ctx.input(2));
-  return {b.call(ops::nll_loss, args, a)};
+  ExprPtr loss = b.call(ops::nll_loss, args, a);
+  if (a.reduction == "none")
+    loss = b.reshape(loss, t.shape);
+  Mapped m{loss};
+  if (from_logits && ctx.num_outputs() > 1)
+    m.push_back(ctx.wants_output(1) ? b.call(ops::log_softmax, {ctx.input(0)}, SoftmaxAttrs{.axis = 1}) : nullptr);
+  return m;
 }
 
 Mapped gelu(NodeCtx &ctx) {
@@ -775,6 +904,31 @@ Mapped hard_sigmoid(NodeCtx &ctx, bool swish) {
   return {swish ? b.mul(x, gate) : gate};
 }
 
+/// Mean of any number of inputs: their sum over their count.
+Mapped mean_of(NodeCtx &ctx) {
+  Builder &b = ctx.b();
+  ExprPtr e = ctx.input(0);
+  for (size_t i = 1; i < ctx.num_inputs(); ++i)
+    e = b.add(e, ctx.input(i));
+  return {ctx.num_inputs() == 1 ? e : b.div(e, ctx.literal(double(ctx.num_inputs()), ctx.input_type(0).dtype))};
+}
+
+Mapped cast_like(NodeCtx &ctx) { return {ctx.b().cast(ctx.input(0), ctx.input_type(1).dtype)}; }
+
+Mapped thresholded_relu(NodeCtx &ctx) {
+  DType dt = ctx.input_type(0).dtype;
+  Builder &b = ctx.b();
+  ExprPtr x = ctx.input(0);
+  return {b.call(ops::where, {b.call(ops::greater, {x, ctx.literal(ctx.attr_float("alpha", 1), dt)}), x,
+                              ctx.literal(0, dt)})};
+}
+
+Mapped softsign(NodeCtx &ctx) {
+  Builder &b = ctx.b();
+  ExprPtr x = ctx.input(0);
+  return {b.div(x, b.add(ctx.literal(1, ctx.input_type(0).dtype), b.call(ops::abs, {x})))};
+}
+
 Mapped reciprocal(NodeCtx &ctx) {
   return {ctx.b().div(ctx.literal(1, ctx.input_type(0).dtype), ctx.input(0))};
 }
@@ -795,9 +949,12 @@ const std::vector<OpEntry> &op_table() {
       {"Abs", unary(ops::abs)},
       {"Add", binary(ops::add)},
       {"And", binary(ops::logical_and)},
+      {"ArgMax", arg_reduce(ops::argmax)},
+      {"ArgMin", arg_reduce(ops::argmin)},
       {"AveragePool", [](NodeCtx &c) { return pool(c, true); }},
       {"BatchNormalization", batch_norm},
       {"Cast", cast},
+      {"CastLike", cast_like},
       {"Clip", clip},
       {"Concat", concat},
       {"ConstantOfShape", constant_of_shape},
@@ -805,6 +962,7 @@ const std::vector<OpEntry> &op_table() {
       {"ConvTranspose", [](NodeCtx &c) { return conv(c, true); }},
       {"Cos", unary(ops::cos)},
       {"CumSum", cumsum},
+      {"DepthToSpace", [](NodeCtx &c) { return depth_space(c, true); }},
       {"Div", binary(ops::divide)},
       {"Dropout", dropout},
       {"Elu", elu(1.0, 1.0)},
@@ -823,6 +981,7 @@ const std::vector<OpEntry> &op_table() {
       {"HardSwish", [](NodeCtx &c) { return hard_sigmoid(c, true); }},
       {"GreaterOrEqual", binary(ops::greater_equal)},
       {"Identity", identity},
+      {"InstanceNormalization", instance_norm},
       {"LayerNormalization", layer_norm},
       {"LeakyRelu", leaky_relu},
       {"Less", binary(ops::less)},
@@ -832,6 +991,7 @@ const std::vector<OpEntry> &op_table() {
       {"MatMul", binary(ops::matmul)},
       {"Max", variadic(ops::maximum)},
       {"MaxPool", [](NodeCtx &c) { return pool(c, false); }},
+      {"Mean", mean_of},
       {"Min", variadic(ops::minimum)},
       {"Mul", binary(ops::multiply)},
       {"Neg", unary(ops::negative)},
@@ -842,10 +1002,15 @@ const std::vector<OpEntry> &op_table() {
       {"Pow", pow},
       {"PRelu", prelu},
       {"Reciprocal", reciprocal},
-      {"ReduceMax", [](NodeCtx &c) { return reduce(c, ops::max); }},
-      {"ReduceMean", [](NodeCtx &c) { return reduce(c, ops::mean); }},
-      {"ReduceMin", [](NodeCtx &c) { return reduce(c, ops::min); }},
-      {"ReduceSum", [](NodeCtx &c) { return reduce(c, ops::sum); }},
+      {"ReduceL1", reduce_of(ops::sum, [](Builder &b, ExprPtr x) { return b.call(ops::abs, {x}); })},
+      {"ReduceL2", reduce_of(ops::sum, square, [](Builder &b, ExprPtr x) { return b.call(ops::sqrt, {x}); })},
+      {"ReduceLogSum", reduce_of(ops::sum, {}, [](Builder &b, ExprPtr x) { return b.call(ops::log, {x}); })},
+      {"ReduceLogSumExp", reduce_of(ops::logsumexp)},
+      {"ReduceMax", reduce_of(ops::max)},
+      {"ReduceMean", reduce_of(ops::mean)},
+      {"ReduceMin", reduce_of(ops::min)},
+      {"ReduceSum", reduce_of(ops::sum, {}, {}, 13)},
+      {"ReduceSumSquare", reduce_of(ops::sum, square)},
       {"Relu", unary(ops::relu)},
       {"Reshape", reshape},
       {"Selu", elu(1.67326319217681884765625, 1.05070102214813232421875)},
@@ -855,12 +1020,15 @@ const std::vector<OpEntry> &op_table() {
       {"Softmax", [](NodeCtx &c) { return softmax(c, ops::softmax); }},
       {"SoftmaxCrossEntropyLoss", [](NodeCtx &c) { return nll_loss(c, true); }},
       {"Softplus", unary(ops::softplus)},
+      {"Softsign", softsign},
+      {"SpaceToDepth", [](NodeCtx &c) { return depth_space(c, false); }},
       {"Split", split},
       {"Sqrt", unary(ops::sqrt)},
       {"Squeeze", squeeze},
       {"Sub", binary(ops::subtract)},
       {"Sum", variadic(ops::add)},
       {"Tanh", unary(ops::tanh)},
+      {"ThresholdedRelu", thresholded_relu},
       {"Transpose", transpose},
       {"Unsqueeze", unsqueeze},
       {"Where", where},
