@@ -109,35 +109,50 @@ Mapping variadic(const OpRef &op) {
   };
 }
 
-/// The 2-D window attributes of Conv and the pools, or a reason they are not.
+/// The window attributes of Conv and the pools as 2-D ones, or a reason
+/// they are not: a 1-D window (an (N, C, L) input) is a 2-D one of height 1
+/// over (N, C, 1, L), so its kernel, strides and dilations gain a leading 1
+/// and its pads and output padding a leading 0.
 struct Window {
-  std::vector<int64_t> kernel, strides, pads, dilations;
+  std::vector<int64_t> kernel, strides, pads, dilations, out_pad;
   Pair pair(const std::vector<int64_t> &v) const { return {v[0], v[1]}; }
   Pad4 pad4() const { return {pads[0], pads[1], pads[2], pads[3]}; }
 };
-std::optional<Window> window(NodeCtx &ctx, const Type &x, std::vector<int64_t> kernel, bool transposed = false) {
-  if (rank(x) != 4) {
-    ctx.unsupported("a " + std::to_string(rank(x) - 2) + "-D window (only 2-D, NCHW)");
+std::optional<Window> window(NodeCtx &ctx, const Type &in, std::vector<int64_t> kernel, bool transposed = false) {
+  int64_t spatial = rank(in) - 2;
+  if (spatial != 1 && spatial != 2) {
+    ctx.unsupported("a " + std::to_string(spatial) + "-D window (only 1-D and 2-D, NC...)");
     return std::nullopt;
   }
+  size_t n = size_t(spatial);
   Window w;
   w.kernel = kernel;
-  w.strides = ctx.attr_ints("strides", {1, 1});
-  w.dilations = ctx.attr_ints("dilations", {1, 1});
-  w.pads = ctx.attr_ints("pads", {0, 0, 0, 0});
-  std::vector<int64_t> out_pad = ctx.attr_ints("output_padding", {0, 0});
+  w.strides = ctx.attr_ints("strides", std::vector<int64_t>(n, 1));
+  w.dilations = ctx.attr_ints("dilations", std::vector<int64_t>(n, 1));
+  w.pads = ctx.attr_ints("pads", std::vector<int64_t>(2 * n, 0));
+  w.out_pad = ctx.attr_ints("output_padding", std::vector<int64_t>(n, 0));
   // Checked before any is read: SAME padding divides by the strides.
-  auto length = [&](const char *name, const std::vector<int64_t> &v, size_t n) {
-    if (v.size() == n)
+  auto length = [&](const char *name, const std::vector<int64_t> &v, size_t want) {
+    if (v.size() == want)
       return true;
-    ctx.unsupported(std::string(name) + " of " + std::to_string(v.size()) + " values (a 2-D window takes " +
-                    std::to_string(n) + ")");
+    ctx.unsupported(std::string(name) + " of " + std::to_string(v.size()) + " values (a " + std::to_string(n) +
+                    "-D window takes " + std::to_string(want) + ")");
     return false;
   };
-  if (!length("kernel_shape", w.kernel, 2) || !length("strides", w.strides, 2) ||
-      !length("dilations", w.dilations, 2) || !length("pads", w.pads, 4) ||
-      (transposed && !length("output_padding", out_pad, 2)))
+  if (!length("kernel_shape", w.kernel, n) || !length("strides", w.strides, n) ||
+      !length("dilations", w.dilations, n) || !length("pads", w.pads, 2 * n) ||
+      (transposed && !length("output_padding", w.out_pad, n)))
     return std::nullopt;
+  Type x = in;
+  if (n == 1) {
+    w.kernel.insert(w.kernel.begin(), 1);
+    w.strides.insert(w.strides.begin(), 1);
+    w.dilations.insert(w.dilations.begin(), 1);
+    w.pads = {0, w.pads[0], 0, w.pads[1]};
+    w.out_pad.insert(w.out_pad.begin(), 0);
+    x.shape.insert(x.shape.begin() + 2, 1);
+  }
+  std::vector<int64_t> &out_pad = w.out_pad;
   for (size_t d = 0; d < 2; ++d)
     if (w.kernel[d] < 1 || w.strides[d] < 1 || w.dilations[d] < 1) {
       ctx.unsupported("kernel_shape " + ints(w.kernel) + ", strides " + ints(w.strides) + " and dilations " +
@@ -172,19 +187,40 @@ std::optional<Window> window(NodeCtx &ctx, const Type &x, std::vector<int64_t> k
   return w;
 }
 
+/// An (N, C, L) tensor as (N, C, 1, L), for the 2-D operators.
+ExprPtr lift_1d(Builder &b, ExprPtr x) {
+  Shape s = x->type.shape;
+  s.insert(s.begin() + 2, 1);
+  return b.reshape(x, s);
+}
+
+/// A 2-D operator's (N, C, 1, L') result as (N, C, L').
+ExprPtr drop_1d(Builder &b, ExprPtr y) {
+  Shape s = y->type.shape;
+  if (s.size() == 4)
+    s.erase(s.begin() + 2);
+  return b.reshape(y, s);
+}
+
 Mapped conv(NodeCtx &ctx, bool transposed) {
   const Type &x = ctx.input_type(0), &wt = ctx.input_type(1);
-  if (rank(wt) != 4) {
-    ctx.unsupported("a weight of rank " + std::to_string(rank(wt)) + " (only 2-D convolutions)");
+  if (rank(wt) != rank(x) || (rank(wt) != 3 && rank(wt) != 4)) {
+    ctx.unsupported("a weight of rank " + std::to_string(rank(wt)) + " for an input of rank " +
+                    std::to_string(rank(x)) + " (only 1-D and 2-D convolutions)");
     return {};
   }
   if (transposed && ctx.has_attr("output_shape")) {
     ctx.unsupported("output_shape (give pads and output_padding)");
     return {};
   }
-  std::optional<Window> w = window(ctx, x, ctx.attr_ints("kernel_shape", {wt.shape[2], wt.shape[3]}), transposed);
+  std::vector<int64_t> kernel(wt.shape.begin() + 2, wt.shape.end());
+  std::optional<Window> w = window(ctx, x, ctx.attr_ints("kernel_shape", kernel), transposed);
   if (!w)
     return {};
+  Builder &b = ctx.b();
+  bool one_d = rank(x) == 3;
+  ExprPtr data = one_d ? lift_1d(b, ctx.input(0)) : ctx.input(0);
+  ExprPtr weight = one_d ? lift_1d(b, ctx.input(1)) : ctx.input(1);
   ExprPtr e;
   if (transposed) {
     Conv2DTransposeAttrs a;
@@ -192,20 +228,29 @@ Mapped conv(NodeCtx &ctx, bool transposed) {
     a.padding = w->pad4();
     a.dilation = w->pair(w->dilations);
     a.groups = ctx.attr_int("group", 1);
-    std::vector<int64_t> op = ctx.attr_ints("output_padding", {0, 0});
-    a.output_padding = {op[0], op[1]};
-    e = ctx.b().call(ops::conv2d_transpose, {ctx.input(0), ctx.input(1)}, a);
+    a.output_padding = w->pair(w->out_pad);
+    e = b.call(ops::conv2d_transpose, {data, weight}, a);
   } else {
     Conv2DAttrs a;
     a.strides = w->pair(w->strides);
     a.padding = w->pad4();
     a.dilation = w->pair(w->dilations);
     a.groups = ctx.attr_int("group", 1);
-    e = ctx.b().call(ops::conv2d, {ctx.input(0), ctx.input(1)}, a);
+    e = b.call(ops::conv2d, {data, weight}, a);
   }
   if (ctx.has_input(2))
-    e = ctx.b().call(ops::bias_add, {e, ctx.input(2)}, BiasAddAttrs{.axis = 1});
-  return {e};
+    e = b.call(ops::bias_add, {e, ctx.input(2)}, BiasAddAttrs{.axis = 1});
+  return {one_d ? drop_1d(b, e) : e};
+}
+
+/// GlobalAveragePool and GlobalMaxPool over (N, C, L) or (N, C, H, W).
+Mapping global_pool(const OpRef &op) {
+  return [&op](NodeCtx &ctx) {
+    Builder &b = ctx.b();
+    if (rank(ctx.input_type(0)) == 3)
+      return Mapped{drop_1d(b, b.call(op, {lift_1d(b, ctx.input(0))}))};
+    return Mapped{b.call(op, {ctx.input(0)})};
+  };
 }
 
 Mapped pool(NodeCtx &ctx, bool average) {
@@ -230,15 +275,20 @@ Mapped pool(NodeCtx &ctx, bool average) {
     a.padding = w->pad4();
     a.ceil_mode = *ceil_mode;
   };
+  Builder &b = ctx.b();
+  bool one_d = rank(x) == 3;
+  ExprPtr data = one_d ? lift_1d(b, ctx.input(0)) : ctx.input(0), y;
   if (average) {
     AvgPool2DAttrs a;
     fill(a);
     a.count_include_pad = *include_pad;
-    return {ctx.b().call(ops::avg_pool2d, {ctx.input(0)}, a)};
+    y = b.call(ops::avg_pool2d, {data}, a);
+  } else {
+    MaxPool2DAttrs a;
+    fill(a);
+    y = b.call(ops::max_pool2d, {data}, a);
   }
-  MaxPool2DAttrs a;
-  fill(a);
-  return {ctx.b().call(ops::max_pool2d, {ctx.input(0)}, a)};
+  return {one_d ? drop_1d(b, y) : y};
 }
 
 Mapped gemm(NodeCtx &ctx) {
@@ -856,6 +906,111 @@ Mapped dropout(NodeCtx &ctx) {
   return m;
 }
 
+/// x[begin:end] along `axis`.
+ExprPtr slice_axis(Builder &b, ExprPtr x, int64_t axis, int64_t begin, int64_t end) {
+  StridedSliceAttrs a;
+  a.begin = {begin};
+  a.end = {end};
+  a.axes = std::vector<int64_t>{axis};
+  return b.call(ops::strided_slice, {x}, a);
+}
+
+/// x shifted by one along `axis` (toward higher indices for -1: element i
+/// reads i - 1), the edge element repeated: numpy's edge padding.
+ExprPtr shift_edge(Builder &b, ExprPtr x, int64_t axis, int step) {
+  int64_t n = x->type.shape[size_t(axis)];
+  if (n == 1)
+    return x;
+  std::vector<ExprPtr> parts = step < 0 ? std::vector<ExprPtr>{slice_axis(b, x, axis, 0, 1), slice_axis(b, x, axis, 0, n - 1)}
+                                        : std::vector<ExprPtr>{slice_axis(b, x, axis, 1, n), slice_axis(b, x, axis, n - 1, n)};
+  return b.call(ops::concatenate, {b.tuple(parts)}, ConcatenateAttrs{.axis = axis});
+}
+
+/// x upsampled by the integer `scale` along `axis`. Nearest: each element
+/// repeated. Linear: output o = scale·i + r reads input coordinate i + d_r
+/// (d_r = (r + 1/2)/scale - 1/2 for half-pixel coordinates, r/scale for
+/// asymmetric ones), interpolated between its two neighbours, the edges
+/// repeated (coordinates clamped); each phase r is a weighted sum of x and
+/// a shifted x, and the phases are interleaved.
+ExprPtr upsample_axis(NodeCtx &ctx, ExprPtr x, int64_t axis, int64_t scale, bool linear, bool half_pixel) {
+  if (scale == 1)
+    return x;
+  Builder &b = ctx.b();
+  DType dt = x->type.dtype;
+  Shape shape = x->type.shape, split = shape, wide = shape;
+  split.insert(split.begin() + axis + 1, 1);
+  wide.insert(wide.begin() + axis + 1, scale);
+  Shape out = shape;
+  out[size_t(axis)] *= scale;
+  if (!linear)
+    return b.reshape(b.broadcast_to(b.reshape(x, split), wide), out);
+  std::vector<ExprPtr> phases;
+  ExprPtr before = nullptr, after = nullptr;
+  for (int64_t r = 0; r < scale; ++r) {
+    double d = half_pixel ? (double(r) + 0.5) / double(scale) - 0.5 : double(r) / double(scale);
+    ExprPtr phase = x;
+    if (d < 0) {
+      before = before ? before : shift_edge(b, x, axis, -1);
+      phase = b.add(b.mul(before, ctx.literal(-d, dt)), b.mul(x, ctx.literal(1 + d, dt)));
+    } else if (d > 0) {
+      after = after ? after : shift_edge(b, x, axis, +1);
+      phase = b.add(b.mul(x, ctx.literal(1 - d, dt)), b.mul(after, ctx.literal(d, dt)));
+    }
+    phases.push_back(b.reshape(phase, split));
+  }
+  return b.reshape(b.call(ops::concatenate, {b.tuple(phases)}, ConcatenateAttrs{.axis = axis + 1}), out);
+}
+
+/// Resize by integer factors (upsampling, as UNet, FPN and segmentation
+/// heads use): nearest with a rounding that repeats each element (PyTorch's
+/// `nearest`: asymmetric coordinates, floor), or linear with half-pixel or
+/// asymmetric coordinates (PyTorch's bilinear without align_corners), axis
+/// by axis. The factors come from `scales` or `sizes`, constants.
+Mapped resize(NodeCtx &ctx) {
+  const Type &x = ctx.input_type(0);
+  std::string mode = ctx.attr_string("mode", "nearest");
+  std::string coords = ctx.attr_string("coordinate_transformation_mode", "half_pixel");
+  std::string nearest = ctx.attr_string("nearest_mode", "round_prefer_floor");
+  bool half = coords == "half_pixel" || coords == "pytorch_half_pixel";
+  bool repeats = mode == "nearest" && ((coords == "asymmetric" && nearest == "floor") ||
+                                       (half && (nearest == "round_prefer_floor" || nearest == "round_prefer_ceil")));
+  bool linear = mode == "linear" && (half || coords == "asymmetric");
+  if (!repeats && !linear) {
+    ctx.unsupported("mode = " + printable(mode) + " with coordinate_transformation_mode = " + printable(coords) +
+                    (mode == "nearest" ? " and nearest_mode = " + printable(nearest) : std::string()) +
+                    " (nearest that repeats elements; linear with half_pixel, pytorch_half_pixel or asymmetric)");
+    return {};
+  }
+  std::vector<int64_t> factors;
+  const ConstValue *scales = ctx.constant(2), *sizes = ctx.constant(3);
+  if (scales && scales->size() == size_t(rank(x))) {
+    for (size_t d = 0; d < scales->size(); ++d) {
+      double f = scales->number(d);
+      if (!(f >= 1 && f == std::floor(f) && f <= double(kMaxFoldedElements))) {
+        ctx.unsupported("scales " + std::to_string(f) + " (only integer upsampling factors)");
+        return {};
+      }
+      factors.push_back(int64_t(f));
+    }
+  } else if (sizes && sizes->size() == size_t(rank(x))) {
+    for (size_t d = 0; d < sizes->size(); ++d) {
+      int64_t n = x.shape[d], m = sizes->integer(d);
+      if (n < 1 || m < n || m % n) {
+        ctx.unsupported("sizes " + ints(sizes->integers()) + " (only integer multiples of the input's)");
+        return {};
+      }
+      factors.push_back(m / n);
+    }
+  } else {
+    ctx.unsupported("scales or sizes that are not constants of the input's rank");
+    return {};
+  }
+  ExprPtr y = ctx.input(0);
+  for (int64_t d = 0; d < rank(x); ++d)
+    y = upsample_axis(ctx, y, d, factors[size_t(d)], linear, half);
+  return {y};
+}
+
 /// A tensor of the shape input 0 gives, filled with the `value` attribute
 /// (float32 0 by default).
 Mapped constant_of_shape(NodeCtx &ctx) {
@@ -974,8 +1129,8 @@ const std::vector<OpEntry> &op_table() {
       {"Gather", gather},
       {"Gelu", gelu},
       {"Gemm", gemm},
-      {"GlobalAveragePool", unary(ops::global_avg_pool2d)},
-      {"GlobalMaxPool", unary(ops::global_max_pool2d)},
+      {"GlobalAveragePool", global_pool(ops::global_avg_pool2d)},
+      {"GlobalMaxPool", global_pool(ops::global_max_pool2d)},
       {"Greater", binary(ops::greater)},
       {"HardSigmoid", [](NodeCtx &c) { return hard_sigmoid(c, false); }},
       {"HardSwish", [](NodeCtx &c) { return hard_sigmoid(c, true); }},
@@ -1013,6 +1168,7 @@ const std::vector<OpEntry> &op_table() {
       {"ReduceSumSquare", reduce_of(ops::sum, square)},
       {"Relu", unary(ops::relu)},
       {"Reshape", reshape},
+      {"Resize", resize},
       {"Selu", elu(1.67326319217681884765625, 1.05070102214813232421875)},
       {"Sigmoid", unary(ops::sigmoid)},
       {"Sin", unary(ops::sin)},
