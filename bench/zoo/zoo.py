@@ -222,7 +222,8 @@ def run_mode(case, mode, args):
         if masks is None:
             return dict(r, status="FAIL", reason="gradc's dropout masks: " + why)
         kept = sum(m.sum() for m in masks) / sum(m.size for m in masks)
-        r["notes"].append("%d dropout masks from gradc, %.1f%% dropped" % (len(masks), 100 - 100 * kept))
+        r["notes"].append("%d dropout mask%s from gradc, %.1f%% dropped" % (
+            len(masks), "s" * (len(masks) > 1), 100 - 100 * kept))
     grads = [t for t in fn["parameters"] if t["dtype"].startswith("float")]
     if len(outputs) != 1 + len(grads):
         return dict(r, status="FAIL", reason="%d results, expected the loss and %d gradients" % (
