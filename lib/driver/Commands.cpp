@@ -44,23 +44,32 @@ std::vector<OutputFile> report_picture(const CompiledModule &compiled, const Pip
   return {{opts.report_picture, memory_picture(compiled, html)}};
 }
 
-/// Reads a file whole; nullopt (after printing an error) if it cannot.
-std::optional<std::string> read_whole_file(const std::string &path, std::ostream &err) {
+/// Whether `path` is a file that opens for reading; prints why not.
+bool readable_file(const std::string &path, std::ifstream &in, std::ostream &err) {
   std::error_code ec;
   if (std::filesystem::is_directory(path, ec)) {
     print_error(err, "'" + path + "' is a directory, not a model file");
-    return std::nullopt;
+    return false;
   }
-  std::ifstream in(path, std::ios::binary);
+  in.open(path, std::ios::binary);
   if (!in) {
     int e = errno;
     print_error(err, "cannot read '" + path + "': " + std::strerror(e));
-    return std::nullopt;
+    return false;
   }
+  return true;
+}
+
+/// Reads a file whole; nullopt (after printing an error) if it cannot.
+std::optional<std::string> read_whole_file(const std::string &path, std::ostream &err) {
+  std::ifstream in;
+  if (!readable_file(path, in, err))
+    return std::nullopt;
   // Spans are 32-bit offsets. The text is read in chunks into one string:
   // running out of memory is an error about the input (exit 1), never a
   // silently shortened text.
   const size_t max_size = (size_t(1) << 32) - 1;
+  std::error_code ec;
   auto size = std::filesystem::file_size(path, ec);
   std::string text;
   try {
@@ -94,17 +103,21 @@ struct ModelSource {
 /// Reads a model file, Relay text or ONNX (by its extension); nullopt after
 /// printing errors.
 std::optional<ModelSource> read_model(const std::string &path, const OnnxImportOptions &onnx, std::ostream &err) {
+  if (looks_like_onnx(path)) {
+    std::ifstream in;
+    if (!readable_file(path, in, err))
+      return std::nullopt;
+    std::optional<OnnxImport> imported = import_onnx_file(path, onnx, err);
+    if (!imported)
+      return std::nullopt;
+    // Diagnostics about the imported text name it so.
+    return ModelSource{std::make_shared<SourceFile>(path + " (imported)", std::move(imported->text)),
+                       std::move(imported->weights)};
+  }
   std::optional<std::string> bytes = read_whole_file(path, err);
   if (!bytes)
     return std::nullopt;
-  if (!looks_like_onnx(path))
-    return ModelSource{std::make_shared<SourceFile>(path, std::move(*bytes)), {}};
-  std::optional<OnnxImport> imported = import_onnx(path, std::move(*bytes), onnx, err);
-  if (!imported)
-    return std::nullopt;
-  // Diagnostics about the imported text name it so.
-  return ModelSource{std::make_shared<SourceFile>(path + " (imported)", std::move(imported->text)),
-                     std::move(imported->weights)};
+  return ModelSource{std::make_shared<SourceFile>(path, std::move(*bytes)), {}};
 }
 
 NpyArray npy_of(const ImportedWeight &w) { return NpyArray{w.dtype, w.shape, w.data}; }
@@ -644,10 +657,10 @@ int import_command(const ImportCommand &cmd, std::ostream &out, std::ostream &er
   if (refuse_overwriting(relay, false, reads, "choose another -o", err) ||
       refuse_overwriting(weights_dir, true, reads, "choose another -o", err))
     return 1;
-  std::optional<std::string> bytes = read_whole_file(cmd.model, err);
-  if (!bytes)
+  std::ifstream in;
+  if (!readable_file(cmd.model, in, err))
     return 1;
-  std::optional<OnnxImport> imported = import_onnx(cmd.model, std::move(*bytes), cmd.onnx, err);
+  std::optional<OnnxImport> imported = import_onnx_file(cmd.model, cmd.onnx, err);
   if (!imported)
     return 1;
   // import_onnx has parsed and typed the text it returns (its declared
@@ -655,16 +668,24 @@ int import_command(const ImportCommand &cmd, std::ostream &out, std::ostream &er
   // OUT.relay and OUT.weights/ are one set: a failed import changes
   // neither, and two imports to one OUT leave one model's pair.
   std::vector<OutputFile> weight_files;
-  // Each weight's bytes move into its file's: held once, not twice.
-  for (ImportedWeight &w : imported->weights)
-    weight_files.push_back({w.name + ".npy", encode_npy(NpyArray{w.dtype, w.shape, std::exchange(w.data, {})})});
+  // Each weight's bytes move into its file, behind its header: held once.
+  size_t count = imported->weights.size();
+  for (ImportedWeight &w : imported->weights) {
+    OutputFile f{w.name + ".npy", std::exchange(w.data, {})};
+    f.prefix = npy_header(w.dtype, w.shape);
+    weight_files.push_back(std::move(f));
+  }
   try {
-    write_files_atomic({{relay, imported->text}, OutputFile::directory(weights_dir, std::move(weight_files))});
+    // Built in place: a braced list would copy every weight.
+    std::vector<OutputFile> set;
+    set.push_back({relay, std::move(imported->text)});
+    set.push_back(OutputFile::directory(weights_dir, std::move(weight_files)));
+    write_files_atomic(set);
   } catch (FileError &e) {
     print_error(err, e.what());
     return 1;
   }
-  out << "wrote " << relay << " and " << imported->weights.size() << " weights under " << weights_dir << "/\n";
+  out << "wrote " << relay << " and " << count << " weights under " << weights_dir << "/\n";
   return 0;
 }
 

@@ -338,12 +338,16 @@ NpyArray read_npy(const std::string &path) {
 std::string encode_npy(const NpyArray &array) {
   GRADC_CHECK(array.data.size() == uint64_t(num_elements(array.shape)) * dtype_bytes(array.dtype), "encode_npy",
               "data size does not match shape " + shape_str(array.shape));
-  std::string dict = std::string("{'descr': '") + npy_descr(array.dtype) +
-                     "', 'fortran_order': False, 'shape': " + shape_str(array.shape) + ", }";
+  return npy_header(array.dtype, array.shape) + array.data;
+}
+
+std::string npy_header(DType dtype, const Shape &shape) {
+  std::string dict = std::string("{'descr': '") + npy_descr(dtype) +
+                     "', 'fortran_order': False, 'shape': " + shape_str(shape) + ", }";
   // numpy.save leaves room to grow the first axis in place (21 digits); doing
   // the same keeps our files byte-identical to numpy's.
-  if (!array.shape.empty())
-    dict += std::string(21 - std::to_string(array.shape[0]).size(), ' ');
+  if (!shape.empty())
+    dict += std::string(21 - std::to_string(shape[0]).size(), ' ');
   // numpy pads with a full 64 bytes when already aligned; so do we.
   size_t text_len = dict.size() + 1; // with the final newline
   auto padding = [&](size_t len_bytes) { return kHeaderAlign - (kMagicLen + 2 + len_bytes + text_len) % kHeaderAlign; };
@@ -361,7 +365,6 @@ std::string encode_npy(const NpyArray &array) {
   out += dict;
   out += std::string(pad, ' ');
   out += '\n';
-  out += array.data;
   return out;
 }
 

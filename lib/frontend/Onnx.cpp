@@ -24,12 +24,17 @@
 #include "gradc/text/Printer.h"
 
 #include <google/protobuf/io/coded_stream.h>
+#include <google/protobuf/io/zero_copy_stream_impl.h>
 #include <onnx/checker.h>
 #include <onnx/defs/schema.h>
 #include <onnx/onnx_pb.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <climits>
+#include <cstring>
+#include <fcntl.h>
+#include <unistd.h>
 #include <cstdio>
 #include <map>
 #include <set>
@@ -84,6 +89,7 @@ public:
   Importer(std::string path, std::ostream &err) : path_(std::move(path)), err_(err) {}
 
   std::optional<OnnxImport> run(std::string bytes, const OnnxImportOptions &options);
+  std::optional<OnnxImport> run_file(const OnnxImportOptions &options);
 
   void error(const std::string &msg) {
     err_ << printable(path_) << ": error: " << msg << "\n";
@@ -152,6 +158,7 @@ private:
   bool constant_node(onnx::NodeProto &node, const std::function<void(const std::string &)> &fail);
   void name_outputs(const onnx::NodeProto &node, size_t first, Mapped &m);
   bool check_outputs(const std::vector<ExprPtr> &results);
+  std::optional<OnnxImport> convert_model(const OnnxImportOptions &options);
   std::string describe(const onnx::NodeProto &node, size_t index) const {
     return "node " + std::to_string(index) + (node.name().empty() ? "" : " '" + printable(node.name()) + "'") +
            " (" + printable(node.op_type()) + ")";
@@ -603,6 +610,39 @@ std::optional<OnnxImport> Importer::run(std::string bytes, const OnnxImportOptio
     return std::nullopt;
   }
   bytes = std::string(); // the message holds the weights now
+  return convert_model(options);
+}
+
+/// Parses the model file as a stream, so that its bytes are held once (in
+/// the message), not twice (a copy of the file, then the message); a file
+/// that does not parse is read whole for run()'s diagnostics.
+std::optional<OnnxImport> Importer::run_file(const OnnxImportOptions &options) {
+  int fd = open(path_.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    error(std::string("cannot read the file: ") + std::strerror(errno));
+    return std::nullopt;
+  }
+  bool parsed;
+  {
+    google::protobuf::io::FileInputStream in(fd, 1 << 20);
+    parsed = model_.ParseFromZeroCopyStream(&in) && in.GetErrno() == 0;
+  }
+  if (!parsed || !model_.IsInitialized()) {
+    model_.Clear();
+    std::string bytes;
+    char chunk[1 << 16];
+    ssize_t n;
+    if (lseek(fd, 0, SEEK_SET) == 0)
+      while ((n = read(fd, chunk, sizeof chunk)) > 0 && bytes.size() <= size_t(INT_MAX))
+        bytes.append(chunk, size_t(n));
+    close(fd);
+    return run(std::move(bytes), options);
+  }
+  close(fd);
+  return convert_model(options);
+}
+
+std::optional<OnnxImport> Importer::convert_model(const OnnxImportOptions &options) {
   if (!model_.has_graph()) {
     error("not an ONNX model: it has no graph");
     return std::nullopt;
@@ -712,6 +752,19 @@ std::optional<OnnxImport> import_onnx(const std::string &path, std::string bytes
   Importer importer(path, err);
   try {
     return importer.run(std::move(bytes), options);
+  } catch (const std::bad_alloc &) {
+    importer.error("the model needs more memory than this machine gives gradc");
+  } catch (const std::exception &e) {
+    importer.error(std::string("the model cannot be read: ") + e.what());
+  }
+  return std::nullopt;
+}
+
+std::optional<OnnxImport> import_onnx_file(const std::string &path, const OnnxImportOptions &options,
+                                           std::ostream &err) {
+  Importer importer(path, err);
+  try {
+    return importer.run_file(options);
   } catch (const std::bad_alloc &) {
     importer.error("the model needs more memory than this machine gives gradc");
   } catch (const std::exception &e) {

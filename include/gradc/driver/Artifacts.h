@@ -35,6 +35,9 @@ struct NpyArray {
 NpyArray read_npy(const std::string &path);
 /// Serializes an array as .npy 1.0 (bytes only; use write_file_atomic).
 std::string encode_npy(const NpyArray &array);
+/// The .npy header of an array of `dtype` and `shape` (encode_npy is it
+/// followed by the data).
+std::string npy_header(DType dtype, const Shape &shape);
 
 /// Per-function facts that the compiler knows beyond the lowered code.
 struct FunctionReport {

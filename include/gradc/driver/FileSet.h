@@ -27,11 +27,14 @@ struct FileError : std::runtime_error {
 struct OutputFile {
   std::string path;
   std::string data;
+  /// Bytes written before `data` (an .npy header before a weight's bytes,
+  /// which then move into `data` rather than being copied behind it).
+  std::string prefix;
   bool is_directory = false;
   std::vector<OutputFile> entries;
 
   static OutputFile directory(std::string path, std::vector<OutputFile> entries) {
-    return {std::move(path), {}, true, std::move(entries)};
+    return {std::move(path), {}, {}, true, std::move(entries)};
   }
 };
 

@@ -55,6 +55,11 @@ struct OnnxImportOptions {
 std::optional<OnnxImport> import_onnx(const std::string &path, std::string bytes, const OnnxImportOptions &options,
                                       std::ostream &err);
 
+/// The same for the model file `path`, parsed as a stream: the file's bytes
+/// are not held beside the parsed model's.
+std::optional<OnnxImport> import_onnx_file(const std::string &path, const OnnxImportOptions &options,
+                                           std::ostream &err);
+
 /// Whether `path` names an ONNX model (ends in .onnx, any case) rather than
 /// Relay text: how compile, run and check tell the two apart.
 bool looks_like_onnx(const std::string &path);
