@@ -24,7 +24,7 @@
 #include "gradc/text/Printer.h"
 
 #include <google/protobuf/io/coded_stream.h>
-#include <google/protobuf/io/zero_copy_stream_impl.h>
+#include <google/protobuf/io/zero_copy_stream.h>
 #include <onnx/checker.h>
 #include <onnx/defs/schema.h>
 #include <onnx/onnx_pb.h>
@@ -34,6 +34,8 @@
 #include <climits>
 #include <cstring>
 #include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #include <cstdio>
 #include <map>
@@ -613,21 +615,65 @@ std::optional<OnnxImport> Importer::run(std::string bytes, const OnnxImportOptio
   return convert_model(options);
 }
 
-/// Parses the model file as a stream, so that its bytes are held once (in
-/// the message), not twice (a copy of the file, then the message); a file
-/// that does not parse is read whole for run()'s diagnostics.
+/// The model file mapped into memory, read by protobuf in blocks: a tensor
+/// within a block is copied once into a string of its size, and the pages of
+/// the blocks already read are given back (MADV_DONTNEED: the mapping is
+/// private and unwritten, so a page touched again is read again from the
+/// file), so that the file's bytes are never all held beside the parsed
+/// model's.
+class MappedFileStream final : public google::protobuf::io::ZeroCopyInputStream {
+public:
+  MappedFileStream(const char *data, int64_t size) : data_(data), size_(size) {}
+  bool Next(const void **data, int *size) override {
+    if (pos_ >= size_)
+      return false;
+    release(pos_); // a page read again after this is read again from the file (the mapping is private, unwritten)
+    *data = data_ + pos_;
+    *size = int(std::min(kBlock, size_ - pos_));
+    pos_ += *size;
+    return true;
+  }
+  void BackUp(int count) override { pos_ -= count; }
+  bool Skip(int count) override {
+    pos_ = std::min(size_, pos_ + count);
+    return pos_ < size_ || count == 0;
+  }
+  int64_t ByteCount() const override { return pos_; }
+
+private:
+  static constexpr int64_t kBlock = int64_t(16) << 20;
+  const char *data_;
+  int64_t size_, pos_ = 0, released_ = 0;
+  void release(int64_t upto) {
+    int64_t page = sysconf(_SC_PAGESIZE);
+    upto = upto / page * page;
+    if (upto <= released_)
+      return;
+    madvise(const_cast<char *>(data_) + released_, size_t(upto - released_), MADV_DONTNEED);
+    released_ = upto;
+  }
+};
+
+/// Parses the model file mapped into memory (MappedFileStream); a file that
+/// cannot be mapped or does not parse is read whole for run()'s diagnostics.
 std::optional<OnnxImport> Importer::run_file(const OnnxImportOptions &options) {
   int fd = open(path_.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) {
     error(std::string("cannot read the file: ") + std::strerror(errno));
     return std::nullopt;
   }
-  bool parsed;
-  {
-    google::protobuf::io::FileInputStream in(fd, 1 << 20);
-    parsed = model_.ParseFromZeroCopyStream(&in) && in.GetErrno() == 0;
+  struct stat st;
+  bool parsed = false;
+  if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_size > 0 && st.st_size <= INT_MAX) {
+    void *p = mmap(nullptr, size_t(st.st_size), PROT_READ, MAP_PRIVATE, fd, 0);
+    if (p != MAP_FAILED) {
+      madvise(p, size_t(st.st_size), MADV_SEQUENTIAL);
+      MappedFileStream in(static_cast<const char *>(p), st.st_size);
+      parsed = model_.ParseFromZeroCopyStream(&in);
+      munmap(p, size_t(st.st_size));
+    }
   }
-  if (!parsed || !model_.IsInitialized()) {
+  if (!parsed) {
     model_.Clear();
     std::string bytes;
     char chunk[1 << 16];

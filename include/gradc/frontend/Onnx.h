@@ -55,8 +55,8 @@ struct OnnxImportOptions {
 std::optional<OnnxImport> import_onnx(const std::string &path, std::string bytes, const OnnxImportOptions &options,
                                       std::ostream &err);
 
-/// The same for the model file `path`, parsed as a stream: the file's bytes
-/// are not held beside the parsed model's.
+/// The same for the model file `path`, parsed where it is mapped into
+/// memory: the file's bytes are not held beside the parsed model's.
 std::optional<OnnxImport> import_onnx_file(const std::string &path, const OnnxImportOptions &options,
                                            std::ostream &err);
 
