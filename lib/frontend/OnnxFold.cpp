@@ -209,7 +209,23 @@ private:
   std::optional<ConstValue> scatter_nd();
   std::optional<ConstValue> range();
   std::optional<ConstValue> constant_of_shape();
+  std::optional<ConstValue> expand();
+  std::optional<ConstValue> flatten();
+  std::optional<ConstValue> unsqueeze();
+  std::optional<ConstValue> squeeze();
+
+public:
+  /// The operators folded by a method of their own (the elementwise ones by elementwise()).
+  using Fold = std::optional<ConstValue> (Folder::*)();
+  static const std::vector<std::pair<std::string, Fold>> kFolds;
 };
+
+const std::vector<std::pair<std::string, Folder::Fold>> Folder::kFolds = {
+    {"Gather", &Folder::gather},       {"Concat", &Folder::concat},       {"Slice", &Folder::slice},
+    {"Reshape", &Folder::reshape},     {"Transpose", &Folder::transpose}, {"Tile", &Folder::tile},
+    {"ScatterND", &Folder::scatter_nd}, {"Range", &Folder::range},        {"ConstantOfShape", &Folder::constant_of_shape},
+    {"Expand", &Folder::expand},       {"Flatten", &Folder::flatten},     {"Unsqueeze", &Folder::unsqueeze},
+    {"Squeeze", &Folder::squeeze}};
 
 /// x op y for integers as ONNX computes them: wrapping, Div truncating
 /// toward zero, Mod with the divisor's sign (fmod: the dividend's); nothing
@@ -364,6 +380,8 @@ std::optional<ConstValue> Folder::elementwise(size_t arity) {
 }
 
 std::optional<ConstValue> Folder::gather() {
+  if (!c(1))
+    return std::nullopt;
   const ConstValue &data = *c(0), &idx = *c(1);
   if (idx.is_float() || data.shape().empty())
     return std::nullopt;
@@ -689,87 +707,81 @@ std::optional<ConstValue> Folder::run() {
   for (const FoldInput &i : in_)
     if (i.type && !i.constant)
       return std::nullopt;
-  const ConstValue &a = *c(0);
   if (std::find(kUnary.begin(), kUnary.end(), op_) != kUnary.end())
     return in_.size() == 1 ? elementwise(1) : std::nullopt;
   if (std::find(kBinary.begin(), kBinary.end(), op_) != kBinary.end())
     return elementwise(2);
   if (op_ == "Where")
     return elementwise(3);
-  if (op_ == "Gather" && c(1))
-    return gather();
-  if (op_ == "Concat")
-    return concat();
-  if (op_ == "Slice")
-    return slice();
-  if (op_ == "Reshape")
-    return reshape();
-  if (op_ == "Transpose")
-    return transpose();
-  if (op_ == "Tile")
-    return tile();
-  if (op_ == "ScatterND")
-    return scatter_nd();
-  if (op_ == "Range")
-    return range();
-  if (op_ == "ConstantOfShape")
-    return constant_of_shape();
-  if (op_ == "Expand" && c(1)) {
-    std::optional<Shape> shape = broadcast_shapes(a.shape(), c(1)->integers());
-    if (!shape || !foldable(*shape))
+  for (const auto &[name, method] : kFolds)
+    if (op_ == name)
+      return (this->*method)();
+  return std::nullopt;
+}
+
+std::optional<ConstValue> Folder::expand() {
+  const ConstValue &a = *c(0);
+  if (!c(1))
+    return std::nullopt;
+  std::optional<Shape> shape = broadcast_shapes(a.shape(), c(1)->integers());
+  if (!shape || !foldable(*shape))
+    return std::nullopt;
+  ConstValue out(a.dtype(), *shape);
+  for (int64_t i = 0; i < num_elements(*shape); ++i)
+    out.push_element(a, broadcast_source(a.shape(), *shape, i));
+  return out;
+}
+
+std::optional<ConstValue> Folder::flatten() {
+  const ConstValue &a = *c(0);
+  int64_t r = int64_t(a.shape().size()), axis = attr_int("axis", 1);
+  if (axis < -r || axis > r)
+    return std::nullopt;
+  axis = axis < 0 ? axis + r : axis;
+  return reshaped(a, {num_elements(Shape(a.shape().begin(), a.shape().begin() + axis)),
+                      num_elements(Shape(a.shape().begin() + axis, a.shape().end()))});
+}
+
+std::optional<ConstValue> Folder::unsqueeze() {
+  const ConstValue &a = *c(0);
+  std::optional<std::vector<int64_t>> ax = axes(13);
+  if (!ax)
+    return std::nullopt;
+  int64_t r = int64_t(a.shape().size() + ax->size());
+  std::vector<bool> unit(size_t(r), false);
+  for (int64_t x : *ax) {
+    std::optional<int64_t> k = axis_in(x, r);
+    if (!k || unit[size_t(*k)])
       return std::nullopt;
-    ConstValue out(a.dtype(), *shape);
-    for (int64_t i = 0; i < num_elements(*shape); ++i)
-      out.push_element(a, broadcast_source(a.shape(), *shape, i));
-    return out;
+    unit[size_t(*k)] = true;
   }
-  if (op_ == "Flatten") {
-    int64_t r = int64_t(a.shape().size()), axis = attr_int("axis", 1);
-    if (axis < -r || axis > r)
-      return std::nullopt;
-    axis = axis < 0 ? axis + r : axis;
-    return reshaped(a, {num_elements(Shape(a.shape().begin(), a.shape().begin() + axis)),
-                        num_elements(Shape(a.shape().begin() + axis, a.shape().end()))});
-  }
-  if (op_ == "Unsqueeze") {
-    std::optional<std::vector<int64_t>> ax = axes(13);
-    if (!ax)
-      return std::nullopt;
-    int64_t r = int64_t(a.shape().size() + ax->size());
-    std::vector<bool> unit(size_t(r), false);
+  Shape shape;
+  size_t from = 0;
+  for (int64_t k = 0; k < r; ++k)
+    shape.push_back(unit[size_t(k)] ? 1 : a.shape()[from++]);
+  return reshaped(a, shape);
+}
+
+std::optional<ConstValue> Folder::squeeze() {
+  const ConstValue &a = *c(0);
+  std::optional<std::vector<int64_t>> ax = axes(13);
+  int64_t r = int64_t(a.shape().size());
+  std::vector<bool> drop(size_t(r), false);
+  if (!ax || ax->empty())
+    for (int64_t k = 0; k < r; ++k)
+      drop[size_t(k)] = a.shape()[size_t(k)] == 1;
+  else
     for (int64_t x : *ax) {
       std::optional<int64_t> k = axis_in(x, r);
-      if (!k || unit[size_t(*k)])
+      if (!k || a.shape()[size_t(*k)] != 1)
         return std::nullopt;
-      unit[size_t(*k)] = true;
+      drop[size_t(*k)] = true;
     }
-    Shape shape;
-    size_t from = 0;
-    for (int64_t k = 0; k < r; ++k)
-      shape.push_back(unit[size_t(k)] ? 1 : a.shape()[from++]);
-    return reshaped(a, shape);
-  }
-  if (op_ == "Squeeze") {
-    std::optional<std::vector<int64_t>> ax = axes(13);
-    int64_t r = int64_t(a.shape().size());
-    std::vector<bool> drop(size_t(r), false);
-    if (!ax || ax->empty())
-      for (int64_t k = 0; k < r; ++k)
-        drop[size_t(k)] = a.shape()[size_t(k)] == 1;
-    else
-      for (int64_t x : *ax) {
-        std::optional<int64_t> k = axis_in(x, r);
-        if (!k || a.shape()[size_t(*k)] != 1)
-          return std::nullopt;
-        drop[size_t(*k)] = true;
-      }
-    Shape shape;
-    for (int64_t k = 0; k < r; ++k)
-      if (!drop[size_t(k)])
-        shape.push_back(a.shape()[size_t(k)]);
-    return reshaped(a, shape);
-  }
-  return std::nullopt;
+  Shape shape;
+  for (int64_t k = 0; k < r; ++k)
+    if (!drop[size_t(k)])
+      shape.push_back(a.shape()[size_t(k)]);
+  return reshaped(a, shape);
 }
 
 } // namespace
@@ -783,9 +795,9 @@ std::optional<ConstValue> fold(const onnx::NodeProto &node, const std::vector<Fo
 
 const std::vector<std::string> &folded_ops() {
   static const std::vector<std::string> ops = [] {
-    std::vector<std::string> v = {"Shape", "Size", "Where", "Gather", "Concat", "Slice", "Reshape", "Transpose",
-                                  "Tile", "ScatterND", "Range", "ConstantOfShape", "Expand", "Flatten",
-                                  "Unsqueeze", "Squeeze"};
+    std::vector<std::string> v = {"Shape", "Size", "Where"};
+    for (const auto &[name, method] : Folder::kFolds)
+      v.push_back(name);
     v.insert(v.end(), kUnary.begin(), kUnary.end());
     v.insert(v.end(), kBinary.begin(), kBinary.end());
     return v;

@@ -530,14 +530,47 @@ Mapped slice(NodeCtx &ctx) {
   return {ctx.b().call(ops::strided_slice, {ctx.input(0)}, a)};
 }
 
+/// x[begin:end] along `axis`.
+ExprPtr slice_axis(Builder &b, ExprPtr x, int64_t axis, int64_t begin, int64_t end) {
+  StridedSliceAttrs a;
+  a.begin = {begin};
+  a.end = {end};
+  a.axes = std::vector<int64_t>{axis};
+  return b.call(ops::strided_slice, {x}, a);
+}
+
+/// Edge and reflect padding of `x` along `axis` by (lo, hi), from slices
+/// of x: its edge element repeated (edge), or the elements next to the edge
+/// in reverse order, the edge itself not repeated (reflect, numpy's).
+ExprPtr pad_axis(Builder &b, ExprPtr x, int64_t axis, int64_t lo, int64_t hi, bool reflect) {
+  int64_t n = x->type.shape[size_t(axis)];
+  auto side = [&](int64_t count, bool before) -> ExprPtr {
+    if (!reflect) {
+      ExprPtr edge = before ? slice_axis(b, x, axis, 0, 1) : slice_axis(b, x, axis, n - 1, n);
+      Shape shape = x->type.shape;
+      shape[size_t(axis)] = count;
+      return b.broadcast_to(edge, shape);
+    }
+    return b.reverse(before ? slice_axis(b, x, axis, 1, count + 1) : slice_axis(b, x, axis, n - 1 - count, n - 1), axis);
+  };
+  std::vector<ExprPtr> parts;
+  if (lo > 0)
+    parts.push_back(side(lo, true));
+  parts.push_back(x);
+  if (hi > 0)
+    parts.push_back(side(hi, false));
+  return parts.size() == 1 ? x : b.call(ops::concatenate, {b.tuple(parts)}, ConcatenateAttrs{.axis = axis});
+}
+
 Mapped pad(NodeCtx &ctx) {
   std::string mode = ctx.attr_string("mode", "constant");
-  if (mode != "constant") {
+  if (mode != "constant" && mode != "edge" && mode != "reflect") {
     ctx.unsupported("mode = " + printable(mode));
     return {};
   }
   std::optional<std::vector<int64_t>> pads = ints_attr_or_input(ctx, "pads", 1, 11);
-  size_t r = size_t(rank(ctx.input_type(0)));
+  const Type &x = ctx.input_type(0);
+  size_t r = size_t(rank(x));
   if (!pads || pads->size() != 2 * r) {
     ctx.unsupported("pads of the wrong length");
     return {};
@@ -545,6 +578,20 @@ Mapped pad(NodeCtx &ctx) {
   if (ctx.has_input(3)) {
     ctx.unsupported("the axes input");
     return {};
+  }
+  if (mode != "constant") {
+    Builder &b = ctx.b();
+    ExprPtr y = ctx.input(0);
+    for (size_t d = 0; d < r; ++d) {
+      int64_t lo = (*pads)[d], hi = (*pads)[d + r], n = x.shape[d];
+      if (lo < 0 || hi < 0 || n == 0 || (mode == "reflect" && (lo >= n || hi >= n))) {
+        ctx.unsupported("pads " + ints(*pads) + " in mode " + mode + " of a " + shape_str(x.shape) +
+                        " input (non-negative; reflect: under the axis' size)");
+        return {};
+      }
+      y = pad_axis(b, y, int64_t(d), lo, hi, mode == "reflect");
+    }
+    return {y};
   }
   PadAttrs a;
   if (ctx.has_input(2)) {
@@ -904,15 +951,6 @@ Mapped dropout(NodeCtx &ctx) {
   if (ctx.num_outputs() > 1)
     m.push_back(ctx.wants_output(1) ? mask : nullptr);
   return m;
-}
-
-/// x[begin:end] along `axis`.
-ExprPtr slice_axis(Builder &b, ExprPtr x, int64_t axis, int64_t begin, int64_t end) {
-  StridedSliceAttrs a;
-  a.begin = {begin};
-  a.end = {end};
-  a.axes = std::vector<int64_t>{axis};
-  return b.call(ops::strided_slice, {x}, a);
 }
 
 /// x shifted by one along `axis` (toward higher indices for -1: element i

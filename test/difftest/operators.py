@@ -1737,6 +1737,9 @@ NOT_GENERATED = {
     "logical_not": "a bool operand and result; its forward is checked by the oracle's cases",
     "isnan": "a bool result with no gradient; its forward is checked by the oracle's cases",
     "isinf": "a bool result with no gradient; its forward is checked by the oracle's cases",
+    "nn.dropout_mask": "a random bool mask of an int64 seed, with no gradient: its bits are checked by the oracle "
+                       "against an independent Philox, its statistics, thread and remat invariance and the "
+                       "gradient through it by test/random/dropout.test",
     "grad.take_backward": "a gradient helper: it runs in the adjoint of take, where the reference gradient "
                           "checks it (and the second order its own gradient)",
     "one_hot": "no gradient and an integer operand; its forward is checked by the oracle's cases",

@@ -65,7 +65,7 @@ save("cycle", [helper.make_node("Add", ["x", "b"], ["a"]), helper.make_node("Rel
 save("unmapped", [
     helper.make_node("Hardmax", ["x"], ["h"], name="first"),
     helper.make_node("Relu", ["h"], ["r"]),
-    helper.make_node("Pad", ["x", "pads"], ["p"], mode="reflect", name="pad"),
+    helper.make_node("Pad", ["x", "pads"], ["p"], mode="wrap", name="pad"),
     helper.make_node("Det", ["x"], ["d"], name="last"),
 ], [vi("x", [2, 2])], [vi("r", [2, 2]), vi("p", [2, 4]), vi("d", [])],
     [numpy_helper.from_array(np.array([0, 1, 0, 1], dtype=np.int64), "pads")])

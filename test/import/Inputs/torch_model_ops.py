@@ -9,6 +9,7 @@ check_pytorch_grads.py:
   unet      a UNet-like net: conv, max pool, nearest and bilinear
             (align_corners=False) 2x upsampling, skip concat, conv,
             per-pixel cross entropy over (N, C, H, W)
+  pads      reflect and replicate (edge) padding before convolutions
   mobile    hard-swish (mobilenet_v3's; hard-sigmoid exports its 1/6 as a float32
             attribute, so it is checked by ONNX's own tests), Expand of a
             class token (ViT's), LayerNorm over two axes, InstanceNorm
@@ -57,6 +58,18 @@ class UNet(nn.Module):
         return F.cross_entropy(self.out(torch.cat([d, a, b], 1)), y)
 
 
+class Pads(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.c1 = nn.Conv2d(2, 4, 3)
+        self.c2 = nn.Conv1d(4, 3, 3)
+
+    def forward(self, x, y):
+        h = F.relu(self.c1(F.pad(x, (2, 1, 1, 3), mode="reflect")))
+        h = F.pad(h.mean(2), (1, 2), mode="replicate")
+        return F.cross_entropy(self.c2(h).mean(2), y)
+
+
 class Mobile(nn.Module):
     def __init__(self):
         super().__init__()
@@ -77,7 +90,7 @@ def main():
     out = sys.argv[1]
     os.makedirs(out, exist_ok=True)
     torch.manual_seed(0)
-    audio, unet, mobile = Audio1d(), UNet(), Mobile()
+    audio, unet, pads, mobile = Audio1d(), UNet(), Pads(), Mobile()
     with torch.no_grad():
         for norm in (audio.bn, mobile.ln, mobile.inorm):
             norm.weight.uniform_(0.5, 1.5)
@@ -85,6 +98,7 @@ def main():
     d = torch.float64
     export("audio1d", audio, [torch.randn(3, 2, 32, dtype=d), torch.tensor([1, 4, 0])], ["x", "y"], out, True)
     export("unet", unet, [torch.randn(2, 3, 8, 8, dtype=d), torch.randint(0, 4, (2, 8, 8))], ["x", "y"], out, False)
+    export("pads", pads, [torch.randn(2, 2, 6, 7, dtype=d), torch.tensor([2, 0])], ["x", "y"], out, False)
     export("mobile", mobile, [torch.randn(2, 3, 6, dtype=d), torch.tensor([2, 0])], ["x", "y"], out, False)
 
 
