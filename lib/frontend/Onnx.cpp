@@ -635,8 +635,12 @@ public:
   }
   void BackUp(int count) override { pos_ -= count; }
   bool Skip(int count) override {
-    pos_ = std::min(size_, pos_ + count);
-    return pos_ < size_ || count == 0;
+    if (count > size_ - pos_) {
+      pos_ = size_;
+      return false;
+    }
+    pos_ += count;
+    return true;
   }
   int64_t ByteCount() const override { return pos_; }
 
