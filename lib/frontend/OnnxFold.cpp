@@ -162,6 +162,22 @@ std::optional<int64_t> axis_in(int64_t axis, int64_t r) {
   return axis < 0 ? axis + r : axis;
 }
 
+/// A tensor of `shape` whose element at each index (c_0, ..., c_r-1) is the
+/// element of `a` at flat offset Σ_k term(k, c_k): a slice, a transpose, a
+/// tile of `a`.
+template <class Term> ConstValue remapped(const ConstValue &a, const Shape &shape, Term term) {
+  ConstValue out(a.dtype(), shape);
+  for (int64_t i = 0; i < num_elements(shape); ++i) {
+    int64_t rest = i, src = 0;
+    for (size_t k = shape.size(); k-- > 0;) {
+      src += term(k, rest % shape[k]);
+      rest /= shape[k];
+    }
+    out.push_element(a, size_t(src));
+  }
+  return out;
+}
+
 class Folder {
 public:
   Folder(const onnx::NodeProto &node, const std::vector<FoldInput> &in, int64_t opset)
@@ -481,17 +497,7 @@ std::optional<ConstValue> Folder::slice() {
   if (!foldable(shape))
     return std::nullopt;
   std::vector<int64_t> from = strides_of(a.shape());
-  ConstValue out(a.dtype(), shape);
-  for (int64_t i = 0; i < num_elements(shape); ++i) {
-    int64_t rest = i, src = 0;
-    for (size_t k = size_t(r); k-- > 0;) {
-      int64_t coord = rest % shape[k];
-      rest /= shape[k];
-      src += (begin[k] + coord * step[k]) * from[k];
-    }
-    out.push_element(a, size_t(src));
-  }
-  return out;
+  return remapped(a, shape, [&](size_t k, int64_t coord) { return (begin[k] + coord * step[k]) * from[k]; });
 }
 
 std::optional<ConstValue> Folder::reshape() {
@@ -550,16 +556,7 @@ std::optional<ConstValue> Folder::transpose() {
     shape.push_back(a.shape()[size_t(p)]);
   }
   std::vector<int64_t> from = strides_of(a.shape());
-  ConstValue out(a.dtype(), shape);
-  for (int64_t i = 0; i < num_elements(shape); ++i) {
-    int64_t rest = i, src = 0;
-    for (size_t k = r; k-- > 0;) {
-      src += (rest % shape[k]) * from[size_t(perm[k])];
-      rest /= shape[k];
-    }
-    out.push_element(a, size_t(src));
-  }
-  return out;
+  return remapped(a, shape, [&](size_t k, int64_t coord) { return coord * from[size_t(perm[k])]; });
 }
 
 std::optional<ConstValue> Folder::tile() {
@@ -579,16 +576,7 @@ std::optional<ConstValue> Folder::tile() {
   if (!foldable(shape))
     return std::nullopt;
   std::vector<int64_t> from = strides_of(a.shape());
-  ConstValue out(a.dtype(), shape);
-  for (int64_t i = 0; i < num_elements(shape); ++i) {
-    int64_t rest = i, src = 0;
-    for (size_t k = r; k-- > 0;) {
-      src += ((rest % shape[k]) % a.shape()[k]) * from[k];
-      rest /= shape[k];
-    }
-    out.push_element(a, size_t(src));
-  }
-  return out;
+  return remapped(a, shape, [&](size_t k, int64_t coord) { return coord % a.shape()[k] * from[k]; });
 }
 
 std::optional<ConstValue> Folder::scatter_nd() {
