@@ -829,13 +829,4 @@ bool looks_like_onnx(const std::string &path) {
   return ext == ".onnx";
 }
 
-std::vector<std::string> onnx_supported_ops() {
-  std::set<std::string> out{"Constant"};
-  for (const OpEntry &e : op_table())
-    out.insert(e.op_type);
-  for (const std::string &op : folded_ops())
-    out.insert(op);
-  return {out.begin(), out.end()};
-}
-
 } // namespace gradc

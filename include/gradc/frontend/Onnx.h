@@ -64,8 +64,4 @@ std::optional<OnnxImport> import_onnx_file(const std::string &path, const OnnxIm
 /// Relay text: how compile, run and check tell the two apart.
 bool looks_like_onnx(const std::string &path);
 
-/// The ONNX operators the importer maps, sorted (for `gradc import --list`
-/// and the conformance test).
-std::vector<std::string> onnx_supported_ops();
-
 } // namespace gradc
