@@ -7,7 +7,7 @@
 // once. Types come from each operator's relation as the call is built.
 //
 //===----------------------------------------------------------------------===//
-#include "OnnxOps.h"
+#include "OnnxMapping.h"
 #include "gradc/op/Ops.h"
 #include "gradc/op/Relations.h"
 #include "gradc/op/attrs/activation.h"
@@ -29,7 +29,6 @@
 #include <cmath>
 
 namespace gradc::onnx_import {
-namespace {
 
 std::string ints(const std::vector<int64_t> &v) {
   std::string s = "[";
@@ -38,13 +37,9 @@ std::string ints(const std::vector<int64_t> &v) {
   return s + "]";
 }
 
-int64_t rank(const Type &t) { return int64_t(t.shape.size()); }
-
-int64_t norm_axis(int64_t axis, int64_t r) { return axis < 0 ? axis + r : axis; }
-
 /// `axis` of a rank-`r` input, in [-r, r) (or [-r, r] where `end` is allowed:
 /// Flatten), made non-negative; nullopt after reporting it.
-std::optional<int64_t> checked_axis(NodeCtx &ctx, const char *name, int64_t axis, int64_t r, bool end = false) {
+std::optional<int64_t> checked_axis(NodeCtx &ctx, const char *name, int64_t axis, int64_t r, bool end) {
   if (axis < -r || axis > (end ? r : r - 1)) {
     ctx.unsupported(std::string(name) + " = " + std::to_string(axis) + " (out of range for an input of rank " +
                     std::to_string(r) + ")");
@@ -91,6 +86,18 @@ std::optional<double> scalar_input(NodeCtx &ctx, size_t i, const std::string &wh
   return c->number(0);
 }
 
+ExprPtr slice_axis(Builder &b, ExprPtr x, int64_t axis, int64_t begin, int64_t end, int64_t step) {
+  StridedSliceAttrs a;
+  a.begin = {begin};
+  a.end = {end};
+  a.strides = std::vector<int64_t>{step};
+  a.axes = std::vector<int64_t>{axis};
+  return b.call(ops::strided_slice, {x}, a);
+}
+
+namespace {
+
+
 Mapping unary(const OpRef &op) {
   return [&op](NodeCtx &ctx) { return Mapped{ctx.b().call(op, {ctx.input(0)})}; };
 }
@@ -109,187 +116,6 @@ Mapping variadic(const OpRef &op) {
   };
 }
 
-/// The window attributes of Conv and the pools as 2-D ones, or a reason
-/// they are not: a 1-D window (an (N, C, L) input) is a 2-D one of height 1
-/// over (N, C, 1, L), so its kernel, strides and dilations gain a leading 1
-/// and its pads and output padding a leading 0.
-struct Window {
-  std::vector<int64_t> kernel, strides, pads, dilations, out_pad;
-  Pair pair(const std::vector<int64_t> &v) const { return {v[0], v[1]}; }
-  Pad4 pad4() const { return {pads[0], pads[1], pads[2], pads[3]}; }
-};
-std::optional<Window> window(NodeCtx &ctx, const Type &in, std::vector<int64_t> kernel, bool transposed = false) {
-  int64_t spatial = rank(in) - 2;
-  if (spatial != 1 && spatial != 2) {
-    ctx.unsupported("a " + std::to_string(spatial) + "-D window (only 1-D and 2-D, NC...)");
-    return std::nullopt;
-  }
-  size_t n = size_t(spatial);
-  Window w;
-  w.kernel = kernel;
-  w.strides = ctx.attr_ints("strides", std::vector<int64_t>(n, 1));
-  w.dilations = ctx.attr_ints("dilations", std::vector<int64_t>(n, 1));
-  w.pads = ctx.attr_ints("pads", std::vector<int64_t>(2 * n, 0));
-  w.out_pad = ctx.attr_ints("output_padding", std::vector<int64_t>(n, 0));
-  // Checked before any is read: SAME padding divides by the strides.
-  auto length = [&](const char *name, const std::vector<int64_t> &v, size_t want) {
-    if (v.size() == want)
-      return true;
-    ctx.unsupported(std::string(name) + " of " + std::to_string(v.size()) + " values (a " + std::to_string(n) +
-                    "-D window takes " + std::to_string(want) + ")");
-    return false;
-  };
-  if (!length("kernel_shape", w.kernel, n) || !length("strides", w.strides, n) ||
-      !length("dilations", w.dilations, n) || !length("pads", w.pads, 2 * n) ||
-      (transposed && !length("output_padding", w.out_pad, n)))
-    return std::nullopt;
-  Type x = in;
-  if (n == 1) {
-    w.kernel.insert(w.kernel.begin(), 1);
-    w.strides.insert(w.strides.begin(), 1);
-    w.dilations.insert(w.dilations.begin(), 1);
-    w.pads = {0, w.pads[0], 0, w.pads[1]};
-    w.out_pad.insert(w.out_pad.begin(), 0);
-    x.shape.insert(x.shape.begin() + 2, 1);
-  }
-  std::vector<int64_t> &out_pad = w.out_pad;
-  for (size_t d = 0; d < 2; ++d)
-    if (w.kernel[d] < 1 || w.strides[d] < 1 || w.dilations[d] < 1) {
-      ctx.unsupported("kernel_shape " + ints(w.kernel) + ", strides " + ints(w.strides) + " and dilations " +
-                      ints(w.dilations) + " must be positive");
-      return std::nullopt;
-    }
-  std::string pad = ctx.attr_string("auto_pad", "NOTSET");
-  if (pad == "SAME_UPPER" || pad == "SAME_LOWER") {
-    w.pads.assign(4, 0);
-    for (size_t d = 0; d < 2; ++d) {
-      // In 128 bits: attributes up to 2^63 multiply past it.
-      __int128 in = x.shape[d + 2], s = w.strides[d], out = (in + s - 1) / s;
-      __int128 extent = __int128(w.kernel[d] - 1) * w.dilations[d] + 1;
-      // A transposed convolution's output is in * stride: its padding is taken from that.
-      __int128 total = transposed ? s * (in - 1) + out_pad[d] + extent - in * s : (out - 1) * s + extent - in;
-      total = std::max<__int128>(0, total);
-      if (total > INT64_MAX) {
-        ctx.unsupported("a window of " + ints(w.kernel) + " dilated by " + ints(w.dilations) +
-                        " (its SAME padding is over 2^63)");
-        return std::nullopt;
-      }
-      int64_t small = int64_t(total / 2), big = int64_t(total) - small;
-      w.pads[d] = pad == "SAME_UPPER" ? small : big;
-      w.pads[d + 2] = pad == "SAME_UPPER" ? big : small;
-    }
-  } else if (pad == "VALID") {
-    w.pads.assign(4, 0);
-  } else if (pad != "NOTSET") {
-    ctx.unsupported("auto_pad = " + printable(pad));
-    return std::nullopt;
-  }
-  return w;
-}
-
-/// An (N, C, L) tensor as (N, C, 1, L), for the 2-D operators.
-ExprPtr lift_1d(Builder &b, ExprPtr x) {
-  Shape s = x->type.shape;
-  s.insert(s.begin() + 2, 1);
-  return b.reshape(x, s);
-}
-
-/// A 2-D operator's (N, C, 1, L') result as (N, C, L').
-ExprPtr drop_1d(Builder &b, ExprPtr y) {
-  Shape s = y->type.shape;
-  if (s.size() == 4)
-    s.erase(s.begin() + 2);
-  return b.reshape(y, s);
-}
-
-Mapped conv(NodeCtx &ctx, bool transposed) {
-  const Type &x = ctx.input_type(0), &wt = ctx.input_type(1);
-  if (rank(wt) != rank(x) || (rank(wt) != 3 && rank(wt) != 4)) {
-    ctx.unsupported("a weight of rank " + std::to_string(rank(wt)) + " for an input of rank " +
-                    std::to_string(rank(x)) + " (only 1-D and 2-D convolutions)");
-    return {};
-  }
-  if (transposed && ctx.has_attr("output_shape")) {
-    ctx.unsupported("output_shape (give pads and output_padding)");
-    return {};
-  }
-  std::vector<int64_t> kernel(wt.shape.begin() + 2, wt.shape.end());
-  std::optional<Window> w = window(ctx, x, ctx.attr_ints("kernel_shape", kernel), transposed);
-  if (!w)
-    return {};
-  Builder &b = ctx.b();
-  bool one_d = rank(x) == 3;
-  ExprPtr data = one_d ? lift_1d(b, ctx.input(0)) : ctx.input(0);
-  ExprPtr weight = one_d ? lift_1d(b, ctx.input(1)) : ctx.input(1);
-  ExprPtr e;
-  if (transposed) {
-    Conv2DTransposeAttrs a;
-    a.strides = w->pair(w->strides);
-    a.padding = w->pad4();
-    a.dilation = w->pair(w->dilations);
-    a.groups = ctx.attr_int("group", 1);
-    a.output_padding = w->pair(w->out_pad);
-    e = b.call(ops::conv2d_transpose, {data, weight}, a);
-  } else {
-    Conv2DAttrs a;
-    a.strides = w->pair(w->strides);
-    a.padding = w->pad4();
-    a.dilation = w->pair(w->dilations);
-    a.groups = ctx.attr_int("group", 1);
-    e = b.call(ops::conv2d, {data, weight}, a);
-  }
-  if (ctx.has_input(2))
-    e = b.call(ops::bias_add, {e, ctx.input(2)}, BiasAddAttrs{.axis = 1});
-  return {one_d ? drop_1d(b, e) : e};
-}
-
-/// GlobalAveragePool and GlobalMaxPool over (N, C, L) or (N, C, H, W).
-Mapping global_pool(const OpRef &op) {
-  return [&op](NodeCtx &ctx) {
-    Builder &b = ctx.b();
-    if (rank(ctx.input_type(0)) == 3)
-      return Mapped{drop_1d(b, b.call(op, {lift_1d(b, ctx.input(0))}))};
-    return Mapped{b.call(op, {ctx.input(0)})};
-  };
-}
-
-Mapped pool(NodeCtx &ctx, bool average) {
-  const Type &x = ctx.input_type(0);
-  if (ctx.num_outputs() > 1) {
-    ctx.unsupported("the Indices output");
-    return {};
-  }
-  if (ctx.attr_int("storage_order", 0) != 0) {
-    ctx.unsupported("storage_order = 1");
-    return {};
-  }
-  std::optional<Window> w = window(ctx, x, ctx.attr_ints("kernel_shape", {}));
-  std::optional<bool> ceil_mode = flag(ctx, "ceil_mode", 0);
-  std::optional<bool> include_pad = flag(ctx, "count_include_pad", 0);
-  if (!w || !ceil_mode || !include_pad)
-    return {};
-  auto fill = [&](Pool2DAttrs &a) {
-    a.pool_size = w->pair(w->kernel);
-    a.strides = w->pair(w->strides);
-    a.dilation = w->pair(w->dilations);
-    a.padding = w->pad4();
-    a.ceil_mode = *ceil_mode;
-  };
-  Builder &b = ctx.b();
-  bool one_d = rank(x) == 3;
-  ExprPtr data = one_d ? lift_1d(b, ctx.input(0)) : ctx.input(0), y;
-  if (average) {
-    AvgPool2DAttrs a;
-    fill(a);
-    a.count_include_pad = *include_pad;
-    y = b.call(ops::avg_pool2d, {data}, a);
-  } else {
-    MaxPool2DAttrs a;
-    fill(a);
-    y = b.call(ops::max_pool2d, {data}, a);
-  }
-  return {one_d ? drop_1d(b, y) : y};
-}
 
 Mapped gemm(NodeCtx &ctx) {
   double alpha = ctx.attr_float("alpha", 1), beta = ctx.attr_float("beta", 1);
@@ -530,14 +356,6 @@ Mapped slice(NodeCtx &ctx) {
   return {ctx.b().call(ops::strided_slice, {ctx.input(0)}, a)};
 }
 
-/// x[begin:end] along `axis`.
-ExprPtr slice_axis(Builder &b, ExprPtr x, int64_t axis, int64_t begin, int64_t end) {
-  StridedSliceAttrs a;
-  a.begin = {begin};
-  a.end = {end};
-  a.axes = std::vector<int64_t>{axis};
-  return b.call(ops::strided_slice, {x}, a);
-}
 
 /// Edge and reflect padding of `x` along `axis` by (lo, hi), from slices
 /// of x: its edge element repeated (edge), or the elements next to the edge
@@ -901,17 +719,6 @@ Mapped cast(NodeCtx &ctx) {
   return {ctx.b().cast(ctx.input(0), *dt)};
 }
 
-Mapped gather(NodeCtx &ctx) {
-  std::optional<int64_t> axis = checked_axis(ctx, "axis", ctx.attr_int("axis", 0), rank(ctx.input_type(0)));
-  if (!axis)
-    return {};
-  // Negative indices count from the end: "wrap" (in-range indices are as given).
-  TakeAttrs a;
-  a.axis = *axis;
-  a.mode = "wrap";
-  return {ctx.b().call(ops::take, {ctx.input(0), ctx.input(1)}, a)};
-}
-
 /// Dropout: the identity in inference. In training mode (input 3), the
 /// mask is nn.dropout_mask of the model's seed with a stream of its own, and
 /// the kept elements are scaled by 1 / (1 - ratio), as PyTorch does; the
@@ -1049,6 +856,93 @@ Mapped resize(NodeCtx &ctx) {
   return {y};
 }
 
+/// Tile on data (on constants it folds): each axis d as (repeats[d], n_d)
+/// broadcast from (1, n_d), then merged. Repeats computed at run time are
+/// read off the declared output shape.
+Mapped tile(NodeCtx &ctx) {
+  const Type &x = ctx.input_type(0);
+  std::vector<int64_t> repeats;
+  if (const ConstValue *c = ctx.constant(1)) {
+    repeats = c->integers();
+  } else { // repeats computed at run time: the declared output's shape over the input's
+    std::optional<Shape> out = declared_shape(ctx, "repeats");
+    if (!out)
+      return {};
+    for (size_t d = 0; d < out->size() && d < x.shape.size(); ++d)
+      repeats.push_back(x.shape[d] > 0 && (*out)[d] % x.shape[d] == 0 ? (*out)[d] / x.shape[d] : -1);
+  }
+  if (int64_t(repeats.size()) != rank(x) ||
+      std::any_of(repeats.begin(), repeats.end(), [](int64_t r) { return r < 0 || r > kMaxElements; })) {
+    ctx.unsupported("repeats " + ints(repeats) + " for an input of rank " + std::to_string(rank(x)));
+    return {};
+  }
+  Shape lifted, wide, out;
+  for (size_t d = 0; d < repeats.size(); ++d) {
+    lifted.insert(lifted.end(), {1, x.shape[d]});
+    wide.insert(wide.end(), {repeats[d], x.shape[d]});
+    out.push_back(repeats[d] * x.shape[d]);
+  }
+  if (auto problem = shape_problem(out)) {
+    ctx.unsupported("repeats " + ints(repeats) + ": " + *problem);
+    return {};
+  }
+  Builder &b = ctx.b();
+  return {b.reshape(b.broadcast_to(b.reshape(ctx.input(0), lifted), wide), out)};
+}
+
+/// Mod on data (on constants it folds). The quotient truncated toward zero
+/// (a cast to int64; for integers, gradc's division truncates), r = x - y·q;
+/// with fmod = 0 (integers only) a remainder whose sign differs from the
+/// divisor's moves by y. The quotient is held constant for the gradient:
+/// d r/dx = 1, d r/dy = -q.
+Mapped mod(NodeCtx &ctx) {
+  std::optional<bool> fmod = flag(ctx, "fmod", 0);
+  if (!fmod)
+    return {};
+  DType dt = ctx.input_type(0).dtype;
+  bool floating = is_float(dt);
+  if (floating && !*fmod) {
+    ctx.unsupported(std::string("fmod = 0 on ") + dtype_name(dt) + " (floating-point Mod takes fmod = 1)");
+    return {};
+  }
+  Builder &b = ctx.b();
+  ExprPtr x = ctx.input(0), y = ctx.input(1), q = b.div(x, y);
+  if (floating)
+    q = b.call(ops::no_grad, {b.cast(b.cast(q, DType::Int64), dt)});
+  ExprPtr r = b.sub(x, b.mul(y, q));
+  if (*fmod)
+    return {r};
+  ExprPtr zero = ctx.literal(0, dt);
+  ExprPtr moved = b.call(ops::logical_and, {b.call(ops::not_equal, {r, zero}),
+                                            b.call(ops::not_equal, {b.call(ops::less, {r, zero}),
+                                                                    b.call(ops::less, {y, zero})})});
+  return {b.call(ops::where, {moved, b.add(r, y), r})};
+}
+
+/// Range with a start, limit or delta computed at run time (on constants it
+/// folds): its length from the declared output, start + delta·i.
+Mapped range(NodeCtx &ctx) {
+  std::optional<Shape> shape = declared_shape(ctx, "a length");
+  if (!shape)
+    return {};
+  if (shape->size() != 1) {
+    ctx.unsupported("a declared output of shape " + shape_str(*shape));
+    return {};
+  }
+  for (size_t i = 0; i < 3; ++i)
+    if (rank(ctx.input_type(i)) != 0) {
+      ctx.unsupported("input " + std::to_string(i + 1) + " of shape " + shape_str(ctx.input_type(i).shape) +
+                      " (a scalar)");
+      return {};
+    }
+  Builder &b = ctx.b();
+  DType dt = ctx.input_type(0).dtype;
+  ExprPtr ones = b.call(ops::ones, {}, CreateAttrs{.shape = *shape, .dtype = dt});
+  ExprPtr index = b.call(ops::cumsum, {ones}, CumsumAttrs{.axis = 0, .exclusive = true});
+  return {b.add(ctx.input(0), b.mul(index, ctx.input(2)))};
+}
+
+
 /// A tensor of the shape input 0 gives, filled with the `value` attribute
 /// (float32 0 by default).
 Mapped constant_of_shape(NodeCtx &ctx) {
@@ -1158,6 +1052,7 @@ const std::vector<OpEntry> &op_table() {
       {"DepthToSpace", [](NodeCtx &c) { return depth_space(c, true); }},
       {"Div", binary(ops::divide)},
       {"Dropout", dropout},
+      {"Einsum", einsum},
       {"Elu", elu(1.0, 1.0)},
       {"Equal", binary(ops::equal)},
       {"Erf", unary(ops::erf)},
@@ -1165,10 +1060,12 @@ const std::vector<OpEntry> &op_table() {
       {"Expand", expand},
       {"Flatten", flatten},
       {"Gather", gather},
+      {"GatherElements", gather_elements},
+      {"GatherND", gather_nd},
       {"Gelu", gelu},
       {"Gemm", gemm},
-      {"GlobalAveragePool", global_pool(ops::global_avg_pool2d)},
-      {"GlobalMaxPool", global_pool(ops::global_max_pool2d)},
+      {"GlobalAveragePool", [](NodeCtx &c) { return global_pool(c, true); }},
+      {"GlobalMaxPool", [](NodeCtx &c) { return global_pool(c, false); }},
       {"Greater", binary(ops::greater)},
       {"HardSigmoid", [](NodeCtx &c) { return hard_sigmoid(c, false); }},
       {"HardSwish", [](NodeCtx &c) { return hard_sigmoid(c, true); }},
@@ -1185,6 +1082,7 @@ const std::vector<OpEntry> &op_table() {
       {"Max", variadic(ops::maximum)},
       {"MaxPool", [](NodeCtx &c) { return pool(c, false); }},
       {"Mean", mean_of},
+      {"Mod", mod},
       {"Min", variadic(ops::minimum)},
       {"Mul", binary(ops::multiply)},
       {"Neg", unary(ops::negative)},
@@ -1194,6 +1092,7 @@ const std::vector<OpEntry> &op_table() {
       {"Pad", pad},
       {"Pow", pow},
       {"PRelu", prelu},
+      {"Range", range},
       {"Reciprocal", reciprocal},
       {"ReduceL1", reduce_of(ops::sum, [](Builder &b, ExprPtr x) { return b.call(ops::abs, {x}); })},
       {"ReduceL2", reduce_of(ops::sum, square, [](Builder &b, ExprPtr x) { return b.call(ops::sqrt, {x}); })},
@@ -1207,6 +1106,7 @@ const std::vector<OpEntry> &op_table() {
       {"Relu", unary(ops::relu)},
       {"Reshape", reshape},
       {"Resize", resize},
+      {"ScatterND", scatter_nd},
       {"Selu", elu(1.67326319217681884765625, 1.05070102214813232421875)},
       {"Sigmoid", unary(ops::sigmoid)},
       {"Sin", unary(ops::sin)},
@@ -1222,6 +1122,7 @@ const std::vector<OpEntry> &op_table() {
       {"Sub", binary(ops::subtract)},
       {"Sum", variadic(ops::add)},
       {"Tanh", unary(ops::tanh)},
+      {"Tile", tile},
       {"ThresholdedRelu", thresholded_relu},
       {"Transpose", transpose},
       {"Unsqueeze", unsqueeze},
