@@ -69,4 +69,15 @@ save("unmapped", [
     helper.make_node("Det", ["x"], ["d"], name="last"),
 ], [vi("x", [2, 2])], [vi("r", [2, 2]), vi("p", [2, 4]), vi("d", [])],
     [numpy_helper.from_array(np.array([0, 1, 0, 1], dtype=np.int64), "pads")])
+# What the index and window mappings refuse, each a located error.
+save("refused_index", [
+    helper.make_node("Einsum", ["x", "x"], ["e"], equation="ii,ij->j", name="diag"),
+    helper.make_node("ScatterND", ["x", "i", "u"], ["s"], reduction="mul", name="scatter"),
+    helper.make_node("GatherElements", ["x", "long"], ["g"], axis=0, name="gather"),
+    helper.make_node("Einsum", ["x"], ["f"], equation="ij,jk->ik", name="terms"),
+    helper.make_node("MaxPool", ["v"], ["m"], kernel_shape=[1, 1, 1, 1], name="pool4d"),
+], [vi("x", [2, 2]), vi("u", [1, 2]), vi("v", [1, 1, 2, 2, 2, 2])],
+    [vi("e", [2]), vi("s", [2, 2]), vi("g", [2, 3]), vi("f", [2, 2]), vi("m", [1, 1, 2, 2, 2, 2])],
+    [numpy_helper.from_array(np.array([[1]], dtype=np.int64), "i"),
+     numpy_helper.from_array(np.zeros((2, 3), dtype=np.int64), "long")], opset=16, check=False)
 save("dynamic", [helper.make_node("Relu", ["x"], ["y"])], [vi("x", ["batch", 3])], [vi("y", ["batch", 3])])
