@@ -120,7 +120,7 @@ std::optional<ModelSource> read_model(const std::string &path, const OnnxImportO
   return ModelSource{std::make_shared<SourceFile>(path, std::move(*bytes)), {}};
 }
 
-NpyArray npy_of(const ImportedWeight &w) { return NpyArray{w.dtype, w.shape, w.data}; }
+NpyArray npy_of(const ImportedWeight &w) { return NpyArray{w.dtype, w.shape, w.data.str()}; }
 
 /// Parse, type-check, differentiate, lower; nullopt after printing errors.
 std::optional<CompiledModule> front_to_loops(const std::string &model, const PipelineOptions &opts, std::ostream &err,
@@ -671,8 +671,9 @@ int import_command(const ImportCommand &cmd, std::ostream &out, std::ostream &er
   // Each weight's bytes move into its file, behind its header: held once.
   size_t count = imported->weights.size();
   for (ImportedWeight &w : imported->weights) {
-    OutputFile f{w.name + ".npy", std::exchange(w.data, {})};
+    OutputFile f{w.name + ".npy", {}};
     f.prefix = npy_header(w.dtype, w.shape);
+    f.tail = std::exchange(w.data, {});
     weight_files.push_back(std::move(f));
   }
   try {

@@ -275,7 +275,7 @@ public:
     const OutputFile &f = files_[i];
     auto [name, fd] = create(slot(i), f.path, f.is_directory);
     if (!f.is_directory) {
-      write_data(fd, f.path, f.prefix, f.data);
+      write_data(fd, f.path, f);
       return;
     }
     for (size_t e = 0; e < f.entries.size(); ++e) {
@@ -285,7 +285,7 @@ public:
       int entry_fd = ::open(names_.back().c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
       if (entry_fd < 0)
         throw FileError(cannot_write(target, errno));
-      write_data(entry_fd, target, f.entries[e].prefix, f.entries[e].data);
+      write_data(entry_fd, target, f.entries[e]);
     }
     sync_directory(name);
   }
@@ -382,16 +382,16 @@ private:
     }
   }
 
-  /// Writes `prefix` then `data` to the new file open as `fd`, fsyncs and
-  /// closes it; errors name `target`, the file the user will see.
-  static void write_data(int fd, const std::string &target, const std::string &prefix, const std::string &data) {
+  /// Writes `f`'s prefix, data and tail to the new file open as `fd`, fsyncs
+  /// and closes it; errors name `target`, the file the user will see.
+  static void write_data(int fd, const std::string &target, const OutputFile &f) {
     auto fail = [&](int err) {
       ::close(fd);
       throw FileError(cannot_write(target, err));
     };
-    for (const std::string *part : {&prefix, &data})
-      for (size_t done = 0; done < part->size();) {
-        ssize_t n = ::write(fd, part->data() + done, std::min<size_t>(part->size() - done, size_t(1) << 30));
+    for (std::string_view part : {std::string_view(f.prefix), std::string_view(f.data), f.tail.view()})
+      for (size_t done = 0; done < part.size();) {
+        ssize_t n = ::write(fd, part.data() + done, std::min<size_t>(part.size() - done, size_t(1) << 30));
         if (n < 0 && errno == EINTR)
           continue;
         if (n < 0)

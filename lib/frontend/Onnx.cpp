@@ -11,8 +11,11 @@
 // the node. Errors are collected, every one at once. The graph's declared
 // outputs are compared with the types computed, and the module printed.
 //
-// Weights are read once and kept once: an initializer's bytes move out of
-// the parsed message into the weight that carries them to the caller.
+// Weights are not copied: the file is mapped into memory and parsed without
+// the raw data of its large initializers (OnnxProto's strip_large_tensors),
+// which the weights then refer to in the mapping; a small one's bytes move
+// out of the parsed message into its weight. `compile model.onnx` never
+// reads a weight's pages; `import` writes each from them once.
 //
 //===----------------------------------------------------------------------===//
 #include "gradc/frontend/Onnx.h"
@@ -136,6 +139,11 @@ private:
   int64_t opset_ = 0;
   bool input_shapes_given_ = false;
   onnx::ModelProto model_;
+  // The model file mapped into memory, and where in it each initializer's
+  // raw data was left (run_file): the weights refer to those pages.
+  std::shared_ptr<const void> mapping_;
+  std::vector<std::optional<FileRange>> in_file_;
+  static constexpr size_t kLeftInFile = 4096; // bytes of raw data from which a tensor stays in the file
   std::unordered_map<std::string, Value> values_;
   std::unordered_map<std::string, Type> declared_; // the static types the model declares for its values
   std::set<std::string> used_names_;
@@ -189,7 +197,7 @@ ExprPtr Importer::expr_of(const std::string &name) {
   v.expr = make_var(pname, v.type, {}, v.type);
   weight_params_.push_back(v.expr);
   weights_.push_back({pname, v.type.dtype, v.type.shape, v.weight ? std::move(v.raw.data) : c->bytes()});
-  v.raw.data = std::string();
+  v.raw.data = SharedBytes();
   return v.expr;
 }
 
@@ -526,9 +534,14 @@ void Importer::walk() {
       if (std::optional<Type> t = declared_type(vi.type()).type)
         declared_[vi.name()] = *t;
   // Initializers: constants (weights), parameters when read as tensors.
-  for (onnx::TensorProto &t : *g.mutable_initializer()) {
+  for (int i = 0; i < g.initializer_size(); ++i) {
+    onnx::TensorProto &t = *g.mutable_initializer(i);
     std::string name = t.name();
-    Decoded d = decode(t);
+    std::optional<SharedBytes> mapped;
+    if (size_t(i) < in_file_.size() && in_file_[size_t(i)])
+      mapped = SharedBytes(mapping_, static_cast<const char *>(mapping_.get()) + in_file_[size_t(i)]->offset,
+                           in_file_[size_t(i)]->size);
+    Decoded d = decode(t, mapped ? &*mapped : nullptr);
     if (!d.error.empty()) {
       error("initializer '" + printable(name) + "': " + d.error);
       values_[name] = Value{};
@@ -615,51 +628,11 @@ std::optional<OnnxImport> Importer::run(std::string bytes, const OnnxImportOptio
   return convert_model(options);
 }
 
-/// The model file mapped into memory, read by protobuf in blocks: a tensor
-/// within a block is copied once into a string of its size, and the pages of
-/// the blocks already read are given back (MADV_DONTNEED: the mapping is
-/// private and unwritten, so a page touched again is read again from the
-/// file), so that the file's bytes are never all held beside the parsed
-/// model's.
-class MappedFileStream final : public google::protobuf::io::ZeroCopyInputStream {
-public:
-  MappedFileStream(const char *data, int64_t size) : data_(data), size_(size) {}
-  bool Next(const void **data, int *size) override {
-    if (pos_ >= size_)
-      return false;
-    release(pos_); // a page read again after this is read again from the file (the mapping is private, unwritten)
-    *data = data_ + pos_;
-    *size = int(std::min(kBlock, size_ - pos_));
-    pos_ += *size;
-    return true;
-  }
-  void BackUp(int count) override { pos_ -= count; }
-  bool Skip(int count) override {
-    if (count > size_ - pos_) {
-      pos_ = size_;
-      return false;
-    }
-    pos_ += count;
-    return true;
-  }
-  int64_t ByteCount() const override { return pos_; }
-
-private:
-  static constexpr int64_t kBlock = int64_t(16) << 20;
-  const char *data_;
-  int64_t size_, pos_ = 0, released_ = 0;
-  void release(int64_t upto) {
-    int64_t page = sysconf(_SC_PAGESIZE);
-    upto = upto / page * page;
-    if (upto <= released_)
-      return;
-    madvise(const_cast<char *>(data_) + released_, size_t(upto - released_), MADV_DONTNEED);
-    released_ = upto;
-  }
-};
-
-/// Parses the model file mapped into memory (MappedFileStream); a file that
-/// cannot be mapped or does not parse is read whole for run()'s diagnostics.
+/// Maps the model file into memory and parses it without its large
+/// weights (strip_large_tensors): they stay in the mapping, which the
+/// weights then refer to, so that protobuf copies none and a compile that
+/// does not read them never touches their pages. A file that cannot be
+/// mapped or does not parse is read whole for run()'s diagnostics.
 std::optional<OnnxImport> Importer::run_file(const OnnxImportOptions &options) {
   int fd = open(path_.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) {
@@ -668,17 +641,20 @@ std::optional<OnnxImport> Importer::run_file(const OnnxImportOptions &options) {
   }
   struct stat st;
   bool parsed = false;
-  if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_size > 0 && st.st_size <= INT_MAX) {
-    void *p = mmap(nullptr, size_t(st.st_size), PROT_READ, MAP_PRIVATE, fd, 0);
+  if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_size > 0) {
+    size_t size = size_t(st.st_size);
+    void *p = mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd, 0);
     if (p != MAP_FAILED) {
-      madvise(p, size_t(st.st_size), MADV_SEQUENTIAL);
-      MappedFileStream in(static_cast<const char *>(p), st.st_size);
-      parsed = model_.ParseFromZeroCopyStream(&in);
-      munmap(p, size_t(st.st_size));
+      mapping_ = std::shared_ptr<const void>(p, [size](const void *q) { munmap(const_cast<void *>(q), size); });
+      std::string_view file(static_cast<const char *>(p), size);
+      std::optional<std::string> compact = strip_large_tensors(file, kLeftInFile, in_file_);
+      parsed = compact && compact->size() <= size_t(INT_MAX) && model_.ParseFromString(*compact);
     }
   }
   if (!parsed) {
     model_.Clear();
+    in_file_.clear();
+    mapping_.reset();
     std::string bytes;
     char chunk[1 << 16];
     ssize_t n;

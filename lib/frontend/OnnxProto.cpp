@@ -113,7 +113,7 @@ float half_value(uint16_t h) {
   return f;
 }
 
-Decoded decode(onnx::TensorProto &t) {
+Decoded decode(onnx::TensorProto &t, const SharedBytes *mapped) {
   Decoded d;
   std::optional<DType> dt = dtype_of(t.data_type());
   if (!dt) {
@@ -136,12 +136,12 @@ Decoded decode(onnx::TensorProto &t) {
   }
   size_t bytes = dtype_bytes(*dt);
   if (t.has_raw_data()) {
-    if (t.raw_data().size() != size_t(n) * bytes) {
-      d.error = "its raw data holds " + std::to_string(t.raw_data().size()) + " bytes, not " +
-                std::to_string(size_t(n) * bytes);
+    size_t have = mapped ? mapped->size() : t.raw_data().size();
+    if (have != size_t(n) * bytes) {
+      d.error = "its raw data holds " + std::to_string(have) + " bytes, not " + std::to_string(size_t(n) * bytes);
       return d;
     }
-    d.data.swap(*t.mutable_raw_data());
+    d.data = mapped ? *mapped : SharedBytes(std::move(*t.mutable_raw_data()));
     t.clear_raw_data();
     return d;
   }
@@ -154,8 +154,8 @@ Decoded decode(onnx::TensorProto &t) {
     d.error = "it holds " + std::to_string(have) + " elements, not " + std::to_string(n);
     return d;
   }
-  d.data.resize(size_t(n) * bytes);
-  char *out = d.data.data();
+  std::string data(size_t(n) * bytes, '\0');
+  char *out = data.data();
   switch (*dt) {
   case DType::Float32:
     if (n)
@@ -185,12 +185,136 @@ Decoded decode(onnx::TensorProto &t) {
     }
     break;
   }
+  d.data = SharedBytes(std::move(data));
   return d;
 }
 
 Decoded decode_copy(const onnx::TensorProto &t) {
   onnx::TensorProto copy = t;
   return decode(copy);
+}
+
+namespace {
+
+/// A cursor over protobuf's wire format: tags, varints, fixed and
+/// length-delimited fields (groups, long deprecated, are not read).
+struct Wire {
+  const char *p, *end;
+  bool varint(uint64_t &v) {
+    v = 0;
+    for (int shift = 0; shift < 64 && p < end; shift += 7) {
+      uint8_t b = uint8_t(*p++);
+      v |= uint64_t(b & 0x7f) << shift;
+      if (!(b & 0x80))
+        return true;
+    }
+    return false;
+  }
+  /// The next field: its number, and for a length-delimited one its payload.
+  bool next(uint64_t &number, std::string_view &payload, bool &delimited) {
+    uint64_t tag;
+    if (!varint(tag))
+      return false;
+    number = tag >> 3;
+    delimited = (tag & 7) == 2;
+    switch (tag & 7) {
+    case 0: {
+      uint64_t v;
+      return varint(v);
+    }
+    case 1:
+    case 5: {
+      size_t n = (tag & 7) == 1 ? 8 : 4;
+      if (size_t(end - p) < n)
+        return false;
+      p += n;
+      return true;
+    }
+    case 2: {
+      uint64_t n;
+      if (!varint(n) || n > uint64_t(end - p))
+        return false;
+      payload = {p, size_t(n)};
+      p += n;
+      return true;
+    }
+    default:
+      return false;
+    }
+  }
+};
+
+void put_varint(std::string &out, uint64_t v) {
+  for (; v >= 0x80; v >>= 7)
+    out.push_back(char(uint8_t(v) | 0x80));
+  out.push_back(char(v));
+}
+
+void put_field(std::string &out, uint64_t number, std::string_view payload) {
+  put_varint(out, number << 3 | 2);
+  put_varint(out, payload.size());
+  out.append(payload);
+}
+
+/// Copies `message`, each length-delimited field numbered `field` replaced
+/// by what `rewrite` makes of its payload (nullopt: the walk failed).
+template <class F>
+std::optional<std::string> rewrite_fields(std::string_view message, uint64_t field, F &&rewrite) {
+  std::string out;
+  out.reserve(message.size());
+  Wire w{message.data(), message.data() + message.size()};
+  while (w.p < w.end) {
+    const char *start = w.p;
+    uint64_t number;
+    std::string_view payload;
+    bool delimited = false;
+    if (!w.next(number, payload, delimited))
+      return std::nullopt;
+    if (number == field && delimited) {
+      std::optional<std::string> inner = rewrite(payload);
+      if (!inner)
+        return std::nullopt;
+      put_field(out, number, *inner);
+    } else {
+      out.append(start, size_t(w.p - start));
+    }
+  }
+  return out;
+}
+
+// The field numbers of onnx.proto that lead to an initializer's raw data.
+constexpr uint64_t kModelGraph = 7, kGraphInitializer = 5, kTensorRawData = 9;
+
+} // namespace
+
+std::optional<std::string> strip_large_tensors(std::string_view file, size_t threshold,
+                                               std::vector<std::optional<FileRange>> &initializers) {
+  initializers.clear();
+  auto tensor = [&](std::string_view t) -> std::optional<std::string> {
+    // Left whole where raw data appears more than once (the last would win).
+    std::optional<std::string_view> raw;
+    int count = 0;
+    Wire w{t.data(), t.data() + t.size()};
+    while (w.p < w.end) {
+      uint64_t number;
+      std::string_view payload;
+      bool delimited = false;
+      if (!w.next(number, payload, delimited))
+        return std::nullopt;
+      if (number == kTensorRawData && delimited) {
+        raw = payload;
+        ++count;
+      }
+    }
+    if (count != 1 || raw->size() < threshold) {
+      initializers.push_back(std::nullopt);
+      return std::string(t);
+    }
+    initializers.push_back(FileRange{size_t(raw->data() - file.data()), raw->size()});
+    return rewrite_fields(t, kTensorRawData, [](std::string_view) { return std::optional<std::string>(std::string(1, char(0))); });
+  };
+  auto graph = [&](std::string_view g) { return rewrite_fields(g, kGraphInitializer, tensor); };
+  return rewrite_fields(file, kModelGraph, graph);
 }
 
 DeclaredType declared_type(const onnx::TypeProto &t) {

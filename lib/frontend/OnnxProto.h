@@ -10,11 +10,13 @@
 
 #include "gradc/ir/DType.h"
 #include "gradc/ir/Type.h"
+#include "gradc/support/SharedBytes.h"
 
 #include <cstdint>
 #include <functional>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace onnx {
@@ -52,14 +54,29 @@ float half_value(uint16_t h);
 struct Decoded {
   DType dtype = DType::Float32;
   Shape shape;
-  std::string data;
+  SharedBytes data;
   std::string error;
 };
 /// Decodes `t`. Raw data is moved out of the message, not copied: a weight's
-/// bytes are held once (the message keeps an empty tensor).
-Decoded decode(onnx::TensorProto &t);
+/// bytes are held once (the message keeps an empty tensor). Where the raw
+/// data was left in the model file (strip_large_tensors), `mapped` is it.
+Decoded decode(onnx::TensorProto &t, const SharedBytes *mapped = nullptr);
 /// Decodes a copy of `t`, which is left as it is.
 Decoded decode_copy(const onnx::TensorProto &t);
+
+/// Where a stripped tensor's raw data lies in the model file.
+struct FileRange {
+  size_t offset = 0, size = 0;
+};
+/// The serialized model `file` with the raw data of each graph initializer
+/// of at least `threshold` bytes left out (a one-byte placeholder stands in,
+/// so that the message and ONNX's checker still see raw data), and for each
+/// initializer in order where its data lies in `file` (nullopt: kept). Reads
+/// only protobuf's wire format, so protobuf never copies a weight; nullopt
+/// where the bytes do not read as that format (the caller parses them
+/// whole, for its diagnostics).
+std::optional<std::string> strip_large_tensors(std::string_view file, size_t threshold,
+                                               std::vector<std::optional<FileRange>> &initializers);
 
 /// A declared value type as a gradc type, or why it is not one (not a
 /// tensor, an element type gradc has not, an unknown or dynamic dimension,

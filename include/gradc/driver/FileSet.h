@@ -8,6 +8,8 @@
 //===----------------------------------------------------------------------===//
 #pragma once
 
+#include "gradc/support/SharedBytes.h"
+
 #include <functional>
 #include <stdexcept>
 #include <string>
@@ -30,11 +32,13 @@ struct OutputFile {
   /// Bytes written before `data` (an .npy header before a weight's bytes,
   /// which then move into `data` rather than being copied behind it).
   std::string prefix;
+  /// Bytes written after `data`: a weight borrowed from the model file.
+  SharedBytes tail;
   bool is_directory = false;
   std::vector<OutputFile> entries;
 
   static OutputFile directory(std::string path, std::vector<OutputFile> entries) {
-    return {std::move(path), {}, {}, true, std::move(entries)};
+    return {std::move(path), {}, {}, {}, true, std::move(entries)};
   }
 };
 

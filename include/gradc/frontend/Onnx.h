@@ -20,6 +20,7 @@
 
 #include "gradc/ir/DType.h"
 #include "gradc/ir/Type.h"
+#include "gradc/support/SharedBytes.h"
 
 #include <cstdint>
 #include <map>
@@ -35,7 +36,7 @@ struct ImportedWeight {
   std::string name; // the parameter's name, without '%'
   DType dtype = DType::Float32;
   Shape shape;
-  std::string data; // numel * dtype_bytes bytes, little-endian, C order
+  SharedBytes data; // numel * dtype_bytes bytes, little-endian, C order (often the model file's own pages)
 };
 
 struct OnnxImport {
