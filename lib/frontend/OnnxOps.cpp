@@ -806,53 +806,135 @@ ExprPtr upsample_axis(NodeCtx &ctx, ExprPtr x, int64_t axis, int64_t scale, bool
   return b.reshape(b.call(ops::concatenate, {b.tuple(phases)}, ConcatenateAttrs{.axis = axis + 1}), out);
 }
 
-/// Resize by integer factors (upsampling, as UNet, FPN and segmentation
-/// heads use): nearest with a rounding that repeats each element (PyTorch's
-/// `nearest`: asymmetric coordinates, floor), or linear with half-pixel or
-/// asymmetric coordinates (PyTorch's bilinear without align_corners), axis
-/// by axis. The factors come from `scales` or `sizes`, constants.
+/// The input coordinate each output position of one axis reads (ONNX's
+/// coordinate transformations), in float64: (out) from iota = 0, 1, ...
+ExprPtr source_coordinates(NodeCtx &ctx, int64_t in, int64_t out, double scale, const std::string &coords) {
+  Builder &b = ctx.b();
+  DType f64 = DType::Float64;
+  ExprPtr ones = b.call(ops::ones, {}, CreateAttrs{.shape = {out}, .dtype = f64});
+  ExprPtr o = b.call(ops::cumsum, {ones}, CumsumAttrs{.axis = 0, .exclusive = true});
+  if (coords == "align_corners")
+    return b.mul(o, ctx.literal(out > 1 ? double(in - 1) / double(out - 1) : 0.0, f64));
+  if (coords == "asymmetric")
+    return b.mul(o, ctx.literal(1 / scale, f64));
+  if (coords == "pytorch_half_pixel" && out == 1)
+    return b.mul(o, ctx.literal(0, f64));
+  return b.sub(b.mul(b.add(o, ctx.literal(0.5, f64)), ctx.literal(1 / scale, f64)), ctx.literal(0.5, f64));
+}
+
+/// x resampled to `out` positions along `axis`, any ratio: each output
+/// position's input coordinate computed at run time from an iota, then read
+/// with take (its gradient scatters and adds) — the nearest element (by
+/// `nearest`'s rounding) or the two around it, weighted (linear), the
+/// coordinates clamped to the input.
+ExprPtr resample_axis(NodeCtx &ctx, ExprPtr x, int64_t axis, int64_t out, double scale, bool linear,
+                      const std::string &coords, const std::string &nearest) {
+  Builder &b = ctx.b();
+  int64_t in = x->type.shape[size_t(axis)];
+  DType f64 = DType::Float64, i64 = DType::Int64;
+  ExprPtr src = source_coordinates(ctx, in, out, scale, coords);
+  if (!linear && nearest == "round_prefer_floor")
+    src = b.sub(src, ctx.literal(0.5, f64)); // then rounded up
+  else if (!linear && nearest == "round_prefer_ceil")
+    src = b.add(src, ctx.literal(0.5, f64)); // then rounded down
+  src = b.call(ops::maximum, {src, ctx.literal(0, f64)});
+  // floor of a non-negative coordinate: truncation; ceil: one more where it had a fraction.
+  ExprPtr low = b.cast(src, i64);
+  ExprPtr last = ctx.literal(double(in - 1), i64);
+  TakeAttrs a;
+  a.axis = axis;
+  if (!linear) {
+    if (nearest == "ceil" || nearest == "round_prefer_floor")
+      low = b.add(low, b.cast(b.call(ops::less, {b.cast(low, f64), src}), i64));
+    return b.call(ops::take, {x, b.call(ops::minimum, {low, last})}, a);
+  }
+  ExprPtr i0 = b.call(ops::minimum, {low, last});
+  ExprPtr i1 = b.call(ops::minimum, {b.add(i0, ctx.literal(1, i64)), last});
+  // The weight of the upper neighbour, shaped to broadcast along `axis`.
+  Shape along(x->type.shape.size(), 1);
+  along[size_t(axis)] = out;
+  DType dt = x->type.dtype;
+  ExprPtr w = b.reshape(b.cast(b.call(ops::minimum, {b.sub(src, b.cast(i0, f64)), ctx.literal(1, f64)}), dt), along);
+  ExprPtr lo = b.call(ops::take, {x, i0}, a), hi = b.call(ops::take, {x, i1}, a);
+  return b.add(lo, b.mul(b.sub(hi, lo), w));
+}
+
+/// Resize (upsampling and downsampling, as UNet, FPN and segmentation heads
+/// use), axis by axis. Integer upsampling factors with PyTorch's
+/// coordinates repeat elements or blend shifted copies (upsample_axis);
+/// any other ratio reads computed coordinates (resample_axis): nearest with
+/// any nearest_mode, linear; half_pixel, pytorch_half_pixel, asymmetric or
+/// align_corners coordinates. The sizes come from `scales` or `sizes`,
+/// constants.
 Mapped resize(NodeCtx &ctx) {
   const Type &x = ctx.input_type(0);
   std::string mode = ctx.attr_string("mode", "nearest");
   std::string coords = ctx.attr_string("coordinate_transformation_mode", "half_pixel");
   std::string nearest = ctx.attr_string("nearest_mode", "round_prefer_floor");
   bool half = coords == "half_pixel" || coords == "pytorch_half_pixel";
-  bool repeats = mode == "nearest" && ((coords == "asymmetric" && nearest == "floor") ||
-                                       (half && (nearest == "round_prefer_floor" || nearest == "round_prefer_ceil")));
-  bool linear = mode == "linear" && (half || coords == "asymmetric");
-  if (!repeats && !linear) {
+  bool known_coords = half || coords == "asymmetric" || coords == "align_corners";
+  bool known_nearest = nearest == "floor" || nearest == "ceil" || nearest == "round_prefer_floor" ||
+                       nearest == "round_prefer_ceil";
+  if (!known_coords || (mode != "linear" && mode != "nearest") || (mode == "nearest" && !known_nearest)) {
     ctx.unsupported("mode = " + printable(mode) + " with coordinate_transformation_mode = " + printable(coords) +
                     (mode == "nearest" ? " and nearest_mode = " + printable(nearest) : std::string()) +
-                    " (nearest that repeats elements; linear with half_pixel, pytorch_half_pixel or asymmetric)");
+                    " (nearest or linear; half_pixel, pytorch_half_pixel, asymmetric or align_corners)");
     return {};
   }
-  std::vector<int64_t> factors;
+  bool linear = mode == "linear";
+  // Integer factors with these coordinates need no computed positions.
+  bool repeats = !linear && ((coords == "asymmetric" && nearest == "floor") ||
+                             (half && (nearest == "round_prefer_floor" || nearest == "round_prefer_ceil")));
+  bool blends = linear && (half || coords == "asymmetric");
+  std::vector<int64_t> out;
+  std::vector<double> scale;
   const ConstValue *scales = ctx.constant(2), *sizes = ctx.constant(3);
   if (scales && scales->size() == size_t(rank(x))) {
     for (size_t d = 0; d < scales->size(); ++d) {
-      double f = scales->number(d);
-      if (!(f >= 1 && f == std::floor(f) && f <= double(kMaxFoldedElements))) {
-        ctx.unsupported("scales " + std::to_string(f) + " (only integer upsampling factors)");
+      double f = scales->number(d), m = std::floor(double(x.shape[d]) * f);
+      if (!(f > 0 && m >= 1 && m <= double(kMaxElements))) {
+        ctx.unsupported("scales " + std::to_string(f) + " (positive, at least one output element)");
         return {};
       }
-      factors.push_back(int64_t(f));
+      out.push_back(int64_t(m));
+      scale.push_back(f);
     }
   } else if (sizes && sizes->size() == size_t(rank(x))) {
     for (size_t d = 0; d < sizes->size(); ++d) {
       int64_t n = x.shape[d], m = sizes->integer(d);
-      if (n < 1 || m < n || m % n) {
-        ctx.unsupported("sizes " + ints(sizes->integers()) + " (only integer multiples of the input's)");
+      if (n < 1 || m < 1 || m > kMaxElements) {
+        ctx.unsupported("sizes " + ints(sizes->integers()) + " (positive, of a non-empty input)");
         return {};
       }
-      factors.push_back(m / n);
+      out.push_back(m);
+      scale.push_back(double(m) / double(n));
+    }
+  } else if (ctx.has_input(3) && !sizes && ctx.declared_output(0) && rank(*ctx.declared_output(0)) == rank(x)) {
+    // Sizes computed at run time: the declared output's (a scale is then each ratio exactly).
+    for (int64_t d = 0; d < rank(x); ++d) {
+      out.push_back(ctx.declared_output(0)->shape[size_t(d)]);
+      scale.push_back(double(out.back()) / double(x.shape[size_t(d)]));
     }
   } else {
-    ctx.unsupported("scales or sizes that are not constants of the input's rank");
+    ctx.unsupported("scales or sizes that are not constants of the input's rank (sizes computed at run time need "
+                    "a declared output shape)");
+    return {};
+  }
+  if (ctx.has_attr("axes")) {
+    ctx.unsupported("axes (give every axis's scale or size)");
     return {};
   }
   ExprPtr y = ctx.input(0);
-  for (int64_t d = 0; d < rank(x); ++d)
-    y = upsample_axis(ctx, y, d, factors[size_t(d)], linear, half);
+  for (int64_t d = 0; d < rank(x); ++d) {
+    int64_t n = x.shape[size_t(d)], m = out[size_t(d)];
+    double f = scale[size_t(d)];
+    if (m == n && f == 1)
+      continue;
+    if ((repeats || blends) && m % n == 0 && f == double(m / n))
+      y = upsample_axis(ctx, y, d, m / n, linear, half);
+    else
+      y = resample_axis(ctx, y, d, m, f, linear, coords, nearest);
+  }
   return {y};
 }
 

@@ -19,6 +19,8 @@ check_pytorch_grads.py:
             (stride, output_padding, groups), adaptive (global) average pool
   indexing  attention written with einsum, torch.gather (GatherElements),
             advanced indexing, index_put (ScatterND), repeat (Tile), fmod (Mod)
+  resample  Resize to sizes that are not integer multiples (a segmentation
+            head's 5x5 -> 9x9 bilinear), downsampling, align_corners, nearest
   gathernd  GatherND with batch_dims and negative indices (built with
             onnx.helper: PyTorch does not export it), gradients from numpy
 
@@ -135,6 +137,23 @@ class Indexing(nn.Module):
         return F.cross_entropy(self.head(h.mean(1)), y)
 
 
+class Resample(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.c = nn.Conv2d(3, 4, 1)
+        self.head = nn.Conv2d(16, 3, 3, padding=1)
+
+    def forward(self, x, y):
+        h = self.c(x)  # (N, 4, 5, 7)
+        size = (9, 11)
+        a = F.interpolate(h, size=size, mode="bilinear", align_corners=False)
+        b = F.interpolate(h, size=size, mode="bilinear", align_corners=True)
+        c = F.interpolate(h, size=size, mode="nearest")
+        d = F.interpolate(F.interpolate(h, size=(13, 16), mode="bilinear", align_corners=False), size=size,
+                          mode="bilinear", align_corners=False)
+        return F.cross_entropy(self.head(torch.cat([a, b, c, d], 1)), y)
+
+
 def export_gathernd(out):
     """loss = sum(GatherND(W, idx, batch_dims=1) * C): dloss/dW is C
     scattered back to the rows idx names (added where they repeat)."""
@@ -183,6 +202,8 @@ def main():
     export("mobile", mobile, [torch.randn(2, 3, 6, dtype=d), torch.tensor([2, 0])], ["x", "y"], out, False)
     export("video3d", video, [torch.randn(3, 2, 7, 9, 10, dtype=d), torch.tensor([1, 4, 0])], ["x", "y"], out, True)
     export("indexing", indexing, [torch.randn(2, 4, 6, dtype=d), torch.tensor([2, 0])], ["x", "y"], out, False)
+    export("resample", Resample(), [torch.randn(2, 3, 5, 7, dtype=d), torch.randint(0, 3, (2, 9, 11))], ["x", "y"],
+           out, False)
     export_gathernd(out)
 
 
