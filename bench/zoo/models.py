@@ -34,6 +34,21 @@ MODELS = IMAGE_MODELS + ["vit_small", "transformer_encoder", "gpt2"]
 QUICK_MODELS = ["resnet18", "mobilenet_v2", "vit_small", "transformer_encoder", "gpt2"]
 QUICK_RES = 64
 
+# Further torchvision models, out of the default run (name them with --models):
+# ImageNet classifiers, video classifiers (input N,3,T,H,W) and semantic
+# segmentation models (per-pixel cross entropy against labels N,H,W).
+EXTRA_IMAGE_MODELS = ["alexnet", "inception_v3", "mnasnet0_5", "resnext50_32x4d", "wide_resnet50_2",
+                      "regnet_x_400mf", "efficientnet_v2_s", "mobilenet_v3_large", "shufflenet_v2_x0_5"]
+VIDEO_MODELS = ["r3d_18", "mc3_18", "r2plus1d_18"]
+SEGMENTATION_MODELS = ["lraspp_mobilenet_v3_large", "deeplabv3_mobilenet_v3_large", "fcn_resnet50"]
+EXTRA_MODELS = EXTRA_IMAGE_MODELS + VIDEO_MODELS + SEGMENTATION_MODELS
+# The smallest image side a model can take (inception_v3: 75; alexnet: its
+# AdaptiveAvgPool2d(6) exports only where the features are a multiple of 6
+# on a side: 6x6 from 223 px on) and the side used where --res is not given.
+MIN_RES = {"inception_v3": 75, "alexnet": 224}
+EXTRA_RES = 64
+VIDEO_SIZE = (4, 32)  # frames, side
+
 
 @dataclass
 class Case:
@@ -57,6 +72,18 @@ class WithLoss(nn.Module):
         if logits.dim() > 2:
             logits, y = logits.flatten(0, -2), y.flatten()
         return F.cross_entropy(logits, y)
+
+
+class SegmentationWithLoss(nn.Module):
+    """forward(x, y) = per-pixel F.cross_entropy(net(x)["out"], y): logits
+    (N, C, H, W) against labels (N, H, W)."""
+
+    def __init__(self, net):
+        super().__init__()
+        self.net = net
+
+    def forward(self, x, y):
+        return F.cross_entropy(self.net(x)["out"], y)
 
 
 class TokenClassifier(nn.Module):
@@ -153,9 +180,25 @@ def build(name, quick=False, res=None):
         net = GPT(layers, width, heads, seq, vocab)
         x, y = torch.randint(0, vocab, (1, seq)), torch.randint(0, vocab, (1, seq))
         config = "1x%d, %d layers, d %d, %d heads, vocab %d" % (seq, layers, width, heads, vocab)
+    elif name in EXTRA_IMAGE_MODELS:
+        res = max(res or EXTRA_RES, MIN_RES.get(name, 0))
+        kwargs = {"aux_logits": False, "init_weights": False} if name == "inception_v3" else {}
+        net = getattr(torchvision.models, name)(**kwargs)
+        x, y = torch.randn(2, 3, res, res), torch.tensor([3, 7])
+        config = "2x3x%dx%d" % (res, res)
+    elif name in VIDEO_MODELS:
+        frames, side = VIDEO_SIZE
+        net = getattr(torchvision.models.video, name)()
+        x, y = torch.randn(2, 3, frames, side, side), torch.tensor([3, 7])
+        config = "2x3x%dx%dx%d" % (frames, side, side)
+    elif name in SEGMENTATION_MODELS:
+        res = res or EXTRA_RES
+        net = getattr(torchvision.models.segmentation, name)(weights=None, weights_backbone=None, aux_loss=False)
+        x, y = torch.randn(2, 3, res, res), torch.randint(0, 21, (2, res, res))
+        config = "2x3x%dx%d, 21 classes per pixel" % (res, res)
     else:
-        raise ValueError("unknown model %r (known: %s)" % (name, ", ".join(MODELS)))
-    model = WithLoss(net)
+        raise ValueError("unknown model %r (known: %s)" % (name, ", ".join(MODELS + EXTRA_MODELS)))
+    model = SegmentationWithLoss(net) if name in SEGMENTATION_MODELS else WithLoss(net)
     redraw(model, seed)
     round_to_onnx_attributes(model)
     return Case(name, config, model, x, y)

@@ -78,11 +78,12 @@ def main():
 
     if args.list:
         print("\n".join(models.MODELS))
+        print("# extra (only with --models):\n" + "\n".join(models.EXTRA_MODELS))
         return 0
     names = args.models.split(",") if args.models else (models.QUICK_MODELS if args.quick else models.MODELS)
-    unknown = [n for n in names if n not in models.MODELS]
+    unknown = [n for n in names if n not in models.MODELS + models.EXTRA_MODELS]
     if unknown:
-        p.error("unknown model %s (known: %s)" % (", ".join(unknown), ", ".join(models.MODELS)))
+        p.error("unknown model %s (known: %s)" % (", ".join(unknown), ", ".join(models.MODELS + models.EXTRA_MODELS)))
     os.makedirs(args.out, exist_ok=True)
     start = time.monotonic()
     with concurrent.futures.ThreadPoolExecutor(args.jobs) as pool:
