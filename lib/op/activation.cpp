@@ -12,6 +12,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "gradc/op/attrs/activation.h"
+#include "gradc/op/attrs/random.h"
 #include "gradc/op/Ops.h"
 #include "gradc/op/Kernel.h"
 #include "gradc/op/Builder.h"
@@ -49,9 +50,19 @@ Type dropout_rel(RelationCtx &ctx) {
   const Type *x = ctx.tensor(0);
   if (!x || !require_float(ctx, *x))
     return Type::unknown();
-  double rate = ctx.attrs_as<DropoutAttrs>().rate;
-  if (!(rate >= 0 && rate < 1))
+  DropoutAttrs a = ctx.attrs_as<DropoutAttrs>();
+  if (!(a.rate >= 0 && a.rate < 1))
     return ctx.fail_attr("rate", "rate must be in [0, 1), found " + ctx.attrs.get("rate").str());
+  if (a.training != (ctx.args.size() == 2))
+    return ctx.fail(a.training ? "training=True needs the seed: nn.dropout(data, seed, rate=p, training=True)"
+                               : "a seed is read only with training=True");
+  if (a.training) {
+    const Type *seed = ctx.tensor(1);
+    if (!seed)
+      return Type::unknown();
+    if (seed->dtype != DType::Int64 || seed->rank() != 0)
+      return ctx.fail("the seed must be a scalar int64 (64 random bits), found " + seed->str());
+  }
   return Type::tuple({*x, *x});
 }
 
@@ -159,15 +170,30 @@ void register_activation_ops(OpRegistry &reg) {
       .example("%x: Tensor[(2, 3), float64]", "nn.softplus(%x, beta=2f, threshold=1.5f)");
 
   reg.add("nn.dropout")
-      .describe("Inference-time dropout: (data, a mask of ones); the identity on field 0.")
+      .describe("Dropout: (output, mask). Inference: (data, ones). Training (training=True, a seed): the mask "
+                "of nn.dropout_mask(seed, rate, stream) (Philox-4x32-10: the same bits on every thread count, "
+                "target and remat plan), the kept elements scaled by 1 / (1 - rate), the mask as 1 and 0 in "
+                "data's dtype.")
       .arg("data", "Tensor", "The input.")
+      .arg("seed", "Tensor[(), int64]", "Training only: the random key (64 bits; advance it every step).")
+      .arity(1, 2)
       .attrs<DropoutAttrs>()
       .support_level(1)
       .relation("Dropout", dropout_rel)
-      .decompose([](Builder &b, const std::vector<ExprPtr> &a, const Attrs &) {
-        return b.tuple({a[0], b.ones_like(a[0])});
+      .decompose([](Builder &b, const std::vector<ExprPtr> &a, const Attrs &attrs) {
+        DropoutAttrs d = composite_attrs<DropoutAttrs>(a, attrs);
+        if (!d.training || d.rate == 0)
+          return b.tuple({a[0], b.ones_like(a[0])});
+        DType dt = a[0]->type.dtype;
+        DropoutMaskAttrs m{.shape = a[0]->type.shape, .rate = d.rate, .stream = d.stream};
+        ExprPtr keep = b.call(ops::dropout_mask, {a[1]}, m);
+        ExprPtr zero = b.constant(0, dt);
+        ExprPtr out = b.call(ops::where, {keep, b.scale(a[0], 1 / (1 - d.rate)), zero});
+        return b.tuple({out, b.cast(keep, dt)});
       })
-      .example("%x: Tensor[(2, 3), float64]", "nn.dropout(%x, rate=0.3f).0");
+      .example("%x: Tensor[(2, 3), float64]", "nn.dropout(%x, rate=0.3f).0")
+      .example("%x: Tensor[(4, 5), float64], %s: Tensor[(), int64]",
+               "nn.dropout(%x, %s, rate=0.3f, training=True).0");
 }
 
 } // namespace gradc

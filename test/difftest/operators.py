@@ -1698,7 +1698,8 @@ TABLE = {
     "nn.batch_norm": Op(gen_batch_norm, np_batch_norm, t_batch_norm, ("axis", "epsilon", "center", "scale"),
                         ok=batch_norm_ok),
     "nn.dropout": Op(gen_dropout, lambda a, at: (a[0].copy(), np.ones_like(a[0])),
-                     lambda a, at: (a[0], torch.ones_like(a[0])), ("rate",), gradient=(True, False)),
+                     lambda a, at: (a[0], torch.ones_like(a[0])), ("rate", "training", "stream"),
+                     gradient=(True, False)),
     # convolution and pooling (NCHW)
     "nn.conv2d": Op(gen_conv2d, np_conv2d, t_conv2d, CONV_ATTRS),
     "nn.conv2d_transpose": Op(functools.partial(gen_conv2d, transpose=True), np_conv2d_transpose,

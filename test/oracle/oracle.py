@@ -682,6 +682,17 @@ def _dropout_mask(seed, shape, rate, stream):
     return (np.array(bits, dtype=np.int64) >= keep).reshape(shape)
 
 
+def _dropout(a, at):
+    """nn.dropout: (x, ones) at inference; in training the mask of _dropout_mask, the kept elements scaled by
+    1 / (1 - rate) (the scale rounded to x's dtype), the mask as 1 and 0."""
+    x = a[0]
+    if not at.get("training") or float(at.get("rate", 0.5)) == 0:
+        return x.copy(), np.ones_like(x)
+    rate = float(at.get("rate", 0.5))
+    keep = _dropout_mask(a[1], x.shape, rate, int(at.get("stream", 0)))
+    return np.where(keep, x * x.dtype.type(1 / (1 - rate)), x.dtype.type(0)), keep.astype(x.dtype)
+
+
 REFERENCE = {
     # unary
     "negative": lambda a, at: -a[0],
@@ -798,7 +809,7 @@ REFERENCE = {
     "nn.pad": _pad,
     "nn.leaky_relu": lambda a, at: np.where(a[0] > 0, a[0], a[0] * a[0].dtype.type(at["alpha"])),
     "nn.prelu": lambda a, at: np.where(a[0] > 0, a[0], a[0] * _along(a[1], at["axis"], a[0].ndim)),
-    "nn.dropout": lambda a, at: (a[0].copy(), np.ones_like(a[0])),
+    "nn.dropout": lambda a, at: _dropout(a, at),
     "nn.dropout_mask": lambda a, at: _dropout_mask(a[0], at["shape"], at["rate"], at["stream"]),
     # recurrences
     "cumsum": lambda a, at: _cumulative(a[0], at, False),
@@ -834,6 +845,11 @@ KNOWN_BUGS = {
 }
 
 EXTRA_EXAMPLES = {
+    "nn.dropout": [("%x: Tensor[(3, 7), float32], %s: int64", "nn.dropout(%x, %s, rate=0.4f, training=True, stream=5).1",
+                    False, 1000),
+                   ("%x: Tensor[(3, 7), float32], %s: int64", "nn.dropout(%x, %s, rate=0.4f, training=True, stream=5).0",
+                    False, 1000),
+                   ("%x: Tensor[(2, 2), float64], %s: int64", "nn.dropout(%x, %s, rate=0f, training=True).0", False, 1000)],
     "nn.dropout_mask": [("%s: int64", "nn.dropout_mask(%s, shape=[3, 5], rate=0.3f, stream=2)", False, 1000),
                         ("%s: int64", "nn.dropout_mask(%s, shape=[4, 1, 3], rate=0f)", False, 1000),
                         ("%s: int64", "nn.dropout_mask(%s, shape=[7], rate=0.9f, stream=12345)", False, 1000)],

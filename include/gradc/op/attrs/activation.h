@@ -27,7 +27,16 @@ struct PReluAttrs {
 
 struct DropoutAttrs {
   double rate = 0.5;
-  template <class V> void visit(V &v) { v("rate", rate, "The training-time drop probability (unused at inference)."); }
+  bool training = false;
+  int64_t stream = 0;
+  template <class V> void visit(V &v) {
+    v("rate", rate, "The training-time drop probability (unused at inference).");
+    v("training", training, "Drop elements (the seed argument keys the mask); false: the identity.");
+    v("stream", stream,
+      "In training, which of the seed's independent streams the mask draws from: dropout sites sharing a seed "
+      "need different streams.",
+      {.min = 0});
+  }
 };
 
 struct GeluAttrs {
