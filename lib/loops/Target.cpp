@@ -7,8 +7,21 @@ namespace gradc {
 
 const char *target_kind_name(TargetKind kind) { return kind == TargetKind::CUDA ? "cuda" : "cpu"; }
 
-int64_t Target::vector_lanes(DType dt) const {
-  return std::max<int64_t>(1, int64_t(vector_bytes) / int64_t(dtype_bytes(dt)));
+int64_t Target::vector_lanes(DType dt) const { return cpu_tuning().lanes(dt); }
+
+int64_t CpuTuning::lanes(DType dt) const { return std::max<int64_t>(1, vector_bytes / int64_t(dtype_bytes(dt))); }
+
+CpuTuning Target::cpu_tuning() const {
+  CpuTuning t;
+  t.cores = cores > 0 ? cores : 4;
+  t.vector_bytes = vector_bytes;
+  t.vector_registers = vector_registers;
+  // A register tile keeps a quarter of the registers for operands (24 of 32 with AVX-512, 12 of 16).
+  t.accumulators = vector_registers >= 32 ? 24 : 12;
+  t.l1d_bytes = l1d_bytes;
+  t.l2_bytes = l2_bytes;
+  t.has_fma = has_fma;
+  return t;
 }
 
 std::string Target::describe() const {

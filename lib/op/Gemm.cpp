@@ -172,7 +172,7 @@ constexpr int64_t kAcrossTiles = 8; // row tiles packed together from rows read 
 /// their K block: one group streaming every tile's packed rows from L3 past
 /// each panel made dE of the GPT step (1000 x 128 x 512) 1.6x slower on
 /// two threads than reading its rows in place.
-int64_t row_groups(const Target &t, const Blocking &b, const Oriented &o, int64_t acc_bytes) {
+int64_t row_groups(const CpuTuning &t, const Blocking &b, const Oriented &o, int64_t acc_bytes) {
   if (b.full_tiles < 2)
     return 1;
   int64_t groups = 1;
@@ -180,7 +180,7 @@ int64_t row_groups(const Target &t, const Blocking &b, const Oriented &o, int64_
     int64_t tiles_in_l2 = std::max<int64_t>(8, t.l2_bytes / 2 / std::max<int64_t>(1, b.mr * b.kc * acc_bytes));
     groups = std::min<int64_t>(b.full_tiles, (b.full_tiles + tiles_in_l2 - 1) / tiles_in_l2);
   }
-  int64_t cores = t.cores > 0 ? t.cores : 4;
+  int64_t cores = t.cores;
   auto balance = [&](int64_t jobs) { return double(jobs) / double((jobs + cores - 1) / cores * cores); };
   if (cores == 1 || balance(b.panels * groups) >= 0.85 || b.panels * groups >= 4 * cores)
     return groups;
@@ -190,14 +190,14 @@ int64_t row_groups(const Target &t, const Blocking &b, const Oriented &o, int64_
   return std::max(groups, b.full_tiles / 8);
 }
 
-Blocking blocking(const Target &t, const Gemm &g, const Oriented &o) {
+Blocking blocking(const CpuTuning &t, const Gemm &g, const Oriented &o) {
   Blocking b;
-  b.vl = t.vector_lanes(g.acc());
+  b.vl = t.lanes(g.acc());
   b.nv = std::clamp<int64_t>((o.cols + b.vl - 1) / b.vl, 1, 2);
   b.nr = b.nv * b.vl;
   // Accumulators fill the register file but for the NV vectors of the packed
   // panel and a broadcast (AVX-512: 12 × 2 of 32 registers; AVX2: 6 × 2 of 16).
-  int64_t accumulators = t.vector_registers >= 32 ? 24 : 12;
+  int64_t accumulators = t.accumulators;
   b.mr = std::max<int64_t>(1, std::min({accumulators / b.nv, int64_t(12), o.rows}));
   // The packed micro-panel (KC × NR, on a thread's stack) fills the L1 while
   // every row tile streams past it: fewer K blocks, so fewer passes of the
@@ -235,7 +235,7 @@ Blocking blocking(const Target &t, const Gemm &g, const Oriented &o) {
   b.pack_rows = (computed && b.panels >= 2) ||
                 (b.panels >= 8 && b.tiles >= 2 && (!o.bcast_contiguous_in_k || conflict * acc_bytes % 4096 == 0));
   b.groups = row_groups(t, b, o, acc_bytes);
-  int64_t cores = t.cores > 0 ? t.cores : 4;
+  int64_t cores = t.cores;
   if (!b.pack_rows && o.K <= kShortK && b.panels > 1 && b.full_tiles >= 2 * cores) {
     b.row_jobs = true;
     b.groups = std::max(b.groups, cores);
@@ -248,7 +248,7 @@ Blocking blocking(const Target &t, const Gemm &g, const Oriented &o) {
 
 class PackedGemm {
 public:
-  PackedGemm(KernelCtx &k, const Gemm &g) : k_(k), g_(g), o_(orient_probed(g)), b_(blocking(k.target, g, o_)) {}
+  PackedGemm(KernelCtx &k, const Gemm &g) : k_(k), g_(g), o_(orient_probed(g)), b_(blocking(k.target.cpu_tuning(), g, o_)) {}
 
   StmtPtr build() {
     if (o_.rows == 0 || o_.cols == 0)
@@ -569,10 +569,11 @@ namespace {
 /// and each row of B is read once per row tile of A, where the panel schedule
 /// needs a broadcast for every FMA when the panel is one vector wide.
 StmtPtr gemm_dot(KernelCtx &k, const Gemm &g) {
-  const int64_t vl = k.target.vector_lanes(g.acc()), t = 4; // 16 accumulators of 32 registers
+  const CpuTuning cpu = k.target.cpu_tuning();
+  const int64_t vl = cpu.lanes(g.acc()), t = 4; // 16 accumulators of 32 registers
   const int64_t steps = g.K / vl, tail = g.K % vl;
   DType acc_t = g.acc();
-  bool fma = k.target.has_fma && is_float(acc_t);
+  bool fma = cpu.has_fma && is_float(acc_t);
   auto tile = [&](const LExprPtr &m0, int64_t mr, const LExprPtr &n0, int64_t nr) {
     BufferPtr acc = k.local("acc", acc_t, mr * nr * vl);
     auto slot = [&](int64_t i, int64_t j, const LExprPtr &l) { return add(imm((i * nr + j) * vl), l); };

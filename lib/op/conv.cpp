@@ -383,7 +383,7 @@ StmtPtr correlate_padded(KernelCtx &k, const BufferPtr &xp, int64_t N, int64_t C
   int64_t O = os[1], OH = os[2], OW = os[3], Og = O / groups, Cg = C / groups, taps = KH * KW;
   int64_t plane = Hp * Wp, all = N * plane;
   DType dt = k.call.type.dtype, acc = dtype_info(dt).accumulator;
-  int64_t chunk = std::clamp<int64_t>(k.target.l2_bytes / 2 / std::max<int64_t>(1, Og * plane * dtype_bytes(acc)), 1, N);
+  int64_t chunk = std::clamp<int64_t>(k.target.cpu_tuning().l2_bytes / 2 / std::max<int64_t>(1, Og * plane * dtype_bytes(acc)), 1, N);
   BufferPtr ext = k.scratch("extended", acc, Og * chunk * plane);
   // images [first, first + count) of group g
   auto product = [&](const LExprPtr &g, const LExprPtr &first, int64_t count) {
@@ -510,7 +510,7 @@ StmtPtr im2col(const KernelCtx &k, size_t arg, const ConvShape &s, const LExprPt
 /// its `bytes_per_image` of scratch within half the L2, so a batch of small
 /// images shares one fork-join and the scratch stays bounded for large ones.
 int64_t images_per_chunk(const KernelCtx &k, int64_t bytes_per_image, int64_t N) {
-  return std::clamp<int64_t>(k.target.l2_bytes / 2 / std::max<int64_t>(1, bytes_per_image), 1, N);
+  return std::clamp<int64_t>(k.target.cpu_tuning().l2_bytes / 2 / std::max<int64_t>(1, bytes_per_image), 1, N);
 }
 
 /// `body(first image, count)` over the batch in chunks of `chunk` images:

@@ -90,7 +90,7 @@ StmtPtr sum_kernel(KernelCtx &k, const ReduceShape &r, bool mean) {
   // the row, up to the widest vector code (kMaxLanes): each row is read 256
   // bytes at a time, not 64 bytes per 4 KiB page (2.3 -> 0.24 ms on one
   // core). Each output's terms are summed in the same order either way.
-  int64_t cores = k.target.cores > 0 ? k.target.cores : 4;
+  int64_t cores = k.target.cpu_tuning().cores;
   int64_t block = innermost_kept ? std::clamp<int64_t>(outputs / cores / kSumLanes * kSumLanes, kSumLanes, kMaxLanes)
                                  : kSumLanes;
   if (!k.target.is_gpu() && outputs >= 2 && (innermost_kept || r.count < 2 * kSumLanes))

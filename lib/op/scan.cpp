@@ -95,7 +95,7 @@ StmtPtr chunked_scan(KernelCtx &k, bool product) {
   if (!os.empty())
     state.erase(state.begin() + axis);
   int64_t rows = num_elements(state);
-  int64_t threads = k.target.is_gpu() ? kGpuThreads / 2 : k.target.cores - 1;
+  int64_t threads = k.target.is_gpu() ? kGpuThreads / 2 : k.target.cpu_tuning().cores - 1;
   if (steps < 4 * kChunk || rows < 1 || rows > threads)
     return nullptr;
   int64_t chunks = (steps + kChunk - 1) / kChunk;

@@ -18,6 +18,20 @@ namespace gradc {
 
 enum class TargetKind { CPU, CUDA };
 
+/// What the CPU's hand schedules (matrix-product blocking, reductions,
+/// scans) size themselves by, resolved once from the Target: every guess
+/// for a machine gradc is not running on is made here, not at each use.
+struct CpuTuning {
+  int64_t cores = 4;            // threads a parallel loop spreads over (4 where unknown: another machine)
+  int64_t vector_bytes = 16;    // the widest vector register
+  int64_t vector_registers = 16; // architectural vector registers
+  int64_t accumulators = 12;    // vector accumulators a register tile may hold (the rest load operands)
+  int64_t l1d_bytes = 32 << 10, l2_bytes = 512 << 10; // per-core data caches
+  bool has_fma = false;
+  /// Elements of `dt` in one vector register.
+  int64_t lanes(DType dt) const;
+};
+
 struct Target {
   TargetKind kind = TargetKind::CPU;
 
@@ -38,6 +52,8 @@ struct Target {
   int max_threads_per_block = 1024;      //
 
   bool is_gpu() const { return kind == TargetKind::CUDA; }
+  /// The CPU facts in one record, unknowns resolved (the host of a CUDA target).
+  CpuTuning cpu_tuning() const;
   /// Elements of `dt` in one vector register of the CPU.
   int64_t vector_lanes(DType dt) const;
   /// One line for the -v log: "cpu x86_64-pc-linux-gnu skylake-avx512, 64-byte vectors (32), FMA, 48 KiB L1d,
