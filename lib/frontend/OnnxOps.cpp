@@ -159,11 +159,43 @@ Mapped softmax(NodeCtx &ctx, const OpRef &op) {
 /// opset `moved`: ReduceSum's 13, the others' 18), its input first mapped by
 /// `pre` (ReduceL2: x·x) and its result by `post` (sqrt).
 using Unary = std::function<ExprPtr(Builder &, ExprPtr)>;
+/// Axes given as a runtime input, read off the declared output where that
+/// is exact: with keepdims, the axes of length 1 there (reducing an axis of
+/// length 1 or not computes the same values).
+std::optional<std::vector<int64_t>> runtime_axes(NodeCtx &ctx, bool keep) {
+  std::optional<Type> out = ctx.declared_output(0);
+  const Shape &in = ctx.input_type(0).shape;
+  if (!keep || !out || out->shape.size() != in.size()) {
+    ctx.unsupported("axes computed at run time (gradc reads them off a declared output only with keepdims = 1)");
+    return std::nullopt;
+  }
+  std::vector<int64_t> axes;
+  for (size_t d = 0; d < in.size(); ++d) {
+    if (out->shape[d] != in[d] && out->shape[d] != 1) {
+      ctx.unsupported("a declared output " + shape_str(out->shape) + " that is not the input " + shape_str(in) +
+                      " reduced");
+      return std::nullopt;
+    }
+    if (out->shape[d] == 1)
+      axes.push_back(int64_t(d));
+  }
+  return axes;
+}
+
 Mapped reduce(NodeCtx &ctx, const OpRef &op, int64_t moved, Unary pre = {}, Unary post = {}) {
-  std::optional<std::vector<int64_t>> axes = ints_attr_or_input(ctx, "axes", 1, moved);
   std::optional<bool> keep = flag(ctx, "keepdims", 1), noop = flag(ctx, "noop_with_empty_axes", 0);
   if (!keep || !noop)
     return {};
+  std::optional<std::vector<int64_t>> axes;
+  bool none = *noop; // no axes: the identity (else every axis)
+  if (ctx.opset() >= moved && ctx.has_input(1) && !ctx.constant(1)) {
+    axes = runtime_axes(ctx, *keep);
+    if (!axes)
+      return {};
+    none = none || axes->empty(); // no axis of length 1 in the result: none reduced
+  } else {
+    axes = ints_attr_or_input(ctx, "axes", 1, moved);
+  }
   ReduceAttrs a;
   a.keepdims = *keep;
   Builder &b = ctx.b();
@@ -171,7 +203,7 @@ Mapped reduce(NodeCtx &ctx, const OpRef &op, int64_t moved, Unary pre = {}, Unar
   if (pre)
     x = pre(b, x);
   if (!axes || axes->empty()) {
-    if (*noop)
+    if (none)
       return {post ? post(b, x) : x};
   } else {
     a.axis = *axes;
@@ -725,19 +757,20 @@ Mapped cast(NodeCtx &ctx) {
 /// mask output is that mask. A ratio of 0 keeps everything (PyTorch exports
 /// nn.Dropout(0.0) in training mode so).
 Mapped dropout(NodeCtx &ctx) {
-  double ratio = ctx.opset() >= 12 ? 0.5 : ctx.attr_float("ratio", 0.5);
-  if (ctx.opset() >= 12 && ctx.has_input(1)) {
-    std::optional<double> r = scalar_input(ctx, 1, "a ratio");
-    if (!r)
-      return {};
-    ratio = *r;
-  }
   bool training = false;
   if (ctx.has_input(2)) {
     std::optional<double> t = scalar_input(ctx, 2, "a training_mode");
     if (!t)
       return {};
     training = *t != 0;
+  }
+  // The ratio matters in training only (in inference it may be a runtime input).
+  double ratio = ctx.opset() >= 12 ? 0.5 : ctx.attr_float("ratio", 0.5);
+  if (training && ctx.opset() >= 12 && ctx.has_input(1)) {
+    std::optional<double> r = scalar_input(ctx, 1, "a ratio");
+    if (!r)
+      return {};
+    ratio = *r;
   }
   if (training && !(ratio >= 0 && ratio < 1)) {
     ctx.unsupported("ratio = " + std::to_string(ratio) + " (in [0, 1) in training mode)");

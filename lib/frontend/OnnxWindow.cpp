@@ -85,7 +85,31 @@ std::optional<Window> window(NodeCtx &ctx, const Type &in, std::vector<int64_t> 
       return std::nullopt;
     }
   std::string pad = ctx.attr_string("auto_pad", "NOTSET");
-  if (pad == "SAME_UPPER" || pad == "SAME_LOWER") {
+  if (transposed && ctx.has_attr("output_shape")) {
+    // The pads follow from the output's extent (ONNX: the larger half at the
+    // end with SAME_UPPER, else at the start); a larger output than the
+    // unpadded one takes the difference as output padding.
+    std::vector<int64_t> want = ctx.attr_ints("output_shape", {});
+    if (want.size() == n + 2)
+      want.erase(want.begin(), want.begin() + 2);
+    if (want.size() != n) {
+      ctx.unsupported("output_shape " + ints(want) + " (" + std::to_string(n) + " spatial extents)");
+      return std::nullopt;
+    }
+    for (size_t d = 0; d < n; ++d) {
+      __int128 total = __int128(w.strides[d]) * (in.shape[d + 2] - 1) + w.out_pad[d] +
+                       __int128(w.kernel[d] - 1) * w.dilations[d] + 1 - want[d];
+      if (want[d] < 1 || total > INT64_MAX || total < -kMaxElements) {
+        ctx.unsupported("output_shape " + ints(want) + " for an input of extent " + shape_str(in.shape));
+        return std::nullopt;
+      }
+      int64_t all = int64_t(std::max<__int128>(total, 0)), half = all / 2;
+      w.out_pad[d] += total < 0 ? -int64_t(total) : 0;
+      w.pads[d] = pad == "SAME_UPPER" ? half : all - half;
+      w.pads[d + n] = pad == "SAME_UPPER" ? all - half : half;
+    }
+    pad = "NOTSET";
+  } else if (pad == "SAME_UPPER" || pad == "SAME_LOWER") {
     w.pads.assign(2 * n, 0);
     for (size_t d = 0; d < n; ++d) {
       // In 128 bits: attributes up to 2^63 multiply past it.
@@ -296,10 +320,6 @@ Mapped conv(NodeCtx &ctx, bool transposed) {
   if (rank(wt) != rank(x) || rank(wt) < 3 || rank(wt) > 5) {
     ctx.unsupported("a weight of rank " + std::to_string(rank(wt)) + " for an input of rank " +
                     std::to_string(rank(x)) + " (only 1-D, 2-D and 3-D convolutions)");
-    return {};
-  }
-  if (transposed && ctx.has_attr("output_shape")) {
-    ctx.unsupported("output_shape (give pads and output_padding)");
     return {};
   }
   std::vector<int64_t> kernel(wt.shape.begin() + 2, wt.shape.end());

@@ -76,8 +76,9 @@ save("refused_index", [
     helper.make_node("GatherElements", ["x", "long"], ["g"], axis=0, name="gather"),
     helper.make_node("Einsum", ["x"], ["f"], equation="ij,jk->ik", name="terms"),
     helper.make_node("MaxPool", ["v"], ["m"], kernel_shape=[1, 1, 1, 1], name="pool4d"),
-], [vi("x", [2, 2]), vi("u", [1, 2]), vi("v", [1, 1, 2, 2, 2, 2])],
-    [vi("e", [2]), vi("s", [2, 2]), vi("g", [2, 3]), vi("f", [2, 2]), vi("m", [1, 1, 2, 2, 2, 2])],
+    helper.make_node("ReduceSum", ["x", "axes"], ["r"], keepdims=0, name="sum"),
+], [vi("x", [2, 2]), vi("u", [1, 2]), vi("v", [1, 1, 2, 2, 2, 2]), vi("axes", [1], TensorProto.INT64)],
+    [vi("e", [2]), vi("s", [2, 2]), vi("g", [2, 3]), vi("f", [2, 2]), vi("m", [1, 1, 2, 2, 2, 2]), vi("r", [2])],
     [numpy_helper.from_array(np.array([[1]], dtype=np.int64), "i"),
      numpy_helper.from_array(np.zeros((2, 3), dtype=np.int64), "long")], opset=16, check=False)
 save("dynamic", [helper.make_node("Relu", ["x"], ["y"])], [vi("x", ["batch", 3])], [vi("y", ["batch", 3])])
