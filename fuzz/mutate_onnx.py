@@ -9,7 +9,7 @@ Seeds: ONNX's backend node tests up to 64 KiB, the import tests' models,
 and two models whose initializers are large enough (over 4 KiB) that the
 importer leaves their bytes in the mapped file.
 
-usage: mutate_onnx.py GRADC OUT [MUTATIONS_PER_SEED] [SEEDS_LIMIT]
+usage: mutate_onnx.py GRADC OUT [MUTATIONS_PER_SEED] [SEEDS_LIMIT]   (MUTATE_SEED=N: another random sequence)
 """
 import glob
 import os
@@ -70,7 +70,7 @@ def main():
     seeds += [p for p in sorted(glob.glob("/usr/include/onnx/backend/test/data/node/*/model.onnx"))
               if os.path.getsize(p) <= 65536]
     seeds = seeds[:limit]
-    rnd = random.Random(12345)
+    rnd = random.Random(int(os.environ.get("MUTATE_SEED", "12345")))
     env = dict(os.environ, ASAN_OPTIONS="detect_leaks=0", UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1")
     runs, findings = 0, 0
     case = os.path.join(out, "case.onnx")
