@@ -229,6 +229,7 @@ private:
   std::optional<ConstValue> flatten();
   std::optional<ConstValue> unsqueeze();
   std::optional<ConstValue> squeeze();
+  std::optional<ConstValue> trilu();
 
 public:
   /// The operators folded by a method of their own (the elementwise ones by elementwise()).
@@ -241,7 +242,7 @@ const std::vector<std::pair<std::string, Folder::Fold>> Folder::kFolds = {
     {"Reshape", &Folder::reshape},     {"Transpose", &Folder::transpose}, {"Tile", &Folder::tile},
     {"ScatterND", &Folder::scatter_nd}, {"Range", &Folder::range},        {"ConstantOfShape", &Folder::constant_of_shape},
     {"Expand", &Folder::expand},       {"Flatten", &Folder::flatten},     {"Unsqueeze", &Folder::unsqueeze},
-    {"Squeeze", &Folder::squeeze}};
+    {"Squeeze", &Folder::squeeze},     {"Trilu", &Folder::trilu}};
 
 /// x op y for integers as ONNX computes them: wrapping, Div truncating
 /// toward zero, Mod with the divisor's sign (fmod: the dividend's); nothing
@@ -577,6 +578,28 @@ std::optional<ConstValue> Folder::tile() {
     return std::nullopt;
   std::vector<int64_t> from = strides_of(a.shape());
   return remapped(a, shape, [&](size_t k, int64_t coord) { return coord % a.shape()[k] * from[k]; });
+}
+
+/// Trilu: the upper (column - row >= k) or lower (column - row <= k)
+/// triangle of each matrix of the last two axes, zeros elsewhere (a causal
+/// attention mask from torch.triu).
+std::optional<ConstValue> Folder::trilu() {
+  const ConstValue &a = *c(0);
+  if (a.shape().size() < 2 || (in_.size() > 1 && in_[1].type && !c(1)) || (c(1) && c(1)->size() != 1))
+    return std::nullopt;
+  int64_t k = c(1) ? c(1)->integer(0) : 0;
+  bool upper = attr_int("upper", 1) != 0;
+  int64_t rows = a.shape()[a.shape().size() - 2], cols = a.shape().back();
+  ConstValue out(a.dtype(), a.shape());
+  for (size_t i = 0; i < a.size(); ++i) {
+    int64_t col = int64_t(i) % std::max<int64_t>(cols, 1), row = int64_t(i) / std::max<int64_t>(cols, 1) % rows;
+    bool keep = upper ? col - row >= k : col - row <= k;
+    if (keep)
+      out.push_element(a, i);
+    else
+      out.push_int(0);
+  }
+  return out;
 }
 
 std::optional<ConstValue> Folder::scatter_nd() {

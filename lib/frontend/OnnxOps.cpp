@@ -971,6 +971,38 @@ Mapped resize(NodeCtx &ctx) {
   return {y};
 }
 
+/// Trilu on data (on constants it folds): x where column - row >= k (upper)
+/// or <= k (lower) in the last two axes, 0 elsewhere; the comparison from
+/// two iotas (k may be computed at run time).
+Mapped trilu(NodeCtx &ctx) {
+  const Type &x = ctx.input_type(0);
+  if (rank(x) < 2) {
+    ctx.unsupported("an input of rank " + std::to_string(rank(x)) + " (a matrix or a batch of them)");
+    return {};
+  }
+  std::optional<bool> upper = flag(ctx, "upper", 1);
+  if (!upper)
+    return {};
+  Builder &b = ctx.b();
+  ExprPtr k = ctx.literal(0, DType::Int64);
+  if (ctx.has_input(1)) { // a constant, or a scalar computed at run time
+    const Type &kt = ctx.input_type(1);
+    if (num_elements(kt.shape) != 1 || kt.dtype != DType::Int64) {
+      ctx.unsupported("k of " + kt.str() + " (a scalar int64)");
+      return {};
+    }
+    k = ctx.constant(1) ? ctx.literal(double(ctx.constant(1)->integer(0)), DType::Int64) : b.reshape(ctx.input(1), {});
+  }
+  int64_t rows = x.shape[x.shape.size() - 2], cols = x.shape.back();
+  auto iota = [&](int64_t n) {
+    ExprPtr ones = b.call(ops::ones, {}, CreateAttrs{.shape = {n}, .dtype = DType::Int64});
+    return b.call(ops::cumsum, {ones}, CumsumAttrs{.axis = 0, .exclusive = true});
+  };
+  ExprPtr diff = b.sub(b.reshape(iota(cols), {1, cols}), b.reshape(iota(rows), {rows, 1})); // column - row
+  ExprPtr keep = b.call(*upper ? ops::greater_equal : ops::less_equal, {diff, k});
+  return {b.call(ops::where, {keep, ctx.input(0), ctx.literal(0, x.dtype)})};
+}
+
 /// Tile on data (on constants it folds): each axis d as (repeats[d], n_d)
 /// broadcast from (1, n_d), then merged. Repeats computed at run time are
 /// read off the declared output shape.
@@ -1240,6 +1272,7 @@ const std::vector<OpEntry> &op_table() {
       {"Tile", tile},
       {"ThresholdedRelu", thresholded_relu},
       {"Transpose", transpose},
+      {"Trilu", trilu},
       {"Unsqueeze", unsqueeze},
       {"Where", where},
   };

@@ -17,7 +17,8 @@ check_pytorch_grads.py:
             groups), BatchNorm3d in training mode, MaxPool3d (ceil_mode),
             AvgPool3d (with and without count_include_pad), ConvTranspose3d
             (stride, output_padding, groups), adaptive (global) average pool
-  indexing  attention written with einsum, torch.gather (GatherElements),
+  indexing  causal attention written with einsum and torch.triu/tril
+            (Trilu, folded and on data), torch.gather (GatherElements),
             advanced indexing, index_put (ScatterND), repeat (Tile), fmod (Mod)
   resample  Resize to sizes that are not integer multiples (a segmentation
             head's 5x5 -> 9x9 bilinear), downsampling, align_corners, nearest
@@ -127,7 +128,9 @@ class Indexing(nn.Module):
     def forward(self, x, y):
         b, t, _ = x.shape
         q, k, v = self.qkv(x).view(b, t, 3, 2, 4).unbind(2)
-        att = torch.einsum("bqhd,bkhd->bhqk", q, k).softmax(-1)
+        causal = torch.triu(torch.full((t, t), float("-inf"), dtype=x.dtype), diagonal=1)  # Trilu, folded
+        att = (torch.einsum("bqhd,bkhd->bhqk", q, k) + causal).softmax(-1)
+        att = att + 0.5 * torch.tril(att, diagonal=-1)  # Trilu on data
         o = torch.einsum("bhqk,bkhd->bqhd", att, v).reshape(b, t, 8)
         picked = torch.gather(o, 1, torch.tensor([[[0], [2], [1]], [[3], [3], [0]]]).expand(b, 3, 8))
         rows = self.table[torch.tensor([4, 0, 2]), torch.tensor([1, 7, 3])]
