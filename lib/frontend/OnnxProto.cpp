@@ -256,30 +256,41 @@ void put_field(std::string &out, uint64_t number, std::string_view payload) {
   out.append(payload);
 }
 
-/// Copies `message`, each length-delimited field numbered `field` replaced
-/// by what `rewrite` makes of its payload (nullopt: the walk failed).
-template <class F>
-std::optional<std::string> rewrite_fields(std::string_view message, uint64_t field, F &&rewrite) {
-  std::string out;
-  out.reserve(message.size());
+/// Calls visit(bytes, number, delimited, payload) for each field of
+/// `message` (bytes: the whole field as written; payload: a length-delimited
+/// field's), until it returns false; false where the bytes do not read as
+/// fields or a visit stopped the walk.
+template <class F> bool for_each_field(std::string_view message, F &&visit) {
   Wire w{message.data(), message.data() + message.size()};
   while (w.p < w.end) {
     const char *start = w.p;
     uint64_t number;
     std::string_view payload;
     bool delimited = false;
-    if (!w.next(number, payload, delimited))
-      return std::nullopt;
-    if (number == field && delimited) {
-      std::optional<std::string> inner = rewrite(payload);
-      if (!inner)
-        return std::nullopt;
-      put_field(out, number, *inner);
-    } else {
-      out.append(start, size_t(w.p - start));
-    }
+    if (!w.next(number, payload, delimited) ||
+        !visit(std::string_view(start, size_t(w.p - start)), number, delimited, payload))
+      return false;
   }
-  return out;
+  return true;
+}
+
+/// Copies `message`, each length-delimited field numbered `field` replaced
+/// by what `rewrite` makes of its payload (nullopt: the walk failed).
+template <class F>
+std::optional<std::string> rewrite_fields(std::string_view message, uint64_t field, F &&rewrite) {
+  std::string out;
+  out.reserve(message.size());
+  bool ok = for_each_field(message, [&](std::string_view bytes, uint64_t number, bool delimited, std::string_view payload) {
+    if (number != field || !delimited) {
+      out.append(bytes);
+      return true;
+    }
+    std::optional<std::string> inner = rewrite(payload);
+    if (inner)
+      put_field(out, number, *inner);
+    return inner.has_value();
+  });
+  return ok ? std::optional<std::string>(std::move(out)) : std::nullopt;
 }
 
 // The field numbers of onnx.proto that lead to an initializer's raw data.
@@ -294,18 +305,15 @@ std::optional<std::string> strip_large_tensors(std::string_view file, size_t thr
     // Left whole where raw data appears more than once (the last would win).
     std::optional<std::string_view> raw;
     int count = 0;
-    Wire w{t.data(), t.data() + t.size()};
-    while (w.p < w.end) {
-      uint64_t number;
-      std::string_view payload;
-      bool delimited = false;
-      if (!w.next(number, payload, delimited))
-        return std::nullopt;
+    bool read = for_each_field(t, [&](std::string_view, uint64_t number, bool delimited, std::string_view payload) {
       if (number == kTensorRawData && delimited) {
         raw = payload;
         ++count;
       }
-    }
+      return true;
+    });
+    if (!read)
+      return std::nullopt;
     if (count != 1 || raw->size() < threshold) {
       initializers.push_back(std::nullopt);
       return std::string(t);
