@@ -33,11 +33,9 @@
 namespace gradc::onnx_import {
 namespace {
 
+/// The number of elements of axes [begin, end) of `s`.
 int64_t product(const Shape &s, size_t begin, size_t end) {
-  int64_t p = 1;
-  for (size_t i = begin; i < end; ++i)
-    p *= s[i];
-  return p;
+  return num_elements(Shape(s.begin() + int64_t(begin), s.begin() + int64_t(end)));
 }
 
 Shape concat_shapes(Shape a, const Shape &b) {
