@@ -33,6 +33,9 @@ std::optional<std::vector<int64_t>> ints_attr_or_input(NodeCtx &ctx, const std::
                                                        int64_t moved);
 /// Input i's scalar constant value, or nullopt after reporting it as `what`.
 std::optional<double> scalar_input(NodeCtx &ctx, size_t i, const std::string &what);
+/// 0, 1, ..., n - 1 in `dtype` (computed at run time: gradc has no tensor
+/// literals): positions for Range, Resize and Trilu.
+ExprPtr iota(Builder &b, int64_t n, DType dtype);
 /// x[begin:end:step] along `axis`.
 ExprPtr slice_axis(Builder &b, ExprPtr x, int64_t axis, int64_t begin, int64_t end, int64_t step = 1);
 

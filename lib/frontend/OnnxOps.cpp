@@ -86,6 +86,11 @@ std::optional<double> scalar_input(NodeCtx &ctx, size_t i, const std::string &wh
   return c->number(0);
 }
 
+ExprPtr iota(Builder &b, int64_t n, DType dtype) {
+  ExprPtr ones = b.call(ops::ones, {}, CreateAttrs{.shape = {n}, .dtype = dtype});
+  return b.call(ops::cumsum, {ones}, CumsumAttrs{.axis = 0, .exclusive = true});
+}
+
 ExprPtr slice_axis(Builder &b, ExprPtr x, int64_t axis, int64_t begin, int64_t end, int64_t step) {
   StridedSliceAttrs a;
   a.begin = {begin};
@@ -844,8 +849,7 @@ ExprPtr upsample_axis(NodeCtx &ctx, ExprPtr x, int64_t axis, int64_t scale, bool
 ExprPtr source_coordinates(NodeCtx &ctx, int64_t in, int64_t out, double scale, const std::string &coords) {
   Builder &b = ctx.b();
   DType f64 = DType::Float64;
-  ExprPtr ones = b.call(ops::ones, {}, CreateAttrs{.shape = {out}, .dtype = f64});
-  ExprPtr o = b.call(ops::cumsum, {ones}, CumsumAttrs{.axis = 0, .exclusive = true});
+  ExprPtr o = iota(b, out, f64);
   if (coords == "align_corners")
     return b.mul(o, ctx.literal(out > 1 ? double(in - 1) / double(out - 1) : 0.0, f64));
   if (coords == "asymmetric")
@@ -994,11 +998,8 @@ Mapped trilu(NodeCtx &ctx) {
     k = ctx.constant(1) ? ctx.literal(double(ctx.constant(1)->integer(0)), DType::Int64) : b.reshape(ctx.input(1), {});
   }
   int64_t rows = x.shape[x.shape.size() - 2], cols = x.shape.back();
-  auto iota = [&](int64_t n) {
-    ExprPtr ones = b.call(ops::ones, {}, CreateAttrs{.shape = {n}, .dtype = DType::Int64});
-    return b.call(ops::cumsum, {ones}, CumsumAttrs{.axis = 0, .exclusive = true});
-  };
-  ExprPtr diff = b.sub(b.reshape(iota(cols), {1, cols}), b.reshape(iota(rows), {rows, 1})); // column - row
+  ExprPtr diff = b.sub(b.reshape(iota(b, cols, DType::Int64), {1, cols}),
+                       b.reshape(iota(b, rows, DType::Int64), {rows, 1})); // column - row
   ExprPtr keep = b.call(*upper ? ops::greater_equal : ops::less_equal, {diff, k});
   return {b.call(ops::where, {keep, ctx.input(0), ctx.literal(0, x.dtype)})};
 }
@@ -1084,9 +1085,7 @@ Mapped range(NodeCtx &ctx) {
     }
   Builder &b = ctx.b();
   DType dt = ctx.input_type(0).dtype;
-  ExprPtr ones = b.call(ops::ones, {}, CreateAttrs{.shape = *shape, .dtype = dt});
-  ExprPtr index = b.call(ops::cumsum, {ones}, CumsumAttrs{.axis = 0, .exclusive = true});
-  return {b.add(ctx.input(0), b.mul(index, ctx.input(2)))};
+  return {b.add(ctx.input(0), b.mul(iota(b, (*shape)[0], dt), ctx.input(2)))};
 }
 
 

@@ -174,6 +174,13 @@ ExprPtr pad_depth(Builder &b, ExprPtr x, int64_t lo, int64_t hi, double value = 
   return b.call(ops::pad, {x}, a);
 }
 
+/// Tap t of a depth window over `x` (N, C, D, ...): the depth slices
+/// o·stride + t·dilation for the `out` output depths.
+ExprPtr depth_tap(Builder &b, ExprPtr x, const Depth &d, int64_t t, int64_t out) {
+  int64_t begin = t * d.dilation;
+  return slice_axis(b, x, 2, begin, begin + (out - 1) * d.stride + 1, d.stride);
+}
+
 /// The `taps` depth slices of `x` (N, C, D, H, W) each output depth reads
 /// (output o, tap t: depth o·stride + t·dilation), for `out` outputs, as
 /// channels: (N·out, C·taps, H, W), the channels ordered (group, tap,
@@ -183,11 +190,8 @@ ExprPtr depth_taps(Builder &b, ExprPtr x, const Depth &d, int64_t out, int64_t g
   const Shape &s = x->type.shape;
   int64_t n = s[0], c = s[1], h = s[3], w = s[4], per_group = c / groups;
   std::vector<ExprPtr> taps;
-  for (int64_t t = 0; t < d.kernel; ++t) {
-    int64_t begin = t * d.dilation;
-    ExprPtr slice = slice_axis(b, x, 2, begin, begin + (out - 1) * d.stride + 1, d.stride);
-    taps.push_back(b.reshape(slice, {n, groups, 1, per_group, out, h, w}));
-  }
+  for (int64_t t = 0; t < d.kernel; ++t)
+    taps.push_back(b.reshape(depth_tap(b, x, d, t, out), {n, groups, 1, per_group, out, h, w}));
   ExprPtr all = taps.size() == 1 ? taps[0] : b.call(ops::concatenate, {b.tuple(taps)}, ConcatenateAttrs{.axis = 2});
   all = b.transpose(all, {0, 4, 1, 2, 3, 5, 6}); // (N, out, G, taps, C/G, H, W)
   return b.reshape(all, {n * out, c * d.kernel, h, w});
@@ -290,8 +294,7 @@ ExprPtr pool_depth(NodeCtx &ctx, ExprPtr y, const Depth &d, bool average, bool c
   ExprPtr p = pad_depth(b, y, d.lo, d.hi + beyond, average ? 0 : lowest);
   ExprPtr acc;
   for (int64_t t = 0; t < d.kernel; ++t) {
-    int64_t begin = t * d.dilation;
-    ExprPtr slice = slice_axis(b, p, 2, begin, begin + (out - 1) * d.stride + 1, d.stride);
+    ExprPtr slice = depth_tap(b, p, d, t, out);
     acc = !acc ? slice : b.call(average ? ops::add : ops::maximum, {acc, slice});
   }
   if (!average)
@@ -306,8 +309,7 @@ ExprPtr pool_depth(NodeCtx &ctx, ExprPtr y, const Depth &d, bool average, bool c
   counted = pad_depth(b, counted, 0, beyond);
   ExprPtr count;
   for (int64_t t = 0; t < d.kernel; ++t) {
-    int64_t begin = t * d.dilation;
-    ExprPtr slice = slice_axis(b, counted, 2, begin, begin + (out - 1) * d.stride + 1, d.stride);
+    ExprPtr slice = depth_tap(b, counted, d, t, out);
     count = !count ? slice : b.add(count, slice);
   }
   return b.div(acc, count);
