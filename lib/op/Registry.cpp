@@ -1,11 +1,13 @@
 //===- Registry.cpp - the operator registry and registration builder ------===//
 //
-// Builds the global registry once, from every operator family. Adding an
-// operator means adding it to a family file; adding a family means one line
-// in OpRegistry::global().
+// Builds the global registry once, from every operator family, then the
+// targets' strategies (cpu/, cuda/). Adding an operator means adding it to a
+// family file; adding a family means one line in OpRegistry::global().
 //
 //===----------------------------------------------------------------------===//
 #include "gradc/op/Registry.h"
+#include "cpu/Cpu.h"
+#include "cuda/Cuda.h"
 #include "gradc/op/Builder.h"
 #include "gradc/op/Ops.h"
 #include "gradc/ir/Functor.h"
@@ -161,9 +163,14 @@ OpBuilder &OpBuilder::decompose(DecomposeFn fn) {
   }
   return *this;
 }
-OpBuilder &OpBuilder::strategy(TargetKind target, KernelFn fn) {
-  def_.strategies.emplace_back(target, fn);
-  return *this;
+void OpRegistry::strategy(const std::string &name, TargetKind target, KernelFn fn) {
+  auto it = by_name_.find(name);
+  GRADC_CHECK(it != by_name_.end(), "registry", "a strategy for '" + name + "', which is not registered");
+  OpDef &d = *it->second;
+  GRADC_CHECK(d.kernel, "registry", "a strategy for '" + name + "', which has no generic kernel");
+  for (const auto &[kind, f] : d.strategies)
+    GRADC_CHECK(kind != target, "registry", "two strategies for '" + name + "' on one target");
+  d.strategies.emplace_back(target, fn);
 }
 
 KernelFn OpDef::kernel_for(TargetKind target) const {
@@ -270,6 +277,8 @@ const OpRegistry &OpRegistry::global() {
     register_scan_ops(r);
     register_recurrence_ops(r);
     register_grad_ops(r);
+    register_cpu_strategies(r);
+    register_cuda_strategies(r);
     return r;
   }();
   return registry;

@@ -13,6 +13,7 @@
 // clipped all the same, so memory stays safe. one_hot compares.
 //
 //===----------------------------------------------------------------------===//
+#include "take.h"
 #include "gradc/op/attrs/index.h"
 #include "gradc/op/Ops.h"
 #include "gradc/op/Kernel.h"
@@ -20,15 +21,6 @@
 #include "gradc/op/Relations.h"
 
 namespace gradc {
-namespace {
-
-/// take's geometry: data seen as (pre, n, post) around the axis (the
-/// flattened data for axis=None), indices as (batch, rest).
-struct TakeShape {
-  Shape data, indices, out;
-  int64_t axis = 0, batch = 0; // the axis of `data` (flattened when None)
-  std::string mode;
-};
 
 TakeShape take_shape(const Expr &call, const Type &data, const Type &indices) {
   auto a = call_attrs<TakeAttrs>(call);
@@ -48,6 +40,8 @@ TakeShape take_shape(const Expr &call, const Type &data, const Type &indices) {
   t.out.insert(t.out.end(), t.data.begin() + t.axis + 1, t.data.end());
   return t;
 }
+
+namespace {
 
 Type take_rel(RelationCtx &ctx) {
   const Type *x = ctx.tensor(0), *ind = ctx.tensor(1);
@@ -82,8 +76,8 @@ Type take_rel(RelationCtx &ctx) {
   return Type::tensor(out, x->dtype);
 }
 
-/// The data index that output index `o` reads (data seen as t.data), with
-/// the index value read through `index` and brought into range by the mode.
+} // namespace
+
 Index data_index(const TakeShape &t, const Index &o, const std::function<LExprPtr(const Index &)> &index) {
   size_t rest = t.indices.size() - t.batch;
   Index ind(o.begin(), o.begin() + t.batch);
@@ -99,10 +93,11 @@ Index data_index(const TakeShape &t, const Index &o, const std::function<LExprPt
   return d;
 }
 
-/// An index of the real data from one of t.data (the flattened data for axis=None).
 Index real_index(const Shape &data, const TakeShape &t, const Index &d) {
   return t.data.size() == data.size() && t.data == data ? d : unravel_index(d[0], data);
 }
+
+namespace {
 
 LExprPtr take_element(ElementCtx &c) {
   TakeShape t = take_shape(c.call, c.arg_type(0), c.arg_type(1));
@@ -129,52 +124,16 @@ Type take_backward_rel(RelationCtx &ctx) {
   return *x;
 }
 
-/// The GPU form of take_backward_kernel (below).
-StmtPtr take_backward_columns(KernelCtx &k, const TakeShape &t) {
-  const Type &g = k.arg_type(0), &x = k.arg_type(1);
-  const BufferPtr &out = k.out();
-  Shape outer(t.data.begin(), t.data.begin() + t.axis);
-  outer.insert(outer.end(), t.data.begin() + t.axis + 1, t.data.end());
-  Shape rest(t.indices.begin() + t.batch, t.indices.end());
-  auto full = [&](const Index &o, const Index &middle) {
-    Index i(o.begin(), o.begin() + t.axis);
-    i.insert(i.end(), middle.begin(), middle.end());
-    i.insert(i.end(), o.begin() + t.axis, o.end());
-    return i;
-  };
-  auto flat = [&](const Index &d) { return flat_index(x.shape, real_index(x.shape, t, d)); };
-  return loop_nest(outer, [&](const Index &o) {
-    StmtPtr zero = loop_nest(
-        {t.data[t.axis]}, [&](const Index &j) { return store(out, flat(full(o, j)), constant_of(0, out->dtype)); },
-        ForKind::Reduce, "z");
-    if (num_elements(rest) == 0 || num_elements(g.shape) == 0)
-      return zero;
-    StmtPtr scatter = loop_nest(
-        rest,
-        [&](const Index &r) {
-          Index go = full(o, r);
-          LExprPtr at = flat(data_index(t, go, [&](const Index &i) { return k.in(2, i); }));
-          return store(out, at, add(load(out, at), k.in(0, go)));
-        },
-        ForKind::Reduce, "r");
-    return seq({zero, scatter});
-  });
-}
-
 /// out = 0, then out[data_index(o)] += g[o] for every o. The zeros are one
 /// contiguous pass; the scatter loops over the axes before the taken one and
 /// over blocks of the axes after it (independent destinations: the pool may
 /// share them out), with the index axes serial inside, in order, and a block
 /// of up to 16 consecutive elements innermost (one vector: an embedding's
-/// rows are added a vector at a time). On a GPU, one nest: a thread per
-/// element of the axes around the taken one zeroes its column and scatters
-/// into it in order.
+/// rows are added a vector at a time).
 StmtPtr take_backward_kernel(KernelCtx &k) {
   const Type &g = k.arg_type(0), &x = k.arg_type(1);
   TakeShape t = take_shape(k.call, x, k.arg_type(2));
   const BufferPtr &out = k.out();
-  if (k.target.is_gpu())
-    return take_backward_columns(k, t);
   StmtPtr zero = loop_nest(x.shape, [&](const Index &i) {
     return store(out, flat_index(x.shape, i), constant_of(0, out->dtype));
   });

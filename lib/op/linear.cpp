@@ -1,15 +1,15 @@
 //===- linear.cpp - nn.dense, matmul, nn.bias_add ---------------------------===//
 //
 // The linear-algebra operators. nn.dense and matmul describe their product
-// as a Gemm (op/Gemm.h) and lower through its strategies, accumulating in
+// as a Gemm (op/Gemm.h): the generic kernels emit it as gemm_nest, the
+// CPU's strategies (cpu/linear.cpp) as the packed product, accumulating in
 // a fixed order so that a recomputed value is bitwise identical; nn.bias_add
 // is injective and fuses into the product's epilogue.
 //
 //===----------------------------------------------------------------------===//
+#include "linear.h"
 #include "gradc/op/attrs/linear.h"
 #include "gradc/op/Ops.h"
-#include "gradc/op/Gemm.h"
-#include "gradc/op/Kernel.h"
 #include "gradc/op/Builder.h"
 #include "gradc/op/Relations.h"
 #include "gradc/loops/Functor.h"
@@ -44,9 +44,9 @@ Type dense_rel(RelationCtx &ctx) {
   return Type::tensor(out, x->dtype);
 }
 
-/// out[m, n] = sum_k x[m, k] w[n, k]   (m ranges over the flattened batch),
-/// through one of the matrix-product strategies of Gemm.h.
-template <GemmStrategy strategy> StmtPtr dense_kernel(KernelCtx &k) {
+} // namespace
+
+StmtPtr dense_as_gemm(KernelCtx &k, GemmStrategy strategy) {
   const Shape &xs = k.arg_type(0).shape;
   Gemm g;
   g.K = xs.back();
@@ -73,6 +73,8 @@ template <GemmStrategy strategy> StmtPtr dense_kernel(KernelCtx &k) {
   g.load = [&](const LExprPtr &m, const LExprPtr &n) { return load(k.out(), add(mul(m, int_imm(g.N)), n)); };
   return strategy(k, g);
 }
+
+namespace {
 
 //===--- matmul -----------------------------------------------------------===//
 
@@ -154,9 +156,9 @@ Type batch_matmul_rel(RelationCtx &ctx) {
   return Type::tensor({std::max(batch, other), m, n}, a->dtype);
 }
 
-/// out[.., i, j] = sum_k a[.., i, k] b[.., k, j], one matrix product per
-/// batch index (batch axes broadcast), each accumulated in k order.
-template <GemmStrategy strategy> StmtPtr matmul_kernel(KernelCtx &k) {
+} // namespace
+
+StmtPtr matmul_as_gemms(KernelCtx &k, GemmStrategy strategy) {
   const Shape &os = k.call.type.shape;
   MatmulShapes s(k.arg_type(0).shape, k.arg_type(1).shape);
   Shape a_batch(s.a.begin(), s.a.end() - 2), b_batch(s.b.begin(), s.b.end() - 2);
@@ -219,6 +221,8 @@ template <GemmStrategy strategy> StmtPtr matmul_kernel(KernelCtx &k) {
   return serial(nest, s.batch.size());
 }
 
+namespace {
+
 /// da = g bᵀ, db = aᵀ g on the promoted operands; the pass sums the
 /// adjoints over broadcast batch axes.
 Grads matmul_grad(GradCtx &g) {
@@ -278,8 +282,7 @@ void register_linear_ops(OpRegistry &reg) {
         ExprPtr dw = g.b.call(ops::matmul, {g.b.transpose_last2(g2), g.b.reshape(x, {M, K})});
         return {g.b.reshape(dx, x->type.shape), dw};
       })
-      .kernel(dense_kernel<gemm_nest>)
-      .strategy(TargetKind::CPU, dense_kernel<gemm_cpu_packed>)
+      .kernel([](KernelCtx &k) { return dense_as_gemm(k, gemm_nest); })
       .fuses_epilogue()
       .fuses_producers()
       .flops(matrix_product_flops)
@@ -294,8 +297,7 @@ void register_linear_ops(OpRegistry &reg) {
       .support_level(1)
       .relation("Matmul", matmul_rel)
       .gradient(matmul_grad)
-      .kernel(matmul_kernel<gemm_nest>)
-      .strategy(TargetKind::CPU, matmul_kernel<gemm_cpu_packed>)
+      .kernel([](KernelCtx &k) { return matmul_as_gemms(k, gemm_nest); })
       .fuses_epilogue()
       .fuses_producers()
       .flops(matrix_product_flops)

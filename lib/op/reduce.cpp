@@ -8,6 +8,7 @@
 // dtype's limits.
 //
 //===----------------------------------------------------------------------===//
+#include "reduce.h"
 #include "gradc/op/attrs/reduce.h"
 #include "gradc/op/Ops.h"
 #include "gradc/op/Kernel.h"
@@ -25,12 +26,8 @@ namespace {
 
 const char *kTypes = "%x: Tensor[(2, 3, 4), float64]";
 
-struct ReduceShape {
-  Shape in, out;
-  std::vector<int64_t> axes;
-  bool keepdims;
-  int64_t count; // elements reduced into each output
-};
+
+} // namespace
 
 ReduceShape reduce_shape(const Expr &call) {
   ReduceShape r;
@@ -45,6 +42,8 @@ ReduceShape reduce_shape(const Expr &call) {
     r.count *= r.in[a];
   return r;
 }
+
+namespace {
 
 /// Input index from an output index and the reduced-axes indices.
 Index input_index(const ReduceShape &r, const Index &out_idx, const Index &red_idx) {
@@ -63,8 +62,8 @@ Index input_index(const ReduceShape &r, const Index &out_idx, const Index &red_i
   return idx;
 }
 
-/// The reduced elements of output `oidx`, numbered r in [0, count) row-major
-/// over the reduced axes.
+} // namespace
+
 LExprPtr reduced_element(KernelCtx &k, const ReduceShape &r, const Index &oidx, const LExprPtr &flat) {
   Shape red_shape;
   for (int64_t a : r.axes)
@@ -72,43 +71,15 @@ LExprPtr reduced_element(KernelCtx &k, const ReduceShape &r, const Index &oidx, 
   return k.in(0, input_index(r, oidx, unravel_index(flat, red_shape)));
 }
 
-/// sum and mean: a compensated sum per output element in the dtype's
-/// accumulator (float16 sums in float32), rounded to the output dtype once.
+LExprPtr sum_value(const KernelCtx &k, const ReduceShape &r, bool mean, const LExprPtr &total) {
+  DType acc = dtype_info(k.out()->dtype).accumulator;
+  return cast(k.out()->dtype, mean ? binary(BinaryOp::Div, total, constant_of(double(r.count), acc)) : total);
+}
+
 StmtPtr sum_kernel(KernelCtx &k, const ReduceShape &r, bool mean) {
   const BufferPtr &out = k.out();
   DType acc = dtype_info(out->dtype).accumulator;
-  auto finish = [&](const LExprPtr &total) {
-    return cast(out->dtype, mean ? binary(BinaryOp::Div, total, constant_of(double(r.count), acc)) : total);
-  };
-  // On a CPU, outputs side by side in lanes where the input's innermost axis
-  // is kept (the lanes read along it) or the rows are too short for lanes of
-  // their own. (On a GPU each output is a thread's already.)
-  int64_t outputs = num_elements(r.out);
-  bool innermost_kept = std::find(r.axes.begin(), r.axes.end(), int64_t(r.in.size()) - 1) == r.axes.end();
-  // Where the lanes read along the input's rows (a bias's gradient: column
-  // sums of a 2080 x 1024 adjoint), a block is as wide as a core's share of
-  // the row, up to the widest vector code (kMaxLanes): each row is read 256
-  // bytes at a time, not 64 bytes per 4 KiB page (2.3 -> 0.24 ms on one
-  // core). Each output's terms are summed in the same order either way.
-  int64_t cores = k.target.cpu_tuning().cores;
-  int64_t block = innermost_kept ? std::clamp<int64_t>(outputs / cores / kSumLanes * kSumLanes, kSumLanes, kMaxLanes)
-                                 : kSumLanes;
-  if (!k.target.is_gpu() && outputs >= 2 && (innermost_kept || r.count < 2 * kSumLanes))
-    return over_lane_blocks(
-        k, outputs,
-        [&](const LExprPtr &first, int64_t width) {
-          auto at = [&](const LExprPtr &l) { return binary(BinaryOp::Add, first, l); };
-          return compensated_sums(
-              k, width, r.count, acc,
-              [&](const LExprPtr &l, const LExprPtr &i) { return reduced_element(k, r, unravel_index(at(l), r.out), i); },
-              [&](const LExprPtr &l, const LExprPtr &total) { return store(out, at(l), finish(total)); });
-        },
-        block);
-  if (StmtPtr split = gpu_split_sums(
-          k, outputs, r.count, acc,
-          [&](const LExprPtr &o, const LExprPtr &i) { return reduced_element(k, r, unravel_index(o, r.out), i); },
-          [&](const LExprPtr &o, const LExprPtr &total) { return store(out, o, finish(total)); }))
-    return split;
+  auto finish = [&](const LExprPtr &total) { return sum_value(k, r, mean, total); };
   // Where the innermost reduced axis is the input's last and a multiple of
   // the lanes long, a block of lanes never crosses it: its start is split
   // into indices once and the lanes step along that axis (one vector load;
@@ -136,6 +107,8 @@ StmtPtr sum_kernel(KernelCtx &k, const ReduceShape &r, bool mean) {
         block_term);
   });
 }
+
+namespace {
 
 /// max and min: exact in any order; the identity is the dtype's lowest
 /// (highest) value, so integer and bool reductions are right at the limits.
@@ -243,16 +216,20 @@ Type float_reduce_rel(RelationCtx &ctx) {
 
 } // namespace
 
-StmtPtr sum_axes_kernel(KernelCtx &k, const std::vector<int64_t> &axes) {
+ReduceShape collapse_sum_shape(const KernelCtx &k) {
   ReduceShape r;
   r.in = k.arg_type(0).shape;
-  r.axes = axes;
-  r.keepdims = true;
-  r.out = reduced_shape(r.in, axes, true);
+  r.out = k.out()->shape;
+  size_t lead = r.in.size() - r.out.size();
+  for (size_t d = 0; d < r.in.size(); ++d)
+    if (d < lead || r.out[d - lead] != r.in[d])
+      r.axes.push_back(int64_t(d));
+  r.keepdims = true; // the input's axes of size 1 are the output's
+  r.out = reduced_shape(r.in, r.axes, true);
   r.count = 1;
-  for (int64_t a : axes)
+  for (int64_t a : r.axes)
     r.count *= r.in[a];
-  return sum_kernel(k, r, false);
+  return r;
 }
 
 void register_reduce_ops(OpRegistry &reg) {

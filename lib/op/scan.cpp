@@ -7,6 +7,7 @@
 // each row, the first zero's own from the products after it, zero past it.
 //
 //===----------------------------------------------------------------------===//
+#include "cumulative.h"
 #include "gradc/op/attrs/scan.h"
 #include "gradc/op/Ops.h"
 #include "gradc/op/Scan.h"
@@ -24,6 +25,8 @@ Type cumulative_rel(RelationCtx &ctx) {
     return Type::tensor({num_elements(x->shape)}, x->dtype);
   return *x; // a scalar has no axis: the attribute check reports it
 }
+
+} // namespace
 
 /// out[t] = out[t-1] + x[t] along the axis (x[t-1] and out[0] = 0 if
 /// exclusive). The running sum of each state element is carried in the
@@ -85,8 +88,8 @@ StmtPtr cumulative_kernel(KernelCtx &k, bool product) {
 /// (Neumaier) within a chunk and across them, as in the serial kernel:
 /// rounded differently, but as accurately. Null where the serial kernel is
 /// the better one: a short axis, or rows enough to keep every thread busy.
-StmtPtr chunked_scan(KernelCtx &k, bool product) {
-  constexpr int64_t kChunk = 256, kGpuThreads = 1 << 16;
+StmtPtr chunked_scan(KernelCtx &k, bool product, int64_t threads) {
+  constexpr int64_t kChunk = 256;
   const Shape &xs = k.arg_type(0).shape, &os = k.out()->shape;
   auto attrs = k.attrs_as<CumsumAttrs>();
   bool flat = !attrs.axis;
@@ -95,7 +98,6 @@ StmtPtr chunked_scan(KernelCtx &k, bool product) {
   if (!os.empty())
     state.erase(state.begin() + axis);
   int64_t rows = num_elements(state);
-  int64_t threads = k.target.is_gpu() ? kGpuThreads / 2 : k.target.cpu_tuning().cores - 1;
   if (steps < 4 * kChunk || rows < 1 || rows > threads)
     return nullptr;
   int64_t chunks = (steps + kChunk - 1) / kChunk;
@@ -174,10 +176,7 @@ StmtPtr chunked_scan(KernelCtx &k, bool product) {
   return seq({totals, carry, outputs});
 }
 
-StmtPtr scan_kernel(KernelCtx &k, bool product) {
-  StmtPtr chunked = chunked_scan(k, product);
-  return chunked ? chunked : cumulative_kernel(k, product);
-}
+namespace {
 
 /// d cumprod: for inclusive y_t = Π_{r<=t} x_r, dx_s = Σ_{t>=s} g_t Π_{r<=t, r!=s} x_r.
 /// With k the first zero of the row (z counts zeros up to and including s):
@@ -242,7 +241,7 @@ void register_scan_ops(OpRegistry &reg) {
         ExprPtr c = g.b.reverse(g.b.call(ops::cumsum, {r}, attrs), *attrs.axis);
         return {flat ? g.b.reshape(c, g.arg(0)->type.shape) : c};
       })
-      .kernel([](KernelCtx &k) { return scan_kernel(k, false); })
+      .kernel([](KernelCtx &k) { return cumulative_kernel(k, false); })
       .example("%x: Tensor[(3, 4), float64]", "cumsum(%x, axis=1, exclusive=True)");
 
   reg.add("cumprod")
@@ -253,7 +252,7 @@ void register_scan_ops(OpRegistry &reg) {
       .support_level(3)
       .relation("Cumulative", cumulative_rel)
       .gradient(cumprod_grad)
-      .kernel([](KernelCtx &k) { return scan_kernel(k, true); })
+      .kernel([](KernelCtx &k) { return cumulative_kernel(k, true); })
       .example("%x: Tensor[(3, 4), float64]", "cumprod(%x, axis=1)")
       .example("%x: Tensor[(2, 5), float64]", "cumprod(%x, axis=-1, exclusive=True)")
       .example("%x: Tensor[(2, 3), float64]", "cumprod(%x)");

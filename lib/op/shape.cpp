@@ -6,6 +6,7 @@
 // gradient pass uses collapse_sum_to to sum adjoints back to input shapes.
 //
 //===----------------------------------------------------------------------===//
+#include "reduce.h"
 #include "gradc/op/attrs/shape.h"
 #include "gradc/op/Ops.h"
 #include "gradc/op/Kernel.h"
@@ -193,20 +194,6 @@ Type collapse_sum_like_rel(RelationCtx &ctx) {
   return like ? collapse_to(ctx, like->shape) : Type::unknown();
 }
 
-/// out[j] = sum of x over every element that broadcasting maps to j: the
-/// leading axes and those of size 1 in `shape` summed away, as `sum` lowers
-/// them (a compensated sum; the lanes along the kept columns where they can).
-StmtPtr collapse_sum_kernel(KernelCtx &k) {
-  const Shape &in = k.arg_type(0).shape;
-  const Shape &out = k.out()->shape;
-  size_t lead = in.size() - out.size();
-  std::vector<int64_t> axes;
-  for (size_t d = 0; d < in.size(); ++d)
-    if (d < lead || out[d - lead] != in[d])
-      axes.push_back(int64_t(d));
-  return sum_axes_kernel(k, axes);
-}
-
 Grads broadcast_grad(GradCtx &g) { // d collapse_sum(x) = broadcast_to(g, x.shape)
   Grads out{g.b.broadcast_to(g.grad, g.arg(0)->type.shape)};
   out.resize(g.call.args.size());
@@ -301,7 +288,7 @@ void register_shape_ops(OpRegistry &reg) {
       .support_level(10)
       .relation("CollapseSumTo", collapse_sum_to_rel)
       .gradient(broadcast_grad)
-      .kernel(collapse_sum_kernel)
+      .kernel([](KernelCtx &k) { return sum_kernel(k, collapse_sum_shape(k), false); })
       .fuses_producers() // reads each element once
       .example(kTypes, "collapse_sum_to(%x, shape=[3, 1])");
 

@@ -12,6 +12,7 @@
 // adjoint back with grad.strided_slice_backward, injective like the slice.
 //
 //===----------------------------------------------------------------------===//
+#include "slice.h"
 #include "gradc/op/attrs/slice.h"
 #include "gradc/op/Ops.h"
 #include "gradc/op/Kernel.h"
@@ -104,35 +105,27 @@ Type stack_rel(RelationCtx &ctx) {
   return Type::tensor(out, first.dtype);
 }
 
+} // namespace
+
 int64_t concat_axis(const Expr &call) {
   int64_t axis = call_attrs<ConcatenateAttrs>(call).axis;
   int64_t rank = call.type.rank();
   return axis < 0 ? axis + rank : axis;
 }
 
-/// Each part copied to its place: a loop nest per part (vectorized along
-/// the innermost axis). On a GPU, whose kernel is one launch over one nest,
-/// a nest over the output that picks the part of each element.
-StmtPtr concatenate_kernel(KernelCtx &k) {
-  int64_t axis = concat_axis(k.call);
-  const Shape &out = k.out()->shape;
-  std::vector<Type> inputs = input_leaves(k.call);
-  std::vector<int64_t> offsets{0};
+ConcatParts::ConcatParts(const Expr &call) : axis(concat_axis(call)), inputs(input_leaves(call)) {
+  offsets.push_back(0);
   for (const Type &t : inputs)
     offsets.push_back(offsets.back() + t.shape[axis]);
-  if (k.target.is_gpu())
-    return loop_nest(out, [&](const Index &o) {
-      StmtPtr chain;
-      for (size_t j = inputs.size(); j-- > 0;) {
-        if (inputs[j].shape[axis] == 0)
-          continue;
-        Index i = o;
-        i[axis] = clamp_index(sub(o[axis], imm(offsets[j])), inputs[j].shape[axis]); // (bounded for the verifier)
-        StmtPtr copy = store(k.out(), flat_index(out, o), k.in(j, i));
-        chain = chain ? if_then(compare(CompareOp::LT, o[axis], imm(offsets[j + 1])), copy, chain) : copy;
-      }
-      return chain;
-    });
+}
+
+namespace {
+
+/// Each part copied to its place: a loop nest per part (vectorized along
+/// the innermost axis).
+StmtPtr concatenate_kernel(KernelCtx &k) {
+  const Shape &out = k.out()->shape;
+  auto [axis, inputs, offsets] = ConcatParts(k.call);
   std::vector<StmtPtr> parts;
   for (size_t j = 0; j < inputs.size(); ++j) {
     const Shape &s = inputs[j].shape;
@@ -145,6 +138,8 @@ StmtPtr concatenate_kernel(KernelCtx &k) {
   }
   return seq(parts);
 }
+
+} // namespace
 
 /// The parts of split: [begin, end) along the axis for each.
 std::vector<std::pair<int64_t, int64_t>> split_parts(const SplitAttrs &a, int64_t n) {
@@ -167,6 +162,8 @@ std::vector<std::pair<int64_t, int64_t>> split_parts(const SplitAttrs &a, int64_
   parts.push_back({begin, std::max(begin, n)});
   return parts;
 }
+
+namespace {
 
 Type split_rel(RelationCtx &ctx) {
   const Type *x = ctx.tensor(0);
@@ -195,26 +192,11 @@ Type split_rel(RelationCtx &ctx) {
   return Type::tuple(fields);
 }
 
-/// Each part copied out: a loop nest per part on a CPU; on a GPU one nest
-/// over the input that stores each element into every part holding it.
+/// Each part copied out: a loop nest per part.
 StmtPtr split_kernel(KernelCtx &k) {
   auto a = k.attrs_as<SplitAttrs>();
   const Shape &in = k.arg_type(0).shape;
   auto ranges = split_parts(a, in[a.axis]);
-  if (k.target.is_gpu())
-    return loop_nest(in, [&](const Index &i) {
-      std::vector<StmtPtr> stores;
-      for (size_t j = 0; j < ranges.size(); ++j) {
-        auto [begin, end] = ranges[j];
-        if (end == begin)
-          continue;
-        Index o = i;
-        o[a.axis] = clamp_index(sub(i[a.axis], imm(begin)), end - begin);
-        stores.push_back(if_then(in_range(i[a.axis], begin, end),
-                                 store(k.out(j), flat_index(k.out(j)->shape, o), k.in(0, i))));
-      }
-      return seq(stores);
-    });
   std::vector<StmtPtr> parts;
   for (size_t j = 0; j < ranges.size(); ++j) {
     const Shape &s = k.out(j)->shape;

@@ -6,6 +6,7 @@
 // identical.
 //
 //===----------------------------------------------------------------------===//
+#include "softmax.h"
 #include "gradc/op/attrs/softmax.h"
 #include "gradc/op/Ops.h"
 #include "gradc/op/Kernel.h"
@@ -36,59 +37,28 @@ StmtPtr over_axis(const Shape &shape, int64_t axis, const std::function<StmtPtr(
       ForKind::Spatial);
 }
 
-/// m = max_j x_j; s = sum_j exp(x_j - m); out_j = finalize(x_j, m, s), all in
-/// the dtype's accumulator (float16 rows are computed in float32, as PyTorch
-/// does) and rounded to the output dtype once.
+} // namespace
+
+SoftmaxMath::SoftmaxMath(const KernelCtx &k, bool log) : log(log) {
+  dt = k.out()->dtype, at = dtype_info(dt).accumulator;
+  write_exp = !log && dt == at;
+}
+
+LExprPtr SoftmaxMath::finalize(const LExprPtr &shifted, const LExprPtr &written, const LExprPtr &sum) const {
+  if (log)
+    return binary(BinaryOp::Sub, shifted, sum);
+  return binary(BinaryOp::Mul, write_exp ? written : unary(UnaryOp::Exp, shifted), sum);
+}
+
+LExprPtr SoftmaxMath::finish_sum(const LExprPtr &total) const {
+  return log ? unary(UnaryOp::Log, total) : binary(BinaryOp::Div, constant_of(1, at), total);
+}
+
 StmtPtr softmax_kernel(KernelCtx &k, bool log) {
   const Shape &shape = k.arg_type(0).shape;
   int64_t axis = k.attrs_as<SoftmaxAttrs>().axis, n = shape[axis];
-  DType dt = k.out()->dtype, at = dtype_info(dt).accumulator;
-  // softmax in the accumulator dtype writes each exp as it sums it, then
-  // scales it in place: one exp per element, not two, and three passes.
-  bool write_exp = !log && dt == at;
-  // out_j from x_j - m and s' = log(s) (log_softmax) or 1 / s: a multiply
-  // per element, where a divide cost about a cycle each (softmax of 4096 x
-  // 1024: 3.6 -> 3.3 ms); within an ulp of the quotient.
-  auto finalize = [&](const LExprPtr &shifted, const LExprPtr &written, const LExprPtr &sum) {
-    if (log)
-      return binary(BinaryOp::Sub, shifted, sum);
-    return binary(BinaryOp::Mul, write_exp ? written : unary(UnaryOp::Exp, shifted), sum);
-  };
-  auto finish_sum = [&](const LExprPtr &total) {
-    return log ? unary(UnaryOp::Log, total) : binary(BinaryOp::Div, constant_of(1, at), total);
-  };
-  int64_t rows = n ? num_elements(shape) / n : 0;
-  if (!k.target.is_gpu() && n < 2 * kSumLanes && rows >= 2) {
-    // On a CPU, short rows side by side, one per lane (64 rows of 10 classes:
-    // 8.5 -> 1.6 us); each row reduced in order. On a GPU a row is a thread's.
-    Shape outer = shape;
-    outer.erase(outer.begin() + axis);
-    return over_lane_blocks(k, rows, [&](const LExprPtr &first, int64_t width) {
-      auto idx = [&](const LExprPtr &l, const LExprPtr &j) {
-        Index i = unravel_index(binary(BinaryOp::Add, first, l), outer);
-        i.insert(i.begin() + axis, j);
-        return i;
-      };
-      auto x = [&](const LExprPtr &l, const LExprPtr &j) { return cast(at, k.in(0, idx(l, j))); };
-      auto out_at = [&](const LExprPtr &l, const LExprPtr &j) { return flat_index(shape, idx(l, j)); };
-      BufferPtr m = k.local("row_max", at, width), s = k.local("row_sum", at, width);
-      auto shifted = [&](const LExprPtr &l, const LExprPtr &j) { return binary(BinaryOp::Sub, x(l, j), load(m, l)); };
-      StmtPtr max = lanes_max(k, width, n, at, x, [&](const LExprPtr &l, const LExprPtr &v) { return store(m, l, v); });
-      StmtPtr sum = compensated_sums(
-          k, width, n, at, [&](const LExprPtr &l, const LExprPtr &j) { return unary(UnaryOp::Exp, shifted(l, j)); },
-          [&](const LExprPtr &l, const LExprPtr &total) { return store(s, l, finish_sum(total)); },
-          write_exp ? [&](const LExprPtr &l, const LExprPtr &j, const LExprPtr &e) { return store(k.out(), out_at(l, j), e); }
-                    : std::function<StmtPtr(const LExprPtr &, const LExprPtr &, const LExprPtr &)>());
-      LVarPtr j = k.var("j"), l = k.var("l");
-      LExprPtr jr = var_ref(j), lr = var_ref(l);
-      StmtPtr write = for_loop(
-          j, n, ForKind::Spatial,
-          for_loop(l, width, ForKind::Spatial,
-                   store(k.out(), out_at(lr, jr),
-                         cast(dt, finalize(shifted(lr, jr), load(k.out(), out_at(lr, jr)), load(s, lr))))));
-      return alloc(m, alloc(s, seq({max, sum, write})));
-    });
-  }
+  SoftmaxMath math(k, log);
+  DType dt = math.dt, at = math.at;
   // Both reductions run in lanes along the row (vectorized; exp is vector
   // arithmetic), the sum compensated every 2 exponentials of a lane (all of
   // one sign: Kernel.h, compensated_sum's group): a fixed, shape-determined
@@ -106,15 +76,17 @@ StmtPtr softmax_kernel(KernelCtx &k, bool log) {
             LVarPtr j = k.var("j");
             BufferPtr s = k.local("row_sum", at);
             LExprPtr jr = var_ref(j), sum = load(s, int_imm(0));
-            return alloc(s, seq({store(s, int_imm(0), finish_sum(total)),
+            return alloc(s, seq({store(s, int_imm(0), math.finish_sum(total)),
                                  for_loop(j, n, ForKind::Spatial,
                                           store(k.out(), out_at(jr),
-                                                cast(dt, finalize(shifted(jr), load(k.out(), out_at(jr)), sum))))}));
+                                                cast(dt, math.finalize(shifted(jr), load(k.out(), out_at(jr)), sum))))}));
           },
-          write_exp ? std::function<StmtPtr(const LExprPtr &, const LExprPtr &)>(also) : nullptr, 2);
+          math.write_exp ? std::function<StmtPtr(const LExprPtr &, const LExprPtr &)>(also) : nullptr, 2);
     });
   });
 }
+
+namespace {
 
 Type softmax_rel(RelationCtx &ctx) {
   const Type *x = ctx.tensor(0);

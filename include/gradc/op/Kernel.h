@@ -176,22 +176,7 @@ StmtPtr compensated_sum(KernelCtx &k, int64_t count, DType acc, const TermFn &te
                         const std::function<StmtPtr(const LExprPtr &total)> &then,
                         const std::function<StmtPtr(const LExprPtr &r, const LExprPtr &value)> &also = nullptr,
                         int64_t group = 1, const LaneBlockTermFn &block_term = nullptr);
-/// The sum of input 0 over `axes` (sorted), as `sum` lowers it, into an
-/// output laid out as the input with those axes of size 1, dropped or kept:
-/// collapse_sum_to's kernel (its leading and broadcast axes).
-StmtPtr sum_axes_kernel(KernelCtx &k, const std::vector<int64_t> &axes);
 
-/// On a GPU, `outputs` compensated sums of `count` terms each, where there are
-/// too few outputs to fill the device with one thread each and many terms
-/// (batch norm's sums per channel over N x H x W): each sum in fixed chunks
-/// by threads of their own into a scratch row of partial sums, then the
-/// partials of each output summed in order: two phases of one kernel (the
-/// GPU binding launches each on its own). Null where one thread per output
-/// is enough, or on a CPU, whose threads and lanes are few and wide.
-/// term(o, r): term r of output o (a flat output index); then(o, total).
-using OutputTermFn = std::function<LExprPtr(const LExprPtr &o, const LExprPtr &r)>;
-StmtPtr gpu_split_sums(KernelCtx &k, int64_t outputs, int64_t count, DType acc, const OutputTermFn &term,
-                       const std::function<StmtPtr(const LExprPtr &o, const LExprPtr &total)> &then);
 /// The maximum of `count` terms (of dtype `acc`; -inf, or the dtype's lowest,
 /// for none) in kSumLanes interleaved lanes, a vectorized loop, combined
 /// pairwise: the maximum does not depend on the order, and NaN propagates.

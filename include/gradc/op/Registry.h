@@ -187,7 +187,7 @@ struct OpDef {
   DecomposeFn decompose = nullptr; // a composite: expanded before gradient and lowering
   ProjectFn project = nullptr;     // a tuple result whose fields fuse one by one (transform/Passes.h: project_fields)
   KernelFn kernel = nullptr;       // the schedule-neutral kernel
-  std::vector<std::pair<TargetKind, KernelFn>> strategies; // hand-scheduled kernels per target
+  std::vector<std::pair<TargetKind, KernelFn>> strategies; // hand-scheduled kernels per target (OpRegistry::strategy)
   std::vector<GradExample> examples; // finite-difference cases, at least one per gradient
   std::vector<std::string> aliases;
   CheckpointMarker checkpoint = CheckpointMarker::None;
@@ -260,8 +260,6 @@ public:
   /// a call only read through projections becomes one per field read
   /// (transform/Passes.h: project_fields), each fusing into its consumers.
   OpBuilder &project(ProjectFn fn);
-  /// A hand-scheduled kernel for one target kind, used there instead of `kernel`.
-  OpBuilder &strategy(TargetKind target, KernelFn fn);
   /// Adds a finite-difference case; an operator may register several.
   OpBuilder &example(std::string params, std::string body, bool positive = false, int64_t int_range = 2);
   OpBuilder &alias(std::string name);
@@ -289,6 +287,10 @@ public:
   /// Every operator, sorted by name (aliases not repeated).
   std::vector<const OpDef *> all() const;
   OpBuilder add(const std::string &name);
+  /// A hand-scheduled kernel of operator `name` for one target kind, used
+  /// there instead of its generic kernel. The targets register theirs
+  /// (op/cpu, op/cuda); an operator's definition never names a target.
+  void strategy(const std::string &name, TargetKind target, KernelFn fn);
 
 private:
   std::vector<std::unique_ptr<OpDef>> defs_;

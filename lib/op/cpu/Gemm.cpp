@@ -1,0 +1,616 @@
+//===- cpu/Gemm.cpp - the CPU's packed matrix product ---------------------===//
+//
+// See Cpu.h for the schedule (the packed panels, gemm_dot).
+// Tiles and panels that do not divide the product are emitted as separate,
+// smaller instances, so every loop has a constant extent.
+//
+//===----------------------------------------------------------------------===//
+#include "Cpu.h"
+#include "gradc/loops/Lanes.h"
+
+#include <algorithm>
+
+namespace gradc {
+namespace {
+
+/// A `for` that disappears when its extent is 0 and is a plain statement when 1.
+StmtPtr loop(KernelCtx &k, const std::string &name, int64_t extent, ForKind kind,
+             const std::function<StmtPtr(const LExprPtr &)> &body) {
+  if (extent <= 0)
+    return seq({});
+  if (extent == 1)
+    return body(imm(0));
+  LVarPtr v = k.var(name);
+  return for_loop(v, extent, kind, body(var_ref(v)));
+}
+
+/// The product as the micro-kernel sees it: `rows` broadcast from one
+/// operand where it lies, `cols` read as vectors from the packed other one.
+struct Oriented {
+  int64_t rows = 0, cols = 0, K = 0;
+  bool bcast_computed = false; // the broadcast operand's elements are computed (a fused producer)
+  std::function<LExprPtr(const LExprPtr &row, const LExprPtr &k)> bcast;
+  std::function<LExprPtr(const LExprPtr &k, const LExprPtr &col)> vec;
+  std::function<StmtPtr(const LExprPtr &row, const LExprPtr &col, const LExprPtr &value)> store;
+  std::function<LExprPtr(const LExprPtr &row, const LExprPtr &col)> load;
+  std::function<StmtPtr(const LExprPtr &row, const LExprPtr &col, const LExprPtr &value)> store_raw;
+  bool vec_contiguous_in_k = false, bcast_contiguous_in_k = false;
+  bool transposed = false; // C is stored across its rows, one element per lane
+  std::optional<int64_t> bcast_k_stride; // where the broadcast operand is a plain load
+};
+
+/// Packs B (K × N) and stores C along its rows, unless packing A (M × K)
+/// instead and storing C across its rows (one element per lane: Cᵀ = Bᵀ·Aᵀ)
+/// costs less: x·wᵀ with a small batch packs x, not w. An operand already
+/// contiguous along the packed panels' rows copies in whole vectors (a
+/// quarter of the cost of gathering it); a transposed store is per element.
+/// Whether value `e` computes anything beyond loading: arithmetic, a select,
+/// a comparison (a Load's index arithmetic and casts do not count).
+bool computes(const LExprPtr &e) {
+  switch (e->kind) {
+  case LExprKind::IntImm:
+  case LExprKind::FloatImm:
+  case LExprKind::Var:
+  case LExprKind::Load:
+    return false;
+  case LExprKind::Cast:
+    return computes(e->operands[0]);
+  default:
+    return true;
+  }
+}
+
+using OperandFn = std::function<LExprPtr(const LExprPtr &, const LExprPtr &)>;
+
+/// Operand `f` of a product at a symbolic row and k: its element expression,
+/// and the variable standing for k.
+struct Probe {
+  LVarPtr k;
+  LExprPtr element;
+};
+Probe probe(const OperandFn &f) {
+  auto m = std::make_shared<LVar>(LVar{"m"}), kk = std::make_shared<LVar>(LVar{"k"});
+  return {kk, f(var_ref(m), var_ref(kk))};
+}
+
+/// Whether operand `f` of a product is a fused producer that computes its
+/// elements (a layer norm's normalisation before a dense), not one that only
+/// reads them at other places (a transpose).
+bool computed_operand(const OperandFn &f) { return computes(probe(f).element); }
+
+/// The step along k of the element operand `f` reads, where it reads one
+/// element of a buffer at an index affine in k (nullopt otherwise: a
+/// computed operand, a gather).
+std::optional<int64_t> k_stride(const OperandFn &f) {
+  Probe p = probe(f);
+  LExprPtr e = p.element;
+  while (e->kind == LExprKind::Cast)
+    e = e->operands[0];
+  if (e->kind != LExprKind::Load)
+    return std::nullopt;
+  return index_stride(e->operands[0], p.k.get());
+}
+
+Oriented orient(const Gemm &g) {
+  Oriented o;
+  o.K = g.K;
+  double pack_b = double(g.K) * double(g.N) * (g.b_contiguous_in_k ? 1.0 : 0.25);
+  double pack_a = double(g.M) * double(g.K) * (g.a_contiguous_in_k ? 1.0 : 0.25);
+  if (g.b_gathered || pack_a + double(g.M) * double(g.N) >= pack_b) {
+    o.rows = g.M;
+    o.cols = g.N;
+    o.bcast = [&g](const LExprPtr &m, const LExprPtr &k) { return g.a_acc(m, k); };
+    o.vec = [&g](const LExprPtr &k, const LExprPtr &n) { return g.b_acc(k, n); };
+    o.store = g.store;
+    o.load = g.load;
+    o.store_raw = g.store_raw;
+    o.vec_contiguous_in_k = g.b_contiguous_in_k;
+    o.bcast_contiguous_in_k = g.a_contiguous_in_k;
+    o.bcast_computed = computed_operand(g.a);
+    return o;
+  }
+  o.rows = g.N;
+  o.cols = g.M;
+  o.bcast = [&g](const LExprPtr &n, const LExprPtr &k) { return g.b_acc(k, n); };
+  o.vec = [&g](const LExprPtr &k, const LExprPtr &m) { return g.a_acc(m, k); };
+  o.store = [&g](const LExprPtr &n, const LExprPtr &m, const LExprPtr &v) { return g.store(m, n, v); };
+  o.load = [&g](const LExprPtr &n, const LExprPtr &m) { return g.load(m, n); };
+  if (g.store_raw)
+    o.store_raw = [&g](const LExprPtr &n, const LExprPtr &m, const LExprPtr &v) { return g.store_raw(m, n, v); };
+  o.vec_contiguous_in_k = g.a_contiguous_in_k;
+  o.bcast_contiguous_in_k = g.b_contiguous_in_k;
+  o.bcast_computed = computed_operand([&g](const LExprPtr &n, const LExprPtr &k) { return g.b(k, n); });
+  o.transposed = true;
+  return o;
+}
+
+/// orient(g), with the broadcast operand's step along k where it is a plain
+/// load (a transposed operand's hint may say contiguous).
+Oriented orient_probed(const Gemm &g) {
+  Oriented o = orient(g);
+  o.bcast_k_stride = k_stride(o.bcast);
+  if (o.bcast_k_stride)
+    o.bcast_contiguous_in_k = *o.bcast_k_stride == 1;
+  return o;
+}
+
+/// Register tile MR × NR (NR = NV vectors of VL lanes) and K block KC.
+struct Blocking {
+  int64_t vl = 1, nv = 1, nr = 1, mr = 1, kc = 1;
+  int64_t panels = 0, full_panels = 0; // panels of NR columns; the last may be partial
+  int64_t tiles = 0, full_tiles = 0;   // tiles of MR rows; the last may be partial
+  // The broadcast rows are packed too, [tile][k][MR], when 8 or more panels
+  // reuse them and they are read across (blocking()) or lie along k a
+  // multiple of 4 KiB apart: in place, MR such rows share one L1 set
+  // (1024 x 1024: 0.73x OpenBLAS before). Other rows contiguous along k
+  // read well in place, and packing costs a pass and a fork-join; computed
+  // rows (blocking()) are packed to be computed once.
+  bool pack_rows = false;
+  // The row tiles are split into `groups` (MC blocks), each job one panel ×
+  // one group over all of K: a group's rows stay in half the L2 while the
+  // panels stream past them, and few panels (a small batch's one panel of x)
+  // still make enough jobs for the pool. Each job packs its panel, so a
+  // group keeps at least 8 full tiles where it can.
+  int64_t groups = 1, group_tiles = 0; // full tiles per group; the last group has the rest
+  // A product with a short K (at most kShortK: each output a few FMAs) is
+  // bound by writing C. Its jobs are then whole groups (every panel, one
+  // group per core): each thread writes its own rows, not column stripes
+  // of every row, and they stay in its cache from one call to the next
+  // (256 x 256 with K = 10 on 2 threads: 17.5 -> 4.8 us; 1 thread 9.0).
+  bool row_jobs = false;
+};
+
+constexpr int64_t kShortK = 32;
+constexpr int64_t kAcrossTiles = 8; // row tiles packed together from rows read across (pack_rows)
+
+/// The number of row groups: as few as spread the jobs (panels × groups)
+/// evenly over the cores and, where a panel packs in whole vectors, keep a
+/// group's rows (MR × K each) in half the L2 (matmul 1000³ on AVX2 code:
+/// 27.3 -> 20.8 ms). A panel packed across (x of x·wT) costs about a cycle
+/// per element: packing it once per group of 11 tiles doubled the time of
+/// a 64-row product, so there only balance splits. Packed rows count by
+/// their K block: one group streaming every tile's packed rows from L3 past
+/// each panel made dE of the GPT step (1000 x 128 x 512) 1.6x slower on
+/// two threads than reading its rows in place.
+int64_t row_groups(const CpuTuning &t, const Blocking &b, const Oriented &o, int64_t acc_bytes) {
+  if (b.full_tiles < 2)
+    return 1;
+  int64_t groups = 1;
+  if (!o.vec_contiguous_in_k) {
+    int64_t tiles_in_l2 = std::max<int64_t>(8, t.l2_bytes / 2 / std::max<int64_t>(1, b.mr * b.kc * acc_bytes));
+    groups = std::min<int64_t>(b.full_tiles, (b.full_tiles + tiles_in_l2 - 1) / tiles_in_l2);
+  }
+  int64_t cores = t.cores;
+  auto balance = [&](int64_t jobs) { return double(jobs) / double((jobs + cores - 1) / cores * cores); };
+  if (cores == 1 || balance(b.panels * groups) >= 0.85 || b.panels * groups >= 4 * cores)
+    return groups;
+  for (int64_t g = groups + 1; g <= std::max(groups, b.full_tiles / 8); ++g)
+    if (balance(b.panels * g) >= 0.85)
+      return g;
+  return std::max(groups, b.full_tiles / 8);
+}
+
+Blocking blocking(const CpuTuning &t, const Gemm &g, const Oriented &o) {
+  Blocking b;
+  b.vl = t.lanes(g.acc());
+  b.nv = std::clamp<int64_t>((o.cols + b.vl - 1) / b.vl, 1, 2);
+  b.nr = b.nv * b.vl;
+  // Accumulators fill the register file but for the NV vectors of the packed
+  // panel and a broadcast (AVX-512: 12 × 2 of 32 registers; AVX2: 6 × 2 of 16).
+  int64_t accumulators = t.accumulators;
+  b.mr = std::max<int64_t>(1, std::min({accumulators / b.nv, int64_t(12), o.rows}));
+  // The packed micro-panel (KC × NR, on a thread's stack) fills the L1 while
+  // every row tile streams past it: fewer K blocks, so fewer passes of the
+  // partial sums over C. Half the L1 (twice the blocks) measured slower:
+  // dense 1024³ 14.0 -> 12.1 ms, 512³ 1.47 -> 1.30 ms on AVX-512; twice
+  // the L1 slower again (13.1 ms).
+  int64_t acc_bytes = dtype_bytes(g.acc());
+  int64_t kc_max = std::max<int64_t>(16, t.l1d_bytes / (b.nr * acc_bytes));
+  if (o.K <= kc_max) {
+    b.kc = o.K;
+  } else {
+    int64_t blocks = (o.K + kc_max - 1) / kc_max;
+    b.kc = (o.K + blocks - 1) / blocks;
+  }
+  b.panels = (o.cols + b.nr - 1) / b.nr;
+  b.full_panels = o.cols / b.nr;
+  b.tiles = (o.rows + b.mr - 1) / b.mr;
+  b.full_tiles = o.rows / b.mr;
+  // Computed broadcast rows (a fused producer: a layer norm's output feeding
+  // a dense) are packed whenever two or more panels read them, so that each
+  // element is computed once per K block, not once per panel (the GPT step's
+  // qkv and MLP products: 12 and 16 panels).
+  // The same holds for rows read across (aᵀ of aᵀ·b: a row of a per k)
+  // that 8 or more panels read: in place, each FMA's broadcast is an
+  // element of its own row of a, so every K step touches a new line. Where
+  // those steps lie a multiple of 4 KiB apart (dW = dyᵀ·x of the LSTM's
+  // input weight, 1024 x 256 x 2080) they also share one L1 set: AVX2 code
+  // 18.4 -> 11.1 ms; elsewhere (dE = dlogitsᵀ·x of the GPT step, 1000 x
+  // 128 x 512) one thread 1.47 -> 1.26 ms, two unchanged.
+  // So are rows read at an index that is not affine in k (a reshape of a
+  // transpose: attention's q of a head, from the qkv product), whose index
+  // arithmetic, divisions included, would otherwise run for every FMA.
+  int64_t conflict = o.bcast_contiguous_in_k ? o.K : o.bcast_k_stride.value_or(1);
+  bool computed = o.bcast_computed || !o.bcast_k_stride;
+  b.pack_rows = (computed && b.panels >= 2) ||
+                (b.panels >= 8 && b.tiles >= 2 && (!o.bcast_contiguous_in_k || conflict * acc_bytes % 4096 == 0));
+  b.groups = row_groups(t, b, o, acc_bytes);
+  int64_t cores = t.cores;
+  if (!b.pack_rows && o.K <= kShortK && b.panels > 1 && b.full_tiles >= 2 * cores) {
+    b.row_jobs = true;
+    b.groups = std::max(b.groups, cores);
+  }
+  b.group_tiles = (b.full_tiles + b.groups - 1) / std::max<int64_t>(b.groups, 1);
+  if (b.group_tiles > 0)
+    b.groups = (b.full_tiles + b.group_tiles - 1) / b.group_tiles;
+  return b;
+}
+
+class PackedGemm {
+public:
+  PackedGemm(KernelCtx &k, const Gemm &g) : k_(k), g_(g), o_(orient_probed(g)), b_(blocking(k.target.cpu_tuning(), g, o_)) {}
+
+  StmtPtr build() {
+    if (o_.rows == 0 || o_.cols == 0)
+      return seq({});
+    if (o_.K == 0) // an empty sum
+      return loop_nest({g_.M, g_.N}, [&](const Index &mn) { return g_.store(mn[0], mn[1], constant_of(0, g_.dtype)); });
+    if (b_.pack_rows)
+      rows_ = k_.scratch("packed_rows", g_.acc(), b_.kc * b_.tiles * b_.mr);
+    // Partial sums between K blocks stay in the output, unless it cannot
+    // hold them unrounded (float16 accumulates in float32) or holds only
+    // final values (an epilogue with no raw store), or is written across
+    // (transposed): then in scratch, laid out as the tiles are, read and
+    // written in whole vectors (batch-16 x·wT on AVX2 code: 4 K blocks made
+    // 7 element-wise passes over C).
+    blocked_ = o_.K > b_.kc;
+    if (blocked_ && (g_.acc() != g_.dtype || (g_.epilogue && !g_.store_raw) || o_.transposed))
+      partial_ = k_.scratch("partial", g_.acc(), o_.rows * o_.cols);
+    // With packed rows (shared by every panel) each K block packs them, then
+    // runs the panels in parallel; otherwise each panel runs every K block
+    // on its thread: one fork-join per product, not one per block.
+    if (b_.pack_rows)
+      return over_k_blocks([&](const KBlock &kb) {
+        return seq({pack_rows(kb), over_jobs([&](auto p, int64_t valid, const Tiles &tiles) {
+                      return panel_block(p, valid, tiles, kb);
+                    })});
+      });
+    return over_jobs([&](const LExprPtr &p, int64_t valid, const Tiles &tiles) {
+      return over_k_blocks([&](const KBlock &kb) { return panel_block(p, valid, tiles, kb); });
+    });
+  }
+
+private:
+  KernelCtx &k_;
+  const Gemm &g_;
+  Oriented o_;
+  Blocking b_;
+  BufferPtr panel_;                   // the packed panel of the current thread (a Local)
+  BufferPtr rows_, partial_;          // partial_: sums before the last K block (see build)
+  bool blocked_ = false;              // K is split into blocks
+
+  static LExprPtr first(const LExprPtr &kb) {
+    if (kb->kind == LExprKind::IntImm)
+      return int_imm(kb->ivalue == 0, DType::Bool);
+    return compare(CompareOp::EQ, kb, imm(0));
+  }
+  static LExprPtr last(const LExprPtr &kb, int64_t blocks) {
+    if (kb->kind == LExprKind::IntImm)
+      return int_imm(kb->ivalue == blocks - 1, DType::Bool);
+    return compare(CompareOp::EQ, kb, imm(blocks - 1));
+  }
+  /// `then` where `cond` holds, else `otherwise`, folded when `cond` is a constant.
+  static StmtPtr choose(const LExprPtr &cond, StmtPtr then, StmtPtr otherwise) {
+    if (cond->kind == LExprKind::IntImm)
+      return cond->ivalue ? then : otherwise;
+    return if_then(cond, std::move(then), std::move(otherwise));
+  }
+
+  /// Where packed element (step kk of the block, column j) of a panel lives.
+  LExprPtr packed_at(const LExprPtr &kk, const LExprPtr &j) const { return add(mul(kk, imm(b_.nr)), j); }
+
+  /// One block of K: steps [k0, k0 + steps), and whether it is the first and last.
+  struct KBlock {
+    LExprPtr k0;
+    int64_t steps;
+    LExprPtr is_first, is_last;
+  };
+
+  /// The K blocks in order: a loop over the full ones, then the remainder.
+  StmtPtr over_k_blocks(const std::function<StmtPtr(const KBlock &)> &body) {
+    int64_t full_blocks = o_.K / b_.kc, rest = o_.K % b_.kc;
+    LExprPtr no = int_imm(0, DType::Bool), yes = int_imm(1, DType::Bool);
+    return seq({loop(k_, "kb", full_blocks, ForKind::Serial,
+                     [&](const LExprPtr &kb) {
+                       return body({mul(kb, imm(b_.kc)), b_.kc, first(kb), rest ? no : last(kb, full_blocks)});
+                     }),
+                rest ? body({imm(full_blocks * b_.kc), rest, first(imm(full_blocks)), yes}) : seq({})});
+  }
+
+  /// A job's row tiles: `count` full tiles from `first`, then the partial
+  /// last tile if `rest`.
+  struct Tiles {
+    LExprPtr first;
+    int64_t count;
+    bool rest;
+  };
+
+  /// Every job (group of row tiles × panel, group-major: the claims of a
+  /// thread are runs of panels against one group's rows) on the thread pool.
+  /// The partial last panel and the last group are more iterations (their
+  /// own variants behind branches), not serial steps after.
+  StmtPtr over_jobs(const std::function<StmtPtr(const LExprPtr &p, int64_t valid, const Tiles &tiles)> &job) {
+    int64_t tail = o_.cols % b_.nr, groups = b_.groups, panels = b_.panels;
+    bool rest = o_.rows % b_.mr != 0;
+    if (b_.row_jobs) { // a job is one group against every panel
+      auto every_panel = [&](const Tiles &tiles) {
+        StmtPtr full = loop(k_, "p", b_.full_panels, ForKind::Serial, [&](const LExprPtr &p) {
+          panel_ = k_.local("panel", g_.acc(), b_.kc * b_.nr);
+          return alloc(panel_, job(p, b_.nr, tiles));
+        });
+        if (!tail)
+          return full;
+        panel_ = k_.local("panel", g_.acc(), b_.kc * b_.nr);
+        return seq({full, alloc(panel_, job(imm(b_.full_panels), tail, tiles))});
+      };
+      return loop(k_, "group", groups, ForKind::Parallel, [&](const LExprPtr &g) {
+        if (groups == 1)
+          return every_panel({imm(0), b_.full_tiles, rest});
+        int64_t last_first = (groups - 1) * b_.group_tiles;
+        return if_then(compare(CompareOp::LT, g, imm(groups - 1)),
+                       every_panel({mul(g, imm(b_.group_tiles)), b_.group_tiles, false}),
+                       every_panel({imm(last_first), b_.full_tiles - last_first, rest}));
+      });
+    }
+    return loop(k_, "job", panels * groups, ForKind::Parallel, [&](const LExprPtr &j) {
+      LExprPtr p = groups == 1 ? j : panels == 1 ? imm(0) : binary(BinaryOp::FloorMod, j, imm(panels));
+      auto with_tiles = [&](int64_t valid) {
+        panel_ = k_.local("panel", g_.acc(), b_.kc * b_.nr);
+        if (groups == 1)
+          return alloc(panel_, job(p, valid, {imm(0), b_.full_tiles, rest}));
+        LExprPtr g = panels == 1 ? j : binary(BinaryOp::FloorDiv, j, imm(panels));
+        int64_t last_first = (groups - 1) * b_.group_tiles;
+        StmtPtr some = job(p, valid, {mul(g, imm(b_.group_tiles)), b_.group_tiles, false});
+        StmtPtr last = job(p, valid, {imm(last_first), b_.full_tiles - last_first, rest});
+        return alloc(panel_, if_then(compare(CompareOp::LT, g, imm(groups - 1)), some, last));
+      };
+      if (!tail)
+        return with_tiles(b_.nr);
+      if (b_.full_panels == 0)
+        return with_tiles(tail);
+      return if_then(compare(CompareOp::LT, p, imm(b_.full_panels)), with_tiles(b_.nr), with_tiles(tail));
+    });
+  }
+
+  /// The broadcast rows of one K block, packed by row tile on the pool.
+  /// Rows read across (a row of aᵀ per k) are packed kAcrossTiles tiles at
+  /// a time, k outermost, so that each step reads whole cache lines of its
+  /// row of a, not MR elements of a line that the next tile fetches again
+  /// (dE = dlogitsᵀ·x of the GPT step, 1000 x 128 x 512 on AVX2 code).
+  StmtPtr pack_rows(const KBlock &kb) {
+    int64_t rest = o_.rows % b_.mr;
+    StmtPtr last = rest ? pack_tile(kb.k0, kb.steps, imm(b_.full_tiles), rest) : seq({});
+    if (o_.bcast_contiguous_in_k)
+      return seq({loop(k_, "rt", b_.full_tiles, ForKind::Parallel,
+                       [&](const LExprPtr &rt) { return pack_tile(kb.k0, kb.steps, rt, b_.mr); }),
+                  last});
+    int64_t chunks = b_.full_tiles / kAcrossTiles, left = b_.full_tiles % kAcrossTiles;
+    auto chunk = [&](const LExprPtr &first, int64_t tiles) {
+      return loop(k_, "kk", kb.steps, ForKind::Serial, [&](const LExprPtr &kk) {
+        return loop(k_, "t", tiles, ForKind::Serial, [&](const LExprPtr &t) {
+          LExprPtr rt = add(first, t);
+          return loop(k_, "i", b_.mr, ForKind::Vectorized, [&](const LExprPtr &i) {
+            return store(rows_, tile_at(rt, kk, i), o_.bcast(add(mul(rt, imm(b_.mr)), i), add(kb.k0, kk)));
+          });
+        });
+      });
+    };
+    return seq({loop(k_, "rc", chunks, ForKind::Parallel,
+                     [&](const LExprPtr &rc) { return chunk(mul(rc, imm(kAcrossTiles)), kAcrossTiles); }),
+                chunk(imm(chunks * kAcrossTiles), left), last});
+  }
+
+  /// One panel over one K block, on one thread: packed into that thread's
+  /// stack (KC × NR, the L1 at most), then the job's row tiles against it.
+  StmtPtr panel_block(const LExprPtr &p, int64_t valid, const Tiles &tiles, const KBlock &kb) {
+    auto tile = [&](const LExprPtr &rt, int64_t mrows) {
+      return micro(rt, mrows, p, valid, kb.k0, kb.steps, kb.is_first, kb.is_last);
+    };
+    return seq({pack_panel(kb.k0, kb.steps, p, valid),
+                loop(k_, "rt", tiles.count, ForKind::Serial,
+                     [&](const LExprPtr &rt) { return tile(add(tiles.first, rt), b_.mr); }),
+                tiles.rest ? tile(imm(b_.full_tiles), o_.rows % b_.mr) : seq({})});
+  }
+
+  /// Where packed broadcast element (row tile rt, step kk, row i) lives.
+  LExprPtr tile_at(const LExprPtr &rt, const LExprPtr &kk, const LExprPtr &i) const {
+    return add(mul(add(mul(rt, imm(b_.kc)), kk), imm(b_.mr)), i);
+  }
+
+  /// Rows [0, mrows) of row tile rt, steps [k0, k0 + steps).
+  StmtPtr pack_tile(const LExprPtr &k0, int64_t steps, const LExprPtr &rt, int64_t mrows) {
+    auto copy = [&](const LExprPtr &kk, const LExprPtr &i) {
+      return store(rows_, tile_at(rt, kk, i), o_.bcast(add(mul(rt, imm(b_.mr)), i), add(k0, kk)));
+    };
+    return o_.bcast_contiguous_in_k
+               ? loop(k_, "i", mrows, ForKind::Serial,
+                      [&](const LExprPtr &i) {
+                        return loop(k_, "kk", steps, ForKind::Serial, [&](const LExprPtr &kk) { return copy(kk, i); });
+                      })
+               : loop(k_, "kk", steps, ForKind::Serial, [&](const LExprPtr &kk) {
+                   return loop(k_, "i", mrows, ForKind::Vectorized, [&](const LExprPtr &i) { return copy(kk, i); });
+                 });
+  }
+
+  /// Columns [0, valid) of panel p, steps [k0, k0 + steps), zeros past `valid`.
+  StmtPtr pack_panel(const LExprPtr &k0, int64_t steps, const LExprPtr &p, int64_t valid) {
+    auto copy = [&](const LExprPtr &kk, const LExprPtr &j) {
+      return store(panel_, packed_at(kk, j), o_.vec(add(k0, kk), add(mul(p, imm(b_.nr)), j)));
+    };
+    StmtPtr body = o_.vec_contiguous_in_k
+                       ? pack_across(valid, steps, copy)
+                       : loop(k_, "kk", steps, ForKind::Serial, [&](const LExprPtr &kk) {
+                           return loop(k_, "j", valid, ForKind::Vectorized, [&](const LExprPtr &j) { return copy(kk, j); });
+                         });
+    StmtPtr zeros = loop(k_, "kk", valid < b_.nr ? steps : 0, ForKind::Serial, [&](const LExprPtr &kk) {
+      return loop(k_, "j", b_.nr - valid, ForKind::Vectorized, [&](const LExprPtr &j) {
+        return store(panel_, packed_at(kk, add(j, imm(valid))), constant_of(0, g_.acc()));
+      });
+    });
+    return seq({body, zeros});
+  }
+
+  /// A panel from an operand contiguous along k (x of x·wT): VL × VL blocks
+  /// as transposing copies (loops/Lanes.h: codegen shuffles them in
+  /// registers; 4 cycles an element stored one by one), the ragged edges
+  /// element by element.
+  StmtPtr pack_across(int64_t valid, int64_t steps, const std::function<StmtPtr(const LExprPtr &kk, const LExprPtr &j)> &copy) {
+    const int64_t n = b_.vl, col_blocks = valid / n, step_blocks = steps / n;
+    auto each = [&](const std::string &name, int64_t from, int64_t to, const std::function<StmtPtr(const LExprPtr &)> &f) {
+      return loop(k_, name, to - from, ForKind::Serial, [&](const LExprPtr &v) { return f(add(v, imm(from))); });
+    };
+    StmtPtr blocks = loop(k_, "jb", col_blocks, ForKind::Serial, [&](const LExprPtr &jb) {
+      return loop(k_, "k8", step_blocks, ForKind::Serial, [&](const LExprPtr &kb) {
+        return loop(k_, "kk", n, ForKind::Unrolled, [&](const LExprPtr &kk) {
+          return loop(k_, "j", n, ForKind::Vectorized,
+                      [&](const LExprPtr &j) { return copy(add(mul(kb, imm(n)), kk), add(mul(jb, imm(n)), j)); });
+        });
+      });
+    });
+    auto elementwise = [&](int64_t j0, int64_t j1, int64_t k0, int64_t k1) {
+      return each("j", j0, j1, [&](const LExprPtr &j) {
+        return each("kk", k0, k1, [&](const LExprPtr &kk) { return copy(kk, j); });
+      });
+    };
+    return seq({blocks, elementwise(0, col_blocks * n, step_blocks * n, steps), elementwise(col_blocks * n, valid, 0, steps)});
+  }
+
+  /// The register tile: rows [rt MR, rt MR + mrows) × the NR columns of panel
+  /// p (`valid` of them real) over one K block.
+  StmtPtr micro(const LExprPtr &rt, int64_t mrows, const LExprPtr &p, int64_t valid, const LExprPtr &k0,
+                int64_t steps, const LExprPtr &is_first, const LExprPtr &is_last) {
+    const int64_t nr = b_.nr, vl = b_.vl;
+    LExprPtr row0 = mul(rt, imm(b_.mr));
+    DType acc_t = g_.acc();
+    BufferPtr acc = k_.local("acc", acc_t, mrows * nr);
+    LExprPtr col0 = mul(p, imm(nr)), zero = constant_of(0, acc_t);
+    auto slot = [&](const LExprPtr &i, const LExprPtr &j) { return add(mul(i, imm(nr)), j); };
+
+    StmtPtr zero_all = loop(k_, "s", mrows * nr, ForKind::Vectorized, [&](const LExprPtr &s) { return store(acc, s, zero); });
+    StmtPtr reload = loop(k_, "i", mrows, ForKind::Unrolled, [&](const LExprPtr &i) {
+      return seq({loop(k_, "j", valid, ForKind::Vectorized,
+                       [&](const LExprPtr &j) {
+                         LExprPtr row = add(row0, i), col = add(col0, j);
+                         LExprPtr before = partial_ ? load(partial_, add(mul(row, imm(o_.cols)), col))
+                                                    : cast(acc_t, o_.load(row, col));
+                         return store(acc, slot(i, j), before);
+                       }),
+                  loop(k_, "j", nr - valid, ForKind::Vectorized,
+                       [&](const LExprPtr &j) { return store(acc, slot(i, add(j, imm(valid))), zero); })});
+    });
+    StmtPtr init = choose(is_first, zero_all, reload);
+
+    bool fma = k_.target.has_fma && is_float(acc_t);
+    StmtPtr steps_loop = loop(k_, "kk", steps, ForKind::Serial, [&](const LExprPtr &kk) {
+      return loop(k_, "i", mrows, ForKind::Unrolled, [&](const LExprPtr &i) {
+        LExprPtr a = b_.pack_rows ? load(rows_, tile_at(rt, kk, i)) : o_.bcast(add(row0, i), add(k0, kk));
+        return loop(k_, "jv", b_.nv, ForKind::Unrolled, [&](const LExprPtr &jv) {
+          return loop(k_, "j", vl, ForKind::Vectorized, [&](const LExprPtr &j) {
+            LExprPtr col = add(mul(jv, imm(vl)), j);
+            LExprPtr s = slot(i, col), b = load(panel_, packed_at(kk, col));
+            LExprPtr sum = fma ? mul_add(a, b, load(acc, s)) : add(load(acc, s), mul(a, b));
+            return store(acc, s, sum);
+          });
+        });
+      });
+    });
+    auto write = [&](bool partial) {
+      auto element = [&](const LExprPtr &i, const LExprPtr &j) {
+        LExprPtr row = add(row0, i), col = add(col0, j), sum = load(acc, slot(i, j));
+        if (!partial)
+          return o_.store(row, col, cast(g_.dtype, sum));
+        return partial_ ? store(partial_, add(mul(row, imm(o_.cols)), col), sum)
+                        : o_.store_raw(row, col, cast(g_.dtype, sum));
+      };
+      // Transposed (rows are the output's columns): a tile column at a time,
+      // its MR elements side by side in the output, so that the stores and
+      // what an epilogue reads at them are contiguous, not VL columns apart.
+      if (o_.transposed && !partial_)
+        return loop(k_, "j", valid, ForKind::Serial, [&](const LExprPtr &j) {
+          return loop(k_, "i", mrows, ForKind::Unrolled, [&](const LExprPtr &i) { return element(i, j); });
+        });
+      return loop(k_, "i", mrows, ForKind::Serial, [&](const LExprPtr &i) {
+        return loop(k_, "j", valid, ForKind::Vectorized, [&](const LExprPtr &j) { return element(i, j); });
+      });
+    };
+    StmtPtr out = blocked_ && (g_.epilogue || partial_) ? choose(is_last, write(false), write(true)) : write(false);
+    return alloc(acc, seq({init, steps_loop, out}));
+  }
+};
+
+/// A few rows of A against all of B, both contiguous along k (x·wᵀ with a
+/// small batch): T × T dot products at once, each in VL lanes along k (FMA),
+/// the lanes added pairwise and then the k tail in order. Nothing is packed
+/// and each row of B is read once per row tile of A, where the panel schedule
+/// needs a broadcast for every FMA when the panel is one vector wide.
+StmtPtr gemm_dot(KernelCtx &k, const Gemm &g) {
+  const CpuTuning cpu = k.target.cpu_tuning();
+  const int64_t vl = cpu.lanes(g.acc()), t = 4; // 16 accumulators of 32 registers
+  const int64_t steps = g.K / vl, tail = g.K % vl;
+  DType acc_t = g.acc();
+  bool fma = cpu.has_fma && is_float(acc_t);
+  auto tile = [&](const LExprPtr &m0, int64_t mr, const LExprPtr &n0, int64_t nr) {
+    BufferPtr acc = k.local("acc", acc_t, mr * nr * vl);
+    auto slot = [&](int64_t i, int64_t j, const LExprPtr &l) { return add(imm((i * nr + j) * vl), l); };
+    std::vector<StmtPtr> body{loop(k, "s", mr * nr * vl, ForKind::Vectorized,
+                                   [&](const LExprPtr &s) { return store(acc, s, constant_of(0, acc_t)); })};
+    body.push_back(loop(k, "kb", steps, ForKind::Serial, [&](const LExprPtr &kb) {
+      std::vector<StmtPtr> fmas;
+      for (int64_t i = 0; i < mr; ++i)
+        for (int64_t j = 0; j < nr; ++j)
+          fmas.push_back(loop(k, "l", vl, ForKind::Vectorized, [&](const LExprPtr &l) {
+            LExprPtr kk = add(mul(kb, imm(vl)), l), s = slot(i, j, l);
+            LExprPtr a = g.a_acc(add(m0, imm(i)), kk), b = g.b_acc(kk, add(n0, imm(j)));
+            return store(acc, s, fma ? mul_add(a, b, load(acc, s)) : add(load(acc, s), mul(a, b)));
+          }));
+      return seq(std::move(fmas));
+    }));
+    for (int64_t i = 0; i < mr; ++i)
+      for (int64_t j = 0; j < nr; ++j) {
+        for (int64_t half = vl / 2; half >= 1; half /= 2) // the lanes pairwise, then the k tail in order
+          body.push_back(loop(k, "h", half, ForKind::Vectorized, [&](const LExprPtr &h) {
+            return store(acc, slot(i, j, h), add(load(acc, slot(i, j, h)), load(acc, slot(i, j, add(h, imm(half))))));
+          }));
+        LExprPtr s0 = slot(i, j, imm(0));
+        body.push_back(loop(k, "kt", tail, ForKind::Serial, [&](const LExprPtr &kt) {
+          LExprPtr kk = add(kt, imm(steps * vl));
+          LExprPtr a = g.a_acc(add(m0, imm(i)), kk), b = g.b_acc(kk, add(n0, imm(j)));
+          return store(acc, s0, fma ? mul_add(a, b, load(acc, s0)) : add(load(acc, s0), mul(a, b)));
+        }));
+        body.push_back(g.store(add(m0, imm(i)), add(n0, imm(j)), cast(g.dtype, load(acc, s0))));
+      }
+    return alloc(acc, seq(std::move(body)));
+  };
+  auto rows = [&](const LExprPtr &n0, int64_t nr) {
+    return seq({loop(k, "mt", g.M / t, ForKind::Serial, [&](const LExprPtr &mt) { return tile(mul(mt, imm(t)), t, n0, nr); }),
+                g.M % t ? tile(imm(g.M / t * t), g.M % t, n0, nr) : seq({})});
+  };
+  return seq({loop(k, "nt", g.N / t, ForKind::Parallel, [&](const LExprPtr &nt) { return rows(mul(nt, imm(t)), t); }),
+              g.N % t ? rows(imm(g.N / t * t), g.N % t) : seq({})});
+}
+
+} // namespace
+
+StmtPtr gemm_cpu_packed(KernelCtx &k, const Gemm &g) {
+  // A small batch against a weight, both contiguous along k: dot products,
+  // where there are registers for 4 x 4 of them (AVX-512). With 16 registers
+  // (3 x 3) they measured slower than the panels: batch-16 dense 0.096 ms
+  // against 0.063 on AVX2 code.
+  const int64_t vl = k.target.vector_lanes(g.acc());
+  if (k.target.vector_registers >= 32 && g.a_contiguous_in_k && g.b_contiguous_in_k && g.M <= 32 && g.N >= 4 &&
+      g.K >= 8 * vl)
+    return gemm_dot(k, g);
+  return PackedGemm(k, g).build();
+}
+
+} // namespace gradc

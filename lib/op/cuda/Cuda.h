@@ -1,0 +1,47 @@
+//===- Cuda.h - the GPU's strategies (internal to lib/op) -----------------===//
+//
+// The operator families' CUDA kernels live in this folder, one file per
+// family, each registering its strategies with the registry
+// (OpRegistry::strategy) from its register_cuda_* function; the definitions
+// in lib/op never test the target. A GPU kernel is one loop nest whose
+// data-parallel loops lower/BindGpu.cpp maps to threads: these strategies
+// give it enough parallel work (or one nest where the generic kernel has
+// several).
+//
+//===----------------------------------------------------------------------===//
+#pragma once
+
+#include "gradc/op/Kernel.h"
+
+namespace gradc {
+
+class OpRegistry;
+
+/// `outputs` compensated sums of `count` terms each, where there are
+/// too few outputs to fill the device with one thread each and many terms
+/// (batch norm's sums per channel over N x H x W): each sum in fixed chunks
+/// by threads of their own into a scratch row of partial sums, then the
+/// partials of each output summed in order: two phases of one kernel (the
+/// GPU binding launches each on its own). Null where one thread per output
+/// is enough.
+/// term(o, r): term r of output o (a flat output index); then(o, total).
+using OutputTermFn = std::function<LExprPtr(const LExprPtr &o, const LExprPtr &r)>;
+StmtPtr gpu_split_sums(KernelCtx &k, int64_t outputs, int64_t count, DType acc, const OutputTermFn &term,
+                       const std::function<StmtPtr(const LExprPtr &o, const LExprPtr &total)> &then);
+
+void register_cuda_conv(OpRegistry &reg);
+void register_cuda_reduce(OpRegistry &reg);
+void register_cuda_slice(OpRegistry &reg);
+void register_cuda_index(OpRegistry &reg);
+void register_cuda_scan(OpRegistry &reg);
+
+/// Every CUDA strategy, in the registry being built.
+inline void register_cuda_strategies(OpRegistry &reg) {
+  register_cuda_conv(reg);
+  register_cuda_reduce(reg);
+  register_cuda_slice(reg);
+  register_cuda_index(reg);
+  register_cuda_scan(reg);
+}
+
+} // namespace gradc

@@ -1,0 +1,39 @@
+//===- reduce.h - the shape of a sum, for the strategies ------------------===//
+//
+// Internal to lib/op. sum, mean and collapse_sum_* lower through
+// sum_kernel (reduce.cpp: one compensated sum per output); the targets'
+// strategies (cpu/reduce.cpp, cuda/reduce.cpp) arrange the same sums their
+// own way and fall back to it.
+//
+//===----------------------------------------------------------------------===//
+#pragma once
+
+#include "gradc/op/Kernel.h"
+
+namespace gradc {
+
+struct ReduceShape {
+  Shape in, out;
+  std::vector<int64_t> axes;
+  bool keepdims;
+  int64_t count; // elements reduced into each output
+};
+
+/// The reduction a sum, mean, max, min, argmax or argmin call makes.
+ReduceShape reduce_shape(const Expr &call);
+/// collapse_sum_to/_like's: the leading axes and those of size 1 in the
+/// output summed away, into an output laid out as the input with them kept.
+ReduceShape collapse_sum_shape(const KernelCtx &k);
+
+/// Element `flat` (row-major over the reduced axes) of output `oidx`'s terms.
+LExprPtr reduced_element(KernelCtx &k, const ReduceShape &r, const Index &oidx, const LExprPtr &flat);
+/// The value stored for a sum's `total`: divided by the count for a mean,
+/// rounded to the output dtype once.
+LExprPtr sum_value(const KernelCtx &k, const ReduceShape &r, bool mean, const LExprPtr &total);
+
+/// sum and mean: a compensated sum per output element in the dtype's
+/// accumulator (float16 sums in float32), in lanes along the input's rows
+/// where the reduced axes end with it.
+StmtPtr sum_kernel(KernelCtx &k, const ReduceShape &r, bool mean);
+
+} // namespace gradc
