@@ -153,49 +153,52 @@ class GPT(nn.Module):
         return self.lm_head(self.ln_f(x))
 
 
-def build(name, quick=False, res=None):
-    """The model NAME with its inputs: at --quick sizes where QUICK, images of RES² pixels."""
+def build(name, quick=False, res=None, batch=None):
+    """The model NAME with its inputs: at --quick sizes where QUICK, images of RES² pixels, BATCH
+    samples (default 2; gpt2 1)."""
     seed = zlib.crc32(name.encode())
     torch.manual_seed(seed)
+    n = batch or (1 if name == "gpt2" else 2)
+    labels = (torch.arange(n) * 4 + 3) % 10  # 3, 7, 1, 5, ...
     if name in IMAGE_MODELS:
         res = res or (QUICK_RES if quick else 224)
         kwargs = {"aux_logits": False, "init_weights": True} if name == "googlenet" else {}
         if name == "vit_b_16":
             kwargs["image_size"] = res
         net = getattr(torchvision.models, name)(**kwargs)
-        x, y = torch.randn(2, 3, res, res), torch.tensor([3, 7])
-        config = "2x3x%dx%d" % (res, res)
+        x, y = torch.randn(n, 3, res, res), labels
+        config = "%dx3x%dx%d" % (n, res, res)
     elif name == "vit_small":
         net = torchvision.models.VisionTransformer(image_size=32, patch_size=4, num_layers=4, num_heads=4,
                                                    hidden_dim=128, mlp_dim=512, num_classes=10)
-        x, y = torch.randn(2, 3, 32, 32), torch.tensor([3, 7])
-        config = "2x3x32x32, patch 4, 4 layers, d 128"
+        x, y = torch.randn(n, 3, 32, 32), labels
+        config = "%dx3x32x32, patch 4, 4 layers, d 128" % n
     elif name == "transformer_encoder":
         layers, width, heads, ff, seq = (2, 64, 4, 256, 16) if quick else (6, 256, 4, 1024, 64)
         net = TokenClassifier(layers, width, heads, ff)
-        x, y = torch.randn(2, seq, width), torch.randint(0, 10, (2, seq))
-        config = "2x%d, %d layers, d %d, %d heads, FF %d" % (seq, layers, width, heads, ff)
+        x, y = torch.randn(n, seq, width), torch.randint(0, 10, (n, seq))
+        config = "%dx%d, %d layers, d %d, %d heads, FF %d" % (n, seq, layers, width, heads, ff)
     elif name == "gpt2":
         layers, width, heads, seq, vocab = (2, 64, 4, 32, 512) if quick else (12, 768, 12, 128, 50257)
         net = GPT(layers, width, heads, seq, vocab)
-        x, y = torch.randint(0, vocab, (1, seq)), torch.randint(0, vocab, (1, seq))
-        config = "1x%d, %d layers, d %d, %d heads, vocab %d" % (seq, layers, width, heads, vocab)
+        x, y = torch.randint(0, vocab, (n, seq)), torch.randint(0, vocab, (n, seq))
+        config = "%dx%d, %d layers, d %d, %d heads, vocab %d" % (n, seq, layers, width, heads, vocab)
     elif name in EXTRA_IMAGE_MODELS:
         res = max(res or EXTRA_RES, MIN_RES.get(name, 0))
         kwargs = {"aux_logits": False, "init_weights": False} if name == "inception_v3" else {}
         net = getattr(torchvision.models, name)(**kwargs)
-        x, y = torch.randn(2, 3, res, res), torch.tensor([3, 7])
-        config = "2x3x%dx%d" % (res, res)
+        x, y = torch.randn(n, 3, res, res), labels
+        config = "%dx3x%dx%d" % (n, res, res)
     elif name in VIDEO_MODELS:
         frames, side = VIDEO_SIZE
         net = getattr(torchvision.models.video, name)()
-        x, y = torch.randn(2, 3, frames, side, side), torch.tensor([3, 7])
-        config = "2x3x%dx%dx%d" % (frames, side, side)
+        x, y = torch.randn(n, 3, frames, side, side), labels
+        config = "%dx3x%dx%dx%d" % (n, frames, side, side)
     elif name in SEGMENTATION_MODELS:
         res = res or EXTRA_RES
         net = getattr(torchvision.models.segmentation, name)(weights=None, weights_backbone=None, aux_loss=False)
-        x, y = torch.randn(2, 3, res, res), torch.randint(0, 21, (2, res, res))
-        config = "2x3x%dx%d, 21 classes per pixel" % (res, res)
+        x, y = torch.randn(n, 3, res, res), torch.randint(0, 21, (n, res, res))
+        config = "%dx3x%dx%d, 21 classes per pixel" % (n, res, res)
     else:
         raise ValueError("unknown model %r (known: %s)" % (name, ", ".join(MODELS + EXTRA_MODELS)))
     model = SegmentationWithLoss(net) if name in SEGMENTATION_MODELS else WithLoss(net)
