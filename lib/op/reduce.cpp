@@ -64,11 +64,38 @@ Index input_index(const ReduceShape &r, const Index &out_idx, const Index &red_i
 
 } // namespace
 
+ReduceShape merged_runs(const ReduceShape &r) {
+  auto reduced = [&](size_t d) { return std::find(r.axes.begin(), r.axes.end(), int64_t(d)) != r.axes.end(); };
+  ReduceShape m = r;
+  m.in.clear();
+  m.axes.clear();
+  for (size_t d = 0; d < r.in.size(); ++d) {
+    if (d > 0 && reduced(d) == reduced(d - 1)) {
+      m.in.back() *= r.in[d];
+      continue;
+    }
+    if (reduced(d))
+      m.axes.push_back(int64_t(m.in.size()));
+    m.in.push_back(r.in[d]);
+  }
+  if (m.in == r.in)
+    return r;
+  m.data = r.data.empty() ? r.in : r.data;
+  m.out = reduced_shape(m.in, m.axes, r.keepdims);
+  return m;
+}
+
+LExprPtr reduce_input(KernelCtx &k, const ReduceShape &r, const Index &idx) {
+  // The view's index as the argument's: the split is what the simplifier
+  // (lower/Simplify.cpp) folds back into one flat offset.
+  return k.in(0, r.data.empty() ? idx : unravel_index(flat_index(r.in, idx), r.data));
+}
+
 LExprPtr reduced_element(KernelCtx &k, const ReduceShape &r, const Index &oidx, const LExprPtr &flat) {
   Shape red_shape;
   for (int64_t a : r.axes)
     red_shape.push_back(r.in[a]);
-  return k.in(0, input_index(r, oidx, unravel_index(flat, red_shape)));
+  return reduce_input(k, r, input_index(r, oidx, unravel_index(flat, red_shape)));
 }
 
 LExprPtr sum_value(const KernelCtx &k, const ReduceShape &r, bool mean, const LExprPtr &total) {
@@ -76,7 +103,8 @@ LExprPtr sum_value(const KernelCtx &k, const ReduceShape &r, bool mean, const LE
   return cast(k.out()->dtype, mean ? binary(BinaryOp::Div, total, constant_of(double(r.count), acc)) : total);
 }
 
-StmtPtr sum_kernel(KernelCtx &k, const ReduceShape &r, bool mean) {
+StmtPtr sum_kernel(KernelCtx &k, const ReduceShape &shape, bool mean) {
+  const ReduceShape r = merged_runs(shape);
   const BufferPtr &out = k.out();
   DType acc = dtype_info(out->dtype).accumulator;
   auto finish = [&](const LExprPtr &total) { return sum_value(k, r, mean, total); };
@@ -99,7 +127,7 @@ StmtPtr sum_kernel(KernelCtx &k, const ReduceShape &r, bool mean) {
         blocks.back() /= kSumLanes;
         Index red = unravel_index(binary(BinaryOp::FloorDiv, first, int_imm(kSumLanes)), blocks);
         red.back() = binary(BinaryOp::Add, binary(BinaryOp::Mul, red.back(), int_imm(kSumLanes)), lane);
-        return k.in(0, input_index(r, oidx, red));
+        return reduce_input(k, r, input_index(r, oidx, red));
       };
     return compensated_sum(
         k, r.count, acc, [&](const LExprPtr &i) { return reduced_element(k, r, oidx, i); },

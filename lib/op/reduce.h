@@ -17,7 +17,20 @@ struct ReduceShape {
   std::vector<int64_t> axes;
   bool keepdims;
   int64_t count; // elements reduced into each output
+  /// The argument's own shape where `in` is a view of it (merged_runs);
+  /// empty where `in` is the argument's shape.
+  Shape data;
 };
+
+/// The same reduction over the input with each run of adjacent axes that
+/// are all reduced or all kept merged into one (batch norm's sums over
+/// (N, H, W) of (N, C, H, W): over (N, H·W) of (N, C, H·W)), the output laid
+/// out as before: the reduced elements keep their row-major order, and the
+/// innermost reduced axis is as long as it can be, so the kernels read it a
+/// vector at a time. Kernels only: a gradient rule reads the call's shapes.
+ReduceShape merged_runs(const ReduceShape &r);
+/// Input element `idx` (an index of r.in).
+LExprPtr reduce_input(KernelCtx &k, const ReduceShape &r, const Index &idx);
 
 /// The reduction a sum, mean, max, min, argmax or argmin call makes.
 ReduceShape reduce_shape(const Expr &call);

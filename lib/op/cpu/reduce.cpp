@@ -17,7 +17,8 @@
 namespace gradc {
 namespace {
 
-StmtPtr cpu_sum(KernelCtx &k, const ReduceShape &r, bool mean) {
+StmtPtr cpu_sum(KernelCtx &k, const ReduceShape &shape, bool mean) {
+  const ReduceShape r = merged_runs(shape);
   int64_t outputs = num_elements(r.out);
   bool innermost_kept = std::find(r.axes.begin(), r.axes.end(), int64_t(r.in.size()) - 1) == r.axes.end();
   if (outputs < 2 || !(innermost_kept || r.count < 2 * kSumLanes))

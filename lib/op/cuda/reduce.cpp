@@ -12,7 +12,8 @@
 namespace gradc {
 namespace {
 
-StmtPtr cuda_sum(KernelCtx &k, const ReduceShape &r, bool mean) {
+StmtPtr cuda_sum(KernelCtx &k, const ReduceShape &shape, bool mean) {
+  const ReduceShape r = merged_runs(shape);
   DType acc = dtype_info(k.out()->dtype).accumulator;
   if (StmtPtr split = gpu_split_sums(
           k, num_elements(r.out), r.count, acc,
