@@ -425,18 +425,27 @@ StmtPtr depthwise_backward_weight(KernelCtx &k, const ConvShape &s, DType dt, DT
       LExprPtr x = load(xp, add(mul(row, imm(Wp)), add(mul(ow, imm(s.s[1])), mul(w[2], imm(s.d[1])))));
       return binary(BinaryOp::Mul, dy, x);
     };
-    TermFn term = [&](const LExprPtr &r) {
-      Index at = unravel_index(r, {s.N, s.OH, s.OW});
-      return term_at(at[0], at[1], at[2]);
+    // The terms row by row of output pixels, each row read in whole blocks of
+    // lanes (a block never leaves its row: one vector of dy, strided x); a
+    // row not a multiple of the lanes long (MobileNet's 14 and 7 pixels) is
+    // padded with zero terms, where a term at a time split the flat index
+    // by divisions (mobilenet_v3_small: these sums were half of the step).
+    const int64_t per_row = (s.OW + kSumLanes - 1) / kSumLanes, width = per_row * kSumLanes;
+    const bool padded = width != s.OW;
+    auto padded_term = [&](const LExprPtr &n, const LExprPtr &oh, const LExprPtr &ow) {
+      LExprPtr t = term_at(n, oh, padded ? clamp_index(ow, s.OW) : ow);
+      return padded ? select(compare(CompareOp::LT, ow, imm(s.OW)), t, constant_of(0, acc)) : t;
     };
-    LaneBlockTermFn block_term;
-    if (s.OW % kSumLanes == 0) // a block of lanes never leaves its output row
-      block_term = [&](const LExprPtr &first, const LExprPtr &lane) {
-        Index at = unravel_index(binary(BinaryOp::FloorDiv, first, imm(kSumLanes)), {s.N, s.OH, s.OW / kSumLanes});
-        return term_at(at[0], at[1], add(mul(at[2], imm(kSumLanes)), lane));
-      };
+    TermFn term = [&](const LExprPtr &r) {
+      Index at = unravel_index(r, {s.N, s.OH, width});
+      return padded_term(at[0], at[1], at[2]);
+    };
+    LaneBlockTermFn block_term = [&](const LExprPtr &first, const LExprPtr &lane) {
+      Index at = unravel_index(binary(BinaryOp::FloorDiv, first, imm(kSumLanes)), {s.N, s.OH, per_row});
+      return padded_term(at[0], at[1], add(mul(at[2], imm(kSumLanes)), lane));
+    };
     return compensated_sum(
-        k, s.N * P, acc, term,
+        k, s.N * s.OH * width, acc, term,
         [&](const LExprPtr &total) { return store(k.out(), flat_index(os, {w[0], imm(0), w[1], w[2]}), k.finish({w[0], imm(0), w[1], w[2]}, cast(dt, total))); },
         nullptr, 1, block_term);
   }));
