@@ -128,10 +128,8 @@ StmtPtr sum_kernel(KernelCtx &k, const ReduceShape &shape, bool mean) {
   if (!blocks.empty())
     blocks.back() = split_blocks ? L / kSumLanes : per_row;
   return loop_nest(r.out, [&](const Index &oidx) {
-    // Term j (< L, else zero) of row `row` of the padded layout.
-    auto padded_term = [&, oidx](const LExprPtr &row, const LExprPtr &j) {
-      Shape rows(red_shape.begin(), red_shape.end() - 1);
-      Index red = unravel_index(row, rows);
+    // Term j (< L, else zero) of the row at `lead` (the other reduced axes).
+    auto padded_term = [&, oidx](Index red, const LExprPtr &j) {
       red.push_back(clamp_index(j, L));
       LExprPtr x = cast(acc, reduce_input(k, r, input_index(r, oidx, red)));
       return select(compare(CompareOp::LT, j, int_imm(L)), x, constant_of(0, acc));
@@ -140,7 +138,9 @@ StmtPtr sum_kernel(KernelCtx &k, const ReduceShape &shape, bool mean) {
     if (padded_rows)
       term = [&, padded_term](const LExprPtr &i) {
         int64_t width = per_row * kSumLanes;
-        return padded_term(binary(BinaryOp::FloorDiv, i, int_imm(width)), binary(BinaryOp::FloorMod, i, int_imm(width)));
+        return padded_term(unravel_index(binary(BinaryOp::FloorDiv, i, int_imm(width)),
+                                         Shape(red_shape.begin(), red_shape.end() - 1)),
+                           binary(BinaryOp::FloorMod, i, int_imm(width)));
       };
     LaneBlockTermFn block_term;
     if (split_blocks || padded_rows)
@@ -152,7 +152,7 @@ StmtPtr sum_kernel(KernelCtx &k, const ReduceShape &shape, bool mean) {
         if (padded_rows) {
           LExprPtr j = red.back();
           red.pop_back();
-          return padded_term(red.empty() ? int_imm(0) : flat_index(Shape(red_shape.begin(), red_shape.end() - 1), red), j);
+          return padded_term(red, j);
         }
         return reduce_input(k, r, input_index(r, oidx, red));
       };
