@@ -10,10 +10,15 @@
 #include "gradc/support/Diagnostics.h"
 #include "gradc/support/Log.h"
 
+#include <atomic>
+#include <exception>
+#include <map>
+#include <numeric>
+#include <set>
 #include <thread>
+#include <unordered_map>
 
 #include <unistd.h>
-#include <map>
 
 #include <llvm/MC/MCSubtargetInfo.h>
 #include <llvm/MC/TargetRegistry.h>
@@ -206,18 +211,55 @@ void emit_thread_count_functions(Module &m, const std::string &prefix, bool thre
   tb.CreateRetVoid();
 }
 
-} // namespace
+/// The kernels of a module, each computed once: kernels that compute the same
+/// thing on their buffers (a model's repeated layers) share one function, so
+/// compile time grows with the distinct kernels only.
+struct KernelTable {
+  std::vector<const Kernel *> distinct; // in order of first use
+  std::vector<std::string> symbols;     // per distinct kernel
+  std::vector<std::vector<size_t>> use; // [function][kernel]: its distinct kernel
+  size_t shared = 0;                    // kernels that reuse another's function
+};
 
-std::unique_ptr<Module> build_cpu_module(const LoweredModule &module, const CodegenOptions &opts, LLVMContext &ctx,
-                                         const TargetMachine &tm, RuntimeSource runtime) {
-  auto [m, entries] = create_host_module(module, opts.prefix, ctx, tm, false);
-  bool threads = runtime_supports(tm.getTargetTriple());
-  const Triple &triple = tm.getTargetTriple();
-  bool fma = triple.isAArch64() || (triple.isX86() && tm.getMCSubtargetInfo()->checkFeatures("+fma"));
-  // Kernels that compute the same thing on their buffers (a model's repeated
-  // layers) share one function: compile time grows with the distinct kernels.
-  std::map<KernelKey, llvm::Function *> emitted;
-  size_t shared = 0;
+KernelTable distinct_kernels(const LoweredModule &module, const std::string &prefix) {
+  KernelTable table;
+  std::set<std::string> taken = {prefix + "_set_num_threads", prefix + "_get_num_threads",
+                                 prefix + "_shutdown_threads"};
+  for (const LoweredFunction &fn : module.functions)
+    taken.insert(prefix + "_" + fn.name);
+  std::map<KernelKey, size_t> index;
+  for (const LoweredFunction &fn : module.functions) {
+    std::vector<size_t> &use = table.use.emplace_back();
+    for (const Kernel &kernel : fn.kernels) {
+      auto [it, fresh] = index.try_emplace(structural_key(kernel), table.distinct.size());
+      use.push_back(it->second);
+      if (!fresh) {
+        ++table.shared;
+        continue;
+      }
+      std::string base = prefix + "_" + fn.name + "_" + kernel.name, symbol = base;
+      for (int n = 1; taken.count(symbol); ++n)
+        symbol = base + "_" + std::to_string(n);
+      taken.insert(symbol);
+      table.distinct.push_back(&kernel);
+      table.symbols.push_back(symbol);
+    }
+  }
+  return table;
+}
+
+/// The type of every CPU kernel: one pointer per buffer.
+FunctionType *kernel_type(LLVMContext &ctx, const Kernel &kernel) {
+  return FunctionType::get(Type::getVoidTy(ctx),
+                           SmallVector<Type *, 8>(kernel.buffers.size(), PointerType::get(ctx, 0)), false);
+}
+
+/// Fills in the entry points of `m` (declared by create_host_module): the
+/// argument checks, then each kernel in order, a time loop's kernels in a
+/// counted loop. `kernel_fn(d)` is the function of distinct kernel d.
+void emit_entries(Module &m, const std::vector<Function *> &entries, const LoweredModule &module,
+                  const KernelTable &table, const std::function<Function *(size_t)> &kernel_fn) {
+  LLVMContext &ctx = m.getContext();
   for (size_t i = 0; i < module.functions.size(); ++i) {
     const LoweredFunction &fn = module.functions[i];
     IRBuilder<> b(BasicBlock::Create(ctx, "entry", entries[i]));
@@ -225,7 +267,6 @@ std::unique_ptr<Module> build_cpu_module(const LoweredModule &module, const Code
     Value *status = fn.status ? buffers.lookup(fn.status.get()) : nullptr;
     if (status) // what the kernels report into (LoweredFunction::status)
       b.CreateMemSet(status, b.getInt8(0), kStatusWords * 8, MaybeAlign(64));
-    // Kernels in order; a time loop's kernels in a counted loop of the entry.
     // A loop with trip counts reads its count for this entry from a constant
     // table, through a cursor that each entry advances, back to the table's
     // start after its last count (TimeLoop: the table is one run of the
@@ -243,7 +284,7 @@ std::unique_ptr<Module> build_cpu_module(const LoweredModule &module, const Code
           Value *trips = b.getInt64(l.extent);
           if (l.streamed()) {
             auto *type = ArrayType::get(b.getInt64Ty(), l.trips.size());
-            auto *table = new GlobalVariable(*m, type, true, GlobalValue::PrivateLinkage,
+            auto *table = new GlobalVariable(m, type, true, GlobalValue::PrivateLinkage,
                                              ConstantDataArray::get(ctx, ArrayRef<uint64_t>(
                                                                              reinterpret_cast<const uint64_t *>(
                                                                                  l.trips.data()),
@@ -268,14 +309,7 @@ std::unique_ptr<Module> build_cpu_module(const LoweredModule &module, const Code
         },
         [&](size_t k) {
           const Kernel &kernel = fn.kernels[k];
-          llvm::Function *&f = emitted[structural_key(kernel)];
-          if (f) {
-            ++shared;
-          } else {
-            std::string symbol = unique_symbol(*m, entries[i]->getName().str() + "_" + kernel.name);
-            f = emit_kernel(*m, kernel, symbol, {Device::CPU, threads, fma});
-          }
-          b.CreateCall(f, kernel_arguments(buffers, kernel));
+          b.CreateCall(kernel_fn(table.use[i][k]), kernel_arguments(buffers, kernel));
         },
         [&](const TimeLoop &) {
           OpenLoop loop = open.back();
@@ -292,18 +326,209 @@ std::unique_ptr<Module> build_cpu_module(const LoweredModule &module, const Code
     }
     b.CreateRet(b.getInt32(0));
   }
-  if (shared)
-    log(LogLevel::Info, "codegen",
-        std::to_string(shared) + " kernels reuse the function of an identical kernel (" +
-            std::to_string(emitted.size()) + " distinct)");
-  emit_thread_count_functions(*m, opts.prefix, threads);
-  if (threads && runtime == RuntimeSource::Bitcode)
-    link_runtime(*m);
+}
+
+bool has_fma(const TargetMachine &tm) {
+  const Triple &triple = tm.getTargetTriple();
+  return triple.isAArch64() || (triple.isX86() && tm.getMCSubtargetInfo()->checkFeatures("+fma"));
+}
+
+void log_threads(const TargetMachine &tm, const CodegenOptions &opts, bool threads) {
   log(LogLevel::Info, "threads",
       threads ? "parallel loops use the runtime's thread pool: one thread per online CPU by default (" +
                     std::to_string(std::thread::hardware_concurrency()) + " here), set by " + opts.prefix +
                     "_set_num_threads"
               : "no thread pool for " + tm.getTargetTriple().str() + ": parallel loops run serially");
+}
+
+//===----------------------------------------------------------------------===//
+// Partitions: a large module compiled by several threads
+//===----------------------------------------------------------------------===//
+
+/// A rough count of the LLVM instructions a statement becomes: its statements
+/// and expression nodes, an unrolled loop's body once per index (the packed
+/// products' register tiles are most of a model's code).
+double emitted_size(const Stmt &s, std::unordered_map<const LExpr *, double> &memo) {
+  std::function<double(const LExprPtr &)> expr = [&](const LExprPtr &e) -> double {
+    if (!e)
+      return 0;
+    auto [it, fresh] = memo.try_emplace(e.get(), 0.0);
+    if (!fresh)
+      return it->second;
+    double n = 1;
+    for (const LExprPtr &o : e->operands)
+      n += expr(o);
+    memo[e.get()] = n;
+    return n;
+  };
+  switch (s.kind) {
+  case StmtKind::For:
+    return 2 + emitted_size(*s.body, memo) * (s.for_kind == ForKind::Unrolled ? double(s.extent) : 1.0);
+  case StmtKind::Store:
+    return 1 + expr(s.index) + expr(s.value);
+  case StmtKind::Seq: {
+    double n = 0;
+    for (const StmtPtr &c : s.seq)
+      n += emitted_size(*c, memo);
+    return n;
+  }
+  case StmtKind::If:
+    return 1 + expr(s.value) + emitted_size(*s.body, memo) + (s.else_body ? emitted_size(*s.else_body, memo) : 0);
+  case StmtKind::Alloc:
+    return 1 + emitted_size(*s.body, memo);
+  }
+  return 1;
+}
+
+/// Code per partition: below it, a partition's fixed costs (its target
+/// machine, the pass pipelines' set-up, its object) outweigh what another
+/// thread saves.
+constexpr double kPartitionSize = 4000;
+/// At most this many partitions, whatever the cores: the object is the same
+/// on every machine (the partitions depend on the module only).
+constexpr size_t kMaxPartitions = 8;
+
+/// The distinct kernels of each partition, partition 0 also holding the
+/// entry points: the largest kernels first, each into the partition with the
+/// least code so far (ties to the lowest index), then each partition's
+/// kernels in their first-use order.
+std::vector<std::vector<size_t>> partition_kernels(const KernelTable &table, const LoweredModule &module) {
+  std::vector<double> size(table.distinct.size());
+  double total = 0, entries = 0;
+  for (size_t d = 0; d < table.distinct.size(); ++d) {
+    std::unordered_map<const LExpr *, double> memo;
+    size[d] = emitted_size(*table.distinct[d]->body, memo);
+    total += size[d];
+  }
+  for (const LoweredFunction &fn : module.functions) // a call per kernel, checks per buffer
+    entries += double(fn.kernels.size()) * 4 + double(fn.inputs.size() + fn.outputs.size() + fn.arena.size()) * 4;
+  total += entries;
+  size_t parts = std::clamp<size_t>(size_t(total / kPartitionSize), 1, std::min(kMaxPartitions, table.distinct.size()));
+  std::vector<std::vector<size_t>> kernels(parts);
+  if (parts == 1) {
+    for (size_t d = 0; d < table.distinct.size(); ++d)
+      kernels[0].push_back(d);
+    return kernels;
+  }
+  std::vector<double> load(parts, 0.0);
+  load[0] = entries;
+  std::vector<size_t> order(table.distinct.size());
+  std::iota(order.begin(), order.end(), size_t(0));
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return size[a] > size[b]; });
+  for (size_t d : order) {
+    size_t p = size_t(std::min_element(load.begin(), load.end()) - load.begin());
+    load[p] += size[d];
+    kernels[p].push_back(d);
+  }
+  for (std::vector<size_t> &k : kernels)
+    std::sort(k.begin(), k.end());
+  return kernels;
+}
+
+/// One partition's object: its kernels, and for partition 0 the entry points,
+/// the thread-count functions and the runtime. A kernel that another
+/// partition's entry calls is a hidden global until merge_objects makes it
+/// local again; so is the runtime's task scheduler, which every partition's
+/// parallel loops call.
+std::string compile_partition(const LoweredModule &module, const CodegenOptions &opts, const KernelTable &table,
+                              const std::vector<size_t> &kernels, bool first, bool partitioned) {
+  std::unique_ptr<TargetMachine> tm = create_cpu_target_machine(opts);
+  LLVMContext ctx;
+  quiet_diagnostics(ctx);
+  bool threads = runtime_supports(tm->getTargetTriple());
+  HostModule host;
+  if (first) {
+    host = create_host_module(module, opts.prefix, ctx, *tm, false);
+  } else {
+    host.module = std::make_unique<Module>(opts.prefix, ctx);
+    host.module->setTargetTriple(tm->getTargetTriple().str());
+    host.module->setDataLayout(tm->createDataLayout());
+  }
+  Module &m = *host.module;
+  std::vector<Function *> functions(table.distinct.size(), nullptr);
+  for (size_t d : kernels) {
+    functions[d] = emit_kernel(m, *table.distinct[d], table.symbols[d], {Device::CPU, threads, has_fma(*tm)});
+    if (partitioned && !first) {
+      functions[d]->setLinkage(GlobalValue::ExternalLinkage);
+      functions[d]->setVisibility(GlobalValue::HiddenVisibility);
+    }
+  }
+  if (first) {
+    emit_entries(m, host.entries, module, table, [&](size_t d) {
+      if (!functions[d]) { // in another partition
+        functions[d] = Function::Create(kernel_type(ctx, *table.distinct[d]), GlobalValue::ExternalLinkage,
+                                        table.symbols[d], m);
+        GRADC_CHECK(functions[d]->getName() == table.symbols[d], "codegen",
+                    "kernel symbol " + table.symbols[d] + " is taken");
+        functions[d]->setVisibility(GlobalValue::HiddenVisibility);
+        functions[d]->addFnAttr(Attribute::NoUnwind);
+      }
+      return functions[d];
+    });
+    emit_thread_count_functions(m, opts.prefix, threads);
+    if (threads) {
+      if (partitioned) // linked for the other partitions' parallel loops too
+        runtime_function(m, RuntimeFn::ParallelFor);
+      link_runtime(m);
+      if (partitioned)
+        if (Function *f = m.getFunction("gradc_rt_parallel_for"); f && !f->isDeclaration()) {
+          f->setLinkage(GlobalValue::ExternalLinkage);
+          f->setVisibility(GlobalValue::HiddenVisibility);
+        }
+    }
+  }
+  optimize(m, *tm, opts.opt_level);
+  return emit_file(m, *tm, CodeGenFileType::ObjectFile);
+}
+
+/// Compiles the partitions on up to `threads` threads (the largest first)
+/// and returns their objects in partition order.
+std::vector<std::string> compile_partitions(const LoweredModule &module, const CodegenOptions &opts,
+                                            const KernelTable &table,
+                                            const std::vector<std::vector<size_t>> &partitions, size_t threads) {
+  std::vector<std::string> objects(partitions.size());
+  std::vector<std::exception_ptr> errors(partitions.size());
+  std::atomic<size_t> next{0};
+  auto work = [&] {
+    for (size_t p; (p = next++) < partitions.size();) {
+      try {
+        objects[p] = compile_partition(module, opts, table, partitions[p], p == 0, partitions.size() > 1);
+      } catch (...) {
+        errors[p] = std::current_exception();
+      }
+    }
+  };
+  std::vector<std::thread> pool;
+  for (size_t t = 1; t < threads; ++t)
+    pool.emplace_back(work);
+  work();
+  for (std::thread &t : pool)
+    t.join();
+  for (const std::exception_ptr &e : errors)
+    if (e)
+      std::rethrow_exception(e);
+  return objects;
+}
+
+} // namespace
+
+std::unique_ptr<Module> build_cpu_module(const LoweredModule &module, const CodegenOptions &opts, LLVMContext &ctx,
+                                         const TargetMachine &tm, RuntimeSource runtime) {
+  auto [m, entries] = create_host_module(module, opts.prefix, ctx, tm, false);
+  bool threads = runtime_supports(tm.getTargetTriple());
+  KernelTable table = distinct_kernels(module, opts.prefix);
+  std::vector<Function *> functions;
+  for (size_t d = 0; d < table.distinct.size(); ++d)
+    functions.push_back(emit_kernel(*m, *table.distinct[d], table.symbols[d], {Device::CPU, threads, has_fma(tm)}));
+  emit_entries(*m, entries, module, table, [&](size_t d) { return functions[d]; });
+  if (table.shared)
+    log(LogLevel::Info, "codegen",
+        std::to_string(table.shared) + " kernels reuse the function of an identical kernel (" +
+            std::to_string(table.distinct.size()) + " distinct)");
+  emit_thread_count_functions(*m, opts.prefix, threads);
+  if (threads && runtime == RuntimeSource::Bitcode)
+    link_runtime(*m);
+  log_threads(tm, opts, threads);
   return std::move(m);
 }
 
@@ -311,6 +536,31 @@ CodegenOutput generate_cpu(const LoweredModule &module, const CodegenOptions &op
   CodegenOutput out;
   StepTimer timer(out.times);
   std::unique_ptr<TargetMachine> tm = create_cpu_target_machine(opts);
+  // Text of the whole module (LLVM IR, assembly) comes from one module; an
+  // object alone is compiled in partitions on several threads where the
+  // module is large and its objects can be merged.
+  if (what.object && !what.llvm_ir && !what.assembly && can_merge_objects(tm->getTargetTriple())) {
+    KernelTable table = distinct_kernels(module, opts.prefix);
+    std::vector<std::vector<size_t>> partitions = partition_kernels(table, module);
+    // With the log on, one thread: the decisions print in order.
+    size_t threads = log_enabled(LogLevel::Info)
+                         ? 1
+                         : std::min<size_t>(partitions.size(), std::max(1u, std::thread::hardware_concurrency()));
+    if (table.shared)
+      log(LogLevel::Info, "codegen",
+          std::to_string(table.shared) + " kernels reuse the function of an identical kernel (" +
+              std::to_string(table.distinct.size()) + " distinct)");
+    log(LogLevel::Info, "codegen",
+        std::to_string(table.distinct.size()) + " kernels in " + std::to_string(partitions.size()) +
+            " partition(s), compiled on " + std::to_string(threads) + " thread(s)");
+    timer.step("llvm-plan");
+    std::vector<std::string> objects = compile_partitions(module, opts, table, partitions, threads);
+    timer.step("llvm-partitions");
+    log_threads(*tm, opts, runtime_supports(tm->getTargetTriple()));
+    out.object = merge_objects(objects);
+    timer.step("llvm-merge");
+    return out;
+  }
   LLVMContext ctx;
   quiet_diagnostics(ctx);
   std::unique_ptr<Module> m = build_cpu_module(module, opts, ctx, *tm, RuntimeSource::Bitcode);

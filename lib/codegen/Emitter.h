@@ -175,6 +175,16 @@ std::unique_ptr<llvm::Module> build_cpu_module(const LoweredModule &module, cons
                                                RuntimeSource runtime);
 CodegenOutput generate_cpu(const LoweredModule &module, const CodegenOptions &opts, const CodegenRequest &what);
 
+// Relocatable objects (ObjectMerge.cpp).
+
+/// Whether merge_objects can join objects for `triple`: ELF64 little endian
+/// with RELA relocations (x86-64, AArch64).
+bool can_merge_objects(const llvm::Triple &triple);
+/// One relocatable object from `objects` (each as LLVM wrote it for the same
+/// target), as `ld -r` would join them; a hidden definition becomes local once
+/// the other objects' references to it are bound. See ObjectMerge.cpp.
+std::string merge_objects(const std::vector<std::string> &objects);
+
 // CUDA (CudaTarget.cpp).
 CodegenOutput generate_cuda(const LoweredModule &module, const CodegenOptions &opts, const CodegenRequest &what);
 
