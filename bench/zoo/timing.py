@@ -31,6 +31,7 @@ import json
 import math
 import os
 import re
+import signal
 import subprocess
 import sys
 import time
@@ -206,25 +207,40 @@ def torch_step(args):
     return 0
 
 
+# gradc runs as the grandchild of a small Python that forks it and reports its
+# peak RSS: Linux carries the high-water RSS across fork and exec, so a
+# direct child of this process (torch and the model loaded, up to 2.6 GB)
+# would report this process's pages as the compiler's.
+MEASURE = r"""
+import os, sys
+out = os.open(os.devnull, os.O_WRONLY)
+pid = os.fork()
+if pid == 0:
+    os.dup2(out, 1)
+    os.execv(sys.argv[1], sys.argv[1:])
+_, status, usage = os.wait4(pid, 0)
+print(usage.ru_maxrss * 1024)
+code = os.waitstatus_to_exitcode(status)
+sys.exit(code if code >= 0 else 128 - code)
+"""
+
+
 def run_measured(args, argv):
-    """Runs gradc and waits for it with wait4: (exit status, stderr, wall
-    seconds, peak RSS in bytes)."""
+    """Runs gradc (through MEASURE): (exit status, stderr, wall seconds, its
+    peak RSS in bytes)."""
     start = time.monotonic()
     err_path = os.path.join(args.out, ".gradc_stderr")
-    with open(err_path, "w") as err, open(os.devnull, "w") as devnull:
-        proc = subprocess.Popen([args.gradc] + argv, stdout=devnull, stderr=err)
-        deadline = start + args.timeout
-        while True:
-            pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
-            if pid:
-                break
-            if time.monotonic() > deadline:
-                proc.kill()
-                os.wait4(proc.pid, 0)
-                return 124, "timed out after %d s" % args.timeout, time.monotonic() - start, 0
-            time.sleep(0.02)
-    proc.returncode = os.waitstatus_to_exitcode(status)
-    return proc.returncode, open(err_path).read(), time.monotonic() - start, usage.ru_maxrss * 1024
+    with open(err_path, "w") as err:
+        proc = subprocess.Popen([sys.executable, "-S", "-c", MEASURE, args.gradc] + argv, stdout=subprocess.PIPE,
+                                stderr=err, text=True, start_new_session=True)
+        try:
+            out, _ = proc.communicate(timeout=args.timeout)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+            return 124, "timed out after %d s" % args.timeout, time.monotonic() - start, 0
+    rss = int(out.strip().splitlines()[-1]) if out.strip() else 0
+    return proc.returncode, open(err_path).read(), time.monotonic() - start, rss
 
 
 def prepare(args):
