@@ -386,7 +386,7 @@ double emitted_size(const Stmt &s, std::unordered_map<const LExpr *, double> &me
 constexpr double kPartitionSize = 4000;
 /// At most this many partitions, whatever the cores: the object is the same
 /// on every machine (the partitions depend on the module only).
-constexpr size_t kMaxPartitions = 8;
+constexpr size_t kMaxPartitions = 32;
 
 /// The distinct kernels of each partition, partition 0 also holding the
 /// entry points: the largest kernels first, each into the partition with the
