@@ -211,22 +211,17 @@ StmtPtr over_chunks(int64_t N, int64_t chunk, const std::function<StmtPtr(const 
 }
 
 /// conv2d with strides: per chunk of images, their im2col, rows (c, kh,
-/// kw) by (n, q), then per group out = w · col.
+/// kw) by (n, q), then per group out = w · col. Where one image's im2col
+/// exceeds half the L2, per chunk of output rows of one image instead
+/// (resnet18's 7x7 stride-2 stem at 224 x 224: 7.4 MB of scratch, which the
+/// smallest workspace of its adjoint under --remat=auto held twice).
 StmtPtr conv2d_strided(KernelCtx &k, const ConvShape &s, DType acc) {
   int64_t P = s.OH * s.OW, K = s.Cg() * s.taps(), rows = s.C * s.taps();
-  int64_t chunk = images_per_chunk(k, rows * P * dtype_bytes(acc), s.N);
-  BufferPtr col = k.scratch("im2col", acc, rows * chunk * P);
-  return over_chunks(s.N, chunk, [&](const LExprPtr &first, int64_t count) {
-    int64_t NP = count * P;
-    StmtPtr fill = loop_nest(
-        {count},
-        [&](const Index &n) {
-          return im2col(k, 0, s, add(first, n[0]), col, [&](const LExprPtr &r, const LExprPtr &q) {
-            return add(add(mul(r, imm(NP)), mul(n[0], imm(P))), q);
-          }, acc);
-        },
-        ForKind::Spatial, "n");
-    StmtPtr products = loop_nest(
+  int64_t image_bytes = rows * P * dtype_bytes(acc), half_l2 = k.target.cpu_tuning().l2_bytes / 2;
+  // Output pixels [0, NP) of the chunk: pixel j is image first + j / per,
+  // output row row0 + (j % per) / OW; `per` pixels of an image in the chunk.
+  auto products = [&](const BufferPtr &col, const LExprPtr &first, const LExprPtr &row0, int64_t NP, int64_t per) {
+    return loop_nest(
         {s.groups},
         [&](const Index &g) {
           Gemm gm;
@@ -238,13 +233,16 @@ StmtPtr conv2d_strided(KernelCtx &k, const ConvShape &s, DType acc) {
           gm.b = [&](const LExprPtr &kk, const LExprPtr &j) {
             return load(col, add(mul(add(mul(g[0], imm(K)), kk), imm(NP)), j));
           };
-          // pixel j of the chunk: image first + j / P, pixel j % P
-          auto image = [&](const LExprPtr &j) { return add(first, binary(BinaryOp::FloorDiv, j, imm(P))); };
+          auto image = [&](const LExprPtr &j) { return per == NP ? first : add(first, binary(BinaryOp::FloorDiv, j, imm(per))); };
+          auto at = [&](const LExprPtr &j) { // the pixel's flat index in its image
+            LExprPtr q = per == NP ? j : binary(BinaryOp::FloorMod, j, imm(per));
+            return add(mul(row0, imm(s.OW)), q);
+          };
           auto flat = [&](const LExprPtr &m, const LExprPtr &j) {
-            return add(mul(add(mul(image(j), imm(s.O)), o(m)), imm(P)), binary(BinaryOp::FloorMod, j, imm(P)));
+            return add(mul(add(mul(image(j), imm(s.O)), o(m)), imm(P)), at(j));
           };
           gm.store = [&](const LExprPtr &m, const LExprPtr &j, const LExprPtr &v) {
-            auto [oh, ow] = pixel(binary(BinaryOp::FloorMod, j, imm(P)), s.OW);
+            auto [oh, ow] = pixel(at(j), s.OW);
             return store(k.out(), flat(m, j), k.finish({image(j), o(m), oh, ow}, v));
           };
           gm.load = [&](const LExprPtr &m, const LExprPtr &j) { return load(k.out(), flat(m, j)); };
@@ -255,7 +253,41 @@ StmtPtr conv2d_strided(KernelCtx &k, const ConvShape &s, DType acc) {
           return gemm_cpu_packed(k, gm);
         },
         ForKind::Serial);
-    return seq({fill, products});
+  };
+  if (image_bytes > half_l2 && s.OH > 1) {
+    int64_t R = std::clamp<int64_t>(half_l2 / (rows * s.OW * dtype_bytes(acc)), 1, s.OH);
+    BufferPtr col = k.scratch("im2col", acc, rows * R * s.OW);
+    auto chunk = [&](const LExprPtr &n, const LExprPtr &oh0, int64_t h) {
+      int64_t Q = h * s.OW;
+      StmtPtr fill = loop_nest({s.C, s.KH, s.KW, h, s.OW}, [&](const Index &i) {
+        LExprPtr row = add(mul(add(mul(i[0], imm(s.KH)), i[1]), imm(s.KW)), i[2]);
+        return store(col, add(mul(row, imm(Q)), add(mul(i[3], imm(s.OW)), i[4])),
+                     s.data_at(k, 0, n, i[0], add(oh0, i[3]), i[4], i[1], i[2], acc));
+      });
+      return seq({fill, products(col, n, oh0, Q, Q)});
+    };
+    int64_t blocks = s.OH / R, rest = s.OH % R;
+    return loop_nest({s.N},
+                     [&](const Index &n) {
+                       return seq({loop_nest({blocks}, [&](const Index &b) { return chunk(n[0], mul(b[0], imm(R)), R); },
+                                             ForKind::Serial, "rows"),
+                                   rest ? chunk(n[0], imm(blocks * R), rest) : seq({})});
+                     },
+                     ForKind::Serial, "n");
+  }
+  int64_t chunk = images_per_chunk(k, image_bytes, s.N);
+  BufferPtr col = k.scratch("im2col", acc, rows * chunk * P);
+  return over_chunks(s.N, chunk, [&](const LExprPtr &first, int64_t count) {
+    int64_t NP = count * P;
+    StmtPtr fill = loop_nest(
+        {count},
+        [&](const Index &n) {
+          return im2col(k, 0, s, add(first, n[0]), col, [&](const LExprPtr &r, const LExprPtr &q) {
+            return add(add(mul(r, imm(NP)), mul(n[0], imm(P))), q);
+          }, acc);
+        },
+        ForKind::Spatial, "n");
+    return seq({fill, products(col, first, imm(0), NP, P)});
   });
 }
 
