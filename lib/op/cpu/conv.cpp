@@ -182,16 +182,32 @@ StmtPtr backward_weight_padded(KernelCtx &k, const ConvShape &s, DType dt, DType
 // multiplied, where spreading the data by the strides would multiply s² as
 // many.
 
-/// col[(c, kh, kw), q] for the pixels q of an OH × OW output, c in
-/// [0, C): x[n, c, tap(oh, kh), tap(ow, kw)], zero in the padding; `at`
-/// maps (row, pixel) to its place in the scratch buffer.
-StmtPtr im2col(const KernelCtx &k, size_t arg, const ConvShape &s, const LExprPtr &n, const BufferPtr &col,
-               const std::function<LExprPtr(const LExprPtr &row, const LExprPtr &q)> &at, DType acc) {
-  return loop_nest({s.C, s.KH, s.KW, s.OH, s.OW}, [&](const Index &i) {
+/// col[(c, kh, kw), q] for the pixels q of output rows [oh0, oh0 + h) of
+/// an OH × OW output (q counted from the first of them), c in [0, C):
+/// x[n, c, tap(oh, kh), tap(ow, kw)], zero in the padding; `at` maps (row,
+/// pixel) to its place in the scratch buffer.
+StmtPtr im2col(const KernelCtx &k, size_t arg, const ConvShape &s, const LExprPtr &n, const LExprPtr &oh0, int64_t h,
+               const BufferPtr &col, const std::function<LExprPtr(const LExprPtr &row, const LExprPtr &q)> &at,
+               DType acc) {
+  return loop_nest({s.C, s.KH, s.KW, h, s.OW}, [&](const Index &i) {
     LExprPtr row = add(mul(add(mul(i[0], imm(s.KH)), i[1]), imm(s.KW)), i[2]);
     LExprPtr q = add(mul(i[3], imm(s.OW)), i[4]);
-    return store(col, at(row, q), s.data_at(k, arg, n, i[0], i[3], i[4], i[1], i[2], acc));
+    return store(col, at(row, q), s.data_at(k, arg, n, i[0], add(oh0, i[3]), i[4], i[1], i[2], acc));
   });
+}
+
+/// `body(image, first output row, rows)` over every image in chunks of `R`
+/// output rows: the full chunks in a serial loop, then the rest.
+StmtPtr over_row_chunks(const ConvShape &s, int64_t R,
+                        const std::function<StmtPtr(const LExprPtr &, const LExprPtr &, int64_t)> &body) {
+  int64_t blocks = s.OH / R, rest = s.OH % R;
+  return loop_nest({s.N},
+                   [&](const Index &n) {
+                     return seq({loop_nest({blocks}, [&](const Index &b) { return body(n[0], mul(b[0], imm(R)), R); },
+                                           ForKind::Serial, "rows"),
+                                 rest ? body(n[0], imm(blocks * R), rest) : seq({})});
+                   },
+                   ForKind::Serial, "n");
 }
 
 /// How many images one product of the strided paths takes: as many as keep
@@ -257,23 +273,12 @@ StmtPtr conv2d_strided(KernelCtx &k, const ConvShape &s, DType acc) {
   if (image_bytes > half_l2 && s.OH > 1) {
     int64_t R = std::clamp<int64_t>(half_l2 / (rows * s.OW * dtype_bytes(acc)), 1, s.OH);
     BufferPtr col = k.scratch("im2col", acc, rows * R * s.OW);
-    auto chunk = [&](const LExprPtr &n, const LExprPtr &oh0, int64_t h) {
+    return over_row_chunks(s, R, [&](const LExprPtr &n, const LExprPtr &oh0, int64_t h) {
       int64_t Q = h * s.OW;
-      StmtPtr fill = loop_nest({s.C, s.KH, s.KW, h, s.OW}, [&](const Index &i) {
-        LExprPtr row = add(mul(add(mul(i[0], imm(s.KH)), i[1]), imm(s.KW)), i[2]);
-        return store(col, add(mul(row, imm(Q)), add(mul(i[3], imm(s.OW)), i[4])),
-                     s.data_at(k, 0, n, i[0], add(oh0, i[3]), i[4], i[1], i[2], acc));
-      });
+      StmtPtr fill = im2col(k, 0, s, n, oh0, h, col,
+                            [&](const LExprPtr &r, const LExprPtr &q) { return add(mul(r, imm(Q)), q); }, acc);
       return seq({fill, products(col, n, oh0, Q, Q)});
-    };
-    int64_t blocks = s.OH / R, rest = s.OH % R;
-    return loop_nest({s.N},
-                     [&](const Index &n) {
-                       return seq({loop_nest({blocks}, [&](const Index &b) { return chunk(n[0], mul(b[0], imm(R)), R); },
-                                             ForKind::Serial, "rows"),
-                                   rest ? chunk(n[0], imm(blocks * R), rest) : seq({})});
-                     },
-                     ForKind::Serial, "n");
+    });
   }
   int64_t chunk = images_per_chunk(k, image_bytes, s.N);
   BufferPtr col = k.scratch("im2col", acc, rows * chunk * P);
@@ -282,7 +287,7 @@ StmtPtr conv2d_strided(KernelCtx &k, const ConvShape &s, DType acc) {
     StmtPtr fill = loop_nest(
         {count},
         [&](const Index &n) {
-          return im2col(k, 0, s, add(first, n[0]), col, [&](const LExprPtr &r, const LExprPtr &q) {
+          return im2col(k, 0, s, add(first, n[0]), imm(0), s.OH, col, [&](const LExprPtr &r, const LExprPtr &q) {
             return add(add(mul(r, imm(NP)), mul(n[0], imm(P))), q);
           }, acc);
         },
@@ -340,7 +345,7 @@ StmtPtr backward_weight_strided(KernelCtx &k, const ConvShape &s, DType dt, DTyp
     return seq({loop_nest(
                     {s.N},
                     [&](const Index &n) {
-                      return im2col(k, 1, s, n[0], col, [&](const LExprPtr &r, const LExprPtr &q) {
+                      return im2col(k, 1, s, n[0], imm(0), s.OH, col, [&](const LExprPtr &r, const LExprPtr &q) {
                         return add(add(mul(r, imm(NP)), mul(n[0], imm(P))), q);
                       }, acc);
                     },
@@ -367,13 +372,10 @@ StmtPtr backward_weight_strided(KernelCtx &k, const ConvShape &s, DType dt, DTyp
   BufferPtr part = k.scratch("chunk_sum", acc, s.O * cols), sum = k.scratch("sum", acc, s.O * cols);
   // Output rows [oh0, oh0 + h) of image n: their im2col and dy rows, the
   // product into `part`, then sum += part.
-  auto chunk = [&](const LExprPtr &n, const LExprPtr &oh0, int64_t h) {
+  StmtPtr chunks = over_row_chunks(s, R, [&](const LExprPtr &n, const LExprPtr &oh0, int64_t h) {
     int64_t Q = h * s.OW;
-    StmtPtr fill = loop_nest({s.C, s.KH, s.KW, h, s.OW}, [&](const Index &i) {
-      LExprPtr row = add(mul(add(mul(i[0], imm(s.KH)), i[1]), imm(s.KW)), i[2]);
-      LExprPtr q = add(mul(i[3], imm(s.OW)), i[4]);
-      return store(col, add(mul(row, imm(Q)), q), s.data_at(k, 1, n, i[0], add(oh0, i[3]), i[4], i[1], i[2], acc));
-    });
+    StmtPtr fill = im2col(k, 1, s, n, oh0, h, col,
+                          [&](const LExprPtr &r, const LExprPtr &q) { return add(mul(r, imm(Q)), q); }, acc);
     StmtPtr rows_of_dy = loop_nest({s.O, Q}, [&](const Index &i) {
       LExprPtr from = add(add(mul(add(mul(n, imm(s.O)), i[0]), imm(P)), mul(oh0, imm(s.OW))), i[1]);
       return store(dyt, add(mul(i[0], imm(Q)), i[1]), cast(acc, k.in_flat(0, from)));
@@ -388,17 +390,9 @@ StmtPtr backward_weight_strided(KernelCtx &k, const ConvShape &s, DType dt, DTyp
       return store(sum, i[0], add(load(sum, i[0]), load(part, i[0])));
     });
     return seq({fill, rows_of_dy, product, accumulate});
-  };
-  int64_t blocks = s.OH / R, rest = s.OH % R;
+  });
   return seq({loop_nest({s.O * cols}, [&](const Index &i) { return store(sum, i[0], constant_of(0, acc)); }),
-              loop_nest({s.N},
-                        [&](const Index &n) {
-                          return seq({loop_nest({blocks},
-                                                [&](const Index &b) { return chunk(n[0], mul(b[0], imm(R)), R); },
-                                                ForKind::Serial, "rows"),
-                                      rest ? chunk(n[0], imm(blocks * R), rest) : seq({})});
-                        },
-                        ForKind::Serial, "n"),
+              chunks,
               loop_nest({s.O, cols}, [&](const Index &i) { return finish(i[0], i[1], cast(dt, load(sum, to_out(i[0], i[1])))); })});
 }
 
