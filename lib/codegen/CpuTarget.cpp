@@ -248,6 +248,13 @@ KernelTable distinct_kernels(const LoweredModule &module, const std::string &pre
   return table;
 }
 
+void log_shared(const KernelTable &table) {
+  if (table.shared)
+    log(LogLevel::Info, "codegen",
+        std::to_string(table.shared) + " kernels reuse the function of an identical kernel (" +
+            std::to_string(table.distinct.size()) + " distinct)");
+}
+
 /// The type of every CPU kernel: one pointer per buffer.
 FunctionType *kernel_type(LLVMContext &ctx, const Kernel &kernel) {
   return FunctionType::get(Type::getVoidTy(ctx),
@@ -521,10 +528,7 @@ std::unique_ptr<Module> build_cpu_module(const LoweredModule &module, const Code
   for (size_t d = 0; d < table.distinct.size(); ++d)
     functions.push_back(emit_kernel(*m, *table.distinct[d], table.symbols[d], {Device::CPU, threads, has_fma(tm)}));
   emit_entries(*m, entries, module, table, [&](size_t d) { return functions[d]; });
-  if (table.shared)
-    log(LogLevel::Info, "codegen",
-        std::to_string(table.shared) + " kernels reuse the function of an identical kernel (" +
-            std::to_string(table.distinct.size()) + " distinct)");
+  log_shared(table);
   emit_thread_count_functions(*m, opts.prefix, threads);
   if (threads && runtime == RuntimeSource::Bitcode)
     link_runtime(*m);
@@ -546,10 +550,7 @@ CodegenOutput generate_cpu(const LoweredModule &module, const CodegenOptions &op
     size_t threads = log_enabled(LogLevel::Info)
                          ? 1
                          : std::min<size_t>(partitions.size(), std::max(1u, std::thread::hardware_concurrency()));
-    if (table.shared)
-      log(LogLevel::Info, "codegen",
-          std::to_string(table.shared) + " kernels reuse the function of an identical kernel (" +
-              std::to_string(table.distinct.size()) + " distinct)");
+    log_shared(table);
     log(LogLevel::Info, "codegen",
         std::to_string(table.distinct.size()) + " kernels in " + std::to_string(partitions.size()) +
             " partition(s), compiled on " + std::to_string(threads) + " thread(s)");
