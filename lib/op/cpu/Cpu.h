@@ -31,7 +31,11 @@ class OpRegistry;
 ///    with FMA where the target has it, and stores the tile; a later K block
 ///    reloads it. Every element is therefore summed in k order, each step
 ///    fused (or a multiply then an add without FMA): the order is fixed by the
-///    shape and target, so a recomputed value is bitwise identical.
+///    shape and target, so a recomputed value is bitwise identical. The K
+///    loop is emitted once per K block size: the tiles cover the rows (MR
+///    balanced so that less than a row per tile is spare, the spare rows
+///    reading the last real row and never stored) and the last panel's
+///    zeros make its K loop the full one's.
 ///  * Panels run on the thread pool (Parallel), packing included.
 ///  * With 32 vector registers (AVX-512), a small batch against a weight,
 ///    both contiguous along k (x·wᵀ with M <= 32), is instead 4 × 4 dot

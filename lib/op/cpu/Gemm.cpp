@@ -1,8 +1,11 @@
 //===- cpu/Gemm.cpp - the CPU's packed matrix product ---------------------===//
 //
 // See Cpu.h for the schedule (the packed panels, gemm_dot).
-// Tiles and panels that do not divide the product are emitted as separate,
-// smaller instances, so every loop has a constant extent.
+// Every loop has a constant extent, and the register tile's K loop is
+// emitted once per K block size (the full blocks and the remainder), not
+// once per edge: the last row tile computes whole (its missing rows read the
+// last real row and are not stored), and the last panel is packed with
+// zeros and only its stores and reloads have a variant of their own.
 //
 //===----------------------------------------------------------------------===//
 #include "Cpu.h"
@@ -138,7 +141,10 @@ Oriented orient_probed(const Gemm &g) {
 struct Blocking {
   int64_t vl = 1, nv = 1, nr = 1, mr = 1, kc = 1;
   int64_t panels = 0, full_panels = 0; // panels of NR columns; the last may be partial
-  int64_t tiles = 0, full_tiles = 0;   // tiles of MR rows; the last may be partial
+  // Tiles of MR rows, MR chosen so that they cover the rows with less than a
+  // row per tile to spare (64 rows: 6 tiles of 11, not 5 of 12 and one of 4).
+  int64_t tiles = 0;
+  bool ragged = false; // the last tile reaches past the last row
   // The broadcast rows are packed too, [tile][k][MR], when 8 or more panels
   // reuse them and they are read across (blocking()) or lie along k a
   // multiple of 4 KiB apart: in place, MR such rows share one L1 set
@@ -151,7 +157,7 @@ struct Blocking {
   // panels stream past them, and few panels (a small batch's one panel of x)
   // still make enough jobs for the pool. Each job packs its panel, so a
   // group keeps at least 8 full tiles where it can.
-  int64_t groups = 1, group_tiles = 0; // full tiles per group; the last group has the rest
+  int64_t groups = 1, group_tiles = 0; // tiles per group (groups × group_tiles = tiles)
   // A product with a short K (at most kShortK: each output a few FMAs) is
   // bound by writing C. Its jobs are then whole groups (every panel, one
   // group per core): each thread writes its own rows, not column stripes
@@ -173,21 +179,21 @@ constexpr int64_t kAcrossTiles = 8; // row tiles packed together from rows read 
 /// each panel made dE of the GPT step (1000 x 128 x 512) 1.6x slower on
 /// two threads than reading its rows in place.
 int64_t row_groups(const CpuTuning &t, const Blocking &b, const Oriented &o, int64_t acc_bytes) {
-  if (b.full_tiles < 2)
+  if (b.tiles < 2)
     return 1;
   int64_t groups = 1;
   if (!o.vec_contiguous_in_k) {
     int64_t tiles_in_l2 = std::max<int64_t>(8, t.l2_bytes / 2 / std::max<int64_t>(1, b.mr * b.kc * acc_bytes));
-    groups = std::min<int64_t>(b.full_tiles, (b.full_tiles + tiles_in_l2 - 1) / tiles_in_l2);
+    groups = std::min<int64_t>(b.tiles, (b.tiles + tiles_in_l2 - 1) / tiles_in_l2);
   }
   int64_t cores = t.cores;
   auto balance = [&](int64_t jobs) { return double(jobs) / double((jobs + cores - 1) / cores * cores); };
   if (cores == 1 || balance(b.panels * groups) >= 0.85 || b.panels * groups >= 4 * cores)
     return groups;
-  for (int64_t g = groups + 1; g <= std::max(groups, b.full_tiles / 8); ++g)
+  for (int64_t g = groups + 1; g <= std::max(groups, b.tiles / 8); ++g)
     if (balance(b.panels * g) >= 0.85)
       return g;
-  return std::max(groups, b.full_tiles / 8);
+  return std::max(groups, b.tiles / 8);
 }
 
 Blocking blocking(const CpuTuning &t, const Gemm &g, const Oriented &o) {
@@ -198,7 +204,10 @@ Blocking blocking(const CpuTuning &t, const Gemm &g, const Oriented &o) {
   // Accumulators fill the register file but for the NV vectors of the packed
   // panel and a broadcast (AVX-512: 12 × 2 of 32 registers; AVX2: 6 × 2 of 16).
   int64_t accumulators = t.accumulators;
-  b.mr = std::max<int64_t>(1, std::min({accumulators / b.nv, int64_t(12), o.rows}));
+  int64_t mr_max = std::max<int64_t>(1, std::min({accumulators / b.nv, int64_t(12), o.rows}));
+  b.tiles = std::max<int64_t>(1, (o.rows + mr_max - 1) / mr_max);
+  b.mr = std::max<int64_t>(1, (o.rows + b.tiles - 1) / b.tiles);
+  b.ragged = b.tiles * b.mr != o.rows;
   // The packed micro-panel (KC × NR, on a thread's stack) fills the L1 while
   // every row tile streams past it: fewer K blocks, so fewer passes of the
   // partial sums over C. Half the L1 (twice the blocks) measured slower:
@@ -214,8 +223,6 @@ Blocking blocking(const CpuTuning &t, const Gemm &g, const Oriented &o) {
   }
   b.panels = (o.cols + b.nr - 1) / b.nr;
   b.full_panels = o.cols / b.nr;
-  b.tiles = (o.rows + b.mr - 1) / b.mr;
-  b.full_tiles = o.rows / b.mr;
   // Computed broadcast rows (a fused producer: a layer norm's output feeding
   // a dense) are packed whenever two or more panels read them, so that each
   // element is computed once per K block, not once per panel (the GPT step's
@@ -236,13 +243,17 @@ Blocking blocking(const CpuTuning &t, const Gemm &g, const Oriented &o) {
                 (b.panels >= 8 && b.tiles >= 2 && (!o.bcast_contiguous_in_k || conflict * acc_bytes % 4096 == 0));
   b.groups = row_groups(t, b, o, acc_bytes);
   int64_t cores = t.cores;
-  if (!b.pack_rows && o.K <= kShortK && b.panels > 1 && b.full_tiles >= 2 * cores) {
+  if (!b.pack_rows && o.K <= kShortK && b.panels > 1 && b.tiles >= 2 * cores) {
     b.row_jobs = true;
     b.groups = std::max(b.groups, cores);
   }
-  b.group_tiles = (b.full_tiles + b.groups - 1) / std::max<int64_t>(b.groups, 1);
-  if (b.group_tiles > 0)
-    b.groups = (b.full_tiles + b.group_tiles - 1) / b.group_tiles;
+  // Every group has as many tiles: the tiles are rounded up to a multiple
+  // of the groups, MR shrunk to match.
+  b.groups = std::clamp<int64_t>(b.groups, 1, b.tiles);
+  b.group_tiles = (b.tiles + b.groups - 1) / b.groups;
+  b.tiles = b.group_tiles * b.groups;
+  b.mr = std::max<int64_t>(1, (o.rows + b.tiles - 1) / b.tiles);
+  b.ragged = b.tiles * b.mr != o.rows;
   return b;
 }
 
@@ -271,12 +282,10 @@ public:
     // on its thread: one fork-join per product, not one per block.
     if (b_.pack_rows)
       return over_k_blocks([&](const KBlock &kb) {
-        return seq({pack_rows(kb), over_jobs([&](auto p, int64_t valid, const Tiles &tiles) {
-                      return panel_block(p, valid, tiles, kb);
-                    })});
+        return seq({pack_rows(kb), over_jobs([&](const Job &job) { return panel_block(job, kb); })});
       });
-    return over_jobs([&](const LExprPtr &p, int64_t valid, const Tiles &tiles) {
-      return over_k_blocks([&](const KBlock &kb) { return panel_block(p, valid, tiles, kb); });
+    return over_jobs([&](const Job &job) {
+      return over_k_blocks([&](const KBlock &kb) { return panel_block(job, kb); });
     });
   }
 
@@ -289,14 +298,15 @@ private:
   BufferPtr rows_, partial_;          // partial_: sums before the last K block (see build)
   bool blocked_ = false;              // K is split into blocks
 
+  static LExprPtr truth(bool v) { return int_imm(v, DType::Bool); }
   static LExprPtr first(const LExprPtr &kb) {
     if (kb->kind == LExprKind::IntImm)
-      return int_imm(kb->ivalue == 0, DType::Bool);
+      return truth(kb->ivalue == 0);
     return compare(CompareOp::EQ, kb, imm(0));
   }
   static LExprPtr last(const LExprPtr &kb, int64_t blocks) {
     if (kb->kind == LExprKind::IntImm)
-      return int_imm(kb->ivalue == blocks - 1, DType::Bool);
+      return truth(kb->ivalue == blocks - 1);
     return compare(CompareOp::EQ, kb, imm(blocks - 1));
   }
   /// `then` where `cond` holds, else `otherwise`, folded when `cond` is a constant.
@@ -309,6 +319,19 @@ private:
   /// Where packed element (step kk of the block, column j) of a panel lives.
   LExprPtr packed_at(const LExprPtr &kk, const LExprPtr &j) const { return add(mul(kk, imm(b_.nr)), j); }
 
+  /// The row a tile reads and writes for its row `row`: the last real row
+  /// where the last tile reaches past it. Such a row is computed, never
+  /// stored (if_real_row), but every index stays in bounds without the
+  /// guard (the verifier bounds indices, not guards).
+  LExprPtr clamp_row(const LExprPtr &row) const {
+    return b_.ragged ? binary(BinaryOp::Min, row, imm(o_.rows - 1)) : row;
+  }
+  /// `store` where `row` is a real row: a store of the tile's extra rows
+  /// would repeat the last row's (an epilogue that updates in place twice).
+  StmtPtr if_real_row(const LExprPtr &row, StmtPtr store) const {
+    return b_.ragged ? if_then(compare(CompareOp::LT, row, imm(o_.rows)), std::move(store), seq({})) : store;
+  }
+
   /// One block of K: steps [k0, k0 + steps), and whether it is the first and last.
   struct KBlock {
     LExprPtr k0;
@@ -319,66 +342,56 @@ private:
   /// The K blocks in order: a loop over the full ones, then the remainder.
   StmtPtr over_k_blocks(const std::function<StmtPtr(const KBlock &)> &body) {
     int64_t full_blocks = o_.K / b_.kc, rest = o_.K % b_.kc;
-    LExprPtr no = int_imm(0, DType::Bool), yes = int_imm(1, DType::Bool);
     return seq({loop(k_, "kb", full_blocks, ForKind::Serial,
                      [&](const LExprPtr &kb) {
-                       return body({mul(kb, imm(b_.kc)), b_.kc, first(kb), rest ? no : last(kb, full_blocks)});
+                       return body({mul(kb, imm(b_.kc)), b_.kc, first(kb), rest ? truth(false) : last(kb, full_blocks)});
                      }),
-                rest ? body({imm(full_blocks * b_.kc), rest, first(imm(full_blocks)), yes}) : seq({})});
+                rest ? body({imm(full_blocks * b_.kc), rest, first(imm(full_blocks)), truth(true)}) : seq({})});
   }
 
-  /// A job's row tiles: `count` full tiles from `first`, then the partial
-  /// last tile if `rest`.
-  struct Tiles {
+  /// A job: panel p (a full one where `full` holds, else the partial last
+  /// one) against `count` row tiles from `first`.
+  struct Job {
+    LExprPtr p, full;
     LExprPtr first;
     int64_t count;
-    bool rest;
   };
+
+  /// `f(valid)` for the columns of the job's panel: all NR of them, or the
+  /// last panel's where the job has it (a branch, or one of them where that
+  /// is known).
+  StmtPtr by_width(const Job &job, const std::function<StmtPtr(int64_t valid)> &f) const {
+    int64_t tail = o_.cols % b_.nr;
+    if (!tail)
+      return f(b_.nr);
+    return choose(job.full, f(b_.nr), f(tail));
+  }
 
   /// Every job (group of row tiles × panel, group-major: the claims of a
   /// thread are runs of panels against one group's rows) on the thread pool.
-  /// The partial last panel and the last group are more iterations (their
-  /// own variants behind branches), not serial steps after.
-  StmtPtr over_jobs(const std::function<StmtPtr(const LExprPtr &p, int64_t valid, const Tiles &tiles)> &job) {
-    int64_t tail = o_.cols % b_.nr, groups = b_.groups, panels = b_.panels;
-    bool rest = o_.rows % b_.mr != 0;
-    if (b_.row_jobs) { // a job is one group against every panel
-      auto every_panel = [&](const Tiles &tiles) {
-        StmtPtr full = loop(k_, "p", b_.full_panels, ForKind::Serial, [&](const LExprPtr &p) {
-          panel_ = k_.local("panel", g_.acc(), b_.kc * b_.nr);
-          return alloc(panel_, job(p, b_.nr, tiles));
-        });
-        if (!tail)
-          return full;
-        panel_ = k_.local("panel", g_.acc(), b_.kc * b_.nr);
-        return seq({full, alloc(panel_, job(imm(b_.full_panels), tail, tiles))});
-      };
+  StmtPtr over_jobs(const std::function<StmtPtr(const Job &)> &job) {
+    int64_t groups = b_.groups, panels = b_.panels;
+    auto make = [&](const LExprPtr &p, const LExprPtr &g) {
+      // `p < full_panels`, which the verifier reads as a bound on p.
+      Job j{p, truth(true), imm(0), b_.tiles};
+      if (o_.cols % b_.nr) // the last panel is partial
+        j.full = p->kind == LExprKind::IntImm ? truth(p->ivalue < b_.full_panels)
+                                              : compare(CompareOp::LT, p, imm(b_.full_panels));
+      if (groups > 1) {
+        j.first = mul(g, imm(b_.group_tiles));
+        j.count = b_.group_tiles;
+      }
+      panel_ = k_.local("panel", g_.acc(), b_.kc * b_.nr);
+      return alloc(panel_, job(j));
+    };
+    if (b_.row_jobs) // a job is one group against every panel
       return loop(k_, "group", groups, ForKind::Parallel, [&](const LExprPtr &g) {
-        if (groups == 1)
-          return every_panel({imm(0), b_.full_tiles, rest});
-        int64_t last_first = (groups - 1) * b_.group_tiles;
-        return if_then(compare(CompareOp::LT, g, imm(groups - 1)),
-                       every_panel({mul(g, imm(b_.group_tiles)), b_.group_tiles, false}),
-                       every_panel({imm(last_first), b_.full_tiles - last_first, rest}));
+        return loop(k_, "p", panels, ForKind::Serial, [&](const LExprPtr &p) { return make(p, g); });
       });
-    }
     return loop(k_, "job", panels * groups, ForKind::Parallel, [&](const LExprPtr &j) {
       LExprPtr p = groups == 1 ? j : panels == 1 ? imm(0) : binary(BinaryOp::FloorMod, j, imm(panels));
-      auto with_tiles = [&](int64_t valid) {
-        panel_ = k_.local("panel", g_.acc(), b_.kc * b_.nr);
-        if (groups == 1)
-          return alloc(panel_, job(p, valid, {imm(0), b_.full_tiles, rest}));
-        LExprPtr g = panels == 1 ? j : binary(BinaryOp::FloorDiv, j, imm(panels));
-        int64_t last_first = (groups - 1) * b_.group_tiles;
-        StmtPtr some = job(p, valid, {mul(g, imm(b_.group_tiles)), b_.group_tiles, false});
-        StmtPtr last = job(p, valid, {imm(last_first), b_.full_tiles - last_first, rest});
-        return alloc(panel_, if_then(compare(CompareOp::LT, g, imm(groups - 1)), some, last));
-      };
-      if (!tail)
-        return with_tiles(b_.nr);
-      if (b_.full_panels == 0)
-        return with_tiles(tail);
-      return if_then(compare(CompareOp::LT, p, imm(b_.full_panels)), with_tiles(b_.nr), with_tiles(tail));
+      LExprPtr g = groups == 1 ? imm(0) : panels == 1 ? j : binary(BinaryOp::FloorDiv, j, imm(panels));
+      return make(p, g);
     });
   }
 
@@ -388,38 +401,30 @@ private:
   /// row of a, not MR elements of a line that the next tile fetches again
   /// (dE = dlogitsᵀ·x of the GPT step, 1000 x 128 x 512 on AVX2 code).
   StmtPtr pack_rows(const KBlock &kb) {
-    int64_t rest = o_.rows % b_.mr;
-    StmtPtr last = rest ? pack_tile(kb.k0, kb.steps, imm(b_.full_tiles), rest) : seq({});
     if (o_.bcast_contiguous_in_k)
-      return seq({loop(k_, "rt", b_.full_tiles, ForKind::Parallel,
-                       [&](const LExprPtr &rt) { return pack_tile(kb.k0, kb.steps, rt, b_.mr); }),
-                  last});
-    int64_t chunks = b_.full_tiles / kAcrossTiles, left = b_.full_tiles % kAcrossTiles;
+      return loop(k_, "rt", b_.tiles, ForKind::Parallel, [&](const LExprPtr &rt) { return pack_tile(kb.k0, kb.steps, rt); });
+    int64_t chunks = b_.tiles / kAcrossTiles, left = b_.tiles % kAcrossTiles;
     auto chunk = [&](const LExprPtr &first, int64_t tiles) {
       return loop(k_, "kk", kb.steps, ForKind::Serial, [&](const LExprPtr &kk) {
         return loop(k_, "t", tiles, ForKind::Serial, [&](const LExprPtr &t) {
           LExprPtr rt = add(first, t);
           return loop(k_, "i", b_.mr, ForKind::Vectorized, [&](const LExprPtr &i) {
-            return store(rows_, tile_at(rt, kk, i), o_.bcast(add(mul(rt, imm(b_.mr)), i), add(kb.k0, kk)));
+            return store(rows_, tile_at(rt, kk, i), o_.bcast(clamp_row(add(mul(rt, imm(b_.mr)), i)), add(kb.k0, kk)));
           });
         });
       });
     };
     return seq({loop(k_, "rc", chunks, ForKind::Parallel,
                      [&](const LExprPtr &rc) { return chunk(mul(rc, imm(kAcrossTiles)), kAcrossTiles); }),
-                chunk(imm(chunks * kAcrossTiles), left), last});
+                chunk(imm(chunks * kAcrossTiles), left)});
   }
 
   /// One panel over one K block, on one thread: packed into that thread's
   /// stack (KC × NR, the L1 at most), then the job's row tiles against it.
-  StmtPtr panel_block(const LExprPtr &p, int64_t valid, const Tiles &tiles, const KBlock &kb) {
-    auto tile = [&](const LExprPtr &rt, int64_t mrows) {
-      return micro(rt, mrows, p, valid, kb.k0, kb.steps, kb.is_first, kb.is_last);
-    };
-    return seq({pack_panel(kb.k0, kb.steps, p, valid),
-                loop(k_, "rt", tiles.count, ForKind::Serial,
-                     [&](const LExprPtr &rt) { return tile(add(tiles.first, rt), b_.mr); }),
-                tiles.rest ? tile(imm(b_.full_tiles), o_.rows % b_.mr) : seq({})});
+  StmtPtr panel_block(const Job &job, const KBlock &kb) {
+    StmtPtr tiles = loop(k_, "rt", job.count, ForKind::Serial,
+                         [&](const LExprPtr &i) { return micro(job, add(job.first, i), kb); });
+    return seq({by_width(job, [&](int64_t valid) { return pack_panel(kb.k0, kb.steps, job.p, valid); }), tiles});
   }
 
   /// Where packed broadcast element (row tile rt, step kk, row i) lives.
@@ -427,18 +432,18 @@ private:
     return add(mul(add(mul(rt, imm(b_.kc)), kk), imm(b_.mr)), i);
   }
 
-  /// Rows [0, mrows) of row tile rt, steps [k0, k0 + steps).
-  StmtPtr pack_tile(const LExprPtr &k0, int64_t steps, const LExprPtr &rt, int64_t mrows) {
+  /// The rows of row tile rt, steps [k0, k0 + steps).
+  StmtPtr pack_tile(const LExprPtr &k0, int64_t steps, const LExprPtr &rt) {
     auto copy = [&](const LExprPtr &kk, const LExprPtr &i) {
-      return store(rows_, tile_at(rt, kk, i), o_.bcast(add(mul(rt, imm(b_.mr)), i), add(k0, kk)));
+      return store(rows_, tile_at(rt, kk, i), o_.bcast(clamp_row(add(mul(rt, imm(b_.mr)), i)), add(k0, kk)));
     };
     return o_.bcast_contiguous_in_k
-               ? loop(k_, "i", mrows, ForKind::Serial,
+               ? loop(k_, "i", b_.mr, ForKind::Serial,
                       [&](const LExprPtr &i) {
                         return loop(k_, "kk", steps, ForKind::Serial, [&](const LExprPtr &kk) { return copy(kk, i); });
                       })
                : loop(k_, "kk", steps, ForKind::Serial, [&](const LExprPtr &kk) {
-                   return loop(k_, "i", mrows, ForKind::Vectorized, [&](const LExprPtr &i) { return copy(kk, i); });
+                   return loop(k_, "i", b_.mr, ForKind::Vectorized, [&](const LExprPtr &i) { return copy(kk, i); });
                  });
   }
 
@@ -485,35 +490,38 @@ private:
     return seq({blocks, elementwise(0, col_blocks * n, step_blocks * n, steps), elementwise(col_blocks * n, valid, 0, steps)});
   }
 
-  /// The register tile: rows [rt MR, rt MR + mrows) × the NR columns of panel
-  /// p (`valid` of them real) over one K block.
-  StmtPtr micro(const LExprPtr &rt, int64_t mrows, const LExprPtr &p, int64_t valid, const LExprPtr &k0,
-                int64_t steps, const LExprPtr &is_first, const LExprPtr &is_last) {
-    const int64_t nr = b_.nr, vl = b_.vl;
-    LExprPtr row0 = mul(rt, imm(b_.mr));
+  /// The register tile: rows [rt MR, rt MR + MR) × the NR columns of the
+  /// job's panel over one K block. The K loop is the same code for every
+  /// panel and tile; only reloading and storing the tile depend on how many
+  /// of its columns and rows are real.
+  StmtPtr micro(const Job &job, const LExprPtr &rt, const KBlock &kb) {
+    const int64_t nr = b_.nr, vl = b_.vl, mr = b_.mr;
+    LExprPtr row0 = mul(rt, imm(mr));
     DType acc_t = g_.acc();
-    BufferPtr acc = k_.local("acc", acc_t, mrows * nr);
-    LExprPtr col0 = mul(p, imm(nr)), zero = constant_of(0, acc_t);
+    BufferPtr acc = k_.local("acc", acc_t, mr * nr);
+    LExprPtr col0 = mul(job.p, imm(nr)), zero = constant_of(0, acc_t);
     auto slot = [&](const LExprPtr &i, const LExprPtr &j) { return add(mul(i, imm(nr)), j); };
 
-    StmtPtr zero_all = loop(k_, "s", mrows * nr, ForKind::Vectorized, [&](const LExprPtr &s) { return store(acc, s, zero); });
-    StmtPtr reload = loop(k_, "i", mrows, ForKind::Unrolled, [&](const LExprPtr &i) {
-      return seq({loop(k_, "j", valid, ForKind::Vectorized,
-                       [&](const LExprPtr &j) {
-                         LExprPtr row = add(row0, i), col = add(col0, j);
-                         LExprPtr before = partial_ ? load(partial_, add(mul(row, imm(o_.cols)), col))
-                                                    : cast(acc_t, o_.load(row, col));
-                         return store(acc, slot(i, j), before);
-                       }),
-                  loop(k_, "j", nr - valid, ForKind::Vectorized,
-                       [&](const LExprPtr &j) { return store(acc, slot(i, add(j, imm(valid))), zero); })});
+    StmtPtr zero_all = loop(k_, "s", mr * nr, ForKind::Vectorized, [&](const LExprPtr &s) { return store(acc, s, zero); });
+    StmtPtr reload = by_width(job, [&](int64_t valid) {
+      return loop(k_, "i", mr, ForKind::Unrolled, [&](const LExprPtr &i) {
+        return seq({loop(k_, "j", valid, ForKind::Vectorized,
+                         [&](const LExprPtr &j) {
+                           LExprPtr row = clamp_row(add(row0, i)), col = add(col0, j);
+                           LExprPtr before = partial_ ? load(partial_, add(mul(row, imm(o_.cols)), col))
+                                                      : cast(acc_t, o_.load(row, col));
+                           return store(acc, slot(i, j), before);
+                         }),
+                    loop(k_, "j", nr - valid, ForKind::Vectorized,
+                         [&](const LExprPtr &j) { return store(acc, slot(i, add(j, imm(valid))), zero); })});
+      });
     });
-    StmtPtr init = choose(is_first, zero_all, reload);
+    StmtPtr init = choose(kb.is_first, zero_all, reload);
 
     bool fma = k_.target.has_fma && is_float(acc_t);
-    StmtPtr steps_loop = loop(k_, "kk", steps, ForKind::Serial, [&](const LExprPtr &kk) {
-      return loop(k_, "i", mrows, ForKind::Unrolled, [&](const LExprPtr &i) {
-        LExprPtr a = b_.pack_rows ? load(rows_, tile_at(rt, kk, i)) : o_.bcast(add(row0, i), add(k0, kk));
+    StmtPtr steps_loop = loop(k_, "kk", kb.steps, ForKind::Serial, [&](const LExprPtr &kk) {
+      return loop(k_, "i", mr, ForKind::Unrolled, [&](const LExprPtr &i) {
+        LExprPtr a = b_.pack_rows ? load(rows_, tile_at(rt, kk, i)) : o_.bcast(clamp_row(add(row0, i)), add(kb.k0, kk));
         return loop(k_, "jv", b_.nv, ForKind::Unrolled, [&](const LExprPtr &jv) {
           return loop(k_, "j", vl, ForKind::Vectorized, [&](const LExprPtr &j) {
             LExprPtr col = add(mul(jv, imm(vl)), j);
@@ -524,9 +532,9 @@ private:
         });
       });
     });
-    auto write = [&](bool partial) {
+    auto write = [&](bool partial, int64_t valid) {
       auto element = [&](const LExprPtr &i, const LExprPtr &j) {
-        LExprPtr row = add(row0, i), col = add(col0, j), sum = load(acc, slot(i, j));
+        LExprPtr row = clamp_row(add(row0, i)), col = add(col0, j), sum = load(acc, slot(i, j));
         if (!partial)
           return o_.store(row, col, cast(g_.dtype, sum));
         return partial_ ? store(partial_, add(mul(row, imm(o_.cols)), col), sum)
@@ -537,13 +545,15 @@ private:
       // what an epilogue reads at them are contiguous, not VL columns apart.
       if (o_.transposed && !partial_)
         return loop(k_, "j", valid, ForKind::Serial, [&](const LExprPtr &j) {
-          return loop(k_, "i", mrows, ForKind::Unrolled, [&](const LExprPtr &i) { return element(i, j); });
+          return loop(k_, "i", mr, ForKind::Unrolled,
+                      [&](const LExprPtr &i) { return if_real_row(add(row0, i), element(i, j)); });
         });
-      return loop(k_, "i", mrows, ForKind::Serial, [&](const LExprPtr &i) {
-        return loop(k_, "j", valid, ForKind::Vectorized, [&](const LExprPtr &j) { return element(i, j); });
+      return loop(k_, "i", mr, ForKind::Serial, [&](const LExprPtr &i) {
+        return if_real_row(add(row0, i), loop(k_, "j", valid, ForKind::Vectorized, [&](const LExprPtr &j) { return element(i, j); }));
       });
     };
-    StmtPtr out = blocked_ && (g_.epilogue || partial_) ? choose(is_last, write(false), write(true)) : write(false);
+    auto write_all = [&](bool partial) { return by_width(job, [&](int64_t valid) { return write(partial, valid); }); };
+    StmtPtr out = blocked_ && (g_.epilogue || partial_) ? choose(kb.is_last, write_all(false), write_all(true)) : write_all(false);
     return alloc(acc, seq({init, steps_loop, out}));
   }
 };
