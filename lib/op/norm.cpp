@@ -80,9 +80,11 @@ StmtPtr batch_norm_kernel(KernelCtx &k) {
 }
 
 /// With s = rsqrt(var + eps), d = x - mean and G = (G0, G1, G2) the adjoint:
-///   dx = G0 · gamma · s,  dbeta = Σ G0,  dgamma = Σ G0 · d · s,
-///   dmean = -Σ G0 · gamma · s + G1,  dvar = -½ Σ G0 · gamma · d · s³ + G2,
-/// each Σ over every axis but the channel's.
+///   dx = G0 · gamma · s,  dbeta = Σ G0,  dgamma = s · Σ G0 · d,
+///   dmean = -gamma · s · Σ G0 + G1,  dvar = -½ gamma · s³ · Σ G0 · d + G2,
+/// each Σ over every axis but the channel's. Only two sums pass over the
+/// data, Σ G0 and Σ G0 · d; the per-channel factors multiply their results
+/// (it was four, Σ G0 · gamma · s and Σ G0 · d · s apart).
 Grads batch_norm_grad(GradCtx &g) {
   auto a = g.attrs_as<BatchNormAttrs>();
   Builder &b = g.b;
@@ -101,11 +103,12 @@ Grads batch_norm_grad(GradCtx &g) {
   ExprPtr gs = a.scale ? b.mul(gamma, s) : s; // d out / d x per channel
   ExprPtr d = b.sub(x, along(mean));
   ExprPtr dx = b.mul(g0, along(gs));
-  ExprPtr dgamma = a.scale ? per_channel(b.mul(b.mul(g0, d), along(s))) : nullptr;
-  ExprPtr dbeta = a.center ? per_channel(g0) : nullptr;
-  ExprPtr dmean = b.add(b.neg(per_channel(dx)), g1);
+  ExprPtr sum_g0 = per_channel(g0), sum_g0_d = per_channel(b.mul(g0, d));
+  ExprPtr dgamma = a.scale ? b.mul(sum_g0_d, s) : nullptr;
+  ExprPtr dbeta = a.center ? sum_g0 : nullptr;
+  ExprPtr dmean = b.add(b.neg(b.mul(sum_g0, gs)), g1);
   ExprPtr s3 = b.mul(b.mul(s, s), gs); // s² · gamma · s
-  ExprPtr dvar = b.add(b.mul(per_channel(b.mul(g0, d)), b.scale(s3, -0.5)), g2);
+  ExprPtr dvar = b.add(b.mul(sum_g0_d, b.scale(s3, -0.5)), g2);
   return {dx, dgamma, dbeta, dmean, dvar};
 }
 
