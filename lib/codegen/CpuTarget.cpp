@@ -211,54 +211,56 @@ void emit_thread_count_functions(Module &m, const std::string &prefix, bool thre
   tb.CreateRetVoid();
 }
 
-/// The kernels of a module, each computed once: kernels that compute the same
-/// thing on their buffers (a model's repeated layers) share one function, so
-/// compile time grows with the distinct kernels only.
+/// The kernels of a module as functions: one per template (loops/Templates.h),
+/// so that compile time grows with the templates only (a model's repeated
+/// layers share one, and so do layers that differ in their channel count).
 struct KernelTable {
-  std::vector<const Kernel *> distinct; // in order of first use
-  std::vector<std::string> symbols;     // per distinct kernel
-  std::vector<std::vector<size_t>> use; // [function][kernel]: its distinct kernel
-  size_t shared = 0;                    // kernels that reuse another's function
+  ModuleTemplates templates;
+  std::vector<std::string> symbols; // per template
+
+  size_t size() const { return templates.templates.size(); }
+  const Kernel &kernel(size_t t) const { return *templates.templates[t].kernel; }
+  KernelOptions options(size_t t, bool threads, bool fma) const {
+    return {Device::CPU, threads, fma, &templates.templates[t].params};
+  }
 };
 
 KernelTable distinct_kernels(const LoweredModule &module, const std::string &prefix) {
-  KernelTable table;
+  KernelTable table{kernel_templates(module), {}};
   std::set<std::string> taken = {prefix + "_set_num_threads", prefix + "_get_num_threads",
                                  prefix + "_shutdown_threads"};
   for (const LoweredFunction &fn : module.functions)
     taken.insert(prefix + "_" + fn.name);
-  std::map<KernelKey, size_t> index;
-  for (const LoweredFunction &fn : module.functions) {
-    std::vector<size_t> &use = table.use.emplace_back();
-    for (const Kernel &kernel : fn.kernels) {
-      auto [it, fresh] = index.try_emplace(structural_key(kernel), table.distinct.size());
-      use.push_back(it->second);
-      if (!fresh) {
-        ++table.shared;
+  table.symbols.resize(table.size());
+  for (size_t f = 0; f < module.functions.size(); ++f)
+    for (size_t k = 0; k < module.functions[f].kernels.size(); ++k) {
+      size_t t = table.templates.use[f][k];
+      if (!table.symbols[t].empty())
         continue;
-      }
-      std::string base = prefix + "_" + fn.name + "_" + kernel.name, symbol = base;
+      std::string base = prefix + "_" + module.functions[f].name + "_" + module.functions[f].kernels[k].name,
+                  symbol = base;
       for (int n = 1; taken.count(symbol); ++n)
         symbol = base + "_" + std::to_string(n);
       taken.insert(symbol);
-      table.distinct.push_back(&kernel);
-      table.symbols.push_back(symbol);
+      table.symbols[t] = symbol;
     }
-  }
   return table;
 }
 
 void log_shared(const KernelTable &table) {
-  if (table.shared)
+  const ModuleTemplates &t = table.templates;
+  if (t.shared)
     log(LogLevel::Info, "codegen",
-        std::to_string(table.shared) + " kernels reuse the function of an identical kernel (" +
-            std::to_string(table.distinct.size()) + " distinct)");
+        std::to_string(t.shared) + " kernels reuse an earlier kernel's function (" + std::to_string(t.identical) +
+            " identical, " + std::to_string(t.shared - t.identical) + " differing only in constants passed as arguments; " +
+            std::to_string(table.size()) + " distinct)");
 }
 
-/// The type of every CPU kernel: one pointer per buffer.
-FunctionType *kernel_type(LLVMContext &ctx, const Kernel &kernel) {
-  return FunctionType::get(Type::getVoidTy(ctx),
-                           SmallVector<Type *, 8>(kernel.buffers.size(), PointerType::get(ctx, 0)), false);
+/// The type of a CPU kernel's function: one pointer per buffer, and one to
+/// the table of its template's arguments where it has any.
+FunctionType *kernel_type(LLVMContext &ctx, const KernelTable &table, size_t t) {
+  size_t pointers = table.kernel(t).buffers.size() + (table.templates.templates[t].params.count > 0 ? 1 : 0);
+  return FunctionType::get(Type::getVoidTy(ctx), SmallVector<Type *, 8>(pointers, PointerType::get(ctx, 0)), false);
 }
 
 /// Fills in the entry points of `m` (declared by create_host_module): the
@@ -267,6 +269,7 @@ FunctionType *kernel_type(LLVMContext &ctx, const Kernel &kernel) {
 void emit_entries(Module &m, const std::vector<Function *> &entries, const LoweredModule &module,
                   const KernelTable &table, const std::function<Function *(size_t)> &kernel_fn) {
   LLVMContext &ctx = m.getContext();
+  std::map<std::pair<size_t, KernelArgs>, GlobalVariable *> arg_tables; // one per template and arguments
   for (size_t i = 0; i < module.functions.size(); ++i) {
     const LoweredFunction &fn = module.functions[i];
     IRBuilder<> b(BasicBlock::Create(ctx, "entry", entries[i]));
@@ -316,7 +319,20 @@ void emit_entries(Module &m, const std::vector<Function *> &entries, const Lower
         },
         [&](size_t k) {
           const Kernel &kernel = fn.kernels[k];
-          b.CreateCall(kernel_fn(table.use[i][k]), kernel_arguments(buffers, kernel));
+          std::vector<Value *> args = kernel_arguments(buffers, kernel);
+          const KernelArgs &values = table.templates.args[i][k];
+          if (!values.empty()) { // the template's arguments for this kernel: a constant table
+            GlobalVariable *&at = arg_tables[{table.templates.use[i][k], values}];
+            if (!at)
+              at = new GlobalVariable(m, ArrayType::get(b.getInt64Ty(), values.size()), true,
+                                      GlobalValue::PrivateLinkage,
+                                      ConstantDataArray::get(ctx, ArrayRef<uint64_t>(
+                                                                      reinterpret_cast<const uint64_t *>(values.data()),
+                                                                      values.size())),
+                                      table.symbols[table.templates.use[i][k]] + ".args");
+            args.push_back(at);
+          }
+          b.CreateCall(kernel_fn(table.templates.use[i][k]), args);
         },
         [&](const TimeLoop &) {
           OpenLoop loop = open.back();
@@ -400,26 +416,26 @@ constexpr size_t kMaxPartitions = 32;
 /// least code so far (ties to the lowest index), then each partition's
 /// kernels in their first-use order.
 std::vector<std::vector<size_t>> partition_kernels(const KernelTable &table, const LoweredModule &module) {
-  std::vector<double> size(table.distinct.size());
+  std::vector<double> size(table.size());
   double total = 0, entries = 0;
-  for (size_t d = 0; d < table.distinct.size(); ++d) {
+  for (size_t d = 0; d < table.size(); ++d) {
     std::unordered_map<const LExpr *, double> memo;
-    size[d] = emitted_size(*table.distinct[d]->body, memo);
+    size[d] = emitted_size(*table.kernel(d).body, memo);
     total += size[d];
   }
   for (const LoweredFunction &fn : module.functions) // a call per kernel, checks per buffer
     entries += double(fn.kernels.size()) * 4 + double(fn.inputs.size() + fn.outputs.size() + fn.arena.size()) * 4;
   total += entries;
-  size_t parts = std::clamp<size_t>(size_t(total / kPartitionSize), 1, std::min(kMaxPartitions, table.distinct.size()));
+  size_t parts = std::clamp<size_t>(size_t(total / kPartitionSize), 1, std::min(kMaxPartitions, table.size()));
   std::vector<std::vector<size_t>> kernels(parts);
   if (parts == 1) {
-    for (size_t d = 0; d < table.distinct.size(); ++d)
+    for (size_t d = 0; d < table.size(); ++d)
       kernels[0].push_back(d);
     return kernels;
   }
   std::vector<double> load(parts, 0.0);
   load[0] = entries;
-  std::vector<size_t> order(table.distinct.size());
+  std::vector<size_t> order(table.size());
   std::iota(order.begin(), order.end(), size_t(0));
   std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return size[a] > size[b]; });
   for (size_t d : order) {
@@ -452,9 +468,9 @@ std::string compile_partition(const LoweredModule &module, const CodegenOptions 
     host.module->setDataLayout(tm->createDataLayout());
   }
   Module &m = *host.module;
-  std::vector<Function *> functions(table.distinct.size(), nullptr);
+  std::vector<Function *> functions(table.size(), nullptr);
   for (size_t d : kernels) {
-    functions[d] = emit_kernel(m, *table.distinct[d], table.symbols[d], {Device::CPU, threads, has_fma(*tm)});
+    functions[d] = emit_kernel(m, table.kernel(d), table.symbols[d], table.options(d, threads, has_fma(*tm)));
     if (partitioned && !first) {
       functions[d]->setLinkage(GlobalValue::ExternalLinkage);
       functions[d]->setVisibility(GlobalValue::HiddenVisibility);
@@ -463,7 +479,7 @@ std::string compile_partition(const LoweredModule &module, const CodegenOptions 
   if (first) {
     emit_entries(m, host.entries, module, table, [&](size_t d) {
       if (!functions[d]) { // in another partition
-        functions[d] = Function::Create(kernel_type(ctx, *table.distinct[d]), GlobalValue::ExternalLinkage,
+        functions[d] = Function::Create(kernel_type(ctx, table, d), GlobalValue::ExternalLinkage,
                                         table.symbols[d], m);
         GRADC_CHECK(functions[d]->getName() == table.symbols[d], "codegen",
                     "kernel symbol " + table.symbols[d] + " is taken");
@@ -525,8 +541,8 @@ std::unique_ptr<Module> build_cpu_module(const LoweredModule &module, const Code
   bool threads = runtime_supports(tm.getTargetTriple());
   KernelTable table = distinct_kernels(module, opts.prefix);
   std::vector<Function *> functions;
-  for (size_t d = 0; d < table.distinct.size(); ++d)
-    functions.push_back(emit_kernel(*m, *table.distinct[d], table.symbols[d], {Device::CPU, threads, has_fma(tm)}));
+  for (size_t d = 0; d < table.size(); ++d)
+    functions.push_back(emit_kernel(*m, table.kernel(d), table.symbols[d], table.options(d, threads, has_fma(tm))));
   emit_entries(*m, entries, module, table, [&](size_t d) { return functions[d]; });
   log_shared(table);
   emit_thread_count_functions(*m, opts.prefix, threads);
@@ -552,7 +568,7 @@ CodegenOutput generate_cpu(const LoweredModule &module, const CodegenOptions &op
                          : std::min<size_t>(partitions.size(), std::max(1u, std::thread::hardware_concurrency()));
     log_shared(table);
     log(LogLevel::Info, "codegen",
-        std::to_string(table.distinct.size()) + " kernels in " + std::to_string(partitions.size()) +
+        std::to_string(table.size()) + " kernels in " + std::to_string(partitions.size()) +
             " partition(s), compiled on " + std::to_string(threads) + " thread(s)");
     timer.step("llvm-plan");
     std::vector<std::string> objects = compile_partitions(module, opts, table, partitions, threads);

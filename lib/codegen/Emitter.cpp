@@ -43,17 +43,15 @@ Type *register_type(LLVMContext &ctx, DType dt) {
 
 enum class MathFn { Exp, Log, Sqrt, Fabs, Sin, Cos, Tanh, Erf, Pow, Floor };
 
-// A Parallel loop (chosen by the CPU schedule, schedule_cpu in lower/Passes.h)
-// is split across the pool in chunks of at least kChunkWork operations.
-constexpr double kChunkWork = 1 << 14;
-
 /// Emits the body of one kernel function.
 
 class KernelEmitter : StmtFunctor<void()>, LExprFunctor<Value *()> {
 public:
-  KernelEmitter(Function *fn, const KernelOptions &opts, BufferValues buffers)
+  /// `constants`: the table of the template's arguments (KernelParams), or
+  /// null where the kernel has none.
+  KernelEmitter(Function *fn, const KernelOptions &opts, BufferValues buffers, Value *constants)
       : fn_(fn), device_(opts.device), opts_(opts), ctx_(fn->getContext()),
-        b_(BasicBlock::Create(ctx_, "entry", fn)), buffers_(std::move(buffers)) {}
+        b_(BasicBlock::Create(ctx_, "entry", fn)), buffers_(std::move(buffers)), constants_(constants) {}
 
   void emit(const StmtPtr &body) {
     stmt(body);
@@ -97,7 +95,8 @@ private:
       vars_.erase(var);
       return;
     }
-    if (s.extent <= 0)
+    Value *extent = argument(opts_.params ? &opts_.params->extents : nullptr, &s);
+    if (!extent && s.extent <= 0)
       return;
     if (s.for_kind == ForKind::Parallel && opts_.threads && device_ == Device::CPU && allocs_open_ == 0)
       return emit_parallel(s);
@@ -115,7 +114,31 @@ private:
       vars_.erase(var);
       return;
     }
-    counted_loop(s, b_.getInt64(0), b_.getInt64(s.extent));
+    counted_loop(s, b_.getInt64(0), extent ? extent : b_.getInt64(s.extent));
+  }
+
+  /// The value of a template's argument for `node` (Templates.h), read from
+  /// the table once at the function's entry; null where `node` is a
+  /// constant of the kernel.
+  template <typename Node> Value *argument(const std::unordered_map<const Node *, int> *slots, const Node *node) {
+    if (!slots || !constants_)
+      return nullptr;
+    auto it = slots->find(node);
+    if (it == slots->end())
+      return nullptr;
+    Value *&v = arguments_[it->second];
+    if (!v) {
+      BasicBlock &entry = fn_->getEntryBlock();
+      IRBuilder<> ab(&entry, entry.begin());
+      Value *at = ab.CreateConstInBoundsGEP1_64(ab.getInt64Ty(), constants_, uint64_t(it->second));
+      v = ab.CreateAlignedLoad(ab.getInt64Ty(), at, Align(8), "arg" + std::to_string(it->second));
+    }
+    return v;
+  }
+  /// A loop's extent: its template argument, or the constant.
+  Value *extent_of(const Stmt &s) {
+    Value *v = argument(opts_.params ? &opts_.params->extents : nullptr, &s);
+    return v ? v : b_.getInt64(s.extent);
   }
 
   /// `for var in [begin, end)`; the caller guarantees begin < end when both
@@ -193,9 +216,10 @@ private:
 
   /// Splits the loop across the runtime's thread pool. Its body becomes a
   /// function of every buffer (noalias, as in a kernel) and enclosing loop
-  /// variable plus the [begin, end) chunk; a trampoline of the runtime's task
-  /// type unpacks a closure struct built here and calls it. Iterations of a
-  /// Parallel loop are independent, so results do not depend on the split.
+  /// variable plus the [begin, end) chunk (and the template's arguments
+  /// where it has any); a trampoline of the runtime's task type unpacks a
+  /// closure struct built here and calls it. Iterations of a Parallel loop
+  /// are independent, so results do not depend on the split.
   void emit_parallel(const Stmt &s) {
     Module &m = *fn_->getParent();
     std::vector<const Buffer *> bufs;
@@ -204,6 +228,8 @@ private:
       bufs.push_back(buf);
       buf_values.push_back(value);
     }
+    if (constants_) // the table travels as one more pointer, after the buffers
+      buf_values.push_back(constants_);
     std::vector<const LVar *> outer;
     std::vector<Value *> outer_values;
     for (const auto &[var, value] : vars_.in_order()) {
@@ -213,7 +239,7 @@ private:
     Type *ptr = b_.getPtrTy(), *i64 = b_.getInt64Ty();
 
     // The chunk function.
-    std::vector<Type *> params(bufs.size(), ptr);
+    std::vector<Type *> params(buf_values.size(), ptr);
     params.insert(params.end(), outer.size() + 2, i64);
     std::string base = unique_symbol(m, fn_->getName().str() + ".par");
     Function *chunk =
@@ -227,16 +253,21 @@ private:
       arg->addAttr(Attribute::getWithAlignment(ctx_, Align(64)));
       chunk_buffers[bufs[i]] = arg;
     }
+    Value *chunk_constants = nullptr;
+    if (constants_) {
+      chunk_constants = chunk->getArg(bufs.size());
+      chunk_constants->setName("constants");
+    }
     ScopeValues<LVar> chunk_vars;
     for (size_t i = 0; i < outer.size(); ++i)
-      chunk_vars[outer[i]] = chunk->getArg(bufs.size() + i);
+      chunk_vars[outer[i]] = chunk->getArg(buf_values.size() + i);
     KernelOptions inner = opts_;
     inner.threads = false; // nested parallel loops run serially inside a chunk
-    KernelEmitter(chunk, inner, std::move(chunk_buffers))
+    KernelEmitter(chunk, inner, std::move(chunk_buffers), chunk_constants)
         .emit_task(s, std::move(chunk_vars), chunk->getArg(params.size() - 2), chunk->getArg(params.size() - 1));
 
     // The closure and the trampoline `void task(ptr closure, i64 begin, i64 end)`.
-    std::vector<Type *> fields(bufs.size(), ptr);
+    std::vector<Type *> fields(buf_values.size(), ptr);
     fields.insert(fields.end(), outer.size(), i64);
     StructType *closure_ty = StructType::get(ctx_, fields);
     Function *task = Function::Create(FunctionType::get(b_.getVoidTy(), {ptr, i64, i64}, false),
@@ -257,12 +288,13 @@ private:
     values.insert(values.end(), outer_values.begin(), outer_values.end());
     for (size_t i = 0; i < values.size(); ++i)
       b_.CreateStore(values[i], b_.CreateStructGEP(closure_ty, closure, i));
-    double per_iteration = std::max(1.0, estimated_work(s) / double(s.extent));
-    int64_t grain = std::max<int64_t>(1, int64_t(std::ceil(kChunkWork / per_iteration)));
-    b_.CreateCall(runtime_function(m, RuntimeFn::ParallelFor), {b_.getInt64(s.extent), b_.getInt64(grain), task, closure});
+    Value *grain = argument(opts_.params ? &opts_.params->grains : nullptr, &s);
+    b_.CreateCall(runtime_function(m, RuntimeFn::ParallelFor),
+                  {extent_of(s), grain ? grain : b_.getInt64(parallel_grain(s)), task, closure});
     log(LogLevel::Info, "schedule",
         fn_->getName().str() + ": loop " + s.var->name + " over " + std::to_string(s.extent) +
-            " iterations runs on the thread pool in chunks of at least " + std::to_string(grain));
+            " iterations runs on the thread pool in chunks of at least " + std::to_string(parallel_grain(s)) +
+            (grain ? " (for this kernel of its template)" : ""));
   }
 
   /// A lane-wise Vectorized loop (loops/Lanes.h) as `extent`-lane vector
@@ -400,11 +432,22 @@ private:
 
   Value *on_int_imm(const LExprPtr &e) override {
     GRADC_CHECK(!is_float(e->dtype), kPass, "integer constant of a float dtype");
+    if (Value *v = argument(opts_.params ? &opts_.params->constants : nullptr, e.get())) {
+      GRADC_CHECK(e->dtype == DType::Int64, kPass, "a template argument for a constant that is not Int64");
+      return v;
+    }
     if (e->dtype == DType::Bool)
       return b_.getInt1(e->ivalue != 0);
     return ConstantInt::get(register_type(ctx_, e->dtype), e->ivalue, true);
   }
-  Value *on_float_imm(const LExprPtr &e) override { return ConstantFP::get(register_type(ctx_, e->dtype), e->fvalue); }
+  Value *on_float_imm(const LExprPtr &e) override {
+    if (Value *v = argument(opts_.params ? &opts_.params->constants : nullptr, e.get())) {
+      // The bits of a double, rounded to the dtype as the constant would be.
+      Value *d = b_.CreateBitCast(v, b_.getDoubleTy());
+      return e->dtype == DType::Float64 ? d : b_.CreateFPTrunc(d, register_type(ctx_, e->dtype));
+    }
+    return ConstantFP::get(register_type(ctx_, e->dtype), e->fvalue);
+  }
   Value *on_var(const LExprPtr &e) override {
     Value *index = vars_.lookup(e->var.get());
     GRADC_CHECK(index, kPass, "loop variable " + e->var->name + " used out of scope");
@@ -690,6 +733,8 @@ private:
   IRBuilder<> b_;
   BufferValues buffers_;
   ScopeValues<LVar> vars_;
+  Value *constants_;                            // the template's argument table, or null
+  std::unordered_map<int, Value *> arguments_; // loaded at the entry, by slot
 };
 
 } // namespace
@@ -700,6 +745,10 @@ Function *emit_kernel(Module &m, const Kernel &kernel, const std::string &symbol
   // GPU buffers are in global memory (address space 1): ld.global/st.global.
   PointerType *ptr = PointerType::get(ctx, device == Device::GPU ? 1 : 0);
   SmallVector<Type *, 8> params(kernel.buffers.size(), ptr);
+  bool has_arguments = opts.params && opts.params->count > 0;
+  GRADC_CHECK(!has_arguments || device == Device::CPU, kPass, "template arguments for a GPU kernel");
+  if (has_arguments) // the table of the template's arguments, last
+    params.push_back(ptr);
   Function *fn =
       Function::Create(FunctionType::get(Type::getVoidTy(ctx), params, false),
                        device == Device::GPU ? GlobalValue::ExternalLinkage : GlobalValue::InternalLinkage, symbol, m);
@@ -722,7 +771,15 @@ Function *emit_kernel(Module &m, const Kernel &kernel, const std::string &symbol
     GRADC_CHECK(buffers.emplace(&buf, arg), kPass,
                 "kernel " + kernel.name + " lists buffer " + buf.name + " twice");
   }
-  KernelEmitter(fn, opts, std::move(buffers)).emit(kernel.body);
+  Value *constants = nullptr;
+  if (has_arguments) {
+    Argument *arg = fn->getArg(unsigned(kernel.buffers.size()));
+    arg->setName("constants");
+    arg->addAttr(Attribute::NoAlias);
+    arg->addAttr(Attribute::ReadOnly);
+    constants = arg;
+  }
+  KernelEmitter(fn, opts, std::move(buffers), constants).emit(kernel.body);
   return fn;
 }
 

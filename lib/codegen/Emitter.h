@@ -8,6 +8,7 @@
 #pragma once
 
 #include "gradc/codegen/Codegen.h"
+#include "gradc/loops/Templates.h"
 
 #include <llvm/IR/IRBuilder.h>
 #include <llvm/IR/Module.h>
@@ -99,6 +100,9 @@ struct KernelOptions {
   bool threads = false;
   /// CPU: the target has fused multiply-add (the inline math functions use it).
   bool fma = false;
+  /// CPU: the kernel is a template (loops/Templates.h) whose arguments these
+  /// are: the function takes their table as a last pointer argument.
+  const KernelParams *params = nullptr;
 };
 
 /// Emits `kernel` as `void symbol(ptr buffer...)`, one noalias pointer per

@@ -5,6 +5,7 @@
 #include "gradc/support/Diagnostics.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <sstream>
 #include <unordered_map>
@@ -294,6 +295,12 @@ double estimated_work(const Stmt &s) {
   return WorkEstimate().of(alias);
 }
 
+int64_t parallel_grain(const Stmt &loop) {
+  constexpr double kChunkWork = 1 << 14;
+  double per_iteration = std::max(1.0, estimated_work(loop) / double(std::max<int64_t>(1, loop.extent)));
+  return std::max<int64_t>(1, int64_t(std::ceil(kChunkWork / per_iteration)));
+}
+
 namespace {
 
 /// The sum of the Local buffers a statement allocates, however nested.
@@ -559,114 +566,6 @@ public:
 
 } // namespace
 
-namespace {
-
-/// Writes a kernel as a flat sequence of numbers: every node's kind and
-/// fields in prefix order, buffers numbered by their position in
-/// Kernel::buffers and then in allocation order, loop variables in binding
-/// order, constants by their bits. Names never enter it, nor does the dump
-/// printer's formatting: a cosmetic change to `--dump-ir=loops` cannot merge
-/// or split kernels.
-class StructuralKey : LoopVisitor {
-public:
-  KernelKey key;
-
-  explicit StructuralKey(const Kernel &kernel) {
-    for (const BufferPtr &b : kernel.buffers)
-      declare(*b);
-    key.insert(key.end(), {kernel.grid, kernel.block});
-    visit(kernel.body);
-  }
-
-private:
-  std::unordered_map<const Buffer *, int64_t> buffers_; // looked up only, never iterated
-  std::unordered_map<const LVar *, int64_t> vars_;
-
-  void declare(const Buffer &b) {
-    buffers_.emplace(&b, int64_t(buffers_.size()));
-    key.insert(key.end(), {int64_t(b.dtype), b.numel()});
-  }
-  int64_t buffer(const Buffer &b) const {
-    auto it = buffers_.find(&b);
-    GRADC_CHECK(it != buffers_.end(), "codegen", "kernel buffer " + b.name + " is neither listed nor allocated");
-    return it->second;
-  }
-  int64_t var(const LVar &v) const {
-    auto it = vars_.find(&v);
-    GRADC_CHECK(it != vars_.end(), "codegen", "loop variable " + v.name + " used out of scope");
-    return it->second;
-  }
-
-  void on_for(const StmtPtr &s) override {
-    vars_.emplace(s->var.get(), int64_t(vars_.size()));
-    key.insert(key.end(), {int64_t(StmtKind::For), s->extent, int64_t(s->for_kind)});
-    LoopVisitor::on_for(s);
-  }
-  void on_store(const StmtPtr &s) override {
-    key.insert(key.end(), {int64_t(StmtKind::Store), buffer(*s->buffer)});
-    LoopVisitor::on_store(s);
-  }
-  void on_seq(const StmtPtr &s) override {
-    key.insert(key.end(), {int64_t(StmtKind::Seq), int64_t(s->seq.size())});
-    LoopVisitor::on_seq(s);
-  }
-  void on_if(const StmtPtr &s) override {
-    key.insert(key.end(), {int64_t(StmtKind::If), s->else_body ? 1 : 0});
-    LoopVisitor::on_if(s);
-  }
-  void on_alloc(const StmtPtr &s) override {
-    key.push_back(int64_t(StmtKind::Alloc));
-    declare(*s->buffer);
-    LoopVisitor::on_alloc(s);
-  }
-
-  /// Every expression: kind, dtype, its own fields, operand count.
-  void node(const LExprPtr &e, std::initializer_list<int64_t> fields) {
-    key.insert(key.end(), {int64_t(e->kind), int64_t(e->dtype)});
-    key.insert(key.end(), fields);
-    key.push_back(int64_t(e->operands.size()));
-  }
-  void on_int_imm(const LExprPtr &e) override { node(e, {e->ivalue}); }
-  void on_float_imm(const LExprPtr &e) override {
-    int64_t bits;
-    static_assert(sizeof bits == sizeof e->fvalue);
-    std::memcpy(&bits, &e->fvalue, sizeof bits);
-    node(e, {bits});
-  }
-  void on_var(const LExprPtr &e) override { node(e, {var(*e->var)}); }
-  void on_load(const LExprPtr &e) override {
-    node(e, {buffer(*e->buffer)});
-    LoopVisitor::on_load(e);
-  }
-  void on_unary(const LExprPtr &e) override {
-    node(e, {int64_t(e->uop)});
-    LoopVisitor::on_unary(e);
-  }
-  void on_binary(const LExprPtr &e) override {
-    node(e, {int64_t(e->bop)});
-    LoopVisitor::on_binary(e);
-  }
-  void on_compare(const LExprPtr &e) override {
-    node(e, {int64_t(e->cop)});
-    LoopVisitor::on_compare(e);
-  }
-  void on_select(const LExprPtr &e) override {
-    node(e, {});
-    LoopVisitor::on_select(e);
-  }
-  void on_cast(const LExprPtr &e) override {
-    node(e, {});
-    LoopVisitor::on_cast(e);
-  }
-  void on_mul_add(const LExprPtr &e) override {
-    node(e, {});
-    LoopVisitor::on_mul_add(e);
-  }
-};
-
-} // namespace
-
-KernelKey structural_key(const Kernel &kernel) { return StructuralKey(kernel).key; }
 
 std::string print_loops(const LoweredModule &module) {
   LoopPrinter p;

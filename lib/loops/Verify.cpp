@@ -69,6 +69,7 @@ private:
     const LExpr &c = *s->value;
     const LExpr *guarded = nullptr;
     std::optional<std::pair<const LVar *, Range>> narrowed;
+    bool dead = false;
     if (c.kind == LExprKind::Compare && c.cop == CompareOp::LT && c.operands[1]->kind == LExprKind::IntImm) {
       const LExpr &e = *c.operands[0];
       int64_t bound = c.operands[1]->ivalue - 1;
@@ -76,12 +77,17 @@ private:
       if (var != ranges_.vars.end()) {
         narrowed = {var->first, var->second};
         var->second.hi = std::min(var->second.hi, bound);
+        // No value of the variable passes: the branch never runs (a serial
+        // loop that runs once, over the full panels of a product that has none).
+        dead = var->second.hi < var->second.lo;
       } else {
         guarded = &e;
         ranges_.upper[guarded] = bound;
       }
     }
+    empty_loops_ += dead;
     visit(s->body);
+    empty_loops_ -= dead;
     if (guarded)
       ranges_.upper.erase(guarded);
     if (narrowed)

@@ -12,7 +12,9 @@
 //    pow, float floor division; exp, log, tanh and erf in float64).
 //  * A loop that is both, with at least 2 * kStrip iterations, is strip-mined:
 //    a Parallel loop over strips of kStrip iterations, each a Vectorized loop,
-//    and a Vectorized remainder.
+//    and a Serial remainder (LLVM vectorizes it as it sees fit), there even
+//    when empty: the nest's shape is the same for every extent, so kernels
+//    that differ in it share a function (loops/Templates.h).
 //  * Everything else (Reduce, the Spatial loops between) runs Serial.
 //
 //===----------------------------------------------------------------------===//
@@ -84,7 +86,7 @@ private:
   }
 
   /// for o in [0, n / kStrip) parallel { for i in [0, kStrip) vectorized { body[o kStrip + i] } }
-  /// for i in [0, n % kStrip) vectorized { body[n - n % kStrip + i] }
+  /// for r in [0, n % kStrip) serial { body[n - n % kStrip + r] }
   StmtPtr strips(const Stmt &loop, const StmtPtr &body) {
     int64_t full = loop.extent / kStrip, rest = loop.extent % kStrip;
     auto outer = std::make_shared<LVar>(LVar{loop.var->name + ".o"});
@@ -93,11 +95,9 @@ private:
     std::vector<StmtPtr> parts{for_loop(
         outer, full, ForKind::Parallel,
         for_loop(inner, kStrip, ForKind::Vectorized, substitute(body, {{loop.var.get(), index}})))};
-    if (rest) {
-      auto tail = std::make_shared<LVar>(LVar{loop.var->name + ".r"});
-      LExprPtr at = binary(BinaryOp::Add, var_ref(tail), int_imm(full * kStrip));
-      parts.push_back(for_loop(tail, rest, ForKind::Vectorized, substitute(body, {{loop.var.get(), at}})));
-    }
+    auto tail = std::make_shared<LVar>(LVar{loop.var->name + ".r"});
+    LExprPtr at = binary(BinaryOp::Add, var_ref(tail), int_imm(full * kStrip));
+    parts.push_back(for_loop(tail, rest, ForKind::Serial, substitute(body, {{loop.var.get(), at}})));
     return seq(std::move(parts));
   }
 };

@@ -7,6 +7,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "gradc/codegen/Codegen.h"
+#include "gradc/loops/Templates.h"
 #include "gradc/loops/Verify.h"
 #include "gradc/lower/Passes.h"
 #include "gradc/support/Diagnostics.h"
@@ -610,20 +611,92 @@ int main(void) { return dlopen("libcuda.so.1", RTLD_NOW) != 0; })");
   fs::remove_all(dir);
 }
 
-TEST_CASE("codegen: kernels share a function exactly when their structure is equal", "[codegen]") {
-  // a scaled copy: out[i] = a[i] * c, with names and constant chosen per kernel
-  auto kernel = [](const std::string &a_name, const std::string &var, double c, DType dt) {
-    auto a = input(a_name, dt, 8, 0), out = output(a_name + "_out", dt, 8, 0);
-    StmtPtr body = loop(8, ForKind::Serial, [&](LExprPtr i) {
-      return store(out, i, binary(BinaryOp::Mul, load(a, i), float_imm(c, dt)));
-    }, var);
-    return Kernel{a_name, {a, out}, body};
+TEST_CASE("codegen: kernels that differ only in constants share a template, the constants its arguments", "[codegen]") {
+  // out[i * stride + j] = a[i * stride + j] * c / (i // divisor + 1), i over `rows` (serial), j over `lanes`
+  struct Shape {
+    int64_t rows = 6, lanes = 8, stride = 8, divisor = 2;
+    double c = 0.5;
   };
-  KernelKey base = structural_key(kernel("x", "i", 0.5, DType::Float32));
-  CHECK(structural_key(kernel("renamed", "j", 0.5, DType::Float32)) == base);  // names never count
-  CHECK(structural_key(kernel("x", "i", std::nextafter(0.5, 1.0), DType::Float32)) != base); // one ulp of float64
-  CHECK(structural_key(kernel("x", "i", 0.5, DType::Float64)) != base);
-  CHECK(structural_key(kernel("x", "i", -0.0, DType::Float32)) != structural_key(kernel("x", "i", 0.0, DType::Float32)));
+  auto kernel = [](const Shape &s) {
+    int64_t n = s.rows * s.stride;
+    auto a = input("a", DType::Float32, n, 0), out = output("out", DType::Float32, n, 0);
+    StmtPtr body = loop(s.rows, ForKind::Serial, [&](LExprPtr i) {
+      return loop(s.lanes, ForKind::Vectorized, [&](LExprPtr j) {
+        LExprPtr at = binary(BinaryOp::Add, binary(BinaryOp::Mul, i, int_imm(s.stride)), j);
+        LExprPtr scale = cast(DType::Float32, binary(BinaryOp::Add, binary(BinaryOp::FloorDiv, i, int_imm(s.divisor)), int_imm(1)));
+        return store(out, at, binary(BinaryOp::Div, binary(BinaryOp::Mul, load(a, at), float_imm(s.c, DType::Float32)), scale));
+      }, "j");
+    });
+    return Kernel{"k", {a, out}, body};
+  };
+  auto templates_of = [&](std::vector<Shape> shapes) {
+    LoweredModule m;
+    LoweredFunction &fn = m.functions.emplace_back();
+    fn.name = "main";
+    for (const Shape &s : shapes)
+      fn.kernels.push_back(kernel(s));
+    return kernel_templates(m);
+  };
+  Shape base;
+  // Equal kernels: one template, no arguments.
+  ModuleTemplates same = templates_of({base, base});
+  CHECK(same.templates.size() == 1);
+  CHECK(same.identical == 1);
+  CHECK(same.templates[0].params.count == 0);
+  // A serial extent, a row stride and a float constant may differ: one template, three arguments.
+  Shape other = base;
+  other.rows = 9, other.stride = 12, other.c = 0.25;
+  ModuleTemplates shared = templates_of({base, other});
+  REQUIRE(shared.templates.size() == 1);
+  CHECK(shared.shared == 1);
+  CHECK(shared.identical == 0);
+  const KernelParams &p = shared.templates[0].params;
+  CHECK(p.count == 3);
+  CHECK(p.extents.size() == 1);
+  CHECK(p.constants.size() == 2);
+  REQUIRE(shared.args[0].size() == 2);
+  auto has = [](const KernelArgs &args, int64_t v) { return std::find(args.begin(), args.end(), v) != args.end(); };
+  int64_t quarter;
+  double q = 0.25;
+  std::memcpy(&quarter, &q, sizeof q);
+  CHECK(has(shared.args[0][1], 9));
+  CHECK(has(shared.args[0][1], 12));
+  CHECK(has(shared.args[0][1], quarter)); // a float as the bits of a double
+  CHECK(has(shared.args[0][0], 6));
+  // What codegen's shape depends on may not: a lane-wise vector loop's extent, a lane's
+  // stride, an integer divisor. Each makes a template of its own.
+  for (auto change : std::vector<std::function<void(Shape &)>>{[](Shape &s) { s.lanes = 4; },
+                                                              [](Shape &s) { s.divisor = 3; }}) {
+    Shape s = base;
+    change(s);
+    CHECK(templates_of({base, s}).templates.size() == 2);
+  }
+  // Exact keys: names never count, constants bit for bit.
+  KernelKey k = structural_key(kernel(base));
+  CHECK(structural_key(kernel(other)) != k);
+  Shape tiny = base;
+  tiny.c = std::nextafter(0.5, 1.0);
+  CHECK(structural_key(kernel(tiny)) != k);
+  Shape negative_zero = base, zero = base;
+  negative_zero.c = -0.0, zero.c = 0.0;
+  CHECK(structural_key(kernel(negative_zero)) != structural_key(kernel(zero)));
+}
+
+TEST_CASE("codegen: a lane's stride stays a constant of its template", "[codegen]") {
+  // out[j * stride] = a[j * stride]: the lane's stride decides how codegen reads (Lanes.h).
+  auto kernel = [](int64_t stride) {
+    auto a = input("a", DType::Float32, 8 * stride, 0), out = output("out", DType::Float32, 8 * stride, 0);
+    StmtPtr body = loop(8, ForKind::Vectorized, [&](LExprPtr j) {
+      LExprPtr at = binary(BinaryOp::Mul, j, int_imm(stride));
+      return store(out, at, load(a, at));
+    });
+    return Kernel{"k", {a, out}, body};
+  };
+  LoweredModule m;
+  LoweredFunction &fn = m.functions.emplace_back();
+  fn.name = "main";
+  fn.kernels = {kernel(1), kernel(3)};
+  CHECK(kernel_templates(m).templates.size() == 2);
 }
 
 TEST_CASE("codegen: a time loop repeats its kernels, live throughout, printed, verified, launched", "[codegen]") {

@@ -249,18 +249,15 @@ std::unordered_map<const Buffer *, std::pair<size_t, size_t>> buffer_lifetimes(c
 /// weighing several), for cost rules.
 double estimated_work(const Stmt &s);
 
+/// The fewest iterations of Parallel loop `loop` that a chunk of the thread
+/// pool runs: enough for about 16 thousand operations (estimated_work).
+int64_t parallel_grain(const Stmt &loop);
+
 /// The bytes of Local buffers a function's kernels put on the stack of the
 /// thread that runs them (the caller, and each pool worker): every Alloc of
 /// a kernel at once (codegen places them all in the entry block), for the
 /// kernel that needs most. Frames and spills come on top.
 int64_t stack_bytes(const LoweredFunction &fn);
-
-/// What two kernels share exactly when they compute the same thing on their
-/// buffers (taken in Kernel::buffers order), whatever the names of buffers
-/// and loop variables: the IR's structure, node by node, constants bit for
-/// bit. Codegen emits one function for all kernels of a key.
-using KernelKey = std::vector<int64_t>;
-KernelKey structural_key(const Kernel &kernel);
 
 /// `tvm.lower(simple_mode=True)`-style text of a module (SPEC §9 `loops`).
 std::string print_loops(const LoweredModule &module);

@@ -2,26 +2,37 @@
 //
 // See Cpu.h for the schedule (the packed panels, gemm_dot).
 // Every loop has a constant extent, and the register tile's K loop is
-// emitted once per K block size (the full blocks and the remainder), not
+// emitted once per K block size (the full blocks and the last one), not
 // once per edge: the last row tile computes whole (its missing rows read the
 // last real row and are not stored), and the last panel is packed with
 // zeros and only its stores and reloads have a variant of their own.
+// The nest's shape depends on the blocking, not on the exact sizes: serial
+// and parallel loops stay when they run once or never, every product clamps
+// its rows, the packed panel's size is a power of two of K steps. So
+// products that differ only in their sizes (a DenseNet block's 1x1
+// convolutions, whose K grows by 32 from layer to layer) differ only in
+// constants and share one function (loops/Templates.h).
 //
 //===----------------------------------------------------------------------===//
 #include "Cpu.h"
 #include "gradc/loops/Lanes.h"
 
 #include <algorithm>
+#include <bit>
 
 namespace gradc {
 namespace {
 
-/// A `for` that disappears when its extent is 0 and is a plain statement when 1.
+/// A `for`. An unrolled or vectorized one disappears when its extent is 0 and
+/// is a plain statement when 1; a serial or parallel one stays, so that the
+/// nest's shape does not depend on the sizes (codegen drops it where it runs
+/// once or never).
 StmtPtr loop(KernelCtx &k, const std::string &name, int64_t extent, ForKind kind,
              const std::function<StmtPtr(const LExprPtr &)> &body) {
-  if (extent <= 0)
+  bool stays = kind == ForKind::Serial || kind == ForKind::Parallel;
+  if (extent <= 0 && !stays)
     return seq({});
-  if (extent == 1)
+  if (extent == 1 && !stays)
     return body(imm(0));
   LVarPtr v = k.var(name);
   return for_loop(v, extent, kind, body(var_ref(v)));
@@ -140,11 +151,11 @@ Oriented orient_probed(const Gemm &g) {
 /// Register tile MR × NR (NR = NV vectors of VL lanes) and K block KC.
 struct Blocking {
   int64_t vl = 1, nv = 1, nr = 1, mr = 1, kc = 1;
+  int64_t kc_max = 1, blocks = 1; // K in `blocks` blocks of kc steps, the last of K - (blocks - 1) kc
   int64_t panels = 0, full_panels = 0; // panels of NR columns; the last may be partial
   // Tiles of MR rows, MR chosen so that they cover the rows with less than a
   // row per tile to spare (64 rows: 6 tiles of 11, not 5 of 12 and one of 4).
-  int64_t tiles = 0;
-  bool ragged = false; // the last tile reaches past the last row
+  int64_t tiles = 0; // the last may reach past the last row
   // The broadcast rows are packed too, [tile][k][MR], when 8 or more panels
   // reuse them and they are read across (blocking()) or lie along k a
   // multiple of 4 KiB apart: in place, MR such rows share one L1 set
@@ -205,7 +216,6 @@ void row_tiling(Blocking &b, int64_t rows, int64_t mr_max, int64_t multiple) {
   int64_t least = std::max<int64_t>(1, (rows + mr_max - 1) / mr_max);
   b.tiles = (least + multiple - 1) / multiple * multiple;
   b.mr = std::max<int64_t>(1, (rows + b.tiles - 1) / b.tiles);
-  b.ragged = b.tiles * b.mr != rows;
 }
 
 Blocking blocking(const CpuTuning &t, const Gemm &g, const Oriented &o) {
@@ -224,13 +234,9 @@ Blocking blocking(const CpuTuning &t, const Gemm &g, const Oriented &o) {
   // dense 1024³ 14.0 -> 12.1 ms, 512³ 1.47 -> 1.30 ms on AVX-512; twice
   // the L1 slower again (13.1 ms).
   int64_t acc_bytes = dtype_bytes(g.acc());
-  int64_t kc_max = std::max<int64_t>(16, t.l1d_bytes / (b.nr * acc_bytes));
-  if (o.K <= kc_max) {
-    b.kc = o.K;
-  } else {
-    int64_t blocks = (o.K + kc_max - 1) / kc_max;
-    b.kc = (o.K + blocks - 1) / blocks;
-  }
+  b.kc_max = std::max<int64_t>(16, t.l1d_bytes / (b.nr * acc_bytes));
+  b.blocks = std::max<int64_t>(1, (o.K + b.kc_max - 1) / b.kc_max);
+  b.kc = (o.K + b.blocks - 1) / b.blocks;
   b.panels = (o.cols + b.nr - 1) / b.nr;
   b.full_panels = o.cols / b.nr;
   // Computed broadcast rows (a fused producer: a layer norm's output feeding
@@ -282,7 +288,7 @@ public:
     // (transposed): then in scratch, laid out as the tiles are, read and
     // written in whole vectors (batch-16 x·wT on AVX2 code: 4 K blocks made
     // 7 element-wise passes over C).
-    blocked_ = o_.K > b_.kc;
+    blocked_ = b_.blocks > 1;
     if (blocked_ && (g_.acc() != g_.dtype || (g_.epilogue && !g_.store_raw) || o_.transposed))
       partial_ = k_.scratch("partial", g_.acc(), o_.rows * o_.cols);
     // With packed rows (shared by every panel) each K block packs them, then
@@ -312,11 +318,6 @@ private:
       return truth(kb->ivalue == 0);
     return compare(CompareOp::EQ, kb, imm(0));
   }
-  static LExprPtr last(const LExprPtr &kb, int64_t blocks) {
-    if (kb->kind == LExprKind::IntImm)
-      return truth(kb->ivalue == blocks - 1);
-    return compare(CompareOp::EQ, kb, imm(blocks - 1));
-  }
   /// `then` where `cond` holds, else `otherwise`, folded when `cond` is a constant.
   static StmtPtr choose(const LExprPtr &cond, StmtPtr then, StmtPtr otherwise) {
     if (cond->kind == LExprKind::IntImm)
@@ -330,14 +331,14 @@ private:
   /// The row a tile reads and writes for its row `row`: the last real row
   /// where the last tile reaches past it. Such a row is computed, never
   /// stored (if_real_row), but every index stays in bounds without the
-  /// guard (the verifier bounds indices, not guards).
-  LExprPtr clamp_row(const LExprPtr &row) const {
-    return b_.ragged ? binary(BinaryOp::Min, row, imm(o_.rows - 1)) : row;
-  }
+  /// guard (the verifier bounds indices, not guards). Every product clamps,
+  /// whether its last tile is whole or not, so that the two share code (the
+  /// clamp is outside the K loop).
+  LExprPtr clamp_row(const LExprPtr &row) const { return binary(BinaryOp::Min, row, imm(o_.rows - 1)); }
   /// `store` where `row` is a real row: a store of the tile's extra rows
   /// would repeat the last row's (an epilogue that updates in place twice).
   StmtPtr if_real_row(const LExprPtr &row, StmtPtr store) const {
-    return b_.ragged ? if_then(compare(CompareOp::LT, row, imm(o_.rows)), std::move(store), seq({})) : store;
+    return if_then(compare(CompareOp::LT, row, imm(o_.rows)), std::move(store), seq({}));
   }
 
   /// One block of K: steps [k0, k0 + steps), and whether it is the first and last.
@@ -347,14 +348,16 @@ private:
     LExprPtr is_first, is_last;
   };
 
-  /// The K blocks in order: a loop over the full ones, then the remainder.
+  /// The K blocks in order: a loop over all but the last, then the last
+  /// (K - (blocks - 1) kc steps, at most kc).
   StmtPtr over_k_blocks(const std::function<StmtPtr(const KBlock &)> &body) {
-    int64_t full_blocks = o_.K / b_.kc, rest = o_.K % b_.kc;
-    return seq({loop(k_, "kb", full_blocks, ForKind::Serial,
-                     [&](const LExprPtr &kb) {
-                       return body({mul(kb, imm(b_.kc)), b_.kc, first(kb), rest ? truth(false) : last(kb, full_blocks)});
-                     }),
-                rest ? body({imm(full_blocks * b_.kc), rest, first(imm(full_blocks)), truth(true)}) : seq({})});
+    int64_t before = b_.blocks - 1;
+    StmtPtr last_block = body({imm(before * b_.kc), o_.K - before * b_.kc, truth(before == 0), truth(true)});
+    if (!before)
+      return last_block;
+    return seq({loop(k_, "kb", before, ForKind::Serial,
+                     [&](const LExprPtr &kb) { return body({mul(kb, imm(b_.kc)), b_.kc, first(kb), truth(false)}); }),
+                last_block});
   }
 
   /// A job: panel p (a full one where `full` holds, else the partial last
@@ -383,13 +386,16 @@ private:
       // `p < full_panels`, which the verifier reads as a bound on p.
       Job j{p, truth(true), imm(0), b_.tiles};
       if (o_.cols % b_.nr) // the last panel is partial
-        j.full = p->kind == LExprKind::IntImm ? truth(p->ivalue < b_.full_panels)
-                                              : compare(CompareOp::LT, p, imm(b_.full_panels));
+        j.full = p->kind == LExprKind::IntImm || b_.full_panels == 0
+                     ? truth(p->kind == LExprKind::IntImm && p->ivalue < b_.full_panels)
+                     : compare(CompareOp::LT, p, imm(b_.full_panels));
       if (groups > 1) {
         j.first = mul(g, imm(b_.group_tiles));
         j.count = b_.group_tiles;
       }
-      panel_ = k_.local("panel", g_.acc(), b_.kc * b_.nr);
+      // KC rounded up to a power of two (at most the L1's worth), so that
+      // products that differ a little in K share code.
+      panel_ = k_.local("panel", g_.acc(), std::min(std::bit_ceil(uint64_t(b_.kc)), uint64_t(b_.kc_max)) * b_.nr);
       return alloc(panel_, job(j));
     };
     if (b_.row_jobs) // a job is one group against every panel
