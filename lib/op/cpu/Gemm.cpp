@@ -349,9 +349,14 @@ private:
   };
 
   /// The K blocks in order: a loop over all but the last, then the last
-  /// (K - (blocks - 1) kc steps, at most kc).
+  /// (K - (blocks - 1) kc steps, at most kc); one loop over all of them
+  /// where they have one size (the K loop's code once, not twice).
   StmtPtr over_k_blocks(const std::function<StmtPtr(const KBlock &)> &body) {
     int64_t before = b_.blocks - 1;
+    if (before > 0 && o_.K == b_.blocks * b_.kc) // blocks of one size: one loop, the last known at run time
+      return loop(k_, "kb", b_.blocks, ForKind::Serial, [&](const LExprPtr &kb) {
+        return body({mul(kb, imm(b_.kc)), b_.kc, first(kb), compare(CompareOp::EQ, kb, imm(before))});
+      });
     StmtPtr last_block = body({imm(before * b_.kc), o_.K - before * b_.kc, truth(before == 0), truth(true)});
     if (!before)
       return last_block;
