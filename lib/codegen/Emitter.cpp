@@ -95,8 +95,8 @@ private:
       vars_.erase(var);
       return;
     }
-    Value *extent = argument(opts_.params ? &opts_.params->extents : nullptr, &s);
-    if (!extent && s.extent <= 0)
+    Value *extent = extent_of(s);
+    if (isa<Constant>(extent) && s.extent <= 0)
       return;
     if (s.for_kind == ForKind::Parallel && opts_.threads && device_ == Device::CPU && allocs_open_ == 0)
       return emit_parallel(s);
@@ -114,7 +114,7 @@ private:
       vars_.erase(var);
       return;
     }
-    counted_loop(s, b_.getInt64(0), extent ? extent : b_.getInt64(s.extent));
+    counted_loop(s, b_.getInt64(0), extent);
   }
 
   /// The value of a template's argument for `node` (Templates.h), read from
@@ -289,11 +289,12 @@ private:
     for (size_t i = 0; i < values.size(); ++i)
       b_.CreateStore(values[i], b_.CreateStructGEP(closure_ty, closure, i));
     Value *grain = argument(opts_.params ? &opts_.params->grains : nullptr, &s);
+    int64_t least = parallel_grain(s);
     b_.CreateCall(runtime_function(m, RuntimeFn::ParallelFor),
-                  {extent_of(s), grain ? grain : b_.getInt64(parallel_grain(s)), task, closure});
+                  {extent_of(s), grain ? grain : b_.getInt64(least), task, closure});
     log(LogLevel::Info, "schedule",
         fn_->getName().str() + ": loop " + s.var->name + " over " + std::to_string(s.extent) +
-            " iterations runs on the thread pool in chunks of at least " + std::to_string(parallel_grain(s)) +
+            " iterations runs on the thread pool in chunks of at least " + std::to_string(least) +
             (grain ? " (for this kernel of its template)" : ""));
   }
 
