@@ -147,6 +147,23 @@ TEST_CASE("verify(LoweredFunction): an if guard proves a GPU-style index in boun
   CHECK_NOTHROW(verify(fn, {}, "p"));
 }
 
+TEST_CASE("verify(LoweredFunction): a branch no value of its variable takes is never checked", "[verify]") {
+  // for p in [0, 1): if (p < 0) out[p - 100] = 0. The branch never runs (a product's loop over
+  // its full panels where it has none, kept so that products share code: loops/Templates.h).
+  LoweredFunction fn = lowered_main(compile(kModel, false));
+  Kernel &k = first_kernel_with_loop(fn);
+  BufferPtr out = written(k);
+  auto p = std::make_shared<LVar>(LVar{"p"});
+  LExprPtr at = binary(BinaryOp::Sub, var_ref(p), int_imm(100));
+  k.body = for_loop(p, 1, ForKind::Serial,
+                    if_then(compare(CompareOp::LT, var_ref(p), int_imm(0)), store(out, at, float_imm(0, out->dtype))));
+  CHECK_NOTHROW(verify(fn, {}, "p"));
+  // The same store where the branch can run is out of bounds.
+  k.body = for_loop(p, 1, ForKind::Serial,
+                    if_then(compare(CompareOp::LT, var_ref(p), int_imm(1)), store(out, at, float_imm(0, out->dtype))));
+  CHECK_THROWS_WITH(verify(fn, {}, "p"), Contains("at indices -100..-100"));
+}
+
 TEST_CASE("verify(LoweredFunction): a loop variable used outside its loop", "[verify]") {
   LoweredFunction fn = lowered_main(compile(kModel, false));
   Kernel &k = first_kernel_with_loop(fn);
