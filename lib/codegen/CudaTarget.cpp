@@ -156,8 +156,8 @@ void emit_launches(IRBuilder<> &b, const LoweredFunction &fn, const BufferValues
     b.CreateStore(arg_pointers, b.CreateStructGEP(launch_type, launch, 3));
   }
   // A thread with no current context borrows the one that owns the buffers.
-  GRADC_CHECK(!fn.outputs.empty(), kPass, "function " + fn.name + " has no outputs");
-  Value *context_owner = buffers.lookup(fn.outputs[0].get());
+  GRADC_CHECK(!fn.results.empty(), kPass, "function " + fn.name + " has no results");
+  Value *context_owner = buffers.lookup(fn.results[0].get());
   // The status word kernels report into (LoweredFunction::status), if any.
   Value *status_word = fn.status ? buffers.lookup(fn.status.get()) : ConstantPointerNull::get(b.getPtrTy());
   // The time loops (gradc_rt_cuda_loop: first, last, extent, trips, num_trips), outer first, as a constant.

@@ -102,6 +102,7 @@ struct CTensor {
   std::string macro;  // the stem of its macros: PREFIX_FN_FIELD
   std::string origin; // what the user calls it: "%x" or "output_0"
   const Buffer *buffer;
+  std::string updated_by = {}; // a parameter updated in place: the result leaf written into it
 };
 
 /// The header's names for one function.
@@ -144,10 +145,12 @@ public:
                              ", which another function has; rename one");
       fns.push_back(cf);
     }
+    // An output is named for its result leaf: a leaf written into a
+    // parameter has no field here (output_1 may follow output_3's absence).
     for (size_t f = 0; f < fns.size(); ++f)
-      for (size_t i = 0; i < module.functions[f].outputs.size(); ++i)
-        fns[f].outputs.push_back(tensor(fns[f], "output_" + std::to_string(i), "output_" + std::to_string(i),
-                                        *module.functions[f].outputs[i]));
+      for (size_t i = 0; i < module.functions[f].results.size(); ++i)
+        if (const Buffer &r = *module.functions[f].results[i]; r.scope == BufferScope::Output)
+          fns[f].outputs.push_back(tensor(fns[f], "output_" + std::to_string(i), "output_" + std::to_string(i), r));
     for (size_t f = 0; f < fns.size(); ++f) {
       const LoweredFunction &fn = module.functions[f];
       for (size_t i = 0; i < fn.inputs.size(); ++i) {
@@ -160,6 +163,9 @@ public:
             is_own_macro(field))
           field = (field[0] == '_' ? "p" : "p_") + field;
         fns[f].inputs.push_back(tensor(fns[f], field, "%" + param, *fn.inputs[i]));
+        for (size_t r = 0; r < fn.results.size(); ++r)
+          if (fn.results[r] == fn.inputs[i])
+            fns[f].inputs.back().updated_by = "output_" + std::to_string(r);
       }
     }
     return fns;
@@ -233,10 +239,15 @@ void emit_tensor_macros(std::ostream &os, const CTensor &t) {
 void emit_struct(std::ostream &os, const std::string &tag, const std::vector<CTensor> &tensors, const char *qualifier) {
   os << "struct " << tag << " {\n";
   for (const CTensor &t : tensors) {
-    os << "  " << qualifier << c_element_type(t.buffer->dtype) << " *" << t.field << "; /* ";
+    // A parameter the call updates is written: it is not const.
+    os << "  " << (t.updated_by.empty() ? qualifier : "") << c_element_type(t.buffer->dtype) << " *" << t.field
+       << "; /* ";
     if (t.origin != t.field)
       os << t.origin << ": ";
-    os << Type::tensor(t.buffer->shape, t.buffer->dtype).str() << " */\n";
+    os << Type::tensor(t.buffer->shape, t.buffer->dtype).str();
+    if (!t.updated_by.empty())
+      os << "; UPDATED IN PLACE: the call writes its " << t.updated_by << " here";
+    os << " */\n";
   }
   if (tensors.empty())
     os << "  char unused; /* C does not allow an empty struct */\n";
@@ -252,6 +263,10 @@ void check_io_order(const LoweredFunction &fn, size_t param_names) {
     GRADC_CHECK(fn.inputs[i]->io_index == int(i), "artifacts", "inputs out of order");
   for (size_t i = 0; i < fn.outputs.size(); ++i)
     GRADC_CHECK(fn.outputs[i]->io_index == int(i), "artifacts", "outputs out of order");
+  size_t own = 0;
+  for (const BufferPtr &r : fn.results)
+    own += r->scope == BufferScope::Output;
+  GRADC_CHECK(own == fn.outputs.size(), "artifacts", "results and outputs disagree");
 }
 
 void check_reports(const LoweredModule &module, const std::vector<FunctionReport> &reports) {
@@ -334,6 +349,8 @@ std::string emit_c_header(const LoweredModule &module, const std::vector<Functio
                                              : "")
      << " float16 elements are passed as\n"
      << " * their IEEE bit pattern (uint16_t), bool elements as one byte, 0 or 1.\n"
+     << " * A field marked UPDATED IN PLACE is a parameter the call reads and then\n"
+     << " * overwrites with one of its results (that result has no output field).\n"
      << " */\n";
 
   const std::string guard = "GRADC_" + P + "_H";
@@ -366,7 +383,7 @@ std::string emit_c_header(const LoweredModule &module, const std::vector<Functio
   for (size_t f = 0; f < fns.size(); ++f) {
     const LoweredFunction &fn = module.functions[f];
     const CFunction &cf = fns[f];
-    os << "\n/* ===== @" << fn.name << (reports[f].is_adjoint ? " (a gradient)" : "") << " ===== */\n\n";
+    os << "\n/* ===== @" << fn.name << (reports[f].attrs.role == FunctionRole::Adjoint ? " (the gradient of @" + reports[f].attrs.primal + ")" : "") << " ===== */\n\n";
     emit_struct(os, cf.symbol + "_inputs", cf.inputs, "const ");
     os << "\n";
     emit_struct(os, cf.symbol + "_outputs", cf.outputs, "");

@@ -441,9 +441,12 @@ int run_command(const RunCommand &cmd, std::ostream &out, std::ostream &err) {
   std::optional<CompiledModule> compiled = front_to_loops(cmd.model, opts, err, &weights);
   if (!compiled)
     return 1;
-  std::string entry = cmd.entry;
-  if (entry.empty())
-    entry = opts.grad_fn ? *opts.grad_fn + "_adjoint" : "main";
+  std::string entry = cmd.entry.empty() ? "main" : cmd.entry;
+  // With --grad, the adjoint the gradient pass added (the last of @FN's).
+  if (cmd.entry.empty() && opts.grad_fn)
+    for (const FunctionPtr &f : compiled->module.functions)
+      if (f->attrs.role == FunctionRole::Adjoint && f->attrs.primal == *opts.grad_fn)
+        entry = f->name;
   const LoweredFunction *fn = nullptr;
   const FunctionReport *report = nullptr;
   for (size_t i = 0; i < compiled->lowered.functions.size(); ++i)
@@ -524,7 +527,7 @@ int run_command(const RunCommand &cmd, std::ostream &out, std::ostream &err) {
   for (size_t i = cmd.inputs.size(); i < inputs.size(); ++i)
     reads.push_back({"input", inputs[i].second});
   if (!cmd.output_dir.empty())
-    for (size_t i = 0; i < fn->outputs.size(); ++i)
+    for (size_t i = 0; i < fn->results.size(); ++i)
       if (refuse_overwriting((std::filesystem::path(cmd.output_dir) / output_file_name(i)).string(), false, reads,
                              "choose another --output-dir", err))
         return 1;
@@ -574,13 +577,14 @@ int run_command(const RunCommand &cmd, std::ostream &out, std::ostream &err) {
   std::vector<OutputFile> files = report_picture(*compiled, opts);
   size_t outputs = 0;
   std::ostringstream summary;
-  for (size_t i = 0; i < fn->outputs.size(); ++i) {
-    const Buffer &o = *fn->outputs[i];
+  // A leaf written into a parameter is read back from the input's buffer.
+  for (size_t i = 0; i < fn->results.size(); ++i) {
+    const Buffer &o = *fn->results[i];
     NpyArray a;
     a.dtype = o.dtype;
     a.shape = o.shape;
-    a.data.assign(out_bufs[i].get(), size_t(o.bytes()));
-    out_bufs[i].reset();
+    const AlignedBuffer &from = o.scope == BufferScope::InOut ? in_bufs.at(size_t(o.io_index)) : out_bufs.at(size_t(o.io_index));
+    a.data.assign(from.get(), size_t(o.bytes()));
     summary << "output_" << i << ": " << Type::tensor(o.shape, o.dtype).str() << " = " << format_values(a, 8) << "\n";
     if (!cmd.output_dir.empty()) {
       files.push_back({(std::filesystem::path(cmd.output_dir) / output_file_name(i)).string(), encode_npy(a)});

@@ -37,10 +37,23 @@ nlohmann::json build_manifest(const LoweredModule &module, const std::vector<Fun
     const LoweredFunction &fn = module.functions[f];
     const FunctionReport &report = reports[f];
     nlohmann::json params = nlohmann::json::array(), results = nlohmann::json::array();
-    for (size_t i = 0; i < fn.inputs.size(); ++i)
-      params.push_back(tensor_json(report.param_names[i], fields[f].inputs[i], "input", *fn.inputs[i]));
-    for (size_t i = 0; i < fn.outputs.size(); ++i)
-      results.push_back(tensor_json("output_" + std::to_string(i), fields[f].outputs[i], "output", *fn.outputs[i]));
+    // A parameter updated in place is role "inout", and the result leaf
+    // written into it role "in_place", with the parameter's field.
+    for (size_t i = 0; i < fn.inputs.size(); ++i) {
+      bool inout = fn.inputs[i]->scope == BufferScope::InOut;
+      params.push_back(tensor_json(report.param_names[i], fields[f].inputs[i], inout ? "inout" : "input", *fn.inputs[i]));
+    }
+    for (size_t i = 0; i < fn.results.size(); ++i) {
+      const Buffer &r = *fn.results[i];
+      std::string name = "output_" + std::to_string(i);
+      if (r.scope == BufferScope::InOut) {
+        results.push_back(tensor_json(name, fields[f].inputs[size_t(r.io_index)], "in_place", r));
+        results.back()["updates"] = report.param_names[size_t(r.io_index)];
+        params[size_t(r.io_index)]["updated_by"] = name;
+      } else {
+        results.push_back(tensor_json(name, fields[f].outputs[size_t(r.io_index)], "output", r));
+      }
+    }
 
     nlohmann::json kernels = nlohmann::json::array();
     for (const Kernel &k : fn.kernels) {
@@ -79,6 +92,8 @@ nlohmann::json build_manifest(const LoweredModule &module, const std::vector<Fun
     functions.push_back({
         {"name", fn.name},
         {"symbol", prefix + "_" + fn.name},
+        {"role", role_name(report.attrs.role)},
+        {"primal", string_or_null(report.attrs.primal)},
         {"parameters", params},
         {"results", results},
         {"workspace_bytes", fn.workspace_bytes},

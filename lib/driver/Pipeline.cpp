@@ -178,6 +178,10 @@ Module eliminate_dead_code_all(const Module &m, PassContext &) {
 Module fuse_all(const Module &m, PassContext &) {
   return each_function(m, [](const Function &fn) { return fuse_operators(fn); });
 }
+/// Lowering writes a result into its parameter where nothing reads the old value after it.
+Module order_in_place_updates_all(const Module &m, PassContext &) {
+  return each_function(m, [](const Function &fn) { return order_in_place_updates(fn); });
+}
 
 void plan_memory_pass(LoweredFunction &fn, PassContext &) { plan_memory(fn); }
 void simplify_indices_pass(LoweredFunction &fn, PassContext &) { simplify_indices(fn); }
@@ -218,7 +222,8 @@ const Stage kTensorStages[] = {
       {"expand composites", expand_composites_all, IRForm::ANF},             // gradient rules may emit composites
       {"dead-code elimination", eliminate_dead_code_all, IRForm::ANF},
       {"project tuple fields", project_fields_all, IRForm::ANF},
-      {"fuse", fuse_all, IRForm::Fused}}},
+      {"fuse", fuse_all, IRForm::Fused},
+      {"order in-place updates", order_in_place_updates_all, IRForm::Fused}}},
 };
 
 struct LoopPassEntry {
@@ -300,11 +305,11 @@ LoweredModule lower_all(const Module &m, PassContext &ctx) {
 /// the √n one (sqrt) replaces it, lowered again. The planned workspace is
 /// the plan's, which the model computed exactly.
 void plan_remat(Module &m, LoweredModule &lowered, PassContext &ctx, Dumper *dumper) {
-  if (!plans_after_fusion(ctx.opts) || !ctx.opts.grad_fn)
+  if (!plans_after_fusion(ctx.opts))
     return;
   for (size_t i = 0; i < m.functions.size(); ++i) {
     const Function &fn = *m.functions[i];
-    if (fn.name != *ctx.opts.grad_fn + "_adjoint")
+    if (fn.attrs.role != FunctionRole::Adjoint)
       continue;
     auto start = std::chrono::steady_clock::now();
     std::vector<Footprint> footprints = binding_footprints(fn, lowered.functions[i]);
@@ -445,7 +450,7 @@ CompiledModule compile_to_loops(std::shared_ptr<const SourceFile> source, const 
     r.peak_before_remat = out.unrematerialized.functions.empty() ? -1 : out.unrematerialized.functions[i].workspace_bytes;
     r.remat_segments = ctx.remat[i].segments;
     r.remat_recomputed = ctx.remat[i].recomputed;
-    r.is_adjoint = opts.grad_fn && fn.name == *opts.grad_fn + "_adjoint";
+    r.attrs = fn.attrs;
     r.extra_flops = ctx.remat[i].extra_flops;
     r.recomputed = ctx.remat[i].recomputed_values;
     r.remat_strategy = !ctx.remat[i].strategy.empty() ? ctx.remat[i].strategy
@@ -454,7 +459,7 @@ CompiledModule compile_to_loops(std::shared_ptr<const SourceFile> source, const 
     r.budget_bytes = opts.memory_budget;
     r.remat_plans = ctx.remat[i].plans;
     r.remat_solver_seconds = ctx.remat[i].solver_seconds;
-    size_t end = r.is_adjoint ? remat_chain(fn).forward_end : fn.body.bindings.size();
+    size_t end = fn.attrs.role == FunctionRole::Adjoint ? remat_chain(fn).forward_end : fn.body.bindings.size();
     for (size_t b = 0; b < end; ++b)
       r.forward_flops += expr_flops(*fn.body.bindings[b].value);
     out.reports.push_back(r);

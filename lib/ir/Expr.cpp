@@ -62,6 +62,18 @@ std::vector<int64_t> AttrValue::as_ints() const { return kind == Int ? std::vect
 
 double AttrValue::as_number() const { return kind == Int ? double(i) : f; }
 
+const char *role_name(FunctionRole role) {
+  switch (role) {
+  case FunctionRole::Primal:
+    return "primal";
+  case FunctionRole::Adjoint:
+    return "adjoint";
+  case FunctionRole::TrainStep:
+    return "train_step";
+  }
+  return "?";
+}
+
 std::string format_float(double v, DType dt) {
   char buf[64];
   if (std::isinf(v))

@@ -41,6 +41,7 @@ FunctionPtr ExprMutator::mutate_function(const Function &fn) {
   out->name = fn.name;
   out->ret_type = fn.ret_type;
   out->span = fn.span;
+  out->attrs = fn.attrs;
   for (const ExprPtr &p : fn.params) {
     ExprPtr np = mutate_param(p);
     if (np != p)

@@ -417,6 +417,8 @@ const char *scope_name(BufferScope s) {
   switch (s) {
   case BufferScope::Input:
     return "input";
+  case BufferScope::InOut:
+    return "inout";
   case BufferScope::Output:
     return "output";
   case BufferScope::Arena:
@@ -510,7 +512,7 @@ public:
     if (b->scope == BufferScope::Arena)
       os << ", offset " << b->offset;
     os << ")";
-    if (b->origin.set() && b->scope != BufferScope::Input && b->name != "status")
+    if (b->origin.set() && b->scope != BufferScope::Input && b->scope != BufferScope::InOut && b->name != "status")
       os << "  // %" << b->origin.var;
     os << "\n";
   }
@@ -572,6 +574,19 @@ std::string print_loops(const LoweredModule &module) {
   for (const LoweredFunction &fn : module.functions)
     p.function(fn);
   return p.os.str();
+}
+
+bool same_expr(const LExprPtr &a, const LExprPtr &b) {
+  if (a == b)
+    return true;
+  if (a->kind != b->kind || a->dtype != b->dtype || a->ivalue != b->ivalue || a->fvalue != b->fvalue ||
+      a->var != b->var || a->buffer != b->buffer || a->uop != b->uop || a->bop != b->bop || a->cop != b->cop ||
+      a->operands.size() != b->operands.size())
+    return false;
+  for (size_t i = 0; i < a->operands.size(); ++i)
+    if (!same_expr(a->operands[i], b->operands[i]))
+      return false;
+  return true;
 }
 
 } // namespace gradc

@@ -1,5 +1,6 @@
 //===- Verify.cpp - the loop-IR verifier ----------------------------------===//
 #include "gradc/loops/Verify.h"
+#include "gradc/loops/InPlace.h"
 #include "gradc/loops/Functor.h"
 #include "gradc/loops/Range.h"
 #include "gradc/support/Diagnostics.h"
@@ -217,6 +218,12 @@ void verify(const LoweredFunction &fn, const LoopVerifyOptions &opts, const std:
       internal_error("verifier", where + ": launch shape below 1");
   }
   verify_time_loops(fn, "after " + after_pass + ", in @" + fn.name);
+  // A parameter updated in place: no read of its old value follows its update.
+  for (const BufferPtr &in : fn.inputs)
+    if (in->scope == BufferScope::InOut)
+      if (std::string why = in_place_violation(fn, *in); !why.empty())
+        internal_error("verifier", "after " + after_pass + ", in @" + fn.name + ": parameter " + in->name +
+                                       " is updated in place, but " + why);
   if (opts.planned)
     verify_arena(fn, "after " + after_pass + ", in @" + fn.name);
 }

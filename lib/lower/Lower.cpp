@@ -12,6 +12,7 @@
 #include "gradc/lower/Lower.h"
 #include "gradc/ir/Functor.h"
 #include "gradc/loops/Functor.h"
+#include "gradc/loops/InPlace.h"
 #include "gradc/op/Kernel.h"
 #include "gradc/op/Registry.h"
 
@@ -25,6 +26,31 @@
 namespace gradc {
 
 namespace {
+
+/// Kernels [first, last) access `to` (at `offset` + the index, where given)
+/// wherever they accessed `from`.
+void redirect(std::vector<Kernel> &kernels, size_t first, size_t last, const BufferPtr &from, const BufferPtr &to,
+              const LExprPtr &offset = nullptr) {
+  class Redirect : public LoopMutator {
+  public:
+    const BufferPtr &from, &to;
+    const LExprPtr &offset;
+    Redirect(const BufferPtr &f, const BufferPtr &t, const LExprPtr &o) : from(f), to(t), offset(o) {}
+
+  protected:
+    LExprPtr at(const LExprPtr &index) { return offset ? binary(BinaryOp::Add, offset, index) : index; }
+    LExprPtr on_load(const LExprPtr &e) override {
+      return e->buffer == from ? load(to, at(mutate(e->operands[0]))) : LoopMutator::on_load(e);
+    }
+    StmtPtr on_store(const StmtPtr &s) override {
+      return s->buffer == from ? store(to, at(mutate(s->index)), mutate(s->value)) : LoopMutator::on_store(s);
+    }
+  } redirect(from, to, offset);
+  for (size_t k = first; k < last; ++k) {
+    kernels[k].body = redirect.mutate(kernels[k].body);
+    kernels[k].buffers = touched_buffers(kernels[k].body);
+  }
+}
 
 class FunctionLowering : ExprFunctor<LExprPtr(const Index &)> {
   friend class TimeLoopLowering;
@@ -300,23 +326,98 @@ private:
     return {buf};
   }
 
-  /// Results become Output buffers: a kernel-produced buffer is retargeted
-  /// in place; parameters and repeated leaves are copied.
+  /// Results. A leaf of the function's own becomes an Output buffer: a
+  /// kernel-made buffer retargeted where it is, a parameter or a repeated
+  /// leaf copied into one. A leaf written into a parameter
+  /// (FunctionAttrs::inplace) is written there by the kernels that make it
+  /// where InPlace.h's rule holds, and copied there last otherwise, after
+  /// every read of the old values (a leaf that is itself an updated
+  /// parameter is first copied aside). The memory model (transform/
+  /// MemoryModel.cpp) mirrors this.
   void outputs() {
+    std::vector<BufferPtr> leaves = atom_leaves(fn_.body.result);
+    const std::vector<int64_t> &inplace = fn_.attrs.inplace;
+    auto target = [&](size_t i) -> BufferPtr {
+      return inplace.empty() || inplace[i] < 0 ? nullptr : out_.inputs.at(size_t(inplace[i]));
+    };
     std::unordered_set<const Buffer *> taken;
-    for (const BufferPtr &leaf : atom_leaves(fn_.body.result)) {
-      BufferPtr out = leaf;
-      if (leaf->scope != BufferScope::Arena || taken.count(leaf.get())) {
-        out = make_buffer("out", Type::tensor(leaf->shape, leaf->dtype), BufferScope::Output);
-        add_kernel(out->name + "_copy", loop_nest(leaf->shape, [&](const Index &idx) {
-                     return store(out, flat_index(out->shape, idx), load(leaf, flat_index(leaf->shape, idx)));
-                   }));
-      }
+    out_.results.assign(leaves.size(), nullptr);
+    for (size_t i = 0; i < leaves.size(); ++i) {
+      if (target(i))
+        continue;
+      BufferPtr leaf = leaves[i], out = leaf;
+      if (leaf->scope != BufferScope::Arena || taken.count(leaf.get()))
+        out = copy_of(leaf, make_buffer("out", Type::tensor(leaf->shape, leaf->dtype), BufferScope::Output));
       out->scope = BufferScope::Output;
       out->io_index = int(out_.outputs.size());
       taken.insert(out.get());
       out_.outputs.push_back(out);
+      out_.results[i] = out;
     }
+    for (size_t i = 0; i < leaves.size(); ++i)
+      if (BufferPtr p = target(i))
+        p->scope = BufferScope::InOut;
+    for (size_t i = 0; i < leaves.size(); ++i)
+      if (BufferPtr p = target(i); p && leaves[i] != p && leaves[i]->scope == BufferScope::InOut)
+        leaves[i] = copy_of(leaves[i], arena_buffer("old_" + leaves[i]->name, leaves[i]));
+    for (size_t i = 0; i < leaves.size(); ++i) {
+      BufferPtr p = target(i);
+      if (!p)
+        continue;
+      out_.results[i] = p;
+      if (leaves[i] != p && !write_in_place(leaves[i], p, taken))
+        copy_of(leaves[i], p);
+      taken.insert(leaves[i].get());
+    }
+  }
+
+  BufferPtr arena_buffer(const std::string &name, const BufferPtr &like) {
+    BufferPtr buf = make_buffer(name, Type::tensor(like->shape, like->dtype), BufferScope::Arena);
+    produced_.push_back(buf);
+    return buf;
+  }
+  /// A kernel copying `from` into `to`; returns `to`.
+  BufferPtr copy_of(const BufferPtr &from, const BufferPtr &to) {
+    add_kernel(to->name + "_copy", loop_nest(from->shape, [&](const Index &idx) {
+                 return store(to, flat_index(to->shape, idx), load(from, flat_index(from->shape, idx)));
+               }));
+    return to;
+  }
+
+  /// Makes the kernels that compute `leaf` write it into parameter `p`
+  /// instead, where they may: `leaf` is an arena buffer no other result
+  /// takes, made by the kernels of one binding that also read `p`, and with
+  /// the writes redirected InPlace.h's rule holds for `p`.
+  bool write_in_place(const BufferPtr &leaf, const BufferPtr &p, const std::unordered_set<const Buffer *> &taken) {
+    auto made = std::find(produced_.begin(), produced_.end(), leaf);
+    if (leaf->scope != BufferScope::Arena || made == produced_.end() || taken.count(leaf.get()) || !leaf->origin.set())
+      return false;
+    std::vector<Kernel> &kernels = out_.kernels;
+    auto touches = [](const Kernel &k, const BufferPtr &b) {
+      return std::find(k.buffers.begin(), k.buffers.end(), b) != k.buffers.end();
+    };
+    size_t first = kernels.size(), last = 0;
+    bool reads_p = false;
+    for (size_t k = 0; k < kernels.size(); ++k) {
+      bool mine = kernels[k].origin.binding == leaf->origin.binding;
+      if (touches(kernels[k], leaf) && !mine)
+        return false;
+      if (mine) {
+        first = std::min(first, k);
+        last = k + 1;
+        reads_p |= touches(kernels[k], p);
+      }
+    }
+    if (!reads_p)
+      return false;
+    std::vector<Kernel> before(kernels.begin() + long(first), kernels.begin() + long(last));
+    redirect(kernels, first, last, leaf, p);
+    if (!in_place_violation(out_, *p).empty()) {
+      std::copy(before.begin(), before.end(), kernels.begin() + long(first));
+      return false;
+    }
+    produced_.erase(made);
+    return true;
   }
 };
 
@@ -364,25 +465,7 @@ public:
     for (size_t k = 0; k < first; ++k)
       if (std::find(kernels[k].buffers.begin(), kernels[k].buffers.end(), from) != kernels[k].buffers.end())
         return false;
-    class Redirect : public LoopMutator {
-    public:
-      const BufferPtr &from, &to;
-      const LExprPtr &offset;
-      Redirect(const BufferPtr &f, const BufferPtr &t, const LExprPtr &o) : from(f), to(t), offset(o) {}
-
-    protected:
-      LExprPtr at(const LExprPtr &index) { return offset ? binary(BinaryOp::Add, offset, index) : index; }
-      LExprPtr on_load(const LExprPtr &e) override {
-        return e->buffer == from ? load(to, at(mutate(e->operands[0]))) : LoopMutator::on_load(e);
-      }
-      StmtPtr on_store(const StmtPtr &s) override {
-        return s->buffer == from ? store(to, at(mutate(s->index)), mutate(s->value)) : LoopMutator::on_store(s);
-      }
-    } redirect(from, to, offset);
-    for (size_t k = first; k < kernels.size(); ++k) {
-      kernels[k].body = redirect.mutate(kernels[k].body);
-      kernels[k].buffers = touched_buffers(kernels[k].body);
-    }
+    redirect(kernels, first, kernels.size(), from, to, offset);
     fl_.produced_.erase(made);
     return true;
   }

@@ -95,20 +95,6 @@ struct Linear {
   }
 };
 
-/// Whether two expressions are the same tree.
-bool same(const LExprPtr &a, const LExprPtr &b) {
-  if (a == b)
-    return true;
-  if (a->kind != b->kind || a->dtype != b->dtype || a->ivalue != b->ivalue || a->fvalue != b->fvalue ||
-      a->var != b->var || a->buffer != b->buffer || a->uop != b->uop || a->bop != b->bop || a->cop != b->cop ||
-      a->operands.size() != b->operands.size())
-    return false;
-  for (size_t i = 0; i < a->operands.size(); ++i)
-    if (!same(a->operands[i], b->operands[i]))
-      return false;
-  return true;
-}
-
 /// `e` as x // c (or x % c, `mod`) by a positive constant: x and c.
 bool division_of(const LExprPtr &e, bool mod, LExprPtr &x, int64_t &c) {
   if (e->kind != LExprKind::Binary || e->bop != (mod ? BinaryOp::FloorMod : BinaryOp::FloorDiv) ||
@@ -161,7 +147,7 @@ private:
       if (!division_of(x.terms[i].first, false, inner, c))
         continue;
       for (size_t j = 0; j < x.terms.size(); ++j)
-        if (j != i && division_of(x.terms[j].first, true, other, c2) && c2 == c && same(inner, other) &&
+        if (j != i && division_of(x.terms[j].first, true, other, c2) && c2 == c && same_expr(inner, other) &&
             !__builtin_mul_overflow(x.terms[j].second, c, &k) && k == x.terms[i].second) {
           int64_t scale = x.terms[j].second;
           x.terms.erase(x.terms.begin() + std::ptrdiff_t(std::max(i, j)));

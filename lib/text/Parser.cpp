@@ -18,6 +18,7 @@
 #include <new>
 #include <pthread.h>
 #include <unordered_map>
+#include <unordered_set>
 
 namespace gradc {
 
@@ -221,7 +222,7 @@ private:
     fn->name = name.text;
     fn->span = name.span;
     scopes_.emplace_back();
-    fn->params = params(/*annotated=*/false);
+    fn->params = params(/*annotated=*/false, &fn->attrs);
     if (accept(Tok::Arrow))
       fn->ret_type = type();
     expect(Tok::LBrace, "to open the function body");
@@ -238,17 +239,20 @@ private:
   // TVM writes a parameter's device as `%x {virtual_device=meta[VirtualDevice][0]}: T` and the
   // function's as a trailing `virtual_device=...` in the parameter list. gradc compiles every
   // function for one target, where placement does not change a value, so `virtual_device` is
-  // accepted and ignored (its value is skipped unread: TVM writes a meta reference). Any other
-  // attribute there is a located error. Parameter names are distinct (a located error).
+  // accepted and ignored (its value is skipped unread: TVM writes a meta reference). A `def`
+  // also takes gradc's own (FunctionAttrs): role="primal"|"adjoint"|"train_step",
+  // primal="NAME", inplace_indices=[...]. Any other attribute is a located error. Parameter
+  // names are distinct (a located error).
   /// `annotated`: each parameter needs a type (a `def`'s; a `fn`'s may
-  /// leave theirs to the operator it is the body of).
-  std::vector<ExprPtr> params(bool annotated = true) {
+  /// leave theirs to the operator it is the body of). `attrs`: where a
+  /// `def`'s attributes go (null for a `fn`, which has none).
+  std::vector<ExprPtr> params(bool annotated = true, FunctionAttrs *attrs = nullptr) {
     expect(Tok::LParen, "to open the parameter list");
     std::vector<ExprPtr> out;
     std::unordered_map<std::string, Span> seen;
     while (!at(Tok::RParen)) {
       if (at(Tok::Ident) && peek_kind() == Tok::Assign) {
-        ignored_attrs("function", Tok::RParen);
+        function_attrs(attrs);
         break;
       }
       Token name = expect(Tok::Local, "as a parameter");
@@ -274,6 +278,45 @@ private:
     }
     expect(Tok::RParen, "to close the parameter list");
     return out;
+  }
+
+  /// A function's `key=value, ...` up to ')': gradc's own into `attrs`
+  /// (where it is not null), virtual_device skipped.
+  void function_attrs(FunctionAttrs *attrs) {
+    std::unordered_set<std::string> given;
+    while (attrs && at(Tok::Ident) && peek_kind() == Tok::Assign && cur().text != "virtual_device") {
+      Token key = advance();
+      advance();
+      if (!given.insert(key.text).second)
+        fail(key.span, "function attribute '" + key.text + "' is given twice");
+      AttrValue v = attr_value();
+      v.span = from(key.span);
+      if (key.text == "role") {
+        static const FunctionRole roles[] = {FunctionRole::Primal, FunctionRole::Adjoint, FunctionRole::TrainStep};
+        auto known = std::find_if(std::begin(roles), std::end(roles),
+                                  [&](FunctionRole r) { return v.kind == AttrValue::String && v.s == role_name(r); });
+        if (known == std::end(roles))
+          fail(v.span, "function attribute 'role' must be \"primal\", \"adjoint\" or \"train_step\"");
+        attrs->role = *known;
+      } else if (key.text == "primal") {
+        if (v.kind != AttrValue::String || v.s.empty())
+          fail(v.span, "function attribute 'primal' must name a function (a string)");
+        attrs->primal = v.s;
+      } else if (key.text == "inplace_indices") {
+        if (v.kind != AttrValue::List || !v.list.empty())
+          fail(v.span, "function attribute 'inplace_indices' must be a list of integers (a parameter's index or -1 "
+                       "per result leaf)");
+        attrs->inplace = v.int_list;
+        attrs->inplace_span = v.span;
+      } else {
+        fail(key.span, "function attribute '" + key.text +
+                           "' is not supported (gradc takes role, primal, inplace_indices and virtual_device)");
+      }
+      if (!accept(Tok::Comma))
+        break;
+    }
+    if (at(Tok::Ident) && peek_kind() == Tok::Assign)
+      ignored_attrs("function", Tok::RParen);
   }
 
   /// `key=value, ...` up to `close`, where only virtual_device is accepted

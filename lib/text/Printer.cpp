@@ -43,6 +43,23 @@ class Printer : ExprFunctor<std::string(int)> {
 public:
   explicit Printer(const PrintOptions &opts) : opts_(opts) {}
 
+  /// A definition's own attributes (FunctionAttrs), after its parameters.
+  void attributes(const FunctionAttrs &a, bool after_params) {
+    std::vector<std::string> items;
+    if (a.role != FunctionRole::Primal)
+      items.push_back(std::string("role=\"") + role_name(a.role) + "\"");
+    if (!a.primal.empty())
+      items.push_back("primal=\"" + a.primal + "\"");
+    if (!a.inplace.empty()) {
+      std::string list;
+      for (int64_t i : a.inplace)
+        list += (list.empty() ? "" : ", ") + std::to_string(i);
+      items.push_back("inplace_indices=[" + list + "]");
+    }
+    for (size_t i = 0; i < items.size(); ++i)
+      os_ << (i || after_params ? ", " : "") << items[i];
+  }
+
   void function(const Function &fn, int indent) {
     std::string pad(indent, ' ');
     if (!fn.name.empty())
@@ -56,6 +73,7 @@ public:
       const Type &t = p->annotation.is_unknown() ? p->type : p->annotation;
       os_ << (i ? ", " : "") << "%" << name(p) << (t.is_unknown() ? "" : ": " + t.str());
     }
+    attributes(fn.attrs, !fn.params.empty());
     os_ << ")";
     Type ret = fn.ret_type;
     if (opts_.show_types && fn.body.result && !fn.body.result->type.is_unknown())

@@ -309,6 +309,9 @@ FunctionPtr build_adjoint(const Function &primal, const std::vector<std::string>
   auto fn = std::make_shared<Function>(*clone_function(primal)); // a fresh copy, built up below
   fn->name = primal.name + "_adjoint";
   fn->ret_type = Type::unknown();
+  fn->attrs = {};
+  fn->attrs.role = FunctionRole::Adjoint;
+  fn->attrs.primal = primal.name;
 
   // Which parameters, in declared order.
   std::vector<ExprPtr> targets;
@@ -379,6 +382,7 @@ FunctionPtr build_vjp(const Function &primal, DiagEngine &diag, bool keep_primal
   auto fn = std::make_shared<Function>(*clone_function(primal));
   fn->name = primal.name + "_vjp";
   fn->ret_type = Type::unknown();
+  fn->attrs = {};
   // %d_out, or a name no parameter, binding or adjoint (d_ + a name) takes.
   std::unordered_set<std::string> taken;
   for (const ExprPtr &p : fn->params)

@@ -9,6 +9,7 @@
 #include "gradc/op/Kernel.h"
 #include "gradc/transform/MemoryModel.h"
 
+#include <algorithm>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -130,13 +131,22 @@ private:
   }
 
   /// As lowering: a leaf a kernel made becomes an output where it is; a
-  /// parameter, or a leaf already taken, is copied into one.
+  /// parameter, or a leaf already taken, is copied into one. A leaf written
+  /// into a parameter: an updated parameter copied aside first; then where
+  /// lowering wrote it in place, no kernel touches its buffer (its
+  /// binding's footprint has the parameter instead), else it is copied.
   void outputs() {
     const ExprPtr &r = fn_.body.result;
     std::vector<BufferPtr> leaves = r->kind == ExprKind::Var ? leaves_.at(r.get()) : std::vector{materialize(r)};
+    const std::vector<int64_t> &inplace = fn_.attrs.inplace;
+    auto target = [&](size_t i) -> BufferPtr {
+      return inplace.empty() || inplace[i] < 0 ? nullptr : leaves_.at(fn_.params.at(size_t(inplace[i])).get())[0];
+    };
     std::unordered_set<const Buffer *> taken;
-    for (const BufferPtr &leaf : leaves) {
-      BufferPtr out = leaf;
+    for (size_t i = 0; i < leaves.size(); ++i) {
+      if (target(i))
+        continue;
+      BufferPtr leaf = leaves[i], out = leaf;
       if (leaf->scope != BufferScope::Arena || taken.count(leaf.get())) {
         out = buffer(leaf->dtype, leaf->shape, BufferScope::Output);
         kernel({out, leaf});
@@ -144,6 +154,32 @@ private:
       out->scope = BufferScope::Output;
       taken.insert(out.get());
     }
+    for (size_t i = 0; i < leaves.size(); ++i)
+      if (BufferPtr p = target(i))
+        p->scope = BufferScope::InOut;
+    for (size_t i = 0; i < leaves.size(); ++i)
+      if (BufferPtr p = target(i); p && leaves[i] != p && leaves[i]->scope == BufferScope::InOut) {
+        BufferPtr old = buffer(leaves[i]->dtype, leaves[i]->shape, BufferScope::Arena);
+        kernel({old, leaves[i]});
+        leaves[i] = old;
+      }
+    for (size_t i = 0; i < leaves.size(); ++i) {
+      BufferPtr p = target(i), leaf = leaves[i];
+      if (!p || leaf == p)
+        continue;
+      if (leaf->scope == BufferScope::Arena && !taken.count(leaf.get()) && !touched(leaf))
+        leaf->scope = BufferScope::InOut; // written in place: not in the arena
+      else
+        kernel({p, leaf});
+      taken.insert(leaf.get());
+    }
+  }
+
+  bool touched(const BufferPtr &b) const {
+    for (const Kernel &k : out_.kernels)
+      if (std::find(k.buffers.begin(), k.buffers.end(), b) != k.buffers.end())
+        return true;
+    return false;
   }
 };
 

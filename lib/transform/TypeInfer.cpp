@@ -40,8 +40,53 @@ public:
     if (!fn.ret_type.is_unknown() && !result.has_unknown() && result != fn.ret_type)
       diag_.error(fn.span, "@" + fn.name + ": declared return type " + fn.ret_type.str() + " but the body has type " +
                                result.str());
+    if (!result.has_unknown())
+      check_inplace(*out);
     in_progress_.erase(&fn);
     return typed_[&fn] = out;
+  }
+
+  /// inplace_indices: one entry per result leaf, each -1 or a parameter of
+  /// the leaf's type, no parameter twice.
+  void check_inplace(const Function &fn) {
+    const std::vector<int64_t> &inplace = fn.attrs.inplace;
+    if (inplace.empty())
+      return;
+    std::vector<Type> leaves;
+    std::function<void(const Type &)> flatten = [&](const Type &t) {
+      if (t.is_tuple())
+        for (const Type &f : t.fields)
+          flatten(f);
+      else
+        leaves.push_back(t);
+    };
+    flatten(fn.body.result->type);
+    Span at = fn.attrs.inplace_span;
+    if (inplace.size() != leaves.size()) {
+      diag_.error(at, "inplace_indices of @" + fn.name + " has " + std::to_string(inplace.size()) +
+                          " entries, but its result has " + std::to_string(leaves.size()) +
+                          " leaves (one entry per leaf: a parameter's index, or -1)");
+      return;
+    }
+    std::vector<int> taken(fn.params.size(), -1);
+    for (size_t i = 0; i < inplace.size(); ++i) {
+      int64_t p = inplace[i];
+      if (p == -1)
+        continue;
+      if (p < -1 || p >= int64_t(fn.params.size())) {
+        diag_.error(at, "inplace_indices[" + std::to_string(i) + "] is " + std::to_string(p) + ": @" + fn.name +
+                            " has " + std::to_string(fn.params.size()) + " parameters (-1: a result of its own)");
+        continue;
+      }
+      const ExprPtr &param = fn.params[size_t(p)];
+      if (taken[size_t(p)] >= 0)
+        diag_.error(at, "inplace_indices writes results " + std::to_string(taken[size_t(p)]) + " and " +
+                            std::to_string(i) + " both into %" + param->name);
+      else if (param->type != leaves[i])
+        diag_.error(at, "inplace_indices[" + std::to_string(i) + "] writes a result of type " + leaves[i].str() +
+                            " into %" + param->name + " of type " + param->type.str());
+      taken[size_t(p)] = int(i);
+    }
   }
 
 protected:

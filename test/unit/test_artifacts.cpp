@@ -137,6 +137,7 @@ std::pair<LoweredModule, std::vector<FunctionReport>> sample_module() {
   }
   main.outputs = {buffer("output_0", DType::Float32, {2}, BufferScope::Output, 0),
                   buffer("output_1", DType::Float64, {}, BufferScope::Output, 1)};
+  main.results = main.outputs;
   Kernel k;
   k.name = "fused_add";
   k.buffers = {main.inputs[0], main.outputs[0]};
@@ -152,6 +153,7 @@ std::pair<LoweredModule, std::vector<FunctionReport>> sample_module() {
   adj.name = "main_adjoint";
   adj.inputs = {buffer("x", DType::Float32, {2, 3}, BufferScope::Input, 0)};
   adj.outputs = {buffer("output_0", DType::Float32, {2, 3}, BufferScope::Output, 0)};
+  adj.results = adj.outputs;
   BufferPtr tmp = buffer("t0", DType::Float32, {2, 3}, BufferScope::Arena, -1);
   tmp->offset = 0;
   adj.arena = {tmp};
@@ -170,7 +172,8 @@ std::pair<LoweredModule, std::vector<FunctionReport>> sample_module() {
   adj_report.peak_after_remat = 64;
   adj_report.remat_segments = 1;
   adj_report.remat_recomputed = 2;
-  adj_report.is_adjoint = true;
+  adj_report.attrs.role = FunctionRole::Adjoint;
+  adj_report.attrs.primal = "main";
   m.functions.push_back(adj);
   reports.push_back(adj_report);
   return {m, reports};
@@ -699,6 +702,7 @@ TEST_CASE("C header: parameters named like macros or types of the C library or t
       r.param_names.push_back(params[i]);
     }
     fn.outputs = {buffer("output_0", DType::Float32, {2}, BufferScope::Output, 0)};
+    fn.results = fn.outputs;
     m.functions.push_back(fn);
     reports.push_back(r);
   }
@@ -769,6 +773,7 @@ TEST_CASE("C header: a function without parameters, and clashing function names"
   LoweredFunction fn;
   fn.name = "zeros";
   fn.outputs = {buffer("output_0", DType::Float32, {2}, BufferScope::Output, 0)};
+  fn.results = fn.outputs;
   m.functions.push_back(fn);
   FunctionReport r;
   r.name = "zeros";
@@ -802,6 +807,7 @@ TEST_CASE("C header: matches the ABI of the object file (link and run)", "[artif
   fn.inputs = {buffer("x", DType::Float32, {5}, BufferScope::Input, 0),
                buffer("k", DType::Float32, {}, BufferScope::Input, 1)};
   fn.outputs = {buffer("y", DType::Float32, {5}, BufferScope::Output, 0)};
+  fn.results = fn.outputs;
   auto i = std::make_shared<LVar>(LVar{"i"});
   Kernel k;
   k.name = "mul";

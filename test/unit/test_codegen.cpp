@@ -59,6 +59,7 @@ LoweredModule single_kernel(std::vector<BufferPtr> inputs, std::vector<BufferPtr
   fn.name = "main";
   fn.inputs = inputs;
   fn.outputs = outputs;
+  fn.results = fn.outputs;
   std::vector<BufferPtr> all = inputs;
   all.insert(all.end(), outputs.begin(), outputs.end());
   fn.kernels.push_back(Kernel{"k", all, std::move(body)});
@@ -264,6 +265,7 @@ TEST_CASE("codegen: two kernels through an arena buffer, and argument checks", "
   fn.name = "main";
   fn.inputs = {x};
   fn.outputs = {out};
+  fn.results = fn.outputs;
   fn.arena = {tmp};
   fn.workspace_bytes = 64 + n * 8;
   fn.kernels.push_back(Kernel{"square", {x, tmp}, loop(n, ForKind::Parallel, [&](LExprPtr i) {
@@ -465,6 +467,7 @@ TEST_CASE("codegen: CUDA kernels become PTX that ptxas accepts", "[codegen][cuda
     auto out = output(std::string("out") + dtype_name(dt), dt, n, d);
     fn.inputs.insert(fn.inputs.end(), {x, y});
     fn.outputs.push_back(out);
+    fn.results.push_back(out);
     auto bx = std::make_shared<LVar>(LVar{"bx"}), tx = std::make_shared<LVar>(LVar{"tx"});
     LExprPtr i = binary(BinaryOp::Add, binary(BinaryOp::Mul, var_ref(bx), int_imm(block)), var_ref(tx));
     LExprPtr xi = load(x, i), yi = load(y, i);
@@ -480,6 +483,7 @@ TEST_CASE("codegen: CUDA kernels become PTX that ptxas accepts", "[codegen][cuda
   nothing.name = "nothing";
   nothing.inputs = {input("a", DType::Float32, n, 0)};
   nothing.outputs = {output("b", DType::Float32, n, 0)};
+  nothing.results = nothing.outputs;
   LoweredModule m;
   m.functions.push_back(std::move(fn));
   m.functions.push_back(std::move(nothing));
@@ -712,6 +716,7 @@ TEST_CASE("codegen: a time loop repeats its kernels, live throughout, printed, v
   fn.name = "main";
   fn.inputs = {xs};
   fn.outputs = {out};
+  fn.results = fn.outputs;
   fn.arena = {step, state};
   fn.kernels.push_back(Kernel{"start", {step, state}, seq({store(step, zero, zero), loop(n, ForKind::Parallel, [&](LExprPtr i) {
                                                              return store(state, i, float_imm(0, DType::Float64));
@@ -845,6 +850,7 @@ TEST_CASE("GPU binding keeps a time loop around the launches its kernels split i
   fn.name = "main";
   fn.inputs = {x};
   fn.outputs = {y};
+  fn.results = fn.outputs;
   fn.kernels.push_back(Kernel{"a", {y}, fill(y, float_imm(1, DType::Float32))});
   fn.kernels.push_back(Kernel{"b", {x, y}, seq({fill(y, float_imm(0, DType::Float32)),
                                                loop(n, ForKind::Spatial, [&](LExprPtr i) {

@@ -12,6 +12,7 @@
 #include <catch2/catch.hpp>
 
 #include <cmath>
+#include <functional>
 #include <cstdint>
 #include <sstream>
 
@@ -218,4 +219,84 @@ TEST_CASE("tensor-IR constructors check their invariants", "[verify]") {
   CHECK(make_constant(-INFINITY, DType::Float32)->ivalue == INT64_MIN);
   CHECK(make_constant(NAN, DType::Float64)->ivalue == 0);
   CHECK(make_constant(-3.5, DType::Float64)->ivalue == -3);
+}
+
+namespace {
+
+const char *const kSgd = R"(#[version = "0.0.5"]
+def @main(%w: Tensor[(4, 6), float32], %g: Tensor[(4, 6), float32], inplace_indices=[0]) {
+  %w - 0.5f * %g
+}
+)";
+
+/// The one kernel of kSgd's lowering, which writes w in place.
+Kernel &update_kernel(CompiledModule &c) {
+  LoweredFunction &fn = c.lowered.functions.at(0);
+  REQUIRE(fn.inputs.at(0)->scope == BufferScope::InOut);
+  REQUIRE(fn.kernels.size() == 1);
+  return fn.kernels[0];
+}
+
+/// Rewrites every load of `buf` in `body` with `index(old index)`.
+StmtPtr reindex_loads(const StmtPtr &body, const Buffer &buf, std::function<LExprPtr(const LExprPtr &)> index) {
+  class Reindex : public LoopMutator {
+  public:
+    const Buffer &buf;
+    std::function<LExprPtr(const LExprPtr &)> index;
+    Reindex(const Buffer &b, std::function<LExprPtr(const LExprPtr &)> f) : buf(b), index(std::move(f)) {}
+    using LoopMutator::mutate;
+
+  protected:
+    LExprPtr on_load(const LExprPtr &e) override {
+      return e->buffer.get() == &buf ? load(e->buffer, index(mutate(e->operands[0]))) : LoopMutator::on_load(e);
+    }
+  } r(buf, std::move(index));
+  return r.mutate(body);
+}
+
+} // namespace
+
+TEST_CASE("verify(LoweredFunction): a parameter updated in place, read at another element", "[verify]") {
+  CompiledModule c = compile(kSgd, false);
+  LoweredFunction &fn = c.lowered.functions[0];
+  CHECK_NOTHROW(verify(fn, {true, true}, "test"));
+  // w[i] = w[23 - i] - ...: the write at i destroys what a later i reads.
+  Kernel &k = update_kernel(c);
+  k.body = reindex_loads(k.body, *fn.inputs[0], [](const LExprPtr &i) { return binary(BinaryOp::Sub, int_imm(23), i); });
+  CHECK_THROWS_WITH(verify(fn, {true, true}, "a broken pass"),
+                    Contains("parameter w is updated in place") && Contains("not of the element its store writes"));
+}
+
+TEST_CASE("verify(LoweredFunction): a parameter read after its update", "[verify]") {
+  CompiledModule c = compile(kSgd, false);
+  LoweredFunction &fn = c.lowered.functions[0];
+  Kernel reader = update_kernel(c);
+  reader.name = "reads_old_w";
+  // The same kernel again writes g from w: it reads the new w.
+  reader.body = [&] {
+    class ToG : public LoopMutator {
+    public:
+      const BufferPtr &w, &g;
+      ToG(const BufferPtr &a, const BufferPtr &b) : w(a), g(b) {}
+      using LoopMutator::mutate;
+
+    protected:
+      StmtPtr on_store(const StmtPtr &s) override {
+        return s->buffer == w ? store(g, mutate(s->index), mutate(s->value)) : LoopMutator::on_store(s);
+      }
+    } to_g(fn.inputs[0], fn.outputs.empty() ? fn.inputs[1] : fn.outputs[0]);
+    return to_g.mutate(reader.body);
+  }();
+  fn.inputs[1]->scope = BufferScope::Arena; // let it be written, for the test
+  reader.buffers = touched_buffers(reader.body);
+  fn.kernels.push_back(reader);
+  CHECK_THROWS_WITH(verify(fn, {true, false}, "a broken pass"),
+                    Contains("kernel reads_old_w reads w after kernel") && Contains("updated it"));
+}
+
+TEST_CASE("verify(LoweredFunction): a parameter updated in place twice", "[verify]") {
+  CompiledModule c = compile(kSgd, false);
+  LoweredFunction &fn = c.lowered.functions[0];
+  fn.kernels.push_back(update_kernel(c));
+  CHECK_THROWS_WITH(verify(fn, {true, true}, "a broken pass"), Contains("writes w after kernel"));
 }

@@ -10,6 +10,7 @@
 #include "gradc/codegen/Codegen.h"
 #include "gradc/driver/FileSet.h"
 #include "gradc/ir/Type.h"
+#include "gradc/ir/Expr.h"
 #include "gradc/loops/LoopIR.h"
 
 #include <nlohmann/json.hpp>
@@ -48,7 +49,7 @@ struct FunctionReport {
   int64_t peak_after_remat = 0;  // planned workspace as compiled
   int remat_segments = 0;
   int remat_recomputed = 0;
-  bool is_adjoint = false;
+  FunctionAttrs attrs;                     // its role, and the parameters it updates in place
   int64_t forward_flops = 0;               // the adjoint's forward pass (its bindings up to the primal value)
   int64_t extra_flops = 0;                 // what rematerialization recomputes
   std::vector<std::string> recomputed;     // the values recomputed, each once

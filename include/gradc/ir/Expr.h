@@ -23,6 +23,7 @@
 #include "gradc/ir/Type.h"
 #include "gradc/support/Diagnostics.h"
 
+#include <algorithm>
 #include <memory>
 #include <string>
 #include <typeinfo>
@@ -155,12 +156,38 @@ struct Expr {
   bool is_atom() const { return kind == ExprKind::Var || kind == ExprKind::Constant; }
 };
 
+/// What a function is to the compiler. The gradient pass makes adjoints,
+/// --train makes training steps; everything else is a primal.
+enum class FunctionRole { Primal, Adjoint, TrainStep };
+const char *role_name(FunctionRole role);
+
+/// A definition's own attributes, written in the text format after its
+/// parameters as TVM writes function attributes
+/// (`def @main_adjoint(%x: T, role="adjoint", primal="main")`), so every
+/// dumped stage keeps them.
+struct FunctionAttrs {
+  FunctionRole role = FunctionRole::Primal;
+  /// Adjoint, TrainStep: the function it was derived from.
+  std::string primal;
+  /// Per leaf of the result (depth-first): the index of the parameter it is
+  /// written into in place (a donated buffer, updated by the call), or -1
+  /// for a leaf of its own. Empty: every leaf is the function's own
+  /// (Relax's `inplace_indices`, on the whole function).
+  std::vector<int64_t> inplace;
+  Span inplace_span; // where `inplace_indices` is written, for diagnostics
+
+  bool empty() const { return role == FunctionRole::Primal && primal.empty() && inplace.empty(); }
+  /// Whether parameter `p` is updated in place.
+  bool updates(size_t p) const { return std::find(inplace.begin(), inplace.end(), int64_t(p)) != inplace.end(); }
+};
+
 struct Function {
   std::string name; // without '@'; empty for `fn`
   std::vector<ExprPtr> params;
   Type ret_type; // declared return type, Unknown if none
   Body body;
   Span span;
+  FunctionAttrs attrs;
 };
 
 struct Module {

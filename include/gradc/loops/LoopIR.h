@@ -5,7 +5,7 @@
 // `--dump-ir=loops` and the only input of the LLVM code generators.
 //
 // Semantics:
-//  * Buffers never alias. Input/Output buffers come from the caller; Arena
+//  * Buffers never alias. Input/InOut/Output buffers come from the caller; Arena
 //    buffers live at `offset` inside the caller's workspace (planned by
 //    plan_memory, lower/Passes.h); Local buffers are per-iteration scratch
 //    (registers or stack) declared by an Alloc statement.
@@ -37,6 +37,7 @@ namespace gradc {
 
 enum class BufferScope {
   Input,  // a parameter of the function, read-only
+  InOut,  // a parameter the function updates in place: read, then one kernel writes a result leaf into it (InPlace.h)
   Output, // a leaf of the result, written by the function
   Arena,  // an intermediate at `offset` in the workspace
   Local,  // scratch declared by an Alloc statement
@@ -188,7 +189,10 @@ struct TimeLoop {
 struct LoweredFunction {
   std::string name;
   std::vector<BufferPtr> inputs;  // in parameter order
-  std::vector<BufferPtr> outputs; // result leaves, depth-first
+  std::vector<BufferPtr> outputs; // the result leaves written into buffers of their own (Output), depth-first
+  /// Every result leaf, depth-first: its Output buffer, or the InOut input
+  /// it is written into (FunctionAttrs::inplace).
+  std::vector<BufferPtr> results;
   std::vector<BufferPtr> arena;   // intermediates with planned offsets
   int64_t workspace_bytes = 0;    // the planned peak: arena size
   /// An arena buffer of kStatusWords int64 that kernels may set when an input
@@ -220,6 +224,9 @@ struct LoweredModule {
 };
 
 // Constructors (checked: operand dtypes must agree).
+/// Whether two expressions are the same tree (the same variables and buffers).
+bool same_expr(const LExprPtr &a, const LExprPtr &b);
+
 LExprPtr int_imm(int64_t v, DType dt = DType::Int64);
 LExprPtr float_imm(double v, DType dt);
 LExprPtr var_ref(const LVarPtr &v);

@@ -23,7 +23,7 @@ struct LoopVerifyOptions {
 /// listed buffers or a Local of an enclosing Alloc; every Load and Store index
 /// whose range is statically known (interval arithmetic over loop extents,
 /// refined by `if (e < c)` guards) lies inside the buffer; Input buffers are
-/// never stored to. When scheduled: only scheduled loop kinds, no Parallel
+/// never stored to, and an InOut one as InPlace.h's rule says. When scheduled: only scheduled loop kinds, no Parallel
 /// loop inside another or under an Alloc, Vectorized loops innermost. When
 /// planned: arena offsets aligned, inside the workspace, and no two arena
 /// buffers whose bytes overlap are live in a common kernel.

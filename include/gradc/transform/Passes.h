@@ -61,4 +61,12 @@ FunctionPtr eliminate_common_subexpressions(const Function &fn);
 /// keeps its ends, so that no start is left open. Pre and post: ANF.
 FunctionPtr eliminate_dead_code(const Function &fn);
 
+/// For a function that writes results into its parameters
+/// (FunctionAttrs::inplace): moves each binding that makes such a result
+/// after every other binding that reads the parameter's old value, where
+/// that does not reorder a dependence, so lowering may write it in place
+/// (loops/InPlace.h). Otherwise the order is kept (a stable topological
+/// order). Pre and post: ANF or fused.
+FunctionPtr order_in_place_updates(const Function &fn);
+
 } // namespace gradc

@@ -29,6 +29,7 @@ dump = run(["compile", source, "--grad", "--wrt=" + ",".join("%" + w for w in WR
 adjoint = dump[dump.index("def @main_adjoint"):]
 adjoint = adjoint[:adjoint.index("\n}\n") + 3]
 params = re.search(r"def @main_adjoint\((.*?)\) ->", adjoint).group(1)
+params = re.sub(r', (role|primal)="\w+"', "", params)  # the adjoint's own attributes, not @hvp's
 vs = ", ".join("%%v_%s: %s" % (w, re.search(r"%%%s: (Tensor\[[^\]]*\])" % w, params).group(1)) for w in WRT)
 hvp = "\n".join([
     '#[version = "0.0.5"]', adjoint,
