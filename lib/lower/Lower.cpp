@@ -360,6 +360,10 @@ private:
     for (size_t i = 0; i < leaves.size(); ++i)
       if (BufferPtr p = target(i); p && leaves[i] != p && leaves[i]->scope == BufferScope::InOut)
         leaves[i] = copy_of(leaves[i], arena_buffer("old_" + leaves[i]->name, leaves[i]));
+    // A leaf that is several results is copied into each: written in place, it would be gone.
+    for (size_t i = 0; i < leaves.size(); ++i)
+      if (BufferPtr p = target(i); p && std::count(leaves.begin(), leaves.end(), leaves[i]) > 1)
+        taken.insert(leaves[i].get());
     for (size_t i = 0; i < leaves.size(); ++i) {
       BufferPtr p = target(i);
       if (!p)

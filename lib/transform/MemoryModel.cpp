@@ -163,6 +163,9 @@ private:
         kernel({old, leaves[i]});
         leaves[i] = old;
       }
+    for (size_t i = 0; i < leaves.size(); ++i)
+      if (BufferPtr p = target(i); p && std::count(leaves.begin(), leaves.end(), leaves[i]) > 1)
+        taken.insert(leaves[i].get());
     for (size_t i = 0; i < leaves.size(); ++i) {
       BufferPtr p = target(i), leaf = leaves[i];
       if (!p || leaf == p)
