@@ -1,6 +1,6 @@
 //===- Pipeline.cpp - the gradc pipeline, read top to bottom --------------===//
 //
-//   parse -> typed -> (normalize, expand, inline) -> grad (+ CSE) -> remat -> fused -> loops
+//   parse -> typed -> (normalize, expand, inline) -> grad (+ CSE) -> fused -> remat -> loops
 //
 // Each stage is one pass function; what each needs from the one before is in
 // the comment where it is called. Code generation (llvm, asm, ptx) follows in
@@ -35,7 +35,7 @@
 namespace gradc {
 
 const std::vector<std::string> &dump_stage_names() {
-  static const std::vector<std::string> names = {"parse", "typed", "grad", "remat", "fused",
+  static const std::vector<std::string> names = {"parse", "typed", "grad", "fused", "remat",
                                                  "loops", "llvm",  "asm",  "ptx"};
   return names;
 }
@@ -75,6 +75,13 @@ struct PassContext {
   DiagEngine &diag;
   Target target;                 // what the loop passes schedule for
   std::vector<RematStats> remat; // one per function after the remat stage
+  /// What the remat stage lowered to measure: per function, its lowering
+  /// without recomputation (the --remat=none peak; empty where nothing is
+  /// recomputed, when the final lowering is it), and the lowerings of the
+  /// functions it leaves, which the loops stage takes instead of lowering
+  /// them again.
+  std::vector<std::optional<LoweredFunction>> unrematerialized;
+  std::unordered_map<const Function *, LoweredFunction> measured;
 };
 
 /// One pass shape for the tensor IR: a module in, a new module out.
@@ -141,17 +148,14 @@ Module differentiate(const Module &m, PassContext &ctx) {
   return out;
 }
 
-/// Recomputes checkpoint segments in the backward pass (--remat=manual, and
-/// under auto and sqrt, which plan the rest after fusion: plan_remat).
-Module rematerialize(const Module &m, PassContext &ctx) {
+/// Time checkpointing of scans written with checkpoint_every or
+/// checkpoint_slots (--remat=manual, auto and sqrt; none keeps every state).
+Module checkpoint_scans_all(const Module &m, PassContext &ctx) {
   ctx.remat.assign(m.functions.size(), {});
   if (ctx.opts.remat == RematMode::None)
     return m;
   size_t i = 0;
-  return each_function(m, [&](const Function &fn) {
-    RematStats &stats = ctx.remat[i++];
-    return checkpoint_scans(*rematerialize_checkpoints(fn, stats), stats);
-  });
+  return each_function(m, [&](const Function &fn) { return checkpoint_scans(fn, ctx.remat[i++]); });
 }
 
 /// Fusion needs typed ANF without dead bindings; each binding becomes a kernel.
@@ -159,10 +163,6 @@ Module rematerialize(const Module &m, PassContext &ctx) {
 /// see only operators with rules and kernels of their own.
 Module expand_composites_all(const Module &m, PassContext &) {
   return each_function(m, [](const Function &fn) { return expand_composites(fn); });
-}
-
-Module drop_checkpoint_markers_all(const Module &m, PassContext &) {
-  return each_function(m, [](const Function &fn) { return drop_checkpoint_markers(fn); });
 }
 
 Module eliminate_common_subexpressions_all(const Module &m, PassContext &) {
@@ -178,9 +178,13 @@ Module eliminate_dead_code_all(const Module &m, PassContext &) {
 Module fuse_all(const Module &m, PassContext &) {
   return each_function(m, [](const Function &fn) { return fuse_operators(fn); });
 }
-/// Lowering writes a result into its parameter where nothing reads the old value after it.
+/// Lowering writes a result into its parameter where nothing reads the old
+/// value after it. (A function with nothing to move stays the same node.)
 Module order_in_place_updates_all(const Module &m, PassContext &) {
-  return each_function(m, [](const Function &fn) { return order_in_place_updates(fn); });
+  Module out{m.source, {}};
+  for (const FunctionPtr &fn : m.functions)
+    out.functions.push_back(fn->attrs.inplace.empty() ? fn : order_in_place_updates(*fn));
+  return out;
 }
 
 void plan_memory_pass(LoweredFunction &fn, PassContext &) { plan_memory(fn); }
@@ -190,6 +194,129 @@ void schedule_pass(LoweredFunction &fn, PassContext &ctx) {
     bind_gpu_threads(fn, ctx.target);
   else
     schedule_cpu(fn, ctx.target);
+}
+
+struct LoopPassEntry {
+  const char *name;
+  LoopPass run;
+  LoopVerifyOptions after; // what holds once it has run
+};
+const LoopPassEntry kLoopPasses[] = {
+    {"simplify indices", simplify_indices_pass, {/*scheduled=*/false, /*planned=*/false}},
+    {"schedule", schedule_pass, {/*scheduled=*/true, /*planned=*/false}},
+    {"memory planning", plan_memory_pass, {/*scheduled=*/true, /*planned=*/true}},
+};
+
+/// The memory model (transform/MemoryModel.h), given the footprints of this
+/// very lowering, plans the workspace lowering planned, byte for byte.
+void verify_memory_estimate(const Function &fused, const LoweredFunction &lowered) {
+  std::vector<Footprint> footprints = binding_footprints(fused, lowered);
+  int64_t estimate = estimate_workspace(fused, [&](size_t i) -> const Footprint & { return footprints.at(i); });
+  GRADC_CHECK(estimate == lowered.workspace_bytes, "memory model",
+              "@" + fused.name + ": the estimate from its bindings' footprints is " + std::to_string(estimate) +
+                  " bytes, the plan " + std::to_string(lowered.workspace_bytes));
+}
+
+/// Lowering and the loop passes for one fused function.
+LoweredFunction lower_function(const Module &m, const FunctionPtr &fn, PassContext &ctx) {
+  Module one{m.source, {fn}};
+  LoweredFunction lowered = std::move(lower_module(one, LowerOptions{ctx.target}).functions[0]);
+  if (ctx.opts.verify_each)
+    verify(lowered, {}, "lowering");
+  for (const LoopPassEntry &pass : kLoopPasses) {
+    pass.run(lowered, ctx);
+    if (ctx.opts.verify_each)
+      verify(lowered, pass.after, pass.name);
+  }
+  if (ctx.opts.verify_each)
+    verify_memory_estimate(*fn, lowered);
+  return lowered;
+}
+
+/// Whether selection plans what to keep (auto and sqrt), from footprints.
+bool plans_remat(const PipelineOptions &opts) {
+  return opts.remat == RematMode::Auto || opts.remat == RematMode::Sqrt;
+}
+
+/// --remat=auto and sqrt on one function with a forward and a backward pass
+/// (an adjoint, a training step), fused and without markers
+/// (transform/AutoRemat.h): its plans, each measured by the memory model
+/// from the footprints of its lowering; the cheapest that fits the budget
+/// (auto) or the √n one (sqrt) replaces it. `lowered` is its lowering; the
+/// result's, when the plan recomputes, is left in ctx.measured.
+FunctionPtr plan_remat(const Module &m, const FunctionPtr &fn, const LoweredFunction &lowered, RematStats &stats,
+                       PassContext &ctx) {
+  auto start = std::chrono::steady_clock::now();
+  std::vector<Footprint> footprints = binding_footprints(*fn, lowered);
+  bool sqrt_only = ctx.opts.remat == RematMode::Sqrt;
+  std::vector<RematPlan> plans = remat_plans(*fn, footprints, sqrt_only, ctx.opts.remat_exhaustive);
+  double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  const RematPlan *chosen = sqrt_only ? &plans.back() : choose_plan(plans, ctx.opts.memory_budget);
+  if (!chosen) {
+    const RematPlan *least = &plans[0];
+    for (const RematPlan &p : plans)
+      if (p.workspace < least->workspace)
+        least = &p;
+    ctx.diag.error(fn->span, "@" + fn->name + ": no plan fits the --memory-budget of " +
+                                 std::to_string(ctx.opts.memory_budget) + " bytes; the smallest workspace " +
+                                 "gradc can plan is " + std::to_string(least->workspace) + " bytes (" +
+                                 std::to_string(least->extra_flops) + " FLOPs recomputed)");
+    ctx.diag.check();
+  }
+  if (log_enabled(LogLevel::Debug))
+    for (const RematPlan &p : plans)
+      log(LogLevel::Debug, "remat",
+          "  " + p.strategy + ": workspace " + std::to_string(p.workspace) + " bytes, " +
+              std::to_string(p.extra_flops) + " FLOPs recomputed, " + std::to_string(p.recomputed.size()) + " values");
+  log(LogLevel::Info, "remat",
+      "@" + fn->name + ": " + std::to_string(plans.size()) + " plans in " + std::to_string(int(seconds * 1000)) +
+          " ms (" + std::to_string(remat_candidates(*fn)) + " forward kernels); chose " + chosen->strategy +
+          ": workspace " + std::to_string(chosen->workspace) + " bytes, " + std::to_string(chosen->extra_flops) +
+          " FLOPs recomputed (keeping everything: " + std::to_string(plans[0].workspace) + " bytes)");
+  stats.strategy = chosen->strategy;
+  stats.plans = int(plans.size());
+  stats.solver_seconds = seconds;
+  if (chosen->recomputed.empty())
+    return fn; // keeps everything: the function and its lowering stand
+  FunctionPtr rewritten = rematerialize(*fn, chosen->schedule, stats);
+  LoweredFunction relowered = lower_function(m, rewritten, ctx);
+  GRADC_CHECK(relowered.workspace_bytes == chosen->workspace, "remat",
+              "@" + fn->name + ": the plan's workspace is " + std::to_string(chosen->workspace) +
+                  " bytes by the memory model, " + std::to_string(relowered.workspace_bytes) + " as lowered");
+  ctx.measured[rewritten.get()] = std::move(relowered);
+  return rewritten;
+}
+
+/// The remat stage (SPEC §6), after fusion, where every binding is a kernel
+/// and the checkpoint markers are bindings of their own: each function's
+/// checkpoint segments recomputed (manual, and under auto and sqrt first),
+/// the markers dropped with what only they kept, then the plan of auto or
+/// sqrt for a function with a backward pass. The --remat=none peak is the
+/// lowering of the function as fusion left it.
+Module remat_stage(const Module &m, PassContext &ctx) {
+  Module out{m.source, {}};
+  ctx.unrematerialized.assign(m.functions.size(), std::nullopt);
+  for (size_t i = 0; i < m.functions.size(); ++i) {
+    const FunctionPtr &fused = m.functions[i];
+    RematStats &stats = ctx.remat.at(i);
+    FunctionPtr fn = fused;
+    if (ctx.opts.remat != RematMode::None)
+      fn = rematerialize_checkpoints(*fn, stats);
+    fn = eliminate_dead_code(*drop_checkpoint_markers(*fn));
+    bool planned = plans_remat(ctx.opts) && fn->attrs.role != FunctionRole::Primal;
+    if (planned) {
+      LoweredFunction lowered = lower_function(m, fn, ctx);
+      FunctionPtr before = fn;
+      fn = plan_remat(m, fn, lowered, stats, ctx);
+      if (fn == before)
+        ctx.measured[fn.get()] = std::move(lowered);
+    }
+    bool recomputes = stats.segments > 0 || stats.time_checkpointed > 0 || stats.recomputed > 0;
+    if (ctx.opts.want_unrematerialized_peak && recomputes)
+      ctx.unrematerialized[i] = lower_function(m, eliminate_dead_code(*drop_checkpoint_markers(*fused)), ctx);
+    out.functions.push_back(fn);
+  }
+  return out;
 }
 
 /// A tensor pass in the stage table: its name (for the verifier's messages)
@@ -214,27 +341,16 @@ const Stage kTensorStages[] = {
       {"expand composites", expand_composites_all, IRForm::ANF},
       {"inline", inline_all, IRForm::ANF},
       {"differentiate", differentiate, IRForm::ANF},
-      // before remat, whose recomputations are duplicates on purpose
-      {"common subexpressions", eliminate_common_subexpressions_all, IRForm::ANF}}},
-    {"remat", {{"rematerialize", rematerialize, IRForm::ANF}}},
+      {"common subexpressions", eliminate_common_subexpressions_all, IRForm::ANF},
+      {"time checkpoints", checkpoint_scans_all, IRForm::ANF}}},
     {"fused",
-     {{"drop checkpoint markers", drop_checkpoint_markers_all, IRForm::ANF}, // remat has consumed them
-      {"expand composites", expand_composites_all, IRForm::ANF},             // gradient rules may emit composites
+     {{"expand composites", expand_composites_all, IRForm::ANF}, // gradient rules may emit composites
       {"dead-code elimination", eliminate_dead_code_all, IRForm::ANF},
       {"project tuple fields", project_fields_all, IRForm::ANF},
-      {"fuse", fuse_all, IRForm::Fused},
+      {"fuse", fuse_all, IRForm::Fused}}}, // checkpoint markers stay bindings of their own
+    {"remat",
+     {{"rematerialize", remat_stage, IRForm::Fused},
       {"order in-place updates", order_in_place_updates_all, IRForm::Fused}}},
-};
-
-struct LoopPassEntry {
-  const char *name;
-  LoopPass run;
-  LoopVerifyOptions after; // what holds once it has run
-};
-const LoopPassEntry kLoopPasses[] = {
-    {"simplify indices", simplify_indices_pass, {/*scheduled=*/false, /*planned=*/false}},
-    {"schedule", schedule_pass, {/*scheduled=*/true, /*planned=*/false}},
-    {"memory planning", plan_memory_pass, {/*scheduled=*/true, /*planned=*/true}},
 };
 
 class Timer {
@@ -251,11 +367,6 @@ private:
   std::chrono::steady_clock::time_point last_ = std::chrono::steady_clock::now();
 };
 
-/// Whether selection runs after fusion (auto and sqrt), where bindings are kernels.
-bool plans_after_fusion(const PipelineOptions &opts) {
-  return opts.remat == RematMode::Auto || opts.remat == RematMode::Sqrt;
-}
-
 /// One tensor stage: its passes (each verified with --verify-each), then its dump and timing.
 void run_stage(Module &m, const Stage &stage, PassContext &ctx, Dumper *dumper, Timer *timer) {
   for (const TensorPass &pass : stage.passes) {
@@ -263,142 +374,22 @@ void run_stage(Module &m, const Stage &stage, PassContext &ctx, Dumper *dumper, 
     if (ctx.opts.verify_each)
       verify(m, pass.form, pass.name);
   }
-  // Under auto and sqrt the remat dump shows the plan, after fusion (plan_remat).
-  bool deferred = std::string(stage.name) == "remat" && plans_after_fusion(ctx.opts);
-  if (dumper && dumper->wants(stage.name) && !deferred)
+  if (dumper && dumper->wants(stage.name))
     dumper->dump(stage.name, print_module(m, {true}));
   if (timer)
     timer->lap(stage.name);
 }
 
-/// The memory model (transform/MemoryModel.h), given the footprints of this
-/// very lowering, plans the workspace lowering planned, byte for byte.
-void verify_memory_estimate(const Function &fused, const LoweredFunction &lowered) {
-  std::vector<Footprint> footprints = binding_footprints(fused, lowered);
-  int64_t estimate = estimate_workspace(fused, [&](size_t i) -> const Footprint & { return footprints.at(i); });
-  GRADC_CHECK(estimate == lowered.workspace_bytes, "memory model",
-              "@" + fused.name + ": the estimate from its bindings' footprints is " + std::to_string(estimate) +
-                  " bytes, the plan " + std::to_string(lowered.workspace_bytes));
-}
-
-/// Lowering and the loop passes, for every function of `m` (fused).
+/// The loops stage: every function lowered with the loop passes, or as the
+/// remat stage already lowered it.
 LoweredModule lower_all(const Module &m, PassContext &ctx) {
-  LoweredModule lowered = lower_module(m, LowerOptions{ctx.target});
-  for (size_t i = 0; i < lowered.functions.size(); ++i) {
-    LoweredFunction &fn = lowered.functions[i];
-    if (ctx.opts.verify_each)
-      verify(fn, {}, "lowering");
-    for (const LoopPassEntry &pass : kLoopPasses) {
-      pass.run(fn, ctx);
-      if (ctx.opts.verify_each)
-        verify(fn, pass.after, pass.name);
-    }
-    if (ctx.opts.verify_each)
-      verify_memory_estimate(*m.functions[i], fn);
+  LoweredModule lowered;
+  for (const FunctionPtr &fn : m.functions) {
+    auto it = ctx.measured.find(fn.get());
+    lowered.functions.push_back(it != ctx.measured.end() ? std::move(it->second) : lower_function(m, fn, ctx));
   }
+  ctx.measured.clear();
   return lowered;
-}
-
-/// --remat=auto and sqrt, on the adjoint after fusion (transform/AutoRemat.h):
-/// its plans, each rewritten and measured by the memory model from the
-/// footprints of its lowering; the cheapest that fits the budget (auto) or
-/// the √n one (sqrt) replaces it, lowered again. The planned workspace is
-/// the plan's, which the model computed exactly.
-void plan_remat(Module &m, LoweredModule &lowered, PassContext &ctx, Dumper *dumper) {
-  if (!plans_after_fusion(ctx.opts))
-    return;
-  for (size_t i = 0; i < m.functions.size(); ++i) {
-    const Function &fn = *m.functions[i];
-    if (fn.attrs.role != FunctionRole::Adjoint)
-      continue;
-    auto start = std::chrono::steady_clock::now();
-    std::vector<Footprint> footprints = binding_footprints(fn, lowered.functions[i]);
-    bool sqrt_only = ctx.opts.remat == RematMode::Sqrt;
-    std::vector<RematPlan> plans = remat_plans(fn, footprints, sqrt_only, ctx.opts.remat_exhaustive);
-    double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    const RematPlan *chosen = nullptr;
-    if (sqrt_only) {
-      chosen = &plans.back(); // none when there is no chain
-    } else {
-      chosen = choose_plan(plans, ctx.opts.memory_budget);
-      if (!chosen) {
-        const RematPlan *least = &plans[0];
-        for (const RematPlan &p : plans)
-          if (p.workspace < least->workspace)
-            least = &p;
-        ctx.diag.error(fn.span, "@" + fn.name + ": no plan fits the --memory-budget of " +
-                                    std::to_string(ctx.opts.memory_budget) + " bytes; the smallest workspace " +
-                                    "gradc can plan is " + std::to_string(least->workspace) + " bytes (" +
-                                    std::to_string(least->extra_flops) + " FLOPs recomputed)");
-        ctx.diag.check();
-      }
-    }
-    if (log_enabled(LogLevel::Debug))
-      for (const RematPlan &p : plans)
-        log(LogLevel::Debug, "remat",
-            "  " + p.strategy + ": workspace " + std::to_string(p.workspace) + " bytes, " +
-                std::to_string(p.extra_flops) + " FLOPs recomputed, " + std::to_string(p.recomputed.size()) +
-                " values");
-    log(LogLevel::Info, "remat",
-        "@" + fn.name + ": " + std::to_string(plans.size()) + " plans in " + std::to_string(int(seconds * 1000)) +
-            " ms (" + std::to_string(remat_candidates(fn)) + " forward kernels); chose " + chosen->strategy +
-            ": workspace " +
-            std::to_string(chosen->workspace) + " bytes, " + std::to_string(chosen->extra_flops) +
-            " FLOPs recomputed (keeping everything: " + std::to_string(plans[0].workspace) + " bytes)");
-    RematStats &stats = ctx.remat[i];
-    stats.strategy = chosen->strategy;
-    stats.plans = int(plans.size());
-    stats.solver_seconds = seconds;
-    if (chosen->recomputed.empty())
-      continue; // keeps everything: the function and its lowering stand
-    FunctionPtr rewritten = rematerialize(fn, chosen->schedule, stats);
-    m.functions[i] = rewritten;
-    Module one{m.source, {rewritten}};
-    lowered.functions[i] = std::move(lower_all(one, ctx).functions[0]);
-    GRADC_CHECK(lowered.functions[i].workspace_bytes == chosen->workspace, "remat",
-                "@" + fn.name + ": the plan's workspace is " + std::to_string(chosen->workspace) +
-                    " bytes by the memory model, " + std::to_string(lowered.functions[i].workspace_bytes) +
-                    " as lowered");
-  }
-  if (dumper && dumper->wants("remat"))
-    dumper->dump("remat", print_module(m, {true}));
-}
-
-/// The tensor stages from `first` on, then lowering, the loop passes and
-/// the plans of auto and sqrt rematerialization.
-LoweredModule run_from(Module &m, size_t first, PassContext &ctx, Dumper *dumper, Timer *timer) {
-  for (size_t s = first; s < std::size(kTensorStages); ++s)
-    run_stage(m, kTensorStages[s], ctx, dumper, timer);
-  LoweredModule lowered = lower_all(m, ctx);
-  plan_remat(m, lowered, ctx, dumper);
-  if (dumper && dumper->wants("loops"))
-    dumper->dump("loops", print_loops(lowered));
-  if (timer)
-    timer->lap("loops");
-  return lowered;
-}
-
-size_t stage_index(const char *name) {
-  for (size_t s = 0; s < std::size(kTensorStages); ++s)
-    if (std::string(kTensorStages[s].name) == name)
-      return s;
-  internal_error("pipeline", std::string("no stage ") + name);
-}
-
-/// Every function planned with --remat=none: the same module lowered again
-/// from the remat stage on, without recomputation. Without recomputation
-/// nothing would change, so nothing is lowered again.
-LoweredModule unrematerialized(const Module &before_remat, const CompiledModule &compiled, const PassContext &ctx) {
-  bool recomputes = false;
-  for (const RematStats &r : ctx.remat)
-    recomputes |= r.segments > 0 || r.time_checkpointed > 0 || r.recomputed > 0;
-  if (!recomputes)
-    return compiled.lowered;
-  PipelineOptions none = ctx.opts;
-  none.remat = RematMode::None;
-  PassContext none_ctx{none, ctx.diag, ctx.target, {}};
-  Module m = before_remat;
-  return run_from(m, stage_index("remat"), none_ctx, nullptr, nullptr);
 }
 
 } // namespace
@@ -427,18 +418,20 @@ CompiledModule compile_to_loops(std::shared_ptr<const SourceFile> source, const 
     dumper.dump("parse", print_module(m));
   timer.lap("parse");
 
-  // Every tensor stage up to remat, kept for the --remat=none measurement.
-  size_t remat = stage_index("remat");
-  for (size_t s = 0; s < remat; ++s)
-    run_stage(m, kTensorStages[s], ctx, &dumper, &timer);
-  Module before_remat = m;
-  out.lowered = run_from(m, remat, ctx, &dumper, &timer);
+  for (const Stage &stage : kTensorStages)
+    run_stage(m, stage, ctx, &dumper, &timer);
+  // loops: lowering, the loop passes, memory planning.
+  out.lowered = lower_all(m, ctx);
+  if (dumper.wants("loops"))
+    dumper.dump("loops", print_loops(out.lowered));
+  timer.lap("loops");
 
-  // Reports are built from the results, outside the pass list.
-  if (opts.want_unrematerialized_peak) {
-    out.unrematerialized = unrematerialized(before_remat, out, ctx);
-    timer.lap("peak");
-  }
+  // Reports are built from the results, outside the pass list. The
+  // --remat=none plan of a function that recomputes nothing is its own.
+  if (opts.want_unrematerialized_peak)
+    for (size_t i = 0; i < m.functions.size(); ++i)
+      out.unrematerialized.functions.push_back(ctx.unrematerialized[i] ? std::move(*ctx.unrematerialized[i])
+                                                                       : out.lowered.functions[i]);
   for (size_t i = 0; i < m.functions.size(); ++i) {
     FunctionReport r;
     const Function &fn = *m.functions[i];

@@ -13,6 +13,9 @@
 //    product that feeds it. The anchor's kernel then stores the consumers'
 //    value; one anchor per kernel.
 //
+// Checkpoint markers are boundaries: nothing fuses into or out of one, so
+// the segments they mark are whole kernels when the remat stage reads them.
+//
 // A tuple that only a call taking plain producers reads (concatenate's
 // parts) is written in the call, its fields' plain producers fused: each
 // part is computed where concatenate stores it.
@@ -250,7 +253,10 @@ FunctionPtr fuse_bindings(const Function &fn, bool nested) {
     ExprPtr value = b.value;
     if (value->kind == ExprKind::Tuple)
       tuples[b.var.get()] = value;
-    if (value->kind == ExprKind::Call) {
+    // A checkpoint marker stays a binding of its own, taking nothing and
+    // taken by nothing: the remat stage after fusion reads the segments.
+    bool marker = value->kind == ExprKind::Call && value->op->checkpoint != CheckpointMarker::None;
+    if (value->kind == ExprKind::Call && !marker) {
       bool inj = injective(*value);
       Fusable self{nullptr, 1, false};
       std::vector<ExprPtr> args = value->args;

@@ -2,7 +2,8 @@
 //
 // Selection and rewriting are separate: checkpoint_segments reads the
 // markers (manual), and rematerialize rewrites any RematSet, whoever chose
-// it. Runs after the gradient pass, on every function.
+// it. Runs in the remat stage, after fusion, on every function: a binding
+// is a kernel, and what it reads is every Var inside its fused calls.
 //
 //===----------------------------------------------------------------------===//
 #include "gradc/support/Log.h"
@@ -68,7 +69,7 @@ RematSet checkpoint_segments(const Function &fn, RematStats &stats) {
       ++stats.segments;
       continue;
     }
-    for (const ExprPtr &a : v.args) {
+    for (const ExprPtr &a : read_vars(body[i].value)) { // through fused calls
       auto it = def.find(a.get());
       if (it != def.end() && from_start[it->second] && marker(*body[it->second].value) != CheckpointMarker::End)
         from_start[i] = true;
@@ -80,7 +81,7 @@ RematSet checkpoint_segments(const Function &fn, RematStats &stats) {
     const Expr &v = *body[i].value;
     if (!(marker(v) == CheckpointMarker::End || to_end[i]))
       continue;
-    for (const ExprPtr &a : v.args) {
+    for (const ExprPtr &a : read_vars(body[i].value)) {
       auto it = def.find(a.get());
       if (it != def.end() && marker(*body[it->second].value) != CheckpointMarker::Start)
         to_end[it->second] = true;
