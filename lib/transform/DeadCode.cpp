@@ -11,6 +11,7 @@
 #include "gradc/ir/Functor.h"
 #include "gradc/op/Registry.h"
 #include "gradc/transform/Passes.h"
+#include "gradc/transform/Remat.h"
 
 #include <unordered_set>
 
@@ -36,22 +37,13 @@ FunctionPtr eliminate_dead_bindings(const Function &fn) {
     live.insert(v.get());
   propagate(bindings, live);
 
-  // The values downstream of a live start, up to the ends: an end among
-  // them is kept with its inputs.
-  std::unordered_set<const Expr *> in_live_segment;
+  // The ends a live start reaches (transform/Remat.h's segments, opened by
+  // the live starts only) are kept, with their inputs.
+  CheckpointReach reach = checkpoint_reach(fn, [&](size_t i) { return live.count(bindings[i].var.get()) > 0; });
   bool kept_end = false;
-  for (const Binding &b : bindings) {
-    CheckpointMarker m = marker(*b.value);
-    bool reached = m == CheckpointMarker::Start && live.count(b.var.get());
-    for (const ExprPtr &v : free_vars(b.value))
-      reached = reached || (m != CheckpointMarker::Start && in_live_segment.count(v.get()));
-    if (!reached)
-      continue;
-    if (m == CheckpointMarker::End)
-      kept_end |= live.insert(b.var.get()).second;
-    else
-      in_live_segment.insert(b.var.get());
-  }
+  for (size_t i = 0; i < bindings.size(); ++i)
+    if (marker(*bindings[i].value) == CheckpointMarker::End && reach.from_start[i])
+      kept_end |= live.insert(bindings[i].var.get()).second;
   if (kept_end)
     propagate(bindings, live);
 

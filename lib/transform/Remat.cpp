@@ -6,6 +6,7 @@
 // is a kernel, and what it reads is every Var inside its fused calls.
 //
 //===----------------------------------------------------------------------===//
+#include "gradc/ir/Functor.h"
 #include "gradc/support/Log.h"
 #include "gradc/op/Registry.h"
 #include "gradc/transform/Remat.h"
@@ -54,42 +55,49 @@ std::vector<ExprPtr> read_vars(const ExprPtr &e) {
 
 } // namespace
 
-RematSet checkpoint_segments(const Function &fn, RematStats &stats) {
+CheckpointReach checkpoint_reach(const Function &fn, const std::function<bool(size_t)> &opens) {
   const std::vector<Binding> &body = fn.body.bindings;
   std::unordered_map<const Expr *, size_t> def; // var -> binding index
   for (size_t i = 0; i < body.size(); ++i)
     def[body[i].var.get()] = i;
-
-  // Forward reachability from start_checkpoint outputs...
-  std::vector<bool> from_start(body.size(), false);
+  std::vector<std::vector<size_t>> reads(body.size());
+  for (size_t i = 0; i < body.size(); ++i)
+    for (const ExprPtr &v : free_vars(body[i].value))
+      if (auto it = def.find(v.get()); it != def.end())
+        reads[i].push_back(it->second);
+  CheckpointReach r{std::vector<bool>(body.size()), std::vector<bool>(body.size())};
   for (size_t i = 0; i < body.size(); ++i) {
-    const Expr &v = *body[i].value;
-    if (marker(v) == CheckpointMarker::Start) {
-      from_start[i] = true;
-      ++stats.segments;
+    if (marker(*body[i].value) == CheckpointMarker::Start) {
+      r.from_start[i] = opens(i);
       continue;
     }
-    for (const ExprPtr &a : read_vars(body[i].value)) { // through fused calls
-      auto it = def.find(a.get());
-      if (it != def.end() && from_start[it->second] && marker(*body[it->second].value) != CheckpointMarker::End)
-        from_start[i] = true;
-    }
+    for (size_t j : reads[i])
+      if (r.from_start[j] && marker(*body[j].value) != CheckpointMarker::End)
+        r.from_start[i] = true;
   }
-  // ...and backward reachability from end_checkpoint inputs.
-  std::vector<bool> to_end(body.size(), false);
-  for (size_t i = body.size(); i-- > 0;) {
-    const Expr &v = *body[i].value;
-    if (!(marker(v) == CheckpointMarker::End || to_end[i]))
-      continue;
-    for (const ExprPtr &a : read_vars(body[i].value)) {
-      auto it = def.find(a.get());
-      if (it != def.end() && marker(*body[it->second].value) != CheckpointMarker::Start)
-        to_end[it->second] = true;
-    }
-  }
+  for (size_t i = body.size(); i-- > 0;)
+    if (marker(*body[i].value) == CheckpointMarker::End || r.to_end[i])
+      for (size_t j : reads[i])
+        if (marker(*body[j].value) != CheckpointMarker::Start)
+          r.to_end[j] = true;
+  return r;
+}
+
+std::vector<bool> CheckpointReach::segment() const {
+  std::vector<bool> in(from_start.size());
+  for (size_t i = 0; i < in.size(); ++i)
+    in[i] = from_start[i] && to_end[i];
+  return in;
+}
+
+RematSet checkpoint_segments(const Function &fn, RematStats &stats) {
+  const std::vector<Binding> &body = fn.body.bindings;
+  for (const Binding &b : body)
+    stats.segments += marker(*b.value) == CheckpointMarker::Start;
+  std::vector<bool> segment = checkpoint_reach(fn, [](size_t) { return true; }).segment();
   RematSet set{std::vector<bool>(body.size()), std::vector<bool>(body.size())};
   for (size_t i = 0; i < body.size(); ++i) {
-    set.dropped[i] = from_start[i] && to_end[i] && marker(*body[i].value) != CheckpointMarker::Start;
+    set.dropped[i] = segment[i] && marker(*body[i].value) != CheckpointMarker::Start;
     set.reads_original[i] = set.dropped[i] || marker(*body[i].value) == CheckpointMarker::End;
   }
   return set;

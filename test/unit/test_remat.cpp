@@ -12,6 +12,7 @@
 #include "gradc/op/Revolve.h"
 #include "gradc/ir/Functor.h"
 #include "gradc/transform/AutoRemat.h"
+#include "gradc/text/Parser.h"
 #include "gradc/transform/Remat.h"
 
 #include <catch2/catch.hpp>
@@ -236,4 +237,37 @@ TEST_CASE("rematerialize: a copy nobody reads is not made", "[remat]") {
   FunctionPtr with_copy = rematerialize(fn, used, used_stats);
   CHECK(with_copy->body.bindings.size() == n + 1);
   CHECK(used_stats.recomputed == 1);
+}
+
+TEST_CASE("checkpoint segments: one definition, for rematerialization and dead-code elimination", "[remat]") {
+  // Parsed as written (no pass has run): %3 escapes its segment (read by the
+  // result), %5 lies past the end, and the second start is never closed.
+  auto src = std::make_shared<SourceFile>("seg.relay", R"(#[version = "0.0.5"]
+def @main(%x: Tensor[(4,), float32]) {
+  %0 = grad.start_checkpoint(%x);
+  %1 = tanh(%0);
+  %2 = exp(tanh(%1));
+  %3 = grad.end_checkpoint(%2);
+  %4 = grad.start_checkpoint(%3);
+  %5 = sin(%4);
+  (%5, %1)
+}
+)");
+  std::ostringstream errors;
+  DiagEngine diag(src, errors);
+  std::optional<Module> m = parse_module(src, diag);
+  REQUIRE(m);
+  const Function &fn = *m->functions[0];
+  CheckpointReach all = checkpoint_reach(fn, [](size_t) { return true; });
+  CHECK(all.from_start == std::vector<bool>{true, true, true, true, true, true});
+  CHECK(all.to_end == std::vector<bool>{false, true, true, false, false, false});
+  CHECK(all.segment() == std::vector<bool>{false, true, true, false, false, false});
+  // Opened by the first start only: the second start and what follows it are outside.
+  CheckpointReach first = checkpoint_reach(fn, [](size_t i) { return i == 0; });
+  CHECK(first.from_start == std::vector<bool>{true, true, true, true, false, false});
+  RematStats stats;
+  RematSet set = checkpoint_segments(fn, stats);
+  CHECK(stats.segments == 2);
+  CHECK(set.dropped == std::vector<bool>{false, true, true, false, false, false});
+  CHECK(set.reads_original == std::vector<bool>{false, true, true, true, false, false});
 }

@@ -3,6 +3,7 @@
 
 #include "gradc/ir/Expr.h"
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -46,6 +47,21 @@ struct RematSchedule {
 /// first read by a binding (or the result) that does not read originals,
 /// after the copies of the dropped values it reads.
 RematSchedule schedule_of(const Function &fn, const RematSet &set);
+
+/// The one definition of a checkpoint segment (Relax's semantics; `gradc ops
+/// grad.start_checkpoint` states its rules), over the bindings of an ANF or
+/// a fused body. A binding is downstream of an opening start when it is the
+/// start, or reads (inside fused calls and `fn` bodies too) a value
+/// downstream of one that is not an end's; it is upstream of an end when an
+/// end reads it, or a binding upstream of an end that is not a start reads
+/// it. The segment is what is both, starts excluded. `opens(i)`: whether
+/// start binding i opens a segment (every start for rematerialization, a
+/// live one for dead-code elimination, which keeps the ends it reaches).
+struct CheckpointReach {
+  std::vector<bool> from_start, to_end;
+  std::vector<bool> segment() const;
+};
+CheckpointReach checkpoint_reach(const Function &fn, const std::function<bool(size_t)> &opens);
 
 /// Selection by markers (--remat=manual, Relax semantics). A checkpoint
 /// segment is every binding on a path from a grad.start_checkpoint output to
