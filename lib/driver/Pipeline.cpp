@@ -148,16 +148,6 @@ Module differentiate(const Module &m, PassContext &ctx) {
   return out;
 }
 
-/// Time checkpointing of scans written with checkpoint_every or
-/// checkpoint_slots (--remat=manual, auto and sqrt; none keeps every state).
-Module checkpoint_scans_all(const Module &m, PassContext &ctx) {
-  ctx.remat.assign(m.functions.size(), {});
-  if (ctx.opts.remat == RematMode::None)
-    return m;
-  size_t i = 0;
-  return each_function(m, [&](const Function &fn) { return checkpoint_scans(fn, ctx.remat[i++]); });
-}
-
 /// Fusion needs typed ANF without dead bindings; each binding becomes a kernel.
 /// Composite operators become their parts, so the gradient pass and lowering
 /// see only operators with rules and kernels of their own.
@@ -289,19 +279,21 @@ FunctionPtr plan_remat(const Module &m, const FunctionPtr &fn, const LoweredFunc
 
 /// The remat stage (SPEC §6), after fusion, where every binding is a kernel
 /// and the checkpoint markers are bindings of their own: each function's
-/// checkpoint segments recomputed (manual, and under auto and sqrt first),
-/// the markers dropped with what only they kept, then the plan of auto or
-/// sqrt for a function with a backward pass. The --remat=none peak is the
-/// lowering of the function as fusion left it.
+/// checkpoint segments recomputed and its scans' states checkpointed
+/// (checkpoint_every, checkpoint_slots) under manual, and under auto and
+/// sqrt first; the markers dropped with what only they kept; then the plan
+/// of auto or sqrt for a function with a backward pass. The --remat=none
+/// peak is the lowering of the function as fusion left it.
 Module remat_stage(const Module &m, PassContext &ctx) {
   Module out{m.source, {}};
+  ctx.remat.assign(m.functions.size(), {});
   ctx.unrematerialized.assign(m.functions.size(), std::nullopt);
   for (size_t i = 0; i < m.functions.size(); ++i) {
     const FunctionPtr &fused = m.functions[i];
     RematStats &stats = ctx.remat.at(i);
     FunctionPtr fn = fused;
     if (ctx.opts.remat != RematMode::None)
-      fn = rematerialize_checkpoints(*fn, stats);
+      fn = checkpoint_scans(*rematerialize_checkpoints(*fn, stats), stats);
     fn = eliminate_dead_code(*drop_checkpoint_markers(*fn));
     bool planned = plans_remat(ctx.opts) && fn->attrs.role != FunctionRole::Primal;
     if (planned) {
@@ -341,8 +333,7 @@ const Stage kTensorStages[] = {
       {"expand composites", expand_composites_all, IRForm::ANF},
       {"inline", inline_all, IRForm::ANF},
       {"differentiate", differentiate, IRForm::ANF},
-      {"common subexpressions", eliminate_common_subexpressions_all, IRForm::ANF},
-      {"time checkpoints", checkpoint_scans_all, IRForm::ANF}}},
+      {"common subexpressions", eliminate_common_subexpressions_all, IRForm::ANF}}},
     {"fused",
      {{"expand composites", expand_composites_all, IRForm::ANF}, // gradient rules may emit composites
       {"dead-code elimination", eliminate_dead_code_all, IRForm::ANF},

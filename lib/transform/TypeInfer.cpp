@@ -9,11 +9,12 @@
 #include "gradc/transform/TypeInfer.h"
 #include "gradc/ir/Functor.h"
 #include "gradc/op/Check.h"
+#include "gradc/op/Kernel.h"
 #include "gradc/op/Registry.h"
 
 #include <algorithm>
-#include <set>
 #include <functional>
+#include <set>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -52,15 +53,7 @@ public:
     const std::vector<int64_t> &inplace = fn.attrs.inplace;
     if (inplace.empty())
       return;
-    std::vector<Type> leaves;
-    std::function<void(const Type &)> flatten = [&](const Type &t) {
-      if (t.is_tuple())
-        for (const Type &f : t.fields)
-          flatten(f);
-      else
-        leaves.push_back(t);
-    };
-    flatten(fn.body.result->type);
+    std::vector<Type> leaves = leaf_types(fn.body.result->type);
     Span at = fn.attrs.inplace_span;
     if (inplace.size() != leaves.size()) {
       diag_.error(at, "inplace_indices of @" + fn.name + " has " + std::to_string(inplace.size()) +
