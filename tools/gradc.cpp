@@ -96,6 +96,7 @@ constexpr int kMaxRematExhaustive = 15;
 
 struct SharedOptions {
   std::string grad = "";
+  std::string train;
   std::string wrt, remat = "manual", budget, target = "cpu", dump, dump_dir;
   int opt = 2;
   int remat_exhaustive = -1;
@@ -156,7 +157,13 @@ bool check_input_shapes_apply(const OnnxImportOptions &onnx, const std::string &
 
 void add_shared(CLI::App *cmd, SharedOptions &o, CodegenOptions &cg) {
   cmd->add_option("--grad", o.grad, "Add @FN_adjoint for @FN (default main)")->expected(0, 1)->default_str("main");
-  cmd->add_option("--wrt", o.wrt, "Parameters to differentiate, e.g. %a,%b (default: all floating-point)");
+  cmd->add_option("--train", o.train,
+                  "Add @FN_train_step, the loss, gradients and optimizer update in place: sgd(lr=0.1, momentum=0.9, "
+                  "dampening=0, weight_decay=0, nesterov=false), adam(...) or adamw(...) (PyTorch's names; the step "
+                  "takes the learning rate as input %lr)");
+  cmd->add_option("--wrt", o.wrt,
+                  "Parameters to differentiate (or train), e.g. %a,%b (default: all floating-point; with --train, "
+                  "those the model does not update itself, an imported model's weights)");
   cmd->add_option("--remat", o.remat, "none | manual | auto | sqrt")
       ->check(CLI::IsMember({"none", "manual", "auto", "sqrt"}));
   cmd->add_option("--memory-budget", o.budget,
@@ -192,8 +199,19 @@ bool finish_shared(CLI::App *cmd, const SharedOptions &o, PipelineOptions &p) {
       w = w.substr(1);
     p.wrt.push_back(w);
   }
+  if (cmd->count("--train")) {
+    std::string why;
+    p.train = parse_optimizer(o.train, &why);
+    if (!p.train) {
+      print_error(std::cerr, "--train=" + o.train + ": " + why);
+      return false;
+    }
+    p.adjoint = p.grad_fn.has_value(); // --train alone adds the step, not the adjoint
+    if (!p.grad_fn)
+      p.grad_fn = "main";
+  }
   if (!p.wrt.empty() && !p.grad_fn) {
-    print_error(std::cerr, "--wrt needs --grad");
+    print_error(std::cerr, "--wrt needs --grad or --train");
     return false;
   }
   p.remat = o.remat == "none"   ? RematMode::None

@@ -9,9 +9,11 @@
 #include "gradc/driver/Artifacts.h"
 #include "gradc/lower/Passes.h"
 #include "gradc/support/Diagnostics.h"
+#include "gradc/transform/TrainStep.h"
 
 #include <algorithm>
 #include <cctype>
+#include <iomanip>
 #include <regex>
 #include <set>
 #include <sstream>
@@ -236,6 +238,22 @@ void emit_tensor_macros(std::ostream &os, const CTensor &t) {
   os << "#define " << t.macro << "_BYTES " << b.bytes() << "\n";
 }
 
+/// What a training step (--train, transform/TrainStep.h) asks of its caller.
+void emit_train_step_note(std::ostream &os, const FunctionAttrs &attrs, const std::string &macro) {
+  std::string why;
+  std::optional<Optimizer> opt = parse_optimizer(attrs.optimizer, &why);
+  os << "/* One training step: the loss (output_0), the gradients, and the update of\n"
+     << " * every trained parameter and of the optimizer's state, written in place\n"
+     << " * into the fields marked UPDATED IN PLACE. Optimizer: " << attrs.optimizer << ".\n"
+     << " * Before the first step set the optimizer state"
+     << (opt && opt->needs_step() ? " and the step count" : "") << " to zeros (as\n"
+     << " * torch.optim creates them); then pass the same buffers every step. The\n"
+     << " * learning rate is the input `lr` (a schedule is the caller's). */\n";
+  if (opt && opt->lr)
+    os << "/* The learning rate --train was given. */\n"
+       << "#define " << macro << "_LR " << std::setprecision(17) << *opt->lr << "\n\n";
+}
+
 void emit_struct(std::ostream &os, const std::string &tag, const std::vector<CTensor> &tensors, const char *qualifier) {
   os << "struct " << tag << " {\n";
   for (const CTensor &t : tensors) {
@@ -383,7 +401,13 @@ std::string emit_c_header(const LoweredModule &module, const std::vector<Functio
   for (size_t f = 0; f < fns.size(); ++f) {
     const LoweredFunction &fn = module.functions[f];
     const CFunction &cf = fns[f];
-    os << "\n/* ===== @" << fn.name << (reports[f].attrs.role == FunctionRole::Adjoint ? " (the gradient of @" + reports[f].attrs.primal + ")" : "") << " ===== */\n\n";
+    const FunctionAttrs &attrs = reports[f].attrs;
+    std::string about = attrs.role == FunctionRole::Adjoint     ? " (the gradient of @" + attrs.primal + ")"
+                        : attrs.role == FunctionRole::TrainStep ? " (a training step of @" + attrs.primal + ")"
+                                                                : "";
+    os << "\n/* ===== @" << fn.name << about << " ===== */\n\n";
+    if (attrs.role == FunctionRole::TrainStep)
+      emit_train_step_note(os, attrs, cf.macro);
     emit_struct(os, cf.symbol + "_inputs", cf.inputs, "const ");
     os << "\n";
     emit_struct(os, cf.symbol + "_outputs", cf.outputs, "");

@@ -128,13 +128,24 @@ std::optional<CompiledModule> front_to_loops(const std::string &model, const Pip
   std::optional<ModelSource> read = read_model(model, opts.onnx, err);
   if (!read)
     return std::nullopt;
+  // --train without --wrt updates an imported model's weights: the ONNX
+  // model's initializers, or the arrays `gradc import` wrote beside its text.
+  PipelineOptions local = opts;
+  for (const ImportedWeight &w : read->weights)
+    local.weights.push_back(w.name);
+  std::error_code ec;
+  std::filesystem::path beside = std::filesystem::path(model).replace_extension(".weights");
+  if (opts.train && read->weights.empty() && std::filesystem::is_directory(beside, ec))
+    for (const auto &entry : std::filesystem::directory_iterator(beside, ec))
+      if (entry.path().extension() == ".npy")
+        local.weights.push_back(entry.path().stem().string());
   if (weights)
     *weights = std::move(read->weights);
   std::shared_ptr<const SourceFile> source = read->source;
   DiagEngine diag(source, err);
-  Dumper dumper(opts, err);
+  Dumper dumper(local, err);
   try {
-    return compile_to_loops(source, opts, diag, dumper);
+    return compile_to_loops(source, local, diag, dumper);
   } catch (CompileError &) {
     return std::nullopt;
   }
@@ -442,10 +453,11 @@ int run_command(const RunCommand &cmd, std::ostream &out, std::ostream &err) {
   if (!compiled)
     return 1;
   std::string entry = cmd.entry.empty() ? "main" : cmd.entry;
-  // With --grad, the adjoint the gradient pass added (the last of @FN's).
+  // With --grad, the adjoint the gradient pass added; with --train, the step.
+  FunctionRole added = opts.train ? FunctionRole::TrainStep : FunctionRole::Adjoint;
   if (cmd.entry.empty() && opts.grad_fn)
     for (const FunctionPtr &f : compiled->module.functions)
-      if (f->attrs.role == FunctionRole::Adjoint && f->attrs.primal == *opts.grad_fn)
+      if (f->attrs.role == added && f->attrs.primal == *opts.grad_fn)
         entry = f->name;
   const LoweredFunction *fn = nullptr;
   const FunctionReport *report = nullptr;
@@ -511,6 +523,26 @@ int run_command(const RunCommand &cmd, std::ostream &out, std::ostream &err) {
     for (size_t i = 0; i < given.size(); ++i)
       if (!given[i] && report->param_names[i] == w.name) {
         arrays[i] = npy_of(w);
+        given[i] = true;
+      }
+  // A training step's optimizer state starts at zeros, as torch.optim
+  // creates it, and its rate is --train's lr where one was written.
+  if (FunctionPtr step = compiled->module.find(entry); step && step->attrs.role == FunctionRole::TrainStep)
+    if (FunctionPtr primal = compiled->module.find(step->attrs.primal))
+      for (size_t i = primal->params.size(); i < given.size(); ++i) {
+        const Buffer &b = *fn->inputs[i];
+        std::optional<Optimizer> opt = opts.train;
+        bool rate = i + 1 == given.size();
+        bool real = b.dtype == DType::Float32 || b.dtype == DType::Float64;
+        if (given[i] || (rate && !(opt && opt->lr && real)))
+          continue;
+        arrays[i] = NpyArray{b.dtype, b.shape, std::string(size_t(b.bytes()), '\0')};
+        if (rate && b.dtype == DType::Float64)
+          std::memcpy(arrays[i].data.data(), &*opt->lr, sizeof(double));
+        else if (rate) {
+          float lr = float(*opt->lr);
+          std::memcpy(arrays[i].data.data(), &lr, sizeof lr);
+        }
         given[i] = true;
       }
   for (size_t i = 0; i < given.size(); ++i)

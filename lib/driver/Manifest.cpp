@@ -6,6 +6,9 @@
 //
 //===----------------------------------------------------------------------===//
 #include "gradc/driver/Artifacts.h"
+#include "gradc/transform/TrainStep.h"
+
+#include <cstdlib>
 
 namespace gradc {
 
@@ -23,6 +26,53 @@ nlohmann::json tensor_json(const std::string &name, const std::string &c_field, 
 }
 
 nlohmann::json string_or_null(const std::string &s) { return s.empty() ? nlohmann::json() : nlohmann::json(s); }
+
+/// A training step's optimizer (transform/TrainStep.h), and what each of its
+/// parameters is to it (`training` on each): "parameter" (trained), "data",
+/// "model_state" (the model updates it itself, as a batch norm's running
+/// statistics), "optimizer_state" (with `of`: the trained parameter),
+/// "step" or "learning_rate". `model`: the model's own parameters (the
+/// step's first ones), null when the model is not compiled alongside (a
+/// dumped step compiled alone: no `training` keys).
+nlohmann::json optimizer_json(const std::string &text, nlohmann::json &params, const nlohmann::json *model) {
+  std::string why;
+  std::optional<Optimizer> opt = parse_optimizer(text, &why);
+  if (!opt)
+    return {{"text", text}};
+  nlohmann::json hyper = nlohmann::json::object();
+  for (const auto &[k, v] : opt->hyper_parameters())
+    hyper[k] = v == "true"    ? nlohmann::json(true)
+               : v == "false" ? nlohmann::json(false)
+               : k == "betas" ? nlohmann::json({opt->beta1, opt->beta2})
+                              : nlohmann::json(std::strtod(v.c_str(), nullptr));
+  nlohmann::json out = {{"name", opt->name()}, {"text", text}, {"hyper_parameters", hyper}};
+  if (!model || model->size() >= params.size())
+    return out;
+  std::vector<size_t> trained, state;
+  for (size_t i = 0; i < params.size(); ++i) {
+    std::string role;
+    if (i < model->size())
+      role = (*model)[i].contains("updated_by")  ? "model_state"
+             : params[i].contains("updated_by") ? "parameter"
+                                                 : "data";
+    else if (i + 1 == params.size())
+      role = "learning_rate";
+    else if (opt->needs_step() && i + 2 == params.size())
+      role = "step";
+    else
+      role = "optimizer_state";
+    params[i]["training"] = role;
+    if (role == "parameter")
+      trained.push_back(i);
+    if (role == "optimizer_state")
+      state.push_back(i);
+  }
+  size_t per = trained.empty() ? 0 : state.size() / trained.size();
+  for (size_t j = 0; per && j < state.size(); ++j)
+    params[state[j]]["of"] = params[trained[j / per]]["name"];
+  out["learning_rate"] = params.back()["name"];
+  return out;
+}
 
 } // namespace
 
@@ -89,11 +139,20 @@ nlohmann::json build_manifest(const LoweredModule &module, const std::vector<Fun
                        {"live_kernels", {life[b.get()].first, life[b.get()].second}},
                        {"binding", b == fn.status ? nlohmann::json() : origin_json(b->origin)}});
 
+    nlohmann::json optimizer;
+    if (!report.attrs.optimizer.empty()) {
+      const nlohmann::json *model = nullptr;
+      for (const nlohmann::json &g : functions)
+        if (g["name"] == report.attrs.primal)
+          model = &g["parameters"];
+      optimizer = optimizer_json(report.attrs.optimizer, params, model);
+    }
     functions.push_back({
         {"name", fn.name},
         {"symbol", prefix + "_" + fn.name},
         {"role", role_name(report.attrs.role)},
         {"primal", string_or_null(report.attrs.primal)},
+        {"optimizer", optimizer},
         {"parameters", params},
         {"results", results},
         {"workspace_bytes", fn.workspace_bytes},

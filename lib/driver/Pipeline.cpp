@@ -129,22 +129,56 @@ Module inline_all(const Module &m, PassContext &ctx) {
   return each_function(m, [&](const Function &fn) { return inline_calls(fn, m); });
 }
 
-/// Appends @FN_adjoint (forward bindings first, then backward).
+/// Appends @FN_adjoint (forward bindings first, then backward), and with
+/// --train @FN_train_step built from it (without --grad, in its place).
 Module differentiate(const Module &m, PassContext &ctx) {
   if (!ctx.opts.grad_fn)
     return m;
   const std::string &name = *ctx.opts.grad_fn;
   FunctionPtr primal = m.find(name);
   if (!primal) {
-    ctx.diag.error("--grad names @" + name + ", which is not defined in " + m.source->path());
+    ctx.diag.error(std::string(ctx.opts.train ? "--train" : "--grad") + " names @" + name +
+                   ", which is not defined in " + m.source->path());
     ctx.diag.check();
   }
-  if (m.find(name + "_adjoint")) {
-    ctx.diag.error(primal->span, "@" + name + "_adjoint is already defined");
-    ctx.diag.check();
+  auto refuse_defined = [&](const std::string &added) {
+    if (m.find(added)) {
+      ctx.diag.error(primal->span, "@" + added + " is already defined");
+      ctx.diag.check();
+    }
+  };
+  if (ctx.opts.adjoint)
+    refuse_defined(name + "_adjoint");
+  if (ctx.opts.train)
+    refuse_defined(name + "_train_step");
+  if (ctx.opts.train) {
+    const Type &r = primal->body.result->type;
+    const Type &loss = r.is_tuple() && !r.fields.empty() ? r.fields[0] : r;
+    if (!loss.is_tensor() || loss.rank() != 0 || !is_float(loss.dtype)) {
+      ctx.diag.error(primal->body.result->span.valid() ? primal->body.result->span : primal->span,
+                     "--train: @" + name + " must return a floating-point scalar loss (or a tuple whose field 0 is "
+                     "one), found " + r.str());
+      ctx.diag.check();
+    }
+  }
+  std::vector<std::string> wrt = ctx.opts.wrt;
+  if (ctx.opts.train && wrt.empty()) {
+    wrt = default_trained_params(*primal, ctx.opts.weights);
+    std::string names;
+    for (const std::string &w : wrt)
+      names += (names.empty() ? "%" : ", %") + w;
+    log(LogLevel::Info, "train", "updating " + (names.empty() ? std::string("no parameter") : names));
+    if (wrt.empty()) {
+      ctx.diag.error(primal->span, "--train: @" + name + " has no floating-point parameter to train");
+      ctx.diag.check();
+    }
   }
   Module out = m;
-  out.functions.push_back(build_adjoint(*primal, ctx.opts.wrt, ctx.diag));
+  FunctionPtr adjoint = build_adjoint(*primal, wrt, ctx.diag);
+  if (ctx.opts.adjoint)
+    out.functions.push_back(adjoint);
+  if (ctx.opts.train)
+    out.functions.push_back(build_train_step(*adjoint, wrt, *ctx.opts.train, primal->attrs));
   return out;
 }
 

@@ -87,11 +87,11 @@ std::string in_place_violation(const LoweredFunction &fn, const Buffer &buf) {
       continue;
     Touches t(buf);
     t.visit(kernel.body);
-    if (writer < k && (t.loads || t.stores))
-      return "kernel " + kernel.name + " " + (t.stores ? "writes" : "reads") + " " + buf.name +
-             " after kernel " + fn.kernels[writer].name + " updated it";
     if (!t.stores)
       continue;
+    if (writer < k)
+      return "kernel " + kernel.name + " writes " + buf.name + " after kernel " + fn.kernels[writer].name +
+             " updated it";
     writer = k;
     for (const TimeLoop &l : fn.time_loops)
       if (l.first <= k && k < l.last)

@@ -61,6 +61,8 @@ std::vector<Footprint> binding_footprints(const Function &fn, const LoweredFunct
         touches.push_back({Footprint::Role::Own, it->second});
       else if (auto in = input.find(b.get()); in != input.end())
         touches.push_back({Footprint::Role::Input, in->second});
+      else if (b->scope == BufferScope::InOut)
+        touches.push_back({Footprint::Role::Param, size_t(b->io_index)});
       else
         internal_error("memory", "kernel " + lowered.kernels[k].name + " touches " + b->name +
                                      ", which is neither its binding's nor a leaf of a Var it reads");

@@ -390,8 +390,11 @@ private:
 
   /// Makes the kernels that compute `leaf` write it into parameter `p`
   /// instead, where they may: `leaf` is an arena buffer no other result
-  /// takes, made by the kernels of one binding that also read `p`, and with
-  /// the writes redirected InPlace.h's rule holds for `p`.
+  /// takes, made by the kernels of one binding that also read `p`; no later
+  /// kernel reads `p`'s old value; and with the binding's writes redirected
+  /// InPlace.h's rule holds for `p`. The later readers of `leaf` then read
+  /// `p`, which holds the new value (an optimizer's state, read again by the
+  /// parameter's own update).
   bool write_in_place(const BufferPtr &leaf, const BufferPtr &p, const std::unordered_set<const Buffer *> &taken) {
     auto made = std::find(produced_.begin(), produced_.end(), leaf);
     if (leaf->scope != BufferScope::Arena || made == produced_.end() || taken.count(leaf.get()) || !leaf->origin.set())
@@ -402,20 +405,21 @@ private:
     };
     size_t first = kernels.size(), last = 0;
     bool reads_p = false;
-    for (size_t k = 0; k < kernels.size(); ++k) {
-      bool mine = kernels[k].origin.binding == leaf->origin.binding;
-      if (touches(kernels[k], leaf) && !mine)
-        return false;
-      if (mine) {
+    for (size_t k = 0; k < kernels.size(); ++k)
+      if (kernels[k].origin.binding == leaf->origin.binding) {
         first = std::min(first, k);
         last = k + 1;
         reads_p |= touches(kernels[k], p);
       }
-    }
     if (!reads_p)
       return false;
-    std::vector<Kernel> before(kernels.begin() + long(first), kernels.begin() + long(last));
-    redirect(kernels, first, last, leaf, p);
+    for (size_t k = 0; k < kernels.size(); ++k) {
+      bool mine = first <= k && k < last && kernels[k].origin.binding == leaf->origin.binding;
+      if ((k < last && !mine && touches(kernels[k], leaf)) || (k >= last && touches(kernels[k], p)))
+        return false;
+    }
+    std::vector<Kernel> before(kernels.begin() + long(first), kernels.end());
+    redirect(kernels, first, kernels.size(), leaf, p);
     if (!in_place_violation(out_, *p).empty()) {
       std::copy(before.begin(), before.end(), kernels.begin() + long(first));
       return false;

@@ -241,7 +241,7 @@ private:
   // function for one target, where placement does not change a value, so `virtual_device` is
   // accepted and ignored (its value is skipped unread: TVM writes a meta reference). A `def`
   // also takes gradc's own (FunctionAttrs): role="primal"|"adjoint"|"train_step",
-  // primal="NAME", inplace_indices=[...]. Any other attribute is a located error. Parameter
+  // primal="NAME", optimizer="sgd(...)", inplace_indices=[...]. Any other attribute is a located error. Parameter
   // names are distinct (a located error).
   /// `annotated`: each parameter needs a type (a `def`'s; a `fn`'s may
   /// leave theirs to the operator it is the body of). `attrs`: where a
@@ -302,6 +302,10 @@ private:
         if (v.kind != AttrValue::String || v.s.empty())
           fail(v.span, "function attribute 'primal' must name a function (a string)");
         attrs->primal = v.s;
+      } else if (key.text == "optimizer") {
+        if (v.kind != AttrValue::String || v.s.empty())
+          fail(v.span, "function attribute 'optimizer' must be a string (as --train takes it: \"sgd(lr=0.1)\")");
+        attrs->optimizer = v.s;
       } else if (key.text == "inplace_indices") {
         if (v.kind != AttrValue::List || !v.list.empty())
           fail(v.span, "function attribute 'inplace_indices' must be a list of integers (a parameter's index or -1 "
@@ -310,7 +314,7 @@ private:
         attrs->inplace_span = v.span;
       } else {
         fail(key.span, "function attribute '" + key.text +
-                           "' is not supported (gradc takes role, primal, inplace_indices and virtual_device)");
+                           "' is not supported (gradc takes role, primal, optimizer, inplace_indices and virtual_device)");
       }
       if (!accept(Tok::Comma))
         break;

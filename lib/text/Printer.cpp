@@ -50,6 +50,8 @@ public:
       items.push_back(std::string("role=\"") + role_name(a.role) + "\"");
     if (!a.primal.empty())
       items.push_back("primal=\"" + a.primal + "\"");
+    if (!a.optimizer.empty())
+      items.push_back("optimizer=\"" + a.optimizer + "\"");
     if (!a.inplace.empty()) {
       std::string list;
       for (int64_t i : a.inplace)

@@ -115,6 +115,9 @@ private:
         case Footprint::Role::Own:
           buffers.push_back(own.at(t.index));
           break;
+        case Footprint::Role::Param:
+          buffers.push_back(leaves_.at(fn_.params.at(t.index).get()).at(0));
+          break;
         case Footprint::Role::Status:
           GRADC_CHECK(out_.status, "memory", "a footprint reads a status word nobody made");
           buffers.push_back(out_.status);

@@ -267,12 +267,13 @@ TEST_CASE("verify(LoweredFunction): a parameter updated in place, read at anothe
                     Contains("parameter w is updated in place") && Contains("not of the element its store writes"));
 }
 
-TEST_CASE("verify(LoweredFunction): a parameter read after its update", "[verify]") {
+TEST_CASE("verify(LoweredFunction): a kernel after the update reads the new value", "[verify]") {
   CompiledModule c = compile(kSgd, false);
   LoweredFunction &fn = c.lowered.functions[0];
   Kernel reader = update_kernel(c);
-  reader.name = "reads_old_w";
-  // The same kernel again writes g from w: it reads the new w.
+  reader.name = "reads_new_w";
+  // The same kernel again writes g from w: it reads the new w, as an
+  // optimizer's parameter update reads the state updated before it.
   reader.body = [&] {
     class ToG : public LoopMutator {
     public:
@@ -290,8 +291,7 @@ TEST_CASE("verify(LoweredFunction): a parameter read after its update", "[verify
   fn.inputs[1]->scope = BufferScope::Arena; // let it be written, for the test
   reader.buffers = touched_buffers(reader.body);
   fn.kernels.push_back(reader);
-  CHECK_THROWS_WITH(verify(fn, {true, false}, "a broken pass"),
-                    Contains("kernel reads_old_w reads w after kernel") && Contains("updated it"));
+  CHECK_NOTHROW(verify(fn, {true, false}, "a pass"));
 }
 
 TEST_CASE("verify(LoweredFunction): a parameter updated in place twice", "[verify]") {

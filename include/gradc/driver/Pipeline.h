@@ -6,6 +6,7 @@
 #include "gradc/ir/Expr.h"
 #include "gradc/loops/LoopIR.h"
 #include "gradc/transform/AutoRemat.h"
+#include "gradc/transform/TrainStep.h"
 #include "gradc/frontend/Onnx.h"
 
 #include <chrono>
@@ -29,8 +30,13 @@ bool verify_each_by_default();
 const std::vector<std::string> &dump_stage_names();
 
 struct PipelineOptions {
-  std::optional<std::string> grad_fn; // --grad[=FN]
+  std::optional<std::string> grad_fn; // --grad[=FN], or the function --train trains
+  bool adjoint = true;                // add @FN_adjoint (--grad given; --train alone adds the step only)
+  std::optional<Optimizer> train;     // --train: add @FN_train_step
   std::vector<std::string> wrt;       // --wrt, without '%'
+  /// An imported model's weights (its initializers): what --train updates
+  /// without --wrt (a graph input is data). Empty for Relay text.
+  std::vector<std::string> weights;
   RematMode remat = RematMode::Manual;
   int64_t memory_budget = -1;
   size_t remat_exhaustive = kRematExhaustiveCandidates; // auto: --remat-exhaustive

@@ -175,8 +175,13 @@ struct FunctionAttrs {
   /// (Relax's `inplace_indices`, on the whole function).
   std::vector<int64_t> inplace;
   Span inplace_span; // where `inplace_indices` is written, for diagnostics
+  /// TrainStep: the optimizer and its hyper-parameters, as --train reads
+  /// them (transform/TrainStep.h: `adam(lr=0.001, betas=(0.9, 0.999), ...)`).
+  std::string optimizer;
 
-  bool empty() const { return role == FunctionRole::Primal && primal.empty() && inplace.empty(); }
+  bool empty() const {
+    return role == FunctionRole::Primal && primal.empty() && inplace.empty() && optimizer.empty();
+  }
   /// Whether parameter `p` is updated in place.
   bool updates(size_t p) const { return std::find(inplace.begin(), inplace.end(), int64_t(p)) != inplace.end(); }
 };

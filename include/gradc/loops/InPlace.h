@@ -16,11 +16,13 @@
 namespace gradc {
 
 /// Why the kernels of `fn` do not update `buf` safely in place, or "" if
-/// they do: at most one kernel stores into it, outside every time loop; no
-/// kernel after it reads it; and in it every read of `buf` is part of the
-/// value stored to `buf` at the same index, under loops whose variables all
-/// appear in that index (each element is written once, after the only read
-/// of its old value). Kernels before the writer read the old value freely.
+/// they do: at most one kernel stores into it, outside every time loop; and
+/// in it every read of `buf` is part of the value stored to `buf` at the
+/// same index, under loops whose variables all appear in that index (each
+/// element is written once, after the only read of its old value). Kernels
+/// before the writer read the old value, kernels after it the new one:
+/// which a binding wants is the lowering's to keep (Lower.cpp writes a
+/// result in place only where no later kernel wants the old value).
 std::string in_place_violation(const LoweredFunction &fn, const Buffer &buf);
 
 } // namespace gradc

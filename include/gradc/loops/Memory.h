@@ -54,8 +54,10 @@ struct Footprint {
   /// A buffer a kernel touches, by role: leaf `index` of the binding's
   /// inputs (the Vars its value reads, in first-use order, each's leaves in
   /// turn), leaf `index` of its result, its `index`-th buffer of its own
-  /// (created[index]), or the function's status word.
-  enum class Role { Input, Result, Own, Status };
+  /// (created[index]), the function's status word, or parameter `index`
+  /// itself where a Var the binding reads was written into it in place (an
+  /// optimizer's new state, read by the parameter's update).
+  enum class Role { Input, Result, Own, Status, Param };
   struct Touch {
     Role role;
     size_t index;
