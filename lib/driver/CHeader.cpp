@@ -251,7 +251,7 @@ void emit_train_step_note(std::ostream &os, const FunctionAttrs &attrs, const st
      << " * learning rate is the input `lr` (a schedule is the caller's). */\n";
   if (opt && opt->lr)
     os << "/* The learning rate --train was given. */\n"
-       << "#define " << macro << "_LR " << std::setprecision(17) << *opt->lr << "\n\n";
+       << "#define " << macro << "_DEFAULT_LR " << std::setprecision(17) << *opt->lr << "\n\n";
 }
 
 void emit_struct(std::ostream &os, const std::string &tag, const std::vector<CTensor> &tensors, const char *qualifier) {

@@ -474,13 +474,25 @@ int run_command(const RunCommand &cmd, std::ostream &out, std::ostream &err) {
   // Inputs: every parameter exactly once, with its exact dtype and shape;
   // --inputs-dir supplies DIR/NAME.npy for those --input does not name.
   // An imported model's weight is read from there only where the file exists.
+  // A training step's optimizer state (and its rate, where --train gave
+  // one) may be left out: zeros, as torch.optim starts.
+  std::vector<bool> train_default(fn->inputs.size(), false);
+  if (FunctionPtr step = compiled->module.find(entry); step && step->attrs.role == FunctionRole::TrainStep)
+    if (FunctionPtr primal = compiled->module.find(step->attrs.primal))
+      for (size_t i = primal->params.size(); i < fn->inputs.size(); ++i) {
+        DType dt = fn->inputs[i]->dtype;
+        bool rate = i + 1 == fn->inputs.size();
+        train_default[i] =
+            !rate || (opts.train && opts.train->lr && (dt == DType::Float32 || dt == DType::Float64));
+      }
   std::vector<std::pair<std::string, std::string>> inputs = cmd.inputs;
   if (!cmd.inputs_dir.empty())
-    for (const std::string &p : report->param_names) {
+    for (size_t i = 0; i < report->param_names.size(); ++i) {
+      const std::string &p = report->param_names[i];
       std::string file = (std::filesystem::path(cmd.inputs_dir) / (p + ".npy")).string();
       bool weight = std::any_of(weights.begin(), weights.end(), [&](const ImportedWeight &w) { return w.name == p; });
       if (std::none_of(cmd.inputs.begin(), cmd.inputs.end(), [&](const auto &in) { return in.first == p; }) &&
-          (!weight || std::filesystem::exists(file)))
+          (!(weight || train_default[i]) || std::filesystem::exists(file)))
         inputs.emplace_back(p, file);
     }
   std::vector<NpyArray> arrays(fn->inputs.size());
@@ -527,24 +539,18 @@ int run_command(const RunCommand &cmd, std::ostream &out, std::ostream &err) {
       }
   // A training step's optimizer state starts at zeros, as torch.optim
   // creates it, and its rate is --train's lr where one was written.
-  if (FunctionPtr step = compiled->module.find(entry); step && step->attrs.role == FunctionRole::TrainStep)
-    if (FunctionPtr primal = compiled->module.find(step->attrs.primal))
-      for (size_t i = primal->params.size(); i < given.size(); ++i) {
-        const Buffer &b = *fn->inputs[i];
-        std::optional<Optimizer> opt = opts.train;
-        bool rate = i + 1 == given.size();
-        bool real = b.dtype == DType::Float32 || b.dtype == DType::Float64;
-        if (given[i] || (rate && !(opt && opt->lr && real)))
-          continue;
-        arrays[i] = NpyArray{b.dtype, b.shape, std::string(size_t(b.bytes()), '\0')};
-        if (rate && b.dtype == DType::Float64)
-          std::memcpy(arrays[i].data.data(), &*opt->lr, sizeof(double));
-        else if (rate) {
-          float lr = float(*opt->lr);
-          std::memcpy(arrays[i].data.data(), &lr, sizeof lr);
-        }
-        given[i] = true;
+  for (size_t i = 0; i < given.size(); ++i)
+    if (!given[i] && train_default[i]) {
+      const Buffer &b = *fn->inputs[i];
+      arrays[i] = NpyArray{b.dtype, b.shape, std::string(size_t(b.bytes()), '\0')};
+      if (i + 1 == given.size() && b.dtype == DType::Float64)
+        std::memcpy(arrays[i].data.data(), &*opts.train->lr, sizeof(double));
+      else if (i + 1 == given.size()) {
+        float lr = float(*opts.train->lr);
+        std::memcpy(arrays[i].data.data(), &lr, sizeof lr);
       }
+      given[i] = true;
+    }
   for (size_t i = 0; i < given.size(); ++i)
     if (!given[i]) {
       print_error(err, "missing --input " + report->param_names[i] + "=FILE.npy for %" + report->param_names[i] +

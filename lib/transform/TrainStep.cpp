@@ -416,7 +416,7 @@ FunctionPtr build_train_step(const Function &adjoint, const std::vector<std::str
   const std::vector<std::string> kinds = state_names(opt);
   std::vector<std::vector<ExprPtr>> state(trained_index.size());
   for (size_t t = 0; t < trained_index.size(); ++t) {
-    const ExprPtr &p = fn->params[trained_index[t]];
+    ExprPtr p = fn->params[trained_index[t]]; // a copy: the loop appends to fn->params
     for (const std::string &k : kinds) {
       state[t].push_back(make_var(fresh(p->name + "_" + k), p->type, fn->span, p->type));
       fn->params.push_back(state[t].back());
