@@ -54,3 +54,6 @@ set -x
 "$gradc" compile pytorch/transformer.onnx --grad -o pytorch/transformer
 { set +x; } 2>/dev/null
 /usr/bin/python3 "$root/test/import/Inputs/check_pytorch_grads.py" "$gradc" pytorch cnn transformer mlp attention
+# The fused training step: scikit-learn's digits trained from C by one call
+# per batch (Adam, in place), loss and test accuracy per epoch, curves in a PNG.
+bash "$root/samples/digits/run.sh" "$gradc" digits 12

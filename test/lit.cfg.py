@@ -55,5 +55,10 @@ try:
     config.available_features.add("torchvision")
 except Exception:
     pass
+try:
+    subprocess.run(["/usr/bin/python3", "-c", "import sklearn, matplotlib"], check=True, capture_output=True)
+    config.available_features.add("sklearn")
+except Exception:
+    pass
 if os.path.isdir("/usr/include/onnx/backend/test/data/node"):
     config.available_features.add("onnx-testdata")

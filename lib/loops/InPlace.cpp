@@ -39,6 +39,10 @@ public:
 
 protected:
   void on_for(const StmtPtr &s) override {
+    if (s->extent <= 1) { // runs once: its variable is 0, folded out of indices
+      LoopVisitor::on_for(s);
+      return;
+    }
     loops_.push_back(s->var.get());
     LoopVisitor::on_for(s);
     loops_.pop_back();
