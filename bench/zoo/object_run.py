@@ -58,8 +58,9 @@ def write_main(manifest_fn, prefix, path, timed=False):
     for t in manifest_fn["parameters"]:
         out.append('  in.%s = runner_input("%s", %s);' % (t["c_field"], t["c_field"], size(t["c_field"])))
     out.append("  struct %s_outputs out;" % fn)
-    for t in manifest_fn["results"]:
-        out.append("  out.%s = runner_garbage(%s);" % (t["c_field"], size(t["c_field"])))
+    for t in manifest_fn["results"]:  # a result written in place has the parameter's field, not one of its own
+        if t["role"] != "in_place":
+            out.append("  out.%s = runner_garbage(%s);" % (t["c_field"], size(t["c_field"])))
     ws = macro + "WORKSPACE_SIZE"
     if timed:
         out += ["  struct call c = {&in, &out, %s ? runner_garbage(%s) : NULL};" % (ws, ws),
@@ -77,7 +78,8 @@ def write_main(manifest_fn, prefix, path, timed=False):
             "    return 1;",
             "  }"]
     for t in manifest_fn["results"]:
-        out.append('  runner_output("%s", out.%s, %s);' % (t["c_field"], t["c_field"], size(t["c_field"])))
+        out.append('  runner_output("%s", %s.%s, %s);' % (t["c_field"], "in" if t["role"] == "in_place" else "out",
+                                                           t["c_field"], size(t["c_field"])))
     out += ["  return 0;", "}", ""]
     with open(path, "w") as f:
         f.write("\n".join(out))
