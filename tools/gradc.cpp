@@ -207,6 +207,7 @@ bool finish_shared(CLI::App *cmd, const SharedOptions &o, PipelineOptions &p) {
       return false;
     }
     p.adjoint = p.grad_fn.has_value(); // --train alone adds the step, not the adjoint
+    p.onnx.state_in_place = true;      // an imported model's running statistics are updated too
     if (!p.grad_fn)
       p.grad_fn = "main";
   }
@@ -362,6 +363,9 @@ int real_main(int argc, char **argv) {
                  "the same (default: the model's stem, here). The directory must exist")
       ->option_text("BASE");
   add_input_shape(im, import_shapes);
+  im->add_flag("--state-in-place", import.onnx.state_in_place,
+               "Training-mode batch norm's running statistics become results of @main written into their "
+               "weights in place (what --train on an .onnx does), so a training step updates them");
 
   std::string op_name;
   bool op_json = false;

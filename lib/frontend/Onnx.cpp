@@ -115,6 +115,15 @@ public:
     return seed_;
   }
   int64_t next_stream() { return streams_++; }
+  bool keeps_state() const { return state_in_place_; }
+  void update_in_place(const ExprPtr &weight, const ExprPtr &value) {
+    if (std::find(weight_params_.begin(), weight_params_.end(), weight) == weight_params_.end())
+      return;
+    for (const auto &u : state_updates_)
+      if (u.first == weight)
+        return; // the first update of a shared state wins
+    state_updates_.push_back({weight, value});
+  }
   std::optional<Type> declared(const std::string &name) const {
     auto it = declared_.find(name);
     return it == declared_.end() ? std::nullopt : std::optional<Type>(it->second);
@@ -138,6 +147,8 @@ private:
   int errors_ = 0;
   int64_t opset_ = 0;
   bool input_shapes_given_ = false;
+  bool state_in_place_ = false;
+  std::vector<std::pair<ExprPtr, ExprPtr>> state_updates_; // (weight, its new value), see NodeCtx::update_in_place
   onnx::ModelProto model_;
   // The model file mapped into memory, and where in it each initializer's
   // raw data was left (run_file): the weights refer to those pages.
@@ -259,6 +270,8 @@ public:
   }
   Builder &b() override { return builder_; }
   ExprPtr seed() override { return imp_.seed(); }
+  bool keeps_state() const override { return imp_.keeps_state(); }
+  void update_in_place(const ExprPtr &weight, const ExprPtr &value) override { imp_.update_in_place(weight, value); }
   int64_t next_stream() override { return imp_.next_stream(); }
   ExprPtr literal(double v, DType dt) override {
     ConstValue c = scalar_of(v, dt);
@@ -711,6 +724,7 @@ std::optional<OnnxImport> Importer::convert_model(const OnnxImportOptions &optio
   if (!fix_inputs(options))
     return std::nullopt;
   input_shapes_given_ = !options.input_shapes.empty();
+  state_in_place_ = options.state_in_place;
   walk();
   const onnx::GraphProto &g = model_.graph();
   // Names something defines (a refused initializer or input, a node that
@@ -748,6 +762,14 @@ std::optional<OnnxImport> Importer::convert_model(const OnnxImportOptions &optio
   if (seed_)
     fn->params.push_back(seed_);
   fn->params.insert(fn->params.end(), weight_params_.begin(), weight_params_.end());
+  // The state the model updates itself, after its outputs, each written into its weight.
+  if (!state_updates_.empty()) {
+    fn->attrs.inplace.assign(results.size(), -1);
+    for (const auto &[weight, value] : state_updates_) {
+      results.push_back(value);
+      fn->attrs.inplace.push_back(int64_t(std::find(fn->params.begin(), fn->params.end(), weight) - fn->params.begin()));
+    }
+  }
   fn->body.bindings = std::move(body_);
   fn->body.result = results.size() == 1 ? results[0] : make_tuple(results);
   Module module;

@@ -537,10 +537,20 @@ Mapped batch_norm(NodeCtx &ctx) {
   Mapped m{b.get(b.call(ops::batch_norm, {x, ctx.input(1), ctx.input(2), mean, var}, a), 0)};
   DType dt = ctx.input_type(0).dtype;
   double momentum = ctx.attr_float("momentum", 0.9);
-  for (size_t i = 1; i < ctx.num_outputs() && i < 3; ++i)
-    m.push_back(ctx.wants_output(i) ? b.add(b.mul(ctx.input(i + 2), ctx.literal(momentum, dt)),
-                                            b.mul(i == 1 ? mean : var, ctx.literal(1 - momentum, dt)))
-                                    : nullptr);
+  for (size_t i = 1; i < 3; ++i) {
+    bool wanted = ctx.wants_output(i);
+    if (!wanted && !ctx.keeps_state()) {
+      if (i < ctx.num_outputs())
+        m.push_back(nullptr);
+      continue;
+    }
+    ExprPtr updated = b.add(b.mul(ctx.input(i + 2), ctx.literal(momentum, dt)),
+                            b.mul(i == 1 ? mean : var, ctx.literal(1 - momentum, dt)));
+    if (!wanted)
+      ctx.update_in_place(ctx.input(i + 2), updated);
+    if (i < ctx.num_outputs())
+      m.push_back(wanted ? updated : nullptr);
+  }
   for (size_t i = 3; i < ctx.num_outputs(); ++i)
     m.push_back(i == 3 ? mean : var);
   return m;

@@ -73,6 +73,15 @@ public:
   virtual ExprPtr seed() = 0;
   virtual int64_t next_stream() = 0;
 
+  /// Whether the model's own state is updated in place (OnnxImportOptions::
+  /// state_in_place): see update_in_place.
+  virtual bool keeps_state() const = 0;
+  /// A state the model updates itself (a batch norm's running statistics in
+  /// training mode) whose new value no output takes: with keeps_state, @main
+  /// returns `value` after its outputs, written into `weight` in place
+  /// (inplace_indices). A `weight` that is not a parameter is left alone.
+  virtual void update_in_place(const ExprPtr &weight, const ExprPtr &value) = 0;
+
   /// Records that the node cannot be mapped (`what`: an attribute and its
   /// value, an input that must be constant...); the mapping then returns {}.
   virtual void unsupported(const std::string &what) = 0;

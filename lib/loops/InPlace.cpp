@@ -29,13 +29,21 @@ private:
   const Buffer &buf_;
 };
 
-/// The writer's rule: each read of `buf` inside the value stored to it at
-/// the same index; each such store under loops whose variables its index reads.
+/// The writer's rule: each store into `buf` under loops whose variables its
+/// index reads (each element written in one iteration), and each read of
+/// `buf` at the index of a store (the same element, in the same iteration:
+/// before the store it reads the old value, after it the new one).
+/// Visited twice: the stores, then the reads.
 class Pointwise : public LoopVisitor {
 public:
   explicit Pointwise(const Buffer &buf) : buf_(buf) {}
   std::string why;
   using LoopVisitor::visit;
+  void check(const StmtPtr &body) {
+    visit(body);
+    reads_ = true;
+    visit(body);
+  }
 
 protected:
   void on_for(const StmtPtr &s) override {
@@ -48,23 +56,19 @@ protected:
     loops_.pop_back();
   }
   void on_store(const StmtPtr &s) override {
-    if (s->buffer.get() != &buf_) {
-      LoopVisitor::on_store(s);
-      return;
+    if (s->buffer.get() == &buf_ && !reads_) {
+      std::vector<const LVar *> read;
+      collect_vars(s->index, read);
+      for (const LVar *v : loops_)
+        if (std::find(read.begin(), read.end(), v) == read.end() && why.empty())
+          why = "a store into " + buf_.name + " repeats under loop " + v->name + ", which its index does not read";
+      stores_.push_back(s->index);
     }
-    std::vector<const LVar *> read;
-    collect_vars(s->index, read);
-    for (const LVar *v : loops_)
-      if (std::find(read.begin(), read.end(), v) == read.end() && why.empty())
-        why = "a store into " + buf_.name + " repeats under loop " + v->name + ", which its index does not read";
-    visit(s->index);
-    const LExprPtr *outer = store_index_;
-    store_index_ = &s->index;
-    visit(s->value);
-    store_index_ = outer;
+    LoopVisitor::on_store(s);
   }
   void on_load(const LExprPtr &e) override {
-    if (e->buffer.get() == &buf_ && why.empty() && (!store_index_ || !same_expr(*store_index_, e->operands[0])))
+    if (reads_ && e->buffer.get() == &buf_ && why.empty() &&
+        std::none_of(stores_.begin(), stores_.end(), [&](const LExprPtr &i) { return same_expr(i, e->operands[0]); }))
       why = "a read of " + buf_.name + " that is not of the element its store writes";
     LoopVisitor::on_load(e);
   }
@@ -78,7 +82,8 @@ private:
   }
   const Buffer &buf_;
   std::vector<const LVar *> loops_;
-  const LExprPtr *store_index_ = nullptr;
+  std::vector<LExprPtr> stores_; // the indices `buf` is stored at
+  bool reads_ = false;
 };
 
 } // namespace
@@ -101,7 +106,7 @@ std::string in_place_violation(const LoweredFunction &fn, const Buffer &buf) {
       if (l.first <= k && k < l.last)
         return "kernel " + kernel.name + " updates " + buf.name + " inside a time loop";
     Pointwise p(buf);
-    p.visit(kernel.body);
+    p.check(kernel.body);
     if (!p.why.empty())
       return "kernel " + kernel.name + ": " + p.why;
   }

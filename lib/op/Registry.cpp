@@ -274,6 +274,7 @@ const OpRegistry &OpRegistry::global() {
     register_norm_ops(r);
     register_activation_ops(r);
     register_random_ops(r);
+    register_optim_ops(r);
     register_scan_ops(r);
     register_recurrence_ops(r);
     register_grad_ops(r);

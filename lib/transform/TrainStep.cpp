@@ -1,14 +1,17 @@
 //===- TrainStep.cpp - the optimizer's update after the adjoint -----------===//
 //
-// The update is written as ordinary operators on the adjoint's gradients, in
-// the order torch.optim's single-tensor loops apply them, so the step is
-// differentiable IR like any other: fusion puts each parameter's update into
-// the kernel that finishes its gradient, and lowering writes it in place.
+// The update is written on the adjoint's gradients in the order torch.optim's
+// single-tensor loops apply it, so the step is IR like any other: a plain SGD
+// update is elementwise operators, which fusion puts into the kernel that
+// finishes the gradient; an update with state is one optim.sgd_momentum or
+// optim.adam call per parameter (lib/op/optim.cpp), one kernel writing the
+// state and the parameter; lowering writes every result in place.
 //
 //===----------------------------------------------------------------------===//
 #include "gradc/transform/TrainStep.h"
 
 #include "gradc/op/Builder.h"
+#include "gradc/op/attrs/optim.h"
 
 #include <cctype>
 #include <cmath>
@@ -304,56 +307,49 @@ public:
 private:
   ExprPtr c(double v, DType dt) { return b_.constant(v, dt); }
 
-  /// torch.optim.SGD: d = g + wd p; buf = momentum buf + (1 - dampening) d
-  /// (buf = d on the first step); d = nesterov ? d + momentum buf : buf;
-  /// p - lr d.
+  /// torch.optim.SGD: d = g + wd p; with momentum one optim.sgd_momentum
+  /// call (the buffer, then the parameter, in one kernel); else p - lr d.
   ExprPtr sgd(ExprPtr p, ExprPtr g, const std::vector<ExprPtr> &state, ExprPtr step_before, ExprPtr lr,
               std::vector<ExprPtr> &new_state) {
     DType dt = p->type.dtype;
     if (opt_.weight_decay != 0)
       g = b_.add(g, b_.mul(p, c(opt_.weight_decay, dt)));
-    if (opt_.momentum != 0) {
-      // With buf zero before the first step, momentum * 0 + d is d exactly;
-      // with dampening, the first step's factor is 1, not 1 - dampening.
-      ExprPtr d = g;
-      if (opt_.dampening != 0) {
-        ExprPtr first = b_.call(ops::equal, {step_before, b_.constant(0, step_before->type.dtype)});
-        ExprPtr factor = b_.call(ops::where, {first, c(1, dt), c(1 - opt_.dampening, dt)});
-        d = b_.mul(g, factor);
-      }
-      ExprPtr buf = b_.add(b_.mul(state[0], c(opt_.momentum, dt)), d);
-      new_state.push_back(buf);
-      g = opt_.nesterov ? b_.add(g, b_.mul(buf, c(opt_.momentum, dt))) : buf;
+    if (opt_.momentum == 0)
+      return b_.sub(p, b_.mul(g, lr));
+    // The buffer starts at zeros: momentum * 0 + d is d exactly on the first
+    // step, except that with dampening the first step's factor is 1.
+    ExprPtr factor = c(1 - opt_.dampening, dt);
+    if (opt_.dampening != 0) {
+      ExprPtr first = b_.call(ops::equal, {step_before, b_.constant(0, step_before->type.dtype)});
+      factor = b_.call(ops::where, {first, c(1, dt), factor});
     }
-    return b_.sub(p, b_.mul(g, lr));
+    ExprPtr both = b_.call(ops::sgd_momentum, {p, g, state[0], lr, factor},
+                           SgdMomentumAttrs{.momentum = opt_.momentum, .nesterov = opt_.nesterov});
+    new_state.push_back(b_.get(both, 1));
+    return b_.get(both, 0);
   }
 
-  /// torch.optim.Adam / AdamW: m = b1 m + (1 - b1) g; v = b2 v + (1 - b2) g²;
-  /// p - lr / (1 - b1^t) * m / (sqrt(v) / sqrt(1 - b2^t) + eps), t counted
-  /// from 1; amsgrad divides by the running maximum of v instead. Adam adds
-  /// wd p to g; AdamW multiplies p by 1 - lr wd first.
+  /// torch.optim.Adam / AdamW: one optim.adam call (the moments, then the
+  /// parameter, in one kernel) with t counted from 1: step_size = lr / (1 -
+  /// b1^t), bias2_sqrt = sqrt(1 - b2^t). Adam adds wd p to g; AdamW
+  /// multiplies p by decay = 1 - lr wd first.
   ExprPtr adam(ExprPtr p, ExprPtr g, const std::vector<ExprPtr> &state, ExprPtr lr, std::vector<ExprPtr> &new_state) {
     DType dt = p->type.dtype;
-    if (opt_.weight_decay != 0) {
-      if (opt_.kind == OptimizerKind::AdamW)
-        p = b_.mul(p, b_.sub(c(1, dt), b_.mul(lr, c(opt_.weight_decay, dt))));
-      else
-        g = b_.add(g, b_.mul(p, c(opt_.weight_decay, dt)));
-    }
-    ExprPtr m = b_.add(b_.mul(state[0], c(opt_.beta1, dt)), b_.mul(g, c(1 - opt_.beta1, dt)));
-    ExprPtr v = b_.add(b_.mul(state[1], c(opt_.beta2, dt)), b_.mul(b_.mul(g, g), c(1 - opt_.beta2, dt)));
-    new_state.push_back(m);
-    new_state.push_back(v);
-    if (opt_.amsgrad) {
-      v = b_.call(ops::maximum, {state[2], v});
-      new_state.push_back(v);
-    }
+    ExprPtr decay = c(1, dt);
+    if (opt_.weight_decay != 0 && opt_.kind == OptimizerKind::AdamW)
+      decay = b_.sub(c(1, dt), b_.mul(lr, c(opt_.weight_decay, dt)));
+    else if (opt_.weight_decay != 0)
+      g = b_.add(g, b_.mul(p, c(opt_.weight_decay, dt)));
     ExprPtr t = b_.cast(step_after_, dt);
     ExprPtr bias1 = b_.sub(c(1, dt), b_.call(ops::power, {c(opt_.beta1, dt), t}));
     ExprPtr bias2 = b_.sub(c(1, dt), b_.call(ops::power, {c(opt_.beta2, dt), t}));
-    ExprPtr step_size = b_.div(lr, bias1);
-    ExprPtr denom = b_.add(b_.div(b_.call(ops::sqrt, {v}), b_.call(ops::sqrt, {bias2})), c(opt_.eps, dt));
-    return b_.sub(p, b_.mul(b_.div(m, denom), step_size));
+    std::vector<ExprPtr> args{p, g, state[0], state[1], b_.div(lr, bias1), b_.call(ops::sqrt, {bias2}), decay};
+    if (opt_.amsgrad)
+      args.push_back(state[2]);
+    ExprPtr all = b_.call(ops::adam, args, AdamAttrs{.beta1 = opt_.beta1, .beta2 = opt_.beta2, .eps = opt_.eps});
+    for (int i = 1; i < (opt_.amsgrad ? 4 : 3); ++i) // the moments (and the maximum)
+      new_state.push_back(b_.get(all, i));
+    return b_.get(all, 0);
   }
 
   Builder &b_;

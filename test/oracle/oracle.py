@@ -822,7 +822,28 @@ REFERENCE = {
     "grad.end_checkpoint": lambda a, at: a[0].copy(),
     "grad.nll_loss_backward": _nll_backward,
     "grad.nll_loss_weights_backward": _nll_weights_backward,
+    # optimizer updates (torch.optim's formulas, SPEC §1 --train)
+    "optim.sgd_momentum": lambda a, at: _sgd_momentum(a, at),
+    "optim.adam": lambda a, at: _adam(a, at),
 }
+
+def _sgd_momentum(a, at):
+    p, g, buf, lr, factor = a
+    t = p.dtype.type
+    buf = buf * t(at["momentum"]) + g * factor
+    d = g + buf * t(at["momentum"]) if at["nesterov"] else buf
+    return (p - d * lr, buf)
+
+
+def _adam(a, at):
+    p, g, m, v, step_size, bias2_sqrt, decay = a[:7]
+    t = p.dtype.type
+    m = m * t(at["beta1"]) + g * t(1 - at["beta1"])
+    v = v * t(at["beta2"]) + g * g * t(1 - at["beta2"])
+    second = np.maximum(a[7], v) if len(a) == 8 else v
+    p = p * decay - m / (np.sqrt(second) / bias2_sqrt + t(at["eps"])) * step_size
+    return (p, m, v, second) if len(a) == 8 else (p, m, v)
+
 
 # ----------------------------------------------------------------------------------------------
 # EXTRA_EXAMPLES: forward cases the registry's gradient examples do not reach. Each is
@@ -844,7 +865,18 @@ NLLWN = ("%g: Tensor[(2, 2), float64], %p: Tensor[(2, 3, 2), float64], %t: Tenso
 KNOWN_BUGS = {
 }
 
+SGDM = "%p: Tensor[(3, 4), DT], %g: Tensor[(3, 4), DT], %b: Tensor[(3, 4), DT], %lr: DT, %f: DT"
+ADAM = ("%p: Tensor[(2, 5), DT], %g: Tensor[(2, 5), DT], %m: Tensor[(2, 5), DT], %v: Tensor[(2, 5), DT], "
+        "%s: DT, %c: DT, %d: DT")
+
 EXTRA_EXAMPLES = {
+    "optim.sgd_momentum": [(SGDM.replace("DT", "float32"), "optim.sgd_momentum(%p, %g, %b, %lr, %f, momentum=0.8f)",
+                            False, 2),
+                           (SGDM.replace("DT", "float64"),
+                            "optim.sgd_momentum(%p, %g, %b, %lr, %f, momentum=0.5f, nesterov=True)", False, 2)],
+    "optim.adam": [(ADAM.replace("DT", "float32"), "optim.adam(%p, %g, %m, %v, %s, %c, %d)", True, 2),
+                   (ADAM.replace("DT", "float64") + ", %x: Tensor[(2, 5), float64]",
+                    "optim.adam(%p, %g, %m, %v, %s, %c, %d, %x, beta1=0.5f, beta2=0.9f, eps=0.1f)", True, 2)],
     "nn.dropout": [("%x: Tensor[(3, 7), float32], %s: int64", "nn.dropout(%x, %s, rate=0.4f, training=True, stream=5).1",
                     False, 1000),
                    ("%x: Tensor[(3, 7), float32], %s: int64", "nn.dropout(%x, %s, rate=0.4f, training=True, stream=5).0",

@@ -16,10 +16,12 @@
 namespace gradc {
 
 /// Why the kernels of `fn` do not update `buf` safely in place, or "" if
-/// they do: at most one kernel stores into it, outside every time loop; and
-/// in it every read of `buf` is part of the value stored to `buf` at the
-/// same index, under loops whose variables all appear in that index (each
-/// element is written once, after the only read of its old value). Kernels
+/// they do: at most one kernel stores into it, outside every time loop; in
+/// it each store into `buf` is under loops whose variables all appear in its
+/// index (each element is written in one iteration), and every read of
+/// `buf` is at a store's index (the same element in the same iteration: the
+/// old value before the store, the new one after; never another element,
+/// which another iteration or thread may have written already). Kernels
 /// before the writer read the old value, kernels after it the new one:
 /// which a binding wants is the lowering's to keep (Lower.cpp writes a
 /// result in place only where no later kernel wants the old value).

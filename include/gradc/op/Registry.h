@@ -345,6 +345,7 @@ void register_pool_ops(OpRegistry &reg);
 void register_norm_ops(OpRegistry &reg);
 void register_activation_ops(OpRegistry &reg);
 void register_random_ops(OpRegistry &reg);
+void register_optim_ops(OpRegistry &reg);
 void register_scan_ops(OpRegistry &reg);
 void register_recurrence_ops(OpRegistry &reg);
 void register_grad_ops(OpRegistry &reg);
