@@ -148,7 +148,7 @@ def write_separate_main(fn, trained, path):
     sym = fn["symbol"]
     macro = sym.upper() + "_"
     size = lambda field: "%s%s_BYTES" % (macro, field.upper())
-    grads = [r for r in fn["results"]][1:]
+    grads = [r for r in fn["results"][1:] if r["role"] == "output"]  # not the running statistics (in place)
     assert len(grads) == len(trained)
     out = ["#define _POSIX_C_SOURCE 199309L", "#include <math.h>", "#include <stdint.h>", '#include "m.h"',
            '#include "runner.h"', '#include "timing.h"', SEPARATE_UPDATE,
@@ -200,7 +200,8 @@ def prepare(args):
                       else torch.onnx.TrainingMode.PRESERVE, input_names=["x", "y"], output_names=["loss"])
     dropouts = zoo.training_dropouts(onnx_path)
     base = os.path.join(d, "model")
-    status, err, _, _ = timing.run_measured(args, ["import", onnx_path, "-o", base])
+    # --state-in-place: batch norm's running statistics are updated by the step, as PyTorch's are.
+    status, err, _, _ = timing.run_measured(args, ["import", onnx_path, "-o", base, "--state-in-place"])
     if status != 0:
         return timing.emit({"error": "gradc import: " + zoo.error_line(err)})
     text = open(base + ".relay").read()

@@ -431,6 +431,9 @@ void Importer::name_outputs(const onnx::NodeProto &node, size_t first, Mapped &m
       continue;
     ExprPtr named = make_var(fresh_name(node.output(int(i))), {}, {}, m[i]->type);
     body_[at].var = named;
+    for (auto &update : state_updates_) // a running statistic that is also the node's output
+      if (update.second == m[i])
+        update.second = named;
     m[i] = named;
   }
 }

@@ -539,14 +539,11 @@ Mapped batch_norm(NodeCtx &ctx) {
   double momentum = ctx.attr_float("momentum", 0.9);
   for (size_t i = 1; i < 3; ++i) {
     bool wanted = ctx.wants_output(i);
-    if (!wanted && !ctx.keeps_state()) {
-      if (i < ctx.num_outputs())
-        m.push_back(nullptr);
-      continue;
-    }
-    ExprPtr updated = b.add(b.mul(ctx.input(i + 2), ctx.literal(momentum, dt)),
-                            b.mul(i == 1 ? mean : var, ctx.literal(1 - momentum, dt)));
-    if (!wanted)
+    ExprPtr updated;
+    if (wanted || ctx.keeps_state())
+      updated = b.add(b.mul(ctx.input(i + 2), ctx.literal(momentum, dt)),
+                      b.mul(i == 1 ? mean : var, ctx.literal(1 - momentum, dt)));
+    if (ctx.keeps_state())
       ctx.update_in_place(ctx.input(i + 2), updated);
     if (i < ctx.num_outputs())
       m.push_back(wanted ? updated : nullptr);

@@ -77,9 +77,9 @@ public:
   /// state_in_place): see update_in_place.
   virtual bool keeps_state() const = 0;
   /// A state the model updates itself (a batch norm's running statistics in
-  /// training mode) whose new value no output takes: with keeps_state, @main
-  /// returns `value` after its outputs, written into `weight` in place
-  /// (inplace_indices). A `weight` that is not a parameter is left alone.
+  /// training mode): with keeps_state, @main returns `value` after its
+  /// outputs, written into `weight` in place (inplace_indices). A `weight`
+  /// that is not a parameter is left alone.
   virtual void update_in_place(const ExprPtr &weight, const ExprPtr &value) = 0;
 
   /// Records that the node cannot be mapped (`what`: an attribute and its

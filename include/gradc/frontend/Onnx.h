@@ -48,9 +48,9 @@ struct OnnxImportOptions {
   /// --input-shape NAME=1,3,224,224: fixes a graph input's dimensions.
   std::map<std::string, std::vector<int64_t>> input_shapes;
   /// --train on an ONNX model (or `import --state-in-place`): the running
-  /// statistics a training-mode BatchNormalization computes and no output
-  /// takes become results of @main written into their initializers in place
-  /// (inplace_indices), so a training step updates them.
+  /// statistics a training-mode BatchNormalization computes become results
+  /// of @main written into their initializers in place (inplace_indices),
+  /// so a training step updates them.
   bool state_in_place = false;
 };
 

@@ -2,9 +2,10 @@
 and compiled directly (.onnx) with --train=sgd: the step updates the running
 statistics in place too (@main returns them, written into their initializers).
 Three steps through the C ABI against PyTorch's SGD loop: the losses and the
-weights to 1e-10; the running mean equal to PyTorch's; the running variance
-equal to ONNX's definition (the batch's population variance, where PyTorch
-keeps the unbiased one), computed here from the batch statistics PyTorch saw.
+weights to 1e-10; the running mean PyTorch's and the running variance ONNX's
+definition (the batch's population variance, where PyTorch keeps the unbiased
+one), computed here from the batch statistics PyTorch saw, both to 1e-6:
+ONNX holds the momentum as a float32, so 1 - momentum is 0.10000002.
 
 Usage: onnx_batchnorm.py GRADC WORKDIR"""
 import os
@@ -89,8 +90,12 @@ for t in range(STEPS):
 for name, key in of.items():
     got = bufs[name]
     want = {"bn.running_mean": mean_ref, "bn.running_var": var_ref}.get(key, model.state_dict()[key].numpy())
-    if np.abs(got - want).max() > 1e-10 * max(np.abs(want).max(), 1):
+    # ONNX writes the momentum as a float32 attribute (0.9 is 0.89999997...): the
+    # running statistics agree to float32's rounding of it (1e-6), the rest to 1e-10.
+    tol = 1e-6 if "running" in key else 1e-10
+    if np.abs(got - want).max() > tol * max(np.abs(want).max(), 1):
         problems.append("%s (%s) differs by %.3g" % (name, key, np.abs(got - want).max()))
-print("running mean equal to PyTorch's: %s" % np.allclose(bufs[[n for n in of if of[n] == "bn.running_mean"][0]],
-                                                         model.bn.running_mean.numpy(), rtol=1e-12, atol=1e-12))
+mean = bufs[[n for n in of if of[n] == "bn.running_mean"][0]]
+torch_mean = model.bn.running_mean.numpy()
+print("running mean equal to PyTorch's: %s" % (np.abs(mean - torch_mean).max() <= 1e-6 * np.abs(torch_mean).max()))
 print("after %d steps: %s" % (STEPS, "equal" if not problems else "FAIL " + "; ".join(problems)))
