@@ -5,7 +5,8 @@
 // old value after the binding that makes it. This pass moves that binding
 // after the other readers, which the program's dependences allow unless a
 // reader depends on the new value; lowering copies the result in last where
-// the order cannot be had.
+// the order cannot be had. Otherwise an update runs as early as it can, so
+// what only it reads (a training step's gradient) is freed early.
 //
 //===----------------------------------------------------------------------===//
 #include "gradc/ir/Functor.h"
@@ -21,12 +22,20 @@ namespace gradc {
 
 namespace {
 
-/// The binding (index) whose Var is each leaf of the result, depth-first;
-/// -1 where a leaf is a parameter or a constant.
+/// The binding (index) that computes each leaf of the result, depth-first
+/// (for a field of a tuple-valued call, the call); -1 where a leaf is a
+/// parameter or a constant.
 std::vector<int> leaf_producers(const Function &fn, const std::unordered_map<const Expr *, size_t> &index) {
   std::vector<int> out;
   std::function<void(const ExprPtr &)> walk = [&](const ExprPtr &e) {
     auto it = e->kind == ExprKind::Var ? index.find(e.get()) : index.end();
+    while (it != index.end() && fn.body.bindings[it->second].value->kind == ExprKind::TupleGet) {
+      const ExprPtr &tuple = fn.body.bindings[it->second].value->args[0];
+      auto call = index.find(tuple.get());
+      if (call == index.end() || fn.body.bindings[call->second].value->kind != ExprKind::Call)
+        break;
+      it = call;
+    }
     if (it != index.end() && fn.body.bindings[it->second].value->kind == ExprKind::Tuple) {
       for (const ExprPtr &f : fn.body.bindings[it->second].value->args)
         walk(f);
@@ -96,11 +105,19 @@ FunctionPtr order_in_place_updates(const Function &fn) {
         predecessors[b].push_back(i);
       }
   }
-  // A stable topological order: the earliest binding whose predecessors are placed goes next.
+  // A stable topological order: the earliest binding whose predecessors are
+  // placed goes next, an update first: as soon as its operands are computed
+  // and the old value's last reader has run (a training step's gradient
+  // then dies at once, not when the whole backward pass is done).
+  std::vector<bool> update(n, false);
+  for (size_t leaf = 0; leaf < producers.size() && leaf < fn.attrs.inplace.size(); ++leaf)
+    if (fn.attrs.inplace[leaf] >= 0 && producers[leaf] >= 0)
+      update[size_t(producers[leaf])] = true;
   std::vector<size_t> waiting(n, 0);
   for (size_t i = 0; i < n; ++i)
     waiting[i] = predecessors[i].size();
-  std::priority_queue<size_t, std::vector<size_t>, std::greater<>> ready;
+  auto later = [&](size_t a, size_t b) { return update[a] != update[b] ? update[b] : a > b; };
+  std::priority_queue<size_t, std::vector<size_t>, decltype(later)> ready(later);
   for (size_t i = 0; i < n; ++i)
     if (waiting[i] == 0)
       ready.push(i);

@@ -284,11 +284,13 @@ std::vector<std::string> default_trained_params(const Function &fn, const std::v
 
 namespace {
 
-/// Builds one parameter's update; the Builder appends its bindings.
+/// Builds one parameter's update: its scalars (the rate in the parameter's
+/// dtype, bias corrections, factors) with `scalars`, which the step runs
+/// first, the rest with `b`, after the gradients.
 class UpdateBuilder {
 public:
-  UpdateBuilder(Builder &b, const Optimizer &opt, ExprPtr lr, ExprPtr step_after)
-      : b_(b), opt_(opt), lr_(std::move(lr)), step_after_(std::move(step_after)) {}
+  UpdateBuilder(Builder &scalars, Builder &b, const Optimizer &opt, ExprPtr lr, ExprPtr step_after)
+      : s_(scalars), b_(b), opt_(opt), lr_(std::move(lr)), step_after_(std::move(step_after)) {}
 
   /// The new value of `p` given its gradient `g` and its state (in the
   /// order build_train_step declares it); the new state is appended to
@@ -296,7 +298,7 @@ public:
   ExprPtr update(ExprPtr p, ExprPtr g, const std::vector<ExprPtr> &state, ExprPtr step_before,
                  std::vector<ExprPtr> &new_state) {
     DType dt = p->type.dtype;
-    ExprPtr lr = lr_->type.dtype == dt ? lr_ : b_.cast(lr_, dt);
+    ExprPtr lr = lr_->type.dtype == dt ? lr_ : s_.cast(lr_, dt);
     if (opt_.maximize)
       g = b_.neg(g);
     if (opt_.kind == OptimizerKind::SGD)
@@ -320,8 +322,8 @@ private:
     // step, except that with dampening the first step's factor is 1.
     ExprPtr factor = c(1 - opt_.dampening, dt);
     if (opt_.dampening != 0) {
-      ExprPtr first = b_.call(ops::equal, {step_before, b_.constant(0, step_before->type.dtype)});
-      factor = b_.call(ops::where, {first, c(1, dt), factor});
+      ExprPtr first = s_.call(ops::equal, {step_before, s_.constant(0, step_before->type.dtype)});
+      factor = s_.call(ops::where, {first, c(1, dt), factor});
     }
     ExprPtr both = b_.call(ops::sgd_momentum, {p, g, state[0], lr, factor},
                            SgdMomentumAttrs{.momentum = opt_.momentum, .nesterov = opt_.nesterov});
@@ -337,13 +339,13 @@ private:
     DType dt = p->type.dtype;
     ExprPtr decay = c(1, dt);
     if (opt_.weight_decay != 0 && opt_.kind == OptimizerKind::AdamW)
-      decay = b_.sub(c(1, dt), b_.mul(lr, c(opt_.weight_decay, dt)));
+      decay = s_.sub(c(1, dt), s_.mul(lr, c(opt_.weight_decay, dt)));
     else if (opt_.weight_decay != 0)
       g = b_.add(g, b_.mul(p, c(opt_.weight_decay, dt)));
-    ExprPtr t = b_.cast(step_after_, dt);
-    ExprPtr bias1 = b_.sub(c(1, dt), b_.call(ops::power, {c(opt_.beta1, dt), t}));
-    ExprPtr bias2 = b_.sub(c(1, dt), b_.call(ops::power, {c(opt_.beta2, dt), t}));
-    std::vector<ExprPtr> args{p, g, state[0], state[1], b_.div(lr, bias1), b_.call(ops::sqrt, {bias2}), decay};
+    ExprPtr t = s_.cast(step_after_, dt);
+    ExprPtr bias1 = s_.sub(c(1, dt), s_.call(ops::power, {c(opt_.beta1, dt), t}));
+    ExprPtr bias2 = s_.sub(c(1, dt), s_.call(ops::power, {c(opt_.beta2, dt), t}));
+    std::vector<ExprPtr> args{p, g, state[0], state[1], s_.div(lr, bias1), s_.call(ops::sqrt, {bias2}), decay};
     if (opt_.amsgrad)
       args.push_back(state[2]);
     ExprPtr all = b_.call(ops::adam, args, AdamAttrs{.beta1 = opt_.beta1, .beta2 = opt_.beta2, .eps = opt_.eps});
@@ -352,7 +354,7 @@ private:
     return b_.get(all, 0);
   }
 
-  Builder &b_;
+  Builder &s_, &b_;
   const Optimizer &opt_;
   ExprPtr lr_, step_after_;
 };
@@ -427,16 +429,20 @@ FunctionPtr build_train_step(const Function &adjoint, const std::vector<std::str
   ExprPtr lr = make_var(fresh("lr"), Type::tensor({}, rate_dtype), fn->span, Type::tensor({}, rate_dtype));
   fn->params.push_back(lr);
 
+  // The scalars every update reads (the step count, bias corrections) come
+  // first, so each update can run as soon as its gradient is computed
+  // (order_in_place_updates); the updates follow the adjoint's bindings.
   std::vector<Binding> &body = fn->body.bindings;
-  Builder b(body, fn->span);
+  std::vector<Binding> first;
+  Builder b(body, fn->span), scalars(first, fn->span);
   ExprPtr adjoint_result = fn->body.result;
   ExprPtr result = b.get(adjoint_result, 0);
   ExprPtr grads = b.get(adjoint_result, 1);
   ExprPtr step_after;
   if (step)
-    step_after = b.add(step, b.constant(1, DType::Int64));
+    step_after = scalars.add(step, scalars.constant(1, DType::Int64));
 
-  UpdateBuilder updates(b, opt, lr, step_after);
+  UpdateBuilder updates(scalars, b, opt, lr, step_after);
   std::vector<ExprPtr> fields{result}, new_params, new_state;
   std::vector<int64_t> inplace = primal_attrs.inplace;
   if (inplace.empty())
@@ -461,6 +467,7 @@ FunctionPtr build_train_step(const Function &adjoint, const std::vector<std::str
     inplace.push_back(int64_t(param++));
   }
   fn->body.result = b.tuple(fields);
+  body.insert(body.begin(), first.begin(), first.end());
   fn->attrs.inplace = std::move(inplace);
   return fn;
 }
