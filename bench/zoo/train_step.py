@@ -166,7 +166,8 @@ def write_separate_main(fn, trained, path):
         out.append('  in.%s = runner_input("%s", %s);' % (t["c_field"], t["c_field"], size(t["c_field"])))
     out.append("  struct %s_outputs out;" % sym)
     for t in fn["results"]:
-        out.append("  out.%s = runner_garbage(%s);" % (t["c_field"], size(t["c_field"])))
+        if t["role"] != "in_place":
+            out.append("  out.%s = runner_garbage(%s);" % (t["c_field"], size(t["c_field"])))
     n = len(trained)
     out += ["  static float *m[%d], *v[%d];" % (n, n)]
     for i, g in enumerate(grads):

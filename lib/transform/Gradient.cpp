@@ -368,6 +368,12 @@ FunctionPtr build_adjoint(const Function &primal, const std::vector<std::string>
   }
   ExprPtr grad_tuple = b.tuple(grads);
   fn->body.result = b.tuple({result, grad_tuple});
+  // What the primal writes into its parameters (a batch norm's running
+  // statistics), the adjoint writes there too; the gradients are its own.
+  if (!primal.attrs.inplace.empty()) {
+    fn->attrs.inplace = primal.attrs.inplace;
+    fn->attrs.inplace.resize(fn->attrs.inplace.size() + grads.size(), -1);
+  }
   return name_adjoints(*fn, walk, num_forward);
 }
 

@@ -17,7 +17,8 @@ namespace gradc {
 /// The target is the result (field 0 of a tuple result); a non-scalar target
 /// is seeded with ones. Parameters the target does not depend on get zeros.
 /// The forward bindings are kept verbatim (checkpoint markers included) and
-/// the backward bindings follow them.
+/// the backward bindings follow them. A leaf of the result that `fn` writes
+/// into a parameter (inplace_indices) the adjoint writes there too.
 ///
 /// Errors (reported through `diag`, then CompileError): an unknown or
 /// integer wrt parameter, a non-floating target, and every reachable
