@@ -1727,6 +1727,10 @@ TABLE = {
 SEGMENT_MARKERS = ("grad.start_checkpoint", "grad.end_checkpoint")
 
 NOT_GENERATED = {
+    "optim.sgd_momentum": "an optimizer's update with no gradient, built by --train: its forward is checked by "
+                          "the oracle's cases, the training step by test/train against torch.optim",
+    "optim.adam": "an optimizer's update with no gradient, built by --train: its forward is checked by the "
+                  "oracle's cases, the training step by test/train against torch.optim",
     "scan": "its argument is a `fn` body, which the generator does not write; the oracle checks its forward "
             "(an independent loop over the body), the finite-difference test its gradient",
     "grad.scan_backward": "a gradient helper: it runs in the adjoint of scan, where the finite-difference and "
