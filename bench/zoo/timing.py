@@ -247,7 +247,6 @@ def prepare(args):
     """Worker: export, import and compile one model, link its timed main and
     write its inputs; prints one JSON line (compile figures, flops, workspace)."""
     import numpy as np
-    import torch
     import object_run
     import zoo
     name = args.prepare
@@ -255,26 +254,11 @@ def prepare(args):
     os.makedirs(d, exist_ok=True)
     case, note = build_case(args, name)
     r = {"config": case.config, "note": note}
-    model = case.model.float()
-    x = case.x.float() if case.x.is_floating_point() else case.x
-    onnx_path = os.path.join(d, "model.onnx")
-    # Stochastic depth cannot be exported in training mode (PyTorch 1.13): models.set_mode turns
-    # it off, and the rest is exported as it is (batch norm training, dropout on).
-    everything_training = all(m.training for m in model.modules())
-    torch.onnx.export(model, (x, case.y), onnx_path, opset_version=15, do_constant_folding=False,
-                      training=torch.onnx.TrainingMode.TRAINING if everything_training
-                      else torch.onnx.TrainingMode.PRESERVE, input_names=["x", "y"], output_names=["loss"])
-    dropouts = zoo.training_dropouts(onnx_path)
-    base = os.path.join(d, "model")
-    status, err, r["import_s"], _ = run_measured(args, ["import", onnx_path, "-o", base])
-    if status != 0:
-        return emit(dict(r, error="gradc import: " + zoo.error_line(err)))
-    text = open(base + ".relay").read()
-    onnx_of = dict(re.findall(r'^//   %(\S+) <- "(.*)"$', text, re.M))  # gradc name <- ONNX name
-    trained = {n for names, _ in zoo.parameters(model) for n in names}
-    params = re.search(r"def @main\((.*?)\)\s*(->|\{)", text, re.S).group(1)
-    gradc_names = re.findall(r"%([A-Za-z0-9_.]+)\s*:", params)
-    wrt = [n for n in gradc_names if onnx_of.get(n, n) in trained]
+    imported = export_and_import(args, case, d)
+    if imported.get("error"):
+        return emit(dict(r, error=imported["error"]))
+    r["import_s"] = imported["import_s"]
+    x, base, onnx_of, wrt, dropouts = (imported[k] for k in ("x", "base", "onnx_of", "wrt", "dropouts"))
     compile_args = [base + ".relay", "--grad", "--wrt=" + ",".join("%" + n for n in wrt)]
     status, err, r["compile_s"], r["compile_rss"] = run_measured(args, ["compile", *compile_args, "-o",
                                                                          os.path.join(d, "m")])
@@ -314,6 +298,34 @@ def prepare(args):
             link_timed(rd, rfn)
             r.update(remat_dir=rd, remat_workspace=rfn["workspace_bytes"], remat_budget=budget)
     return emit(r)
+
+
+def export_and_import(args, case, d, import_flags=()):
+    """Exports CASE's model (float32, training mode) to D/model.onnx and imports it as D/model.relay:
+    a dict of the input x, the base path, the gradc <- ONNX names, the gradc names of the
+    parameters PyTorch trains (wrt), whether dropout draws in training, import seconds; or error."""
+    import torch
+    import zoo
+    model = case.model.float()
+    x = case.x.float() if case.x.is_floating_point() else case.x
+    onnx_path = os.path.join(d, "model.onnx")
+    # Stochastic depth cannot be exported in training mode (PyTorch 1.13): models.set_mode turns
+    # it off, and the rest is exported as it is (batch norm training, dropout on).
+    everything_training = all(m.training for m in model.modules())
+    torch.onnx.export(model, (x, case.y), onnx_path, opset_version=15, do_constant_folding=False,
+                      training=torch.onnx.TrainingMode.TRAINING if everything_training
+                      else torch.onnx.TrainingMode.PRESERVE, input_names=["x", "y"], output_names=["loss"])
+    base = os.path.join(d, "model")
+    status, err, seconds, _ = run_measured(args, ["import", onnx_path, "-o", base, *import_flags])
+    if status != 0:
+        return {"error": "gradc import: " + zoo.error_line(err)}
+    text = open(base + ".relay").read()
+    onnx_of = dict(re.findall(r'^//   %(\S+) <- "(.*)"$', text, re.M))  # gradc name <- ONNX name
+    trained = {n for names, _ in zoo.parameters(model) for n in names}
+    params = re.search(r"def @main\((.*?)\)\s*(->|\{)", text, re.S).group(1)
+    wrt = [n for n in re.findall(r"%([A-Za-z0-9_.]+)\s*:", params) if onnx_of.get(n, n) in trained]
+    return {"x": x, "base": base, "onnx_of": onnx_of, "wrt": wrt, "import_s": seconds,
+            "dropouts": zoo.training_dropouts(onnx_path)}
 
 
 def link_timed(d, fn):

@@ -185,31 +185,17 @@ def prepare(args):
     """Worker: export, import, compile the fused step and the adjoint, write
     their inputs and link their timed mains; prints one JSON line."""
     import numpy as np
-    import torch
     import object_run
     import zoo
     name = args.prepare
     d = os.path.join(args.out, name)
     os.makedirs(d, exist_ok=True)
     case, _ = timing.build_case(args, name)
-    model = case.model.float()
-    x = case.x.float() if case.x.is_floating_point() else case.x
-    onnx_path = os.path.join(d, "model.onnx")
-    everything_training = all(m.training for m in model.modules())
-    torch.onnx.export(model, (x, case.y), onnx_path, opset_version=15, do_constant_folding=False,
-                      training=torch.onnx.TrainingMode.TRAINING if everything_training
-                      else torch.onnx.TrainingMode.PRESERVE, input_names=["x", "y"], output_names=["loss"])
-    dropouts = zoo.training_dropouts(onnx_path)
-    base = os.path.join(d, "model")
     # --state-in-place: batch norm's running statistics are updated by the step, as PyTorch's are.
-    status, err, _, _ = timing.run_measured(args, ["import", onnx_path, "-o", base, "--state-in-place"])
-    if status != 0:
-        return timing.emit({"error": "gradc import: " + zoo.error_line(err)})
-    text = open(base + ".relay").read()
-    onnx_of = dict(re.findall(r'^//   %(\S+) <- "(.*)"$', text, re.M))
-    trained = {n for names, _ in zoo.parameters(model) for n in names}
-    params = re.search(r"def @main\((.*?)\)\s*(->|\{)", text, re.S).group(1)
-    wrt = [n for n in re.findall(r"%([A-Za-z0-9_.]+)\s*:", params) if onnx_of.get(n, n) in trained]
+    imported = timing.export_and_import(args, case, d, ["--state-in-place"])
+    if imported.get("error"):
+        return timing.emit({"error": imported["error"]})
+    x, base, onnx_of, wrt, dropouts = (imported[k] for k in ("x", "base", "onnx_of", "wrt", "dropouts"))
     r = {}
     given = {"x": x.numpy(), "y": case.y.numpy()}
     for side, flags, fn_name in (("fused", ["--train=adam(lr=%g)" % LR], "main_train_step"),
