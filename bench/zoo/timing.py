@@ -139,15 +139,7 @@ def fma_peak(work):
 def run_model(name, args, threads, peak):
     """Prepares one model in a worker process, then times both sides."""
     d = os.path.join(args.out, name)
-    r = {"model": name}
-    cmd = [sys.executable, os.path.abspath(__file__), "--prepare", name, "--gradc", args.gradc, "--out", args.out,
-           "--timeout", str(args.timeout)] + sizes(args) + (["--remat"] if args.remat else [])
-    done = subprocess.run(cmd, capture_output=True, text=True)
-    lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
-    if done.returncode != 0 or not lines:
-        r["error"] = "prepare: " + ((done.stderr.strip().splitlines() or ["exit %d" % done.returncode])[-1])
-        return r
-    r.update(json.loads(lines[-1]))
+    r = run_prepare(os.path.abspath(__file__), name, args, ["--remat"] if args.remat else [])
     if r.get("error"):
         return r
     r["gradc_ms"], r["torch_ms"] = {}, {}
@@ -174,6 +166,21 @@ def run_model(name, args, threads, peak):
         r["remat_ms"] = ms
         if ms is None:
             r["remat_note"] = why
+    return r
+
+
+def run_prepare(script, name, args, extra=()):
+    """Runs SCRIPT --prepare NAME in a worker process: {"model": NAME} and the
+    JSON line it prints last, or an "error"."""
+    r = {"model": name}
+    cmd = [sys.executable, script, "--prepare", name, "--gradc", args.gradc, "--out", args.out,
+           "--timeout", str(args.timeout)] + sizes(args) + list(extra)
+    done = subprocess.run(cmd, capture_output=True, text=True)
+    lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
+    if done.returncode != 0 or not lines:
+        r["error"] = "prepare: " + ((done.stderr.strip().splitlines() or ["exit %d" % done.returncode])[-1])
+        return r
+    r.update(json.loads(lines[-1]))
     return r
 
 

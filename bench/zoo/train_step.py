@@ -80,15 +80,7 @@ def main():
 
 def run_model(name, args, threads):
     d = os.path.join(args.out, name)
-    r = {"model": name}
-    cmd = [sys.executable, os.path.abspath(__file__), "--prepare", name, "--gradc", args.gradc, "--out", args.out,
-           "--timeout", str(args.timeout)] + timing.sizes(args)
-    done = subprocess.run(cmd, capture_output=True, text=True)
-    lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
-    if done.returncode != 0 or not lines:
-        r["error"] = "prepare: " + ((done.stderr.strip().splitlines() or ["exit %d" % done.returncode])[-1])
-        return r
-    r.update(json.loads(lines[-1]))
+    r = timing.run_prepare(os.path.abspath(__file__), name, args)
     if r.get("error"):
         return r
     for side in ("fused", "separate", "torch"):
