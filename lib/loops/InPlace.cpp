@@ -3,10 +3,91 @@
 #include "gradc/loops/Functor.h"
 
 #include <algorithm>
+#include <map>
+#include <unordered_map>
 
 namespace gradc {
 
 namespace {
+
+/// An integer index as a polynomial: each monomial (a sorted list of atom
+/// keys) with its coefficient. Atoms are variables and what is not a sum,
+/// difference or product (min, floor division, a load), keyed by their kind
+/// and their operands' own normal forms. Two indices with equal forms are
+/// equal for every value of their variables: a store's
+/// `((o*512 + m)*4608 + c)` and a read's `(o*2359296 + m*4608 + c)` are one
+/// element, which comparing the trees would miss. A remainder is written
+/// through its quotient (x mod d = x - d (x div d)), so an index split into
+/// taps and joined again, ((c div 9)·3 + (c mod 9) div 3)·3 + c mod 3, is c.
+class IndexForm {
+public:
+  using Monomial = std::vector<std::string>;
+  using Poly = std::map<Monomial, int64_t>;
+
+  static std::string key(const LExprPtr &e) { return str(of(e)); }
+
+private:
+  static Poly of(const LExprPtr &e) {
+    if (e->kind == LExprKind::IntImm)
+      return e->ivalue ? Poly{{{}, e->ivalue}} : Poly{};
+    if (e->kind == LExprKind::Binary && e->bop == BinaryOp::Add)
+      return sum(of(e->operands[0]), of(e->operands[1]), 1);
+    if (e->kind == LExprKind::Binary && e->bop == BinaryOp::Sub)
+      return sum(of(e->operands[0]), of(e->operands[1]), -1);
+    if (e->kind == LExprKind::Binary && e->bop == BinaryOp::Mul)
+      return product(of(e->operands[0]), of(e->operands[1]));
+    bool by_one = e->kind == LExprKind::Binary && e->operands[1]->kind == LExprKind::IntImm && e->operands[1]->ivalue == 1;
+    if (by_one && e->bop == BinaryOp::FloorDiv)
+      return of(e->operands[0]);
+    if (by_one && e->bop == BinaryOp::FloorMod)
+      return {};
+    if (e->kind == LExprKind::Binary && e->bop == BinaryOp::FloorMod) { // x mod d = x - d * (x div d)
+      const LExprPtr &x = e->operands[0], &d = e->operands[1];
+      Poly quotient{{{atom(binary(BinaryOp::FloorDiv, x, d))}, 1}};
+      return sum(of(x), product(of(d), quotient), -1);
+    }
+    return Poly{{{atom(e)}, 1}};
+  }
+  static std::string atom(const LExprPtr &e) {
+    if (e->kind == LExprKind::Var)
+      return "v" + std::to_string(reinterpret_cast<uintptr_t>(e->var.get()));
+    std::string k = std::to_string(int(e->kind)) + "." + std::to_string(int(e->bop)) + "." +
+                    std::to_string(int(e->uop)) + "." + std::to_string(int(e->cop)) + "." +
+                    std::to_string(int(e->dtype)) + "." + std::to_string(reinterpret_cast<uintptr_t>(e->buffer.get())) +
+                    "." + std::to_string(e->fvalue) + "(";
+    for (const LExprPtr &o : e->operands)
+      k += str(of(o)) + ",";
+    return k + ")";
+  }
+  static Poly sum(Poly a, const Poly &b, int64_t sign) {
+    for (const auto &[m, c] : b)
+      if ((a[m] += sign * c) == 0)
+        a.erase(m);
+    return a;
+  }
+  static Poly product(const Poly &a, const Poly &b) {
+    Poly out;
+    for (const auto &[ma, ca] : a)
+      for (const auto &[mb, cb] : b) {
+        Monomial m = ma;
+        m.insert(m.end(), mb.begin(), mb.end());
+        std::sort(m.begin(), m.end());
+        if ((out[m] += ca * cb) == 0)
+          out.erase(m);
+      }
+    return out;
+  }
+  static std::string str(const Poly &p) {
+    std::string s = "[";
+    for (const auto &[m, c] : p) {
+      s += std::to_string(c);
+      for (const std::string &a : m)
+        s += "*" + a;
+      s += "+";
+    }
+    return s + "]";
+  }
+};
 
 /// Whether a kernel stores into or loads from `buf`.
 class Touches : public LoopVisitor {
@@ -32,7 +113,9 @@ private:
 /// The writer's rule: each store into `buf` under loops whose variables its
 /// index reads (each element written in one iteration), and each read of
 /// `buf` at the index of a store (the same element, in the same iteration:
-/// before the store it reads the old value, after it the new one).
+/// before the store it reads the old value, after it the new one). Under
+/// `if (v == last)` loop v runs once (a blocked product's last K block
+/// writes its results; the earlier iterations read only old values). Indices are compared as polynomials (IndexForm).
 /// Visited twice: the stores, then the reads.
 class Pointwise : public LoopVisitor {
 public:
@@ -52,8 +135,29 @@ protected:
       return;
     }
     loops_.push_back(s->var.get());
+    extents_[s->var.get()] = s->extent;
     LoopVisitor::on_for(s);
     loops_.pop_back();
+  }
+  void on_if(const StmtPtr &s) override {
+    const LExprPtr &c = s->value;
+    auto loop = loops_.end();
+    if (c->kind == LExprKind::Compare && c->cop == CompareOp::EQ && c->operands[0]->kind == LExprKind::Var &&
+        c->operands[1]->kind == LExprKind::IntImm) {
+      loop = std::find(loops_.begin(), loops_.end(), c->operands[0]->var.get());
+      if (loop != loops_.end() && c->operands[1]->ivalue != extents_.at(*loop) - 1)
+        loop = loops_.end(); // an earlier iteration: later ones would read the new value
+    }
+    if (loop == loops_.end()) {
+      LoopVisitor::on_if(s);
+      return;
+    }
+    visit(c);
+    std::vector<const LVar *> outer = loops_;
+    loops_.erase(loop);
+    visit(s->body);
+    loops_ = outer;
+    visit(s->else_body);
   }
   void on_store(const StmtPtr &s) override {
     if (s->buffer.get() == &buf_ && !reads_) {
@@ -62,13 +166,13 @@ protected:
       for (const LVar *v : loops_)
         if (std::find(read.begin(), read.end(), v) == read.end() && why.empty())
           why = "a store into " + buf_.name + " repeats under loop " + v->name + ", which its index does not read";
-      stores_.push_back(s->index);
+      stores_.push_back(IndexForm::key(s->index));
     }
     LoopVisitor::on_store(s);
   }
   void on_load(const LExprPtr &e) override {
     if (reads_ && e->buffer.get() == &buf_ && why.empty() &&
-        std::none_of(stores_.begin(), stores_.end(), [&](const LExprPtr &i) { return same_expr(i, e->operands[0]); }))
+        std::find(stores_.begin(), stores_.end(), IndexForm::key(e->operands[0])) == stores_.end())
       why = "a read of " + buf_.name + " that is not of the element its store writes";
     LoopVisitor::on_load(e);
   }
@@ -82,7 +186,8 @@ private:
   }
   const Buffer &buf_;
   std::vector<const LVar *> loops_;
-  std::vector<LExprPtr> stores_; // the indices `buf` is stored at
+  std::unordered_map<const LVar *, int64_t> extents_;
+  std::vector<std::string> stores_; // the indices `buf` is stored at (IndexForm keys)
   bool reads_ = false;
 };
 

@@ -15,6 +15,7 @@
 #include "gradc/loops/InPlace.h"
 #include "gradc/op/Kernel.h"
 #include "gradc/op/Registry.h"
+#include "gradc/support/Log.h"
 
 #include <algorithm>
 #include <cctype>
@@ -420,7 +421,8 @@ private:
     }
     std::vector<Kernel> before(kernels.begin() + long(first), kernels.end());
     redirect(kernels, first, kernels.size(), leaf, p);
-    if (!in_place_violation(out_, *p).empty()) {
+    if (std::string why = in_place_violation(out_, *p); !why.empty()) {
+      log(LogLevel::Debug, "lower", "@" + fn_.name + ": " + leaf->name + " is copied into " + p->name + ": " + why);
       std::copy(before.begin(), before.end(), kernels.begin() + long(first));
       return false;
     }

@@ -6,6 +6,7 @@
 //===----------------------------------------------------------------------===//
 #include "gradc/driver/Pipeline.h"
 #include "gradc/loops/Functor.h"
+#include "gradc/loops/InPlace.h"
 #include "gradc/loops/Verify.h"
 #include "gradc/transform/Verify.h"
 
@@ -299,4 +300,44 @@ TEST_CASE("verify(LoweredFunction): a parameter updated in place twice", "[verif
   LoweredFunction &fn = c.lowered.functions[0];
   fn.kernels.push_back(update_kernel(c));
   CHECK_THROWS_WITH(verify(fn, {true, true}, "a broken pass"), Contains("writes w after kernel"));
+}
+
+TEST_CASE("verify(LoweredFunction): an in-place update read at its element written another way", "[verify]") {
+  CompiledModule c = compile(kSgd, false);
+  LoweredFunction &fn = c.lowered.functions[0];
+  // w[(i div 6) * 6 + i mod 6]: element i, as a kernel that splits a flat
+  // index into a shape's indices and joins them again reads it.
+  Kernel &k = update_kernel(c);
+  StmtPtr original = k.body;
+  k.body = reindex_loads(original, *fn.inputs[0], [](const LExprPtr &i) {
+    return binary(BinaryOp::Add, binary(BinaryOp::Mul, binary(BinaryOp::FloorDiv, i, int_imm(6)), int_imm(6)),
+                  binary(BinaryOp::FloorMod, i, int_imm(6)));
+  });
+  CHECK_NOTHROW(verify(fn, {true, true}, "test"));
+  // ... and (i div 6) * 6 + i mod 3 is another element.
+  k.body = reindex_loads(original, *fn.inputs[0], [](const LExprPtr &i) {
+    return binary(BinaryOp::Add, binary(BinaryOp::Mul, binary(BinaryOp::FloorDiv, i, int_imm(6)), int_imm(6)),
+                  binary(BinaryOp::FloorMod, i, int_imm(3)));
+  });
+  k.buffers = touched_buffers(k.body);
+  CHECK_THROWS_WITH(verify(fn, {true, true}, "a broken pass"), Contains("not of the element its store writes"));
+}
+
+TEST_CASE("verify(LoweredFunction): an in-place update in the last iteration of a loop its index does not read",
+          "[verify]") {
+  // A blocked product writes its results in the last K block: for (kb < 3)
+  // { if (kb == 2) { the update } } writes each element once, after every
+  // read of the old values; kb == 0 would let kb = 1, 2 read new ones.
+  auto wrapped = [](int64_t when) {
+    CompiledModule c = compile(kSgd, false);
+    LoweredFunction &fn = c.lowered.functions[0];
+    Kernel &k = update_kernel(c);
+    auto kb = std::make_shared<LVar>(LVar{"kb"});
+    StmtPtr body = when < 0 ? k.body : if_then(compare(CompareOp::EQ, var_ref(kb), int_imm(when)), k.body, seq({}));
+    k.body = for_loop(kb, 3, ForKind::Serial, body);
+    return in_place_violation(fn, *fn.inputs[0]);
+  };
+  CHECK(wrapped(2) == "");
+  CHECK_THAT(wrapped(0), Contains("repeats under loop kb"));
+  CHECK_THAT(wrapped(-1), Contains("repeats under loop kb"));
 }
