@@ -372,6 +372,9 @@ const Stage kTensorStages[] = {
      {{"expand composites", expand_composites_all, IRForm::ANF}, // gradient rules may emit composites
       {"dead-code elimination", eliminate_dead_code_all, IRForm::ANF},
       {"project tuple fields", project_fields_all, IRForm::ANF},
+      // each update next to its gradient, so that fusion sees what fusing
+      // the gradient's product into it keeps alive (and remat plans that)
+      {"order in-place updates", order_in_place_updates_all, IRForm::ANF},
       {"fuse", fuse_all, IRForm::Fused}}}, // checkpoint markers stay bindings of their own
     {"remat",
      {{"rematerialize", remat_stage, IRForm::Fused},

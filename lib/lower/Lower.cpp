@@ -22,6 +22,7 @@
 #include <cmath>
 #include <limits>
 #include <unordered_map>
+#include <functional>
 #include <unordered_set>
 
 namespace gradc {
@@ -64,6 +65,7 @@ public:
 
   LoweredFunction run() {
     out_.name = fn_.name;
+    in_place_values_ = in_place_values();
     for (size_t i = 0; i < fn_.params.size(); ++i) {
       const ExprPtr &p = fn_.params[i];
       GRADC_CHECK(p->type.is_tensor(), "lowering", "tuple parameters are not supported");
@@ -90,6 +92,46 @@ private:
   const Function &fn_;
   const LowerOptions &opts_;
   LoweredFunction out_;
+  std::unordered_set<const Expr *> in_place_values_; // see in_place_values()
+
+  /// The bindings (vars) whose value, or a leaf of it, the function returns
+  /// written into a parameter (FunctionAttrs::inplace), through tuples and
+  /// their fields. Their kernels keep partial sums out of the result
+  /// (KernelCtx::partials_in_output); where that was not needed, outputs()
+  /// still checks the rule and copies.
+  std::unordered_set<const Expr *> in_place_values() const {
+    std::unordered_set<const Expr *> out;
+    const std::vector<int64_t> &inplace = fn_.attrs.inplace;
+    if (inplace.empty())
+      return out;
+    std::unordered_map<const Expr *, const Expr *> bound;
+    for (const Binding &b : fn_.body.bindings)
+      bound[b.var.get()] = b.value.get();
+    size_t leaf = 0;
+    std::function<void(const Expr &)> walk = [&](const Expr &e) {
+      auto it = bound.find(&e);
+      const Expr *tuple = e.kind == ExprKind::Tuple ? &e : it != bound.end() && it->second->kind == ExprKind::Tuple ? it->second : nullptr;
+      if (tuple) {
+        for (const ExprPtr &f : tuple->args)
+          walk(*f);
+        return;
+      }
+      bool written = false;
+      for (size_t n = count_leaves(e.type); n > 0; --n, ++leaf)
+        written |= leaf < inplace.size() && inplace[leaf] >= 0;
+      for (const Expr *var = &e; written;) { // the var, and through tuple gets the call's
+        auto b = bound.find(var);
+        if (b == bound.end())
+          break;
+        out.insert(var);
+        if (b->second->kind != ExprKind::TupleGet)
+          break;
+        var = b->second->args[0].get();
+      }
+    };
+    walk(*fn_.body.result);
+    return out;
+  }
   std::unordered_map<const Expr *, std::vector<BufferPtr>> leaves_; // var -> buffers (tuples: several)
   // A leaf that is a view: a step of a time loop's stacked buffer (a scan
   // body's state or sequence step, read in place), at this element offset
@@ -215,7 +257,7 @@ private:
       return lower_time_loop(v, bufs);
     const BufferPtr &buf = bufs[0];
     std::string kname = buf->name + "_" + kernel_suffix(v);
-    const Expr *anchor = v.op->injective() ? find_anchor(v) : nullptr;
+    const Expr *anchor = v.op->injective() || v.op->pointwise ? find_anchor(v) : nullptr;
     if (anchor)
       kname = buf->name + "_" + kernel_suffix(*anchor) + "_" + kernel_suffix(v);
     if (v.op->injective() && !anchor) {
@@ -240,13 +282,25 @@ private:
                     return s;
                   },
                   {}};
-    if (anchor)
+    if (anchor && v.op->injective())
       ctx.epilogue = [this, &b, anchor](const Index &idx, const LExprPtr &value) {
         anchor_ = {anchor, value};
         LExprPtr result = element(b.value, idx);
         anchor_ = {};
         return result;
       };
+    if (anchor && v.op->pointwise) // the consumer's stores of every result, reading the anchor's value
+      ctx.epilogue_stores = [this, &v, &bufs, &ctx, anchor](const Index &idx, const LExprPtr &at, const LExprPtr &value) {
+        KernelCtx consumer{v, bufs, [this, &v](size_t leaf, const Index &i) { return input(v, leaf, i); },
+                           ctx.target, ctx.status_buffer, ctx.scratch, {}};
+        anchor_ = {anchor, value};
+        StmtPtr stores = v.op->pointwise(consumer, idx, at);
+        anchor_ = {};
+        return stores;
+      };
+    // Partial sums stay out of a result the epilogue stores several of, or
+    // that is written into a parameter: the old values are read at the end.
+    ctx.partials_in_output = !ctx.epilogue_stores && !in_place_values_.count(b.var.get());
     add_kernel(kname, kernel(ctx));
   }
 

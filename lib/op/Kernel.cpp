@@ -321,4 +321,9 @@ BufferPtr KernelCtx::local(const std::string &name, DType dtype, int64_t size) {
 
 LVarPtr KernelCtx::var(const std::string &name) { return std::make_shared<LVar>(LVar{name}); }
 
+StmtPtr pointwise_kernel(KernelCtx &k) {
+  const Shape &shape = k.arg_type(0).shape;
+  return loop_nest(shape, [&](const Index &i) { return k.call.op->pointwise(k, i, flat_index(shape, i)); });
+}
+
 } // namespace gradc

@@ -9,6 +9,7 @@
 #include "cpu/Cpu.h"
 #include "cuda/Cuda.h"
 #include "gradc/op/Builder.h"
+#include "gradc/op/Kernel.h"
 #include "gradc/op/Ops.h"
 #include "gradc/ir/Functor.h"
 
@@ -125,6 +126,13 @@ OpBuilder &OpBuilder::element(ElementFn fn) {
 }
 OpBuilder &OpBuilder::kernel(KernelFn fn) {
   def_.kernel = fn;
+  return *this;
+}
+
+OpBuilder &OpBuilder::pointwise(PointwiseFn fn) {
+  def_.pointwise = fn;
+  def_.kernel = pointwise_kernel;
+  def_.fuses_producers = true;
   return *this;
 }
 

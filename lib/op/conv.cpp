@@ -218,7 +218,7 @@ StmtPtr conv_product_nest(KernelCtx &k, const ConvProduct &p) {
         g.N = p.N;
         g.K = p.K;
         g.dtype = dt;
-        g.epilogue = bool(k.epilogue);
+        g.epilogue = k.has_epilogue();
         g.a_contiguous_in_k = p.a_contiguous_in_k;
         g.b_contiguous_in_k = p.b_contiguous_in_k;
         g.b_gathered = true; // every convolution gathers its B operand
@@ -228,10 +228,10 @@ StmtPtr conv_product_nest(KernelCtx &k, const ConvProduct &p) {
         g.b = [&](const LExprPtr &kk, const LExprPtr &n) { return p.b(at, kk, n); };
         auto flat = [&](const LExprPtr &m, const LExprPtr &n) { return p.out_flat(at, m, n); };
         g.store = [&](const LExprPtr &m, const LExprPtr &n, const LExprPtr &v) {
-          return store(k.out(), flat(m, n), k.finish(p.out_index(at, m, n), v));
+          return k.put(p.out_index(at, m, n), flat(m, n), v);
         };
         g.load = [&](const LExprPtr &m, const LExprPtr &n) { return load(k.out(), flat(m, n)); };
-        if (k.out()->dtype == g.dtype)
+        if (k.output_holds_partials(g.dtype))
           g.store_raw = [&](const LExprPtr &m, const LExprPtr &n, const LExprPtr &v) {
             return store(k.out(), flat(m, n), v);
           };

@@ -54,7 +54,7 @@ StmtPtr dense_as_gemm(KernelCtx &k, GemmStrategy strategy) {
   g.M = num_rows(xs); // not elements / K: K may be 0
   g.dtype = k.call.type.dtype;
   g.b_contiguous_in_k = true;
-  g.epilogue = bool(k.epilogue);
+  g.epilogue = k.has_epilogue();
   const Shape &os = k.call.type.shape;
   g.a = [&](const LExprPtr &m, const LExprPtr &kk) {
     return xs.size() == 2 ? k.in(0, {m, kk}) : k.in(0, unravel_index(add(mul(m, int_imm(g.K)), kk), xs));
@@ -64,9 +64,9 @@ StmtPtr dense_as_gemm(KernelCtx &k, GemmStrategy strategy) {
   g.store = [&](const LExprPtr &m, const LExprPtr &n, const LExprPtr &v) {
     Index idx = batch.size() == 1 ? Index{m} : unravel_index(m, batch);
     idx.push_back(n);
-    return store(k.out(), add(mul(m, int_imm(g.N)), n), k.finish(idx, v));
+    return k.put(idx, add(mul(m, int_imm(g.N)), n), v);
   };
-  if (k.out()->dtype == g.dtype)
+  if (k.output_holds_partials(g.dtype))
     g.store_raw = [&](const LExprPtr &m, const LExprPtr &n, const LExprPtr &v) {
       return store(k.out(), add(mul(m, int_imm(g.N)), n), v);
     };
@@ -166,7 +166,7 @@ StmtPtr matmul_flat_rows(KernelCtx &k, GemmStrategy strategy, const MatmulShapes
   Shape rows(s.out.begin(), s.out.end() - 1); // (batch..., M)
   g.M = num_elements(rows);
   g.dtype = k.call.type.dtype;
-  g.epilogue = bool(k.epilogue);
+  g.epilogue = k.has_epilogue();
   g.a = [&](const LExprPtr &m, const LExprPtr &kk) {
     return k.in(0, unravel_index(add(mul(m, int_imm(g.K)), kk), k.arg_type(0).shape));
   };
@@ -176,9 +176,9 @@ StmtPtr matmul_flat_rows(KernelCtx &k, GemmStrategy strategy, const MatmulShapes
     Index idx = unravel_index(m, rows);
     if (!s.b_vec)
       idx.push_back(n);
-    return store(k.out(), flat(m, n), k.finish(idx, v));
+    return k.put(idx, flat(m, n), v);
   };
-  if (k.out()->dtype == g.dtype)
+  if (k.output_holds_partials(g.dtype))
     g.store_raw = [&](const LExprPtr &m, const LExprPtr &n, const LExprPtr &v) { return store(k.out(), flat(m, n), v); };
   g.load = [&](const LExprPtr &m, const LExprPtr &n) { return load(k.out(), flat(m, n)); };
   return strategy(k, g);
@@ -206,7 +206,7 @@ StmtPtr matmul_as_gemms(KernelCtx &k, GemmStrategy strategy) {
         g.N = s.out.back();
         g.K = s.a.back();
         g.dtype = k.call.type.dtype;
-        g.epilogue = bool(k.epilogue);
+        g.epilogue = k.has_epilogue();
         auto with = [](Index idx, std::initializer_list<LExprPtr> tail) {
           idx.insert(idx.end(), tail);
           return idx;
@@ -224,10 +224,10 @@ StmtPtr matmul_as_gemms(KernelCtx &k, GemmStrategy strategy) {
         };
         g.store = [&](const LExprPtr &m, const LExprPtr &n, const LExprPtr &v) {
           Index idx = out_index(m, n);
-          return store(k.out(), flat_index(os, idx), k.finish(idx, v));
+          return k.put(idx, flat_index(os, idx), v);
         };
         g.load = [&](const LExprPtr &m, const LExprPtr &n) { return load(k.out(), flat_index(os, out_index(m, n))); };
-        if (k.out()->dtype == g.dtype)
+        if (k.output_holds_partials(g.dtype))
           g.store_raw = [&](const LExprPtr &m, const LExprPtr &n, const LExprPtr &v) {
             return store(k.out(), flat_index(os, out_index(m, n)), v);
           };

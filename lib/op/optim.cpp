@@ -2,7 +2,9 @@
 //
 // What the training step (transform/TrainStep.h) writes for an update with
 // state: one call per parameter returning the new parameter and the new
-// state, lowered to one pass over them. The kernel stores the state first
+// state, computed element by element (OpDef::pointwise): one pass over them,
+// in the kernel of the product that makes the gradient where there is one
+// (its epilogue), else in a loop of its own. Each element stores the state first
 // and the parameter last, reading back the state it just stored (Adam's
 // update divides the new first moment by the root of the new second), so
 // each element of every buffer is read, then written, in one iteration:
@@ -42,44 +44,36 @@ Type sgd_momentum_rel(RelationCtx &ctx) { return update_rel(ctx, 3, 2, 2); }
 Type adam_rel(RelationCtx &ctx) { return update_rel(ctx, 4, 3, ctx.args.size() == 8 ? 4 : 3); }
 
 /// buf' = momentum · buf + factor · g;  p' = p − lr · (nesterov ? g + momentum · buf' : buf').
-StmtPtr sgd_momentum_kernel(KernelCtx &k) {
+StmtPtr sgd_momentum_element(KernelCtx &k, const Index &i, const LExprPtr &at) {
   auto a = k.attrs_as<SgdMomentumAttrs>();
-  const Shape &shape = k.arg_type(0).shape;
   DType dt = k.arg_type(0).dtype;
-  LExprPtr lr = k.in(3, {}), factor = k.in(4, {}), momentum = constant_of(a.momentum, dt);
-  return loop_nest(shape, [&](const Index &i) {
-    LExprPtr at = flat_index(shape, i), g = k.in(1, i);
-    StmtPtr buf = store(k.out(1), at, add(mul(k.in(2, i), momentum), mul(g, factor)));
-    LExprPtr fresh = load(k.out(1), at), d = a.nesterov ? add(g, mul(fresh, momentum)) : fresh;
-    return seq({buf, store(k.out(0), at, binary(BinaryOp::Sub, k.in(0, i), mul(d, lr)))});
-  });
+  LExprPtr lr = k.in(3, {}), factor = k.in(4, {}), momentum = constant_of(a.momentum, dt), g = k.in(1, i);
+  StmtPtr buf = store(k.out(1), at, add(mul(k.in(2, i), momentum), mul(g, factor)));
+  LExprPtr fresh = load(k.out(1), at), d = a.nesterov ? add(g, mul(fresh, momentum)) : fresh;
+  return seq({buf, store(k.out(0), at, binary(BinaryOp::Sub, k.in(0, i), mul(d, lr)))});
 }
 
 /// m' = β1 m + (1 − β1) g;  v' = β2 v + (1 − β2) g²;  amsgrad: v̂' = max(v̂, v');
 /// p' = decay · p − step_size · m' / (√v' / bias2_sqrt + eps).
-StmtPtr adam_kernel(KernelCtx &k) {
+StmtPtr adam_element(KernelCtx &k, const Index &i, const LExprPtr &at) {
   auto a = k.attrs_as<AdamAttrs>();
-  const Shape &shape = k.arg_type(0).shape;
   DType dt = k.arg_type(0).dtype;
   bool amsgrad = k.call.args.size() == 8;
-  LExprPtr step_size = k.in(4, {}), bias2_sqrt = k.in(5, {}), decay = k.in(6, {});
-  return loop_nest(shape, [&](const Index &i) {
-    LExprPtr at = flat_index(shape, i), g = k.in(1, i);
-    std::vector<StmtPtr> stores;
-    stores.push_back(store(k.out(1), at, add(mul(k.in(2, i), constant_of(a.beta1, dt)),
-                                             mul(g, constant_of(1 - a.beta1, dt)))));
-    stores.push_back(store(k.out(2), at, add(mul(k.in(3, i), constant_of(a.beta2, dt)),
-                                             mul(mul(g, g), constant_of(1 - a.beta2, dt)))));
-    LExprPtr second = load(k.out(2), at);
-    if (amsgrad) {
-      stores.push_back(store(k.out(3), at, binary(BinaryOp::Max, k.in(7, i), second)));
-      second = load(k.out(3), at);
-    }
-    LExprPtr denom = add(binary(BinaryOp::Div, unary(UnaryOp::Sqrt, second), bias2_sqrt), constant_of(a.eps, dt));
-    LExprPtr step = mul(binary(BinaryOp::Div, load(k.out(1), at), denom), step_size);
-    stores.push_back(store(k.out(0), at, binary(BinaryOp::Sub, mul(k.in(0, i), decay), step)));
-    return seq(stores);
-  });
+  LExprPtr step_size = k.in(4, {}), bias2_sqrt = k.in(5, {}), decay = k.in(6, {}), g = k.in(1, i);
+  std::vector<StmtPtr> stores;
+  stores.push_back(store(k.out(1), at, add(mul(k.in(2, i), constant_of(a.beta1, dt)),
+                                           mul(g, constant_of(1 - a.beta1, dt)))));
+  stores.push_back(store(k.out(2), at, add(mul(k.in(3, i), constant_of(a.beta2, dt)),
+                                           mul(mul(g, g), constant_of(1 - a.beta2, dt)))));
+  LExprPtr second = load(k.out(2), at);
+  if (amsgrad) {
+    stores.push_back(store(k.out(3), at, binary(BinaryOp::Max, k.in(7, i), second)));
+    second = load(k.out(3), at);
+  }
+  LExprPtr denom = add(binary(BinaryOp::Div, unary(UnaryOp::Sqrt, second), bias2_sqrt), constant_of(a.eps, dt));
+  LExprPtr step = mul(binary(BinaryOp::Div, load(k.out(1), at), denom), step_size);
+  stores.push_back(store(k.out(0), at, binary(BinaryOp::Sub, mul(k.in(0, i), decay), step)));
+  return seq(stores);
 }
 
 } // namespace
@@ -101,8 +95,7 @@ void register_optim_ops(OpRegistry &reg) {
       .support_level(10)
       .relation("SgdMomentum", sgd_momentum_rel)
       .no_gradient()
-      .kernel(sgd_momentum_kernel)
-      .fuses_producers();
+      .pointwise(sgd_momentum_element);
   reg.add("optim.adam")
       .describe("Adam's update of one parameter (torch.optim.Adam/AdamW's): (param', exp_avg', exp_avg_sq'[, "
                 "max_exp_avg_sq']).")
@@ -125,8 +118,7 @@ void register_optim_ops(OpRegistry &reg) {
       .support_level(10)
       .relation("Adam", adam_rel)
       .no_gradient()
-      .kernel(adam_kernel)
-      .fuses_producers();
+      .pointwise(adam_element);
 }
 
 } // namespace gradc

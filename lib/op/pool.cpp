@@ -266,7 +266,7 @@ StmtPtr max_pool2d_kernel(KernelCtx &k) {
   return loop_nest(os, [&](const Index &o) {
     BufferPtr acc = k.local("max", k.call.type.dtype);
     return alloc(acc, seq({window_max(k, 0, h, w, o[0], o[1], o[2], o[3], acc, nullptr),
-                           store(k.out(), flat_index(os, o), k.finish(o, load(acc, imm(0))))}));
+                           k.put(o, flat_index(os, o), load(acc, imm(0)))}));
   });
 }
 
@@ -295,7 +295,7 @@ StmtPtr avg_pool2d_kernel(KernelCtx &k) {
     });
     LExprPtr mean = binary(BinaryOp::Div, load(sum, zero), avg_divisor(a, h, w, o[2], o[3], acc));
     return alloc(sum, seq({store(sum, zero, constant_of(0, acc)), scan,
-                           store(k.out(), flat_index(os, o), k.finish(o, cast(dt, mean)))}));
+                           k.put(o, flat_index(os, o), cast(dt, mean))}));
   });
 }
 
@@ -451,7 +451,7 @@ StmtPtr adaptive_avg_pool2d_kernel(KernelCtx &k) {
         ForKind::Reduce, "k");
     LExprPtr count = cast(acc, mul(sub(h1, h0), sub(w1, w0)));
     return alloc(sum, seq({store(sum, zero, constant_of(0, acc)), scan,
-                           store(k.out(), flat_index(os, o), k.finish(o, cast(dt, binary(BinaryOp::Div, load(sum, zero), count))))}));
+                           k.put(o, flat_index(os, o), cast(dt, binary(BinaryOp::Div, load(sum, zero), count)))}));
   });
 }
 

@@ -11,7 +11,10 @@
 //    that read it at their own output index, probed through their element
 //    functions: bias_add and relu after dense, the relu gradient after the
 //    product that feeds it. The anchor's kernel then stores the consumers'
-//    value; one anchor per kernel.
+//    value; one anchor per kernel. A pointwise consumer with several
+//    results takes an anchor the same way (the last of a chain): Adam's
+//    update after the weight gradient's product, which then stores the
+//    parameter and its moments where it stored the gradient.
 //
 // Checkpoint markers are boundaries: nothing fuses into or out of one, so
 // the segments they mark are whole kernels when the remat stage reads them.
@@ -98,23 +101,50 @@ LExprPtr probe_element(const ExprPtr &call, Index &out,
   return call->op->element(ctx);
 }
 
-/// Whether injective `call` reads operand `arg` at its own output index and
-/// nowhere else (bias_add, relu, where: yes; transpose, a broadcast operand:
-/// no), found by building its element expression once over symbolic indices.
+/// Builds pointwise `call`'s stores (OpDef::pointwise) once, as
+/// probe_element does an injective call's element.
+void probe_pointwise(const ExprPtr &call, Index &out, const std::function<void(size_t arg, const Index &idx)> &read) {
+  const Shape &shape = call->args[0]->type.shape;
+  for (size_t d = 0; d < shape.size(); ++d)
+    out.push_back(var_ref(std::make_shared<LVar>(LVar{"i" + std::to_string(d)})));
+  std::vector<Type> inputs = input_leaves(*call);
+  std::vector<BufferPtr> results;
+  for (const Type &t : leaf_types(call->type))
+    results.push_back(std::make_shared<Buffer>(Buffer{"result", t.dtype, t.shape, BufferScope::Output}));
+  static const Target kProbeTarget;
+  KernelCtx ctx{*call, results,
+                [&](size_t a, const Index &idx) {
+                  read(a, idx);
+                  auto probe = std::make_shared<Buffer>(Buffer{"probe", inputs.at(a).dtype, {1}, BufferScope::Input});
+                  return load(probe, int_imm(0));
+                },
+                kProbeTarget, nullptr, nullptr, {}};
+  call->op->pointwise(ctx, out, flat_index(shape, out));
+}
+
+/// Whether injective or pointwise `call` reads operand `arg` at its own
+/// output index and nowhere else (bias_add, relu, where, an optimizer's
+/// gradient: yes; transpose, a broadcast operand: no), found by building its
+/// element once over symbolic indices.
 bool reads_elementwise(const ExprPtr &call, size_t arg) {
-  const Type &t = call->type, &at = call->args[arg]->type;
+  bool pointwise = call->op->pointwise != nullptr;
+  const Type &t = pointwise ? call->args[0]->type : call->type, &at = call->args[arg]->type;
   if (!t.is_tensor() || !at.is_tensor() || !(at.shape == t.shape) ||
       std::any_of(call->args.begin(), call->args.end(), [](const ExprPtr &a) { return a->type.is_tuple(); }))
     return false; // (a tuple argument numbers the inputs otherwise: op/Kernel.h)
   Index out;
   int reads = 0;
   bool same = true;
-  probe_element(call, out, [&](size_t a, const Index &idx) {
+  auto read = [&](size_t a, const Index &idx) {
     if (a == arg) {
       ++reads;
       same = same && idx == out;
     }
-  });
+  };
+  if (pointwise)
+    probe_pointwise(call, out, read);
+  else
+    probe_element(call, out, read);
   return reads == 1 && same;
 }
 
@@ -271,8 +301,9 @@ FunctionPtr fuse_bindings(const Function &fn, bool nested) {
           continue;
         const Fusable &f = it->second;
         bool plain_producer = injective(*f.value) && !f.anchored;
-        bool ok = inj ? plain_producer || (!self.anchored && reads_elementwise(value, i))
-                      : plain_producer && value->op->fuses_producers;
+        bool takes_anchor = inj || value->op->pointwise; // a product's value, as its epilogue
+        bool ok = (plain_producer && (inj || value->op->fuses_producers)) ||
+                  (takes_anchor && !self.anchored && reads_elementwise(value, i));
         if (!ok)
           continue;
         if (int64_t pinned = nested ? 0 : positions.pinned_bytes(args[i], f.value, at);

@@ -12,7 +12,10 @@ outputs with `gradc run` on the CPU, compiles the same program with `--target=cu
 the CUDA object with harness.c into an executable. Cases:
   * every example of `gradc ops --json` and every extra example of test/oracle/oracle.py,
     with the gradient (`--grad`) whenever the program has one, else the forward function;
-  * samples/*.relay, bench/gpt_step.relay and bench.py's CNN training step, with --grad.
+  * samples/*.relay, bench/gpt_step.relay and bench.py's CNN training step, with --grad;
+  * the samples that return a loss again as a fused training step (--train=adam, sgd with
+    momentum): @main_train_step, the optimizer state and step count starting at zeros, every
+    parameter and state updated in place on the device and compared after the call.
 Everything goes into one compressed bundle, so it can travel to a machine with a GPU.
 
 `check` runs there: it unpacks the bundle, runs each executable (outputs and workspace filled
@@ -101,6 +104,21 @@ def model_cases(bench):
     return cases
 
 
+# The fused training step (--train) on the samples whose @main returns a loss.
+TRAIN_SAMPLES = ("mlp.relay", "cnn.relay", "transformer.relay")
+TRAIN_OPTIMIZERS = ("adam(lr=0.01)", "sgd(lr=0.1, momentum=0.9)")
+
+
+def train_cases():
+    cases = []
+    for path in TRAIN_SAMPLES:
+        with open(os.path.join(ROOT, "samples", path)) as f:
+            text = f.read()
+        for opt in TRAIN_OPTIMIZERS:
+            cases.append((f"samples/{path} --train={opt}", text, SAMPLE_INT_RANGE.get(path, 10), False, opt))
+    return cases
+
+
 def float64_twin(text):
     """The program with every float32 type and literal made float64 (models only)."""
     return re.sub(r"([0-9])f(?![0-9A-Za-z_])", r"\1f64", text.replace("float32", "float64"))
@@ -110,8 +128,10 @@ def run(cmd, **kw):
     return subprocess.run(cmd, capture_output=True, text=True, timeout=600, **kw)
 
 
-def prepare_case(gradc, oracle, gpu_arch, work, name, text, int_range, positive):
-    """Builds one case directory; returns (name, None) or (name, why it was skipped)."""
+def prepare_case(gradc, oracle, gpu_arch, work, name, text, int_range, positive, train=None):
+    """Builds one case directory; returns (name, None) or (name, why it was skipped). With
+    `train` (an optimizer), the case is @main_train_step: the state starts at zeros, the rate is
+    the optimizer's, and each parameter updated in place is read back after the call."""
     d = os.path.join(work, re.sub(r"[^A-Za-z0-9_#.-]", "_", name))
     os.makedirs(d)
     model = os.path.join(d, "model.relay")
@@ -119,32 +139,47 @@ def prepare_case(gradc, oracle, gpu_arch, work, name, text, int_range, positive)
         f.write(text)
     cuda = [gradc, "compile", model, "--target=cuda", "--gpu-arch=" + gpu_arch, "--cpu=x86-64-v2",
             "--emit=obj,header,manifest", "-o", os.path.join(d, "m")]
-    grad = ["--grad"]
+    grad = ["--train=" + train] if train else ["--grad"]
     proc = run(cuda + grad)
-    if proc.returncode != 0:  # no floating-point parameter, or an operator without a gradient
+    if proc.returncode != 0 and not train:  # no floating-point parameter, or an operator without a gradient
         grad = []
         proc = run(cuda)
     if proc.returncode != 0:
         return name, "gradc compile --target=cuda failed: " + " | ".join(proc.stderr.strip().splitlines()[:3])
     with open(os.path.join(d, "m.json")) as f:
         manifest = json.load(f)
-    fn = next(f for f in manifest["functions"] if f["name"] == ("main_adjoint" if grad else "main"))
+    entry = "main_train_step" if train else "main_adjoint" if grad else "main"
+    fn = next(f for f in manifest["functions"] if f["name"] == entry)
+    lr = (fn.get("optimizer") or {}).get("hyper_parameters", {}).get("lr")
+    updated = {r["updates"]: i for i, r in enumerate(fn["results"]) if r["role"] == "in_place"}
+
+    def draw(p):
+        kind = p.get("training")
+        if kind in ("optimizer_state", "step"):  # how the caller starts them
+            return np.zeros(tuple(p["shape"]), dtype=p["dtype"])
+        if kind == "learning_rate":
+            return np.full(tuple(p["shape"]), lr, dtype=p["dtype"])
+        return np.array(oracle.draw(rng, tuple(p["shape"]), p["dtype"], positive, int_range), order="C")
 
     rng = np.random.default_rng(zlib.crc32(name.encode()))
     cpu = [gradc, "run", model, *grad, "--output-dir", os.path.join(d, "ref")]
     args = [str(fn["workspace_bytes"])]
     for i, p in enumerate(fn["parameters"]):
-        x = np.array(oracle.draw(rng, tuple(p["shape"]), p["dtype"], positive, int_range), order="C")
+        x = draw(p)
         np.save(os.path.join(d, f"in_{i}.npy"), x)
         x.tofile(os.path.join(d, f"in_{i}.bin"))
         cpu += ["--input", f"{p['name']}={os.path.join(d, f'in_{i}.npy')}"]
-        args.append(f"in:{p['bytes']}:in_{i}.bin")
+        if p["role"] == "inout":  # the call writes result `updated[name]` here
+            args.append(f"inout:{p['bytes']}:in_{i}.bin:out_{updated[p['name']]}.bin")
+        else:
+            args.append(f"in:{p['bytes']}:in_{i}.bin")
     proc = run(cpu)
     if proc.returncode != 0:
         return name, "gradc run (the CPU reference) failed: " + " | ".join(proc.stderr.strip().splitlines()[:3])
     outputs = []
     for i, r in enumerate(fn["results"]):
-        args.append(f"out:{r['bytes']}:out_{i}.bin")
+        if r["role"] != "in_place":
+            args.append(f"out:{r['bytes']}:out_{i}.bin")
         outputs.append({"dtype": r["dtype"], "shape": r["shape"], "file": f"out_{i}.bin", "ref": f"ref/output_{i}.npy"})
     if "#" not in name and "float32" in text:
         # A float32 model's outputs carry float32 rounding of its whole depth: both targets are
@@ -169,7 +204,9 @@ def prepare_case(gradc, oracle, gpu_arch, work, name, text, int_range, positive)
         return name, "linking the harness failed: " + proc.stderr.strip()
     with open(os.path.join(d, "case.json"), "w") as f:
         json.dump({"name": name, "function": fn["name"], "args": args, "outputs": outputs,
-                   "kernels": len(fn.get("kernels", [])), "model": not name.count("#")}, f)
+                   "kernels": len(fn.get("kernels", [])), "model": not name.count("#"),
+                   "parameters": [{k: p[k] for k in ("name", "dtype", "role", "training") if k in p}
+                                  for p in fn["parameters"]]}, f)
     for leftover in os.listdir(d):  # only the raw inputs travel
         if re.fullmatch(r"in(64)?_[0-9]+\.npy|m\.[oh]", leftover):
             os.remove(os.path.join(d, leftover))
@@ -179,7 +216,7 @@ def prepare_case(gradc, oracle, gpu_arch, work, name, text, int_range, positive)
 def prepare(args):
     oracle = load_module("oracle", os.path.join(ROOT, "test", "oracle", "oracle.py"))
     bench = load_module("bench", os.path.join(ROOT, "bench", "bench.py"))
-    cases = op_cases(args.gradc, oracle) + model_cases(bench)
+    cases = [(*c, None) for c in op_cases(args.gradc, oracle) + model_cases(bench)] + train_cases()
     if args.only:
         cases = [c for c in cases if args.only in c[0]]
     skipped = []

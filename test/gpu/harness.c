@@ -2,9 +2,10 @@
  *
  *   cc -DENTRY=m_main_adjoint harness.c m.o -I/usr/local/cuda/include \
  *      -L/usr/local/cuda/lib64/stubs -lcuda -lm -o run
- *   run WORKSPACE_BYTES in:BYTES:FILE... out:BYTES:FILE... [time:N]
+ *   run WORKSPACE_BYTES in:BYTES:FILE... inout:BYTES:FILE:RESULT_FILE... out:BYTES:FILE... [time:N]
  *
- * Each input is read from a raw file into a device buffer; every output and the workspace are
+ * Each input is read from a raw file into a device buffer (an inout one, a parameter the call
+ * updates in place, is written back to RESULT_FILE after the call); every output and the workspace are
  * filled with 0xFF bytes first (NaN for floats, -1 for integers), so an element the kernels do
  * not write shows up as a difference rather than hiding behind zeroed memory. The entry point is
  * called once on the legacy default stream and its outputs are written back to their files. With
@@ -31,6 +32,7 @@ int32_t ENTRY(const void *inputs, void *outputs, void *workspace, CUstream strea
 struct buffer {
   size_t bytes;
   const char *file;
+  const char *result_file; /* inout: where its value after the call goes */
   CUdeviceptr device;
 };
 
@@ -67,12 +69,12 @@ static int load(struct buffer *b) {
   return ok;
 }
 
-static int store(const struct buffer *b) {
+static int store(const struct buffer *b, const char *file) {
   void *host = malloc(b->bytes ? b->bytes : 1);
   int ok = b->bytes == 0 || driver(cuMemcpyDtoH(host, b->device, b->bytes), "cuMemcpyDtoH");
-  FILE *f = ok ? fopen(b->file, "wb") : NULL;
+  FILE *f = ok ? fopen(file, "wb") : NULL;
   if (ok && (f == NULL || fwrite(host, 1, b->bytes, f) != b->bytes)) {
-    fprintf(stderr, "harness: cannot write %s\n", b->file);
+    fprintf(stderr, "harness: cannot write %s\n", file);
     ok = 0;
   }
   if (f != NULL)
@@ -94,7 +96,8 @@ static int by_value(const void *a, const void *b) {
 
 int main(int argc, char **argv) {
   if (argc < 2) {
-    fprintf(stderr, "usage: %s WORKSPACE_BYTES in:BYTES:FILE... out:BYTES:FILE... [time:N]\n", argv[0]);
+    fprintf(stderr, "usage: %s WORKSPACE_BYTES in:BYTES:FILE... inout:BYTES:FILE:RESULT_FILE... out:BYTES:FILE... [time:N]\n",
+            argv[0]);
     return 2;
   }
   static struct buffer in[MAX_BUFFERS], out[MAX_BUFFERS];
@@ -110,13 +113,20 @@ int main(int argc, char **argv) {
     }
     char *rest;
     size_t bytes = strtoull(colon + 1, &rest, 10);
-    int is_in = strncmp(argv[i], "in:", 3) == 0;
+    int is_inout = strncmp(argv[i], "inout:", 6) == 0, is_in = is_inout || strncmp(argv[i], "in:", 3) == 0;
     if (*rest != ':' || (!is_in && strncmp(argv[i], "out:", 4) != 0) || num_in == MAX_BUFFERS ||
         num_out == MAX_BUFFERS)
       return fprintf(stderr, "harness: bad argument %s\n", argv[i]), 2;
     struct buffer *b = is_in ? &in[num_in++] : &out[num_out++];
     b->bytes = bytes;
     b->file = rest + 1;
+    if (is_inout) {
+      char *result = strchr(rest + 1, ':');
+      if (result == NULL)
+        return fprintf(stderr, "harness: bad argument %s\n", argv[i]), 2;
+      *result = '\0';
+      b->result_file = result + 1;
+    }
   }
 
   CUdevice device;
@@ -136,7 +146,7 @@ int main(int argc, char **argv) {
       return 3;
     out_ptrs[i] = (void *)(uintptr_t)out[i].device;
   }
-  struct buffer workspace = {workspace_bytes, NULL, 0};
+  struct buffer workspace = {workspace_bytes, NULL, NULL, 0};
   if (workspace_bytes && !allocate(&workspace))
     return 3;
   void *ws = workspace_bytes ? (void *)(uintptr_t)workspace.device : NULL;
@@ -147,7 +157,10 @@ int main(int argc, char **argv) {
     return 4;
   }
   for (int i = 0; i < num_out; ++i)
-    if (!store(&out[i]))
+    if (!store(&out[i], out[i].file))
+      return 2;
+  for (int i = 0; i < num_in; ++i)
+    if (in[i].result_file != NULL && !store(&in[i], in[i].result_file))
       return 2;
 
   if (repeats > 0) {

@@ -82,9 +82,28 @@ struct KernelCtx {
   /// `idx` (the index in the call's own shape) given the call's own value
   /// there; empty when no consumer is fused. The result has out()'s dtype.
   std::function<LExprPtr(const Index &idx, const LExprPtr &value)> epilogue;
+  /// ... or, where the consumer is pointwise (OpDef::pointwise: an
+  /// optimizer's update of the parameter the product is the gradient of),
+  /// the stores of its results at element `idx`, flat `at` in each (they
+  /// all have the call's shape).
+  std::function<StmtPtr(const Index &idx, const LExprPtr &at, const LExprPtr &value)> epilogue_stores;
+  /// Whether out() may hold partial sums before the last block of a sum
+  /// (Gemm::store_raw). Not where the epilogue writes several results, nor
+  /// where out() becomes a parameter updated in place: its old values are
+  /// read until each element's final store.
+  bool partials_in_output = true;
 
+  bool has_epilogue() const { return epilogue || epilogue_stores; }
+  /// Whether a sum accumulated in `acc` may keep its partial sums in out().
+  bool output_holds_partials(DType acc) const { return partials_in_output && out()->dtype == acc; }
   /// `value` (of the call's dtype) through the epilogue, if any.
   LExprPtr finish(const Index &idx, const LExprPtr &value) const { return epilogue ? epilogue(idx, value) : value; }
+  /// Stores the call's `value` at output element `idx`, flat `at` in out():
+  /// through the epilogue, if any. Every kernel of an operator that
+  /// fuses_epilogue stores its final values through this.
+  StmtPtr put(const Index &idx, const LExprPtr &at, const LExprPtr &value) const {
+    return epilogue_stores ? epilogue_stores(idx, at, value) : store(out(), at, finish(idx, value));
+  }
   LVarPtr var(const std::string &name);
 };
 
@@ -221,5 +240,8 @@ Index broadcast_index(const Shape &in_shape, const Shape &out_shape, const Index
 /// indices.
 StmtPtr loop_nest(const Shape &shape, const std::function<StmtPtr(const Index &)> &body,
                   ForKind axis = ForKind::Spatial, const std::string &prefix = "i");
+/// The kernel of a pointwise operator (OpDef::pointwise): its stores at
+/// every element of its first argument's shape.
+StmtPtr pointwise_kernel(KernelCtx &k);
 
 } // namespace gradc

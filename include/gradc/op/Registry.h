@@ -128,6 +128,13 @@ using GradientFn = Grads (*)(GradCtx &);
 /// can be fused); other operators emit a whole loop nest.
 using ElementFn = LExprPtr (*)(ElementCtx &);
 using KernelFn = StmtPtr (*)(KernelCtx &);
+/// An operator computed element by element with several results (an
+/// optimizer's update: the parameter and its state), each a tensor of its
+/// first argument's shape: the stores of every result at element `i` (flat
+/// `at`), reading its tensor arguments at `i` and scalars at `{}`. Its
+/// kernel is a loop nest of these; an epilogue, it writes a product's
+/// results where the product stores its value (KernelCtx::put).
+using PointwiseFn = StmtPtr (*)(KernelCtx &, const std::vector<LExprPtr> &i, const LExprPtr &at);
 /// An operator defined as a composition of others: emits the composition
 /// with `b` (typed bindings) and returns its value.
 using DecomposeFn = ExprPtr (*)(Builder &b, const std::vector<ExprPtr> &args, const Attrs &attrs);
@@ -187,6 +194,7 @@ struct OpDef {
   DecomposeFn decompose = nullptr; // a composite: expanded before gradient and lowering
   ProjectFn project = nullptr;     // a tuple result whose fields fuse one by one (transform/Passes.h: project_fields)
   KernelFn kernel = nullptr;       // the schedule-neutral kernel
+  PointwiseFn pointwise = nullptr; // element-wise with several results (see PointwiseFn)
   std::vector<std::pair<TargetKind, KernelFn>> strategies; // hand-scheduled kernels per target (OpRegistry::strategy)
   std::vector<GradExample> examples; // finite-difference cases, at least one per gradient
   std::vector<std::string> aliases;
@@ -197,6 +205,8 @@ struct OpDef {
   // injective consumers that read it elementwise fuse into it (bias, relu);
   // and single-use injective producers of its operands fuse into it (read a
   // bounded number of times: sum(a / b) without a / b in memory).
+  // A pointwise operator takes a fuses_epilogue operator's value the way an
+  // injective consumer does: its stores become that kernel's epilogue.
   bool fuses_epilogue = false;
   bool fuses_producers = false;
   // An operator whose first fn_args arguments are `fn` values (bodies),
@@ -250,6 +260,11 @@ public:
   OpBuilder &no_gradient();
   OpBuilder &element(ElementFn fn);
   OpBuilder &kernel(KernelFn fn);
+  /// Element-wise with several results: `fn`'s stores in a loop nest over
+  /// the first argument's shape are the kernel; takes fused producers, and
+  /// fuses into the kernel of a product (or any fuses_epilogue operator)
+  /// that makes an argument it reads element-wise.
+  OpBuilder &pointwise(PointwiseFn fn);
   /// Defines the operator as a composition of others (tinygrad-style): its
   /// calls are expanded (transform/Passes.h: expand_composites) before the
   /// gradient pass and again before fusion, so the gradient and the kernels

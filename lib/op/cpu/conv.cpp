@@ -95,7 +95,7 @@ StmtPtr correlate_padded(KernelCtx &k, const BufferPtr &xp, int64_t N, int64_t C
     StmtPtr copy_out = loop_nest({count, Og, OH, OW}, [&](const Index &i) {
       Index idx{add(first, i[0]), add(mul(g, imm(Og)), i[1]), i[2], i[3]};
       LExprPtr q = add(add(mul(i[0], imm(plane)), mul(i[2], imm(Wp))), i[3]);
-      return store(k.out(), flat_index(os, idx), k.finish(idx, cast(dt, load(ext, at_ext(i[1], q)))));
+      return k.put(idx, flat_index(os, idx), cast(dt, load(ext, at_ext(i[1], q))));
     });
     return seq({run, copy_out});
   };
@@ -136,7 +136,7 @@ StmtPtr backward_weight_padded(KernelCtx &k, const ConvShape &s, DType dt, DType
         Gemm g;
         g.M = s.Og(), g.N = cols, g.K = K;
         g.dtype = dt;
-        g.epilogue = bool(k.epilogue);
+        g.epilogue = k.has_epilogue();
         g.a_contiguous_in_k = g.b_contiguous_in_k = true;
         g.a = [&](const LExprPtr &m, const LExprPtr &kk) {
           return load(dyx, add(mul(add(mul(at[0], imm(s.Og())), m), imm(K)), kk));
@@ -155,10 +155,10 @@ StmtPtr backward_weight_padded(KernelCtx &k, const ConvShape &s, DType dt, DType
           return Index{add(mul(at[0], imm(s.Og())), m), t.c, t.kh, t.kw};
         };
         g.store = [&](const LExprPtr &m, const LExprPtr &col, const LExprPtr &v) {
-          return store(k.out(), flat(m, col), k.finish(index(m, col), v));
+          return k.put(index(m, col), flat(m, col), v);
         };
         g.load = [&](const LExprPtr &m, const LExprPtr &col) { return load(k.out(), flat(m, col)); };
-        if (dt == acc)
+        if (k.output_holds_partials(acc))
           g.store_raw = [&](const LExprPtr &m, const LExprPtr &col, const LExprPtr &v) {
             return store(k.out(), flat(m, col), v);
           };
@@ -243,7 +243,7 @@ StmtPtr conv2d_strided(KernelCtx &k, const ConvShape &s, DType acc) {
           Gemm gm;
           gm.M = s.Og(), gm.N = NP, gm.K = K;
           gm.dtype = k.call.type.dtype;
-          gm.epilogue = bool(k.epilogue);
+          gm.epilogue = k.has_epilogue();
           auto o = [&](const LExprPtr &m) { return add(mul(g[0], imm(s.Og())), m); };
           gm.a = [&](const LExprPtr &m, const LExprPtr &kk) { return cast(acc, k.in_flat(1, add(mul(o(m), imm(K)), kk))); };
           gm.b = [&](const LExprPtr &kk, const LExprPtr &j) {
@@ -259,10 +259,10 @@ StmtPtr conv2d_strided(KernelCtx &k, const ConvShape &s, DType acc) {
           };
           gm.store = [&](const LExprPtr &m, const LExprPtr &j, const LExprPtr &v) {
             auto [oh, ow] = pixel(at(j), s.OW);
-            return store(k.out(), flat(m, j), k.finish({image(j), o(m), oh, ow}, v));
+            return k.put({image(j), o(m), oh, ow}, flat(m, j), v);
           };
           gm.load = [&](const LExprPtr &m, const LExprPtr &j) { return load(k.out(), flat(m, j)); };
-          if (k.out()->dtype == acc)
+          if (k.output_holds_partials(acc))
             gm.store_raw = [&](const LExprPtr &m, const LExprPtr &j, const LExprPtr &v) {
               return store(k.out(), flat(m, j), v);
             };
@@ -338,7 +338,7 @@ StmtPtr backward_weight_strided(KernelCtx &k, const ConvShape &s, DType dt, DTyp
   auto to_out = [&](const LExprPtr &o, const LExprPtr &c) { return add(mul(o, imm(cols)), c); };
   auto finish = [&](const LExprPtr &o, const LExprPtr &c, const LExprPtr &v) {
     TapIndex t(c, s.KH, s.KW);
-    return store(k.out(), to_out(o, c), k.finish({o, t.c, t.kh, t.kw}, v));
+    return k.put({o, t.c, t.kh, t.kw}, to_out(o, c), v);
   };
   if (pixel_bytes * NP <= kWeightGradScratchBytes) {
     BufferPtr col = k.scratch("im2col", acc, rows * NP), dyt = k.scratch("grad_rows", acc, s.O * NP);
@@ -358,10 +358,10 @@ StmtPtr backward_weight_strided(KernelCtx &k, const ConvShape &s, DType dt, DTyp
                           }),
                 weight_grad_products(k, s, NP, dyt, col, dt, [&](Gemm &gm, const LExprPtr &g) {
                   auto o = [g, &s](const LExprPtr &m) { return add(mul(g, imm(s.Og())), m); };
-                  gm.epilogue = bool(k.epilogue);
+                  gm.epilogue = k.has_epilogue();
                   gm.store = [&, o](const LExprPtr &m, const LExprPtr &c, const LExprPtr &v) { return finish(o(m), c, v); };
                   gm.load = [&, o](const LExprPtr &m, const LExprPtr &c) { return load(k.out(), to_out(o(m), c)); };
-                  if (dt == acc)
+                  if (k.output_holds_partials(acc))
                     gm.store_raw = [&, o](const LExprPtr &m, const LExprPtr &c, const LExprPtr &v) {
                       return store(k.out(), to_out(o(m), c), v);
                     };
@@ -450,7 +450,7 @@ StmtPtr conv2d_transpose_strided(KernelCtx &k, const ConvShape &s, DType acc) {
                 ForKind::Reduce, "k");
             Index idx{add(first, i[0]), add(mul(g[0], imm(s.Og())), i[1]), i[2], i[3]};
             return alloc(sum, seq({store(sum, zero, constant_of(0, acc)), taps,
-                                   store(k.out(), flat_index(os, idx), k.finish(idx, cast(dt, load(sum, zero))))}));
+                                   k.put(idx, flat_index(os, idx), cast(dt, load(sum, zero)))}));
           });
           return seq({product, gather});
         },
@@ -496,7 +496,7 @@ StmtPtr depthwise_direct(KernelCtx &k, const ConvShape &s, const BufferPtr &xp, 
         LExprPtr w = weight(i[1], kh, kw);
         sum = sum ? (is_float(acc) ? mul_add(w, x, sum) : add(sum, mul(w, x))) : mul(w, x);
       }
-    return store(k.out(), flat_index(os, i), k.finish(i, cast(dt, sum)));
+    return k.put(i, flat_index(os, i), cast(dt, sum));
   });
 }
 
@@ -537,7 +537,7 @@ StmtPtr depthwise_backward_weight(KernelCtx &k, const ConvShape &s, DType dt, DT
     };
     return compensated_sum(
         k, s.N * s.OH * width, acc, term,
-        [&](const LExprPtr &total) { return store(k.out(), flat_index(os, {w[0], imm(0), w[1], w[2]}), k.finish({w[0], imm(0), w[1], w[2]}, cast(dt, total))); },
+        [&](const LExprPtr &total) { return k.put({w[0], imm(0), w[1], w[2]}, flat_index(os, {w[0], imm(0), w[1], w[2]}), cast(dt, total)); },
         nullptr, 1, block_term);
   }));
   return seq(stmts);

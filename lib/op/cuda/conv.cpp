@@ -33,7 +33,7 @@ StmtPtr cuda_conv_product(KernelCtx &k, const ConvProduct &p) {
           },
           [&](const LExprPtr &o, const LExprPtr &total) {
             auto [at, m, n] = split_at(o);
-            return store(k.out(), p.out_flat(at, m, n), k.finish(p.out_index(at, m, n), cast(dt, total)));
+            return k.put(p.out_index(at, m, n), p.out_flat(at, m, n), cast(dt, total));
           }))
     return split;
   return conv_product_nest(k, p);
