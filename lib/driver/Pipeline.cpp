@@ -196,6 +196,9 @@ Module eliminate_common_subexpressions_all(const Module &m, PassContext &) {
 Module project_fields_all(const Module &m, PassContext &) {
   return each_function(m, [](const Function &fn) { return project_fields(fn); });
 }
+Module transpose_products_all(const Module &m, PassContext &) {
+  return each_function(m, [](const Function &fn) { return transpose_products(fn); });
+}
 Module eliminate_dead_code_all(const Module &m, PassContext &) {
   return each_function(m, [](const Function &fn) { return eliminate_dead_code(fn); });
 }
@@ -370,6 +373,7 @@ const Stage kTensorStages[] = {
       {"common subexpressions", eliminate_common_subexpressions_all, IRForm::ANF}}},
     {"fused",
      {{"expand composites", expand_composites_all, IRForm::ANF}, // gradient rules may emit composites
+      {"transpose products", transpose_products_all, IRForm::ANF},
       {"dead-code elimination", eliminate_dead_code_all, IRForm::ANF},
       {"project tuple fields", project_fields_all, IRForm::ANF},
       // each update next to its gradient, so that fusion sees what fusing

@@ -50,6 +50,13 @@ FunctionPtr drop_checkpoint_markers(const Function &fn);
 /// memory. Runs on the bodies of `fn` values too. Pre and post: ANF.
 FunctionPtr project_fields(const Function &fn);
 
+/// transpose(P) of a 2-D matmul or nn.dense P read only there becomes the
+/// product of the transposed operands (bᵀ · aᵀ; dense(w, x)): a weight used
+/// transposed gets its gradient from one product kernel, into which its
+/// update fuses (TransposeProducts.cpp). The dead product is left to
+/// dead-code elimination.
+FunctionPtr transpose_products(const Function &fn);
+
 /// Replaces a binding that applies the same operator, with the same
 /// attributes, to the same operands (Vars by identity, constants by bits)
 /// as an earlier one by that one. A function with checkpoint markers or `fn`

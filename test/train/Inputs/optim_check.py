@@ -51,6 +51,23 @@ def @main(%tok: Tensor[({B},), int64], %y: Tensor[({B},), int64], %E: Tensor[({V
 """
 
 
+# A CNN: the convolution and dense weights' updates are the epilogues of
+# their gradients' products (one strided, one not).
+CNN = """#[version = "0.0.5"]
+def @main(%x: Tensor[({B}, 3, 12, 12), {T}], %y: Tensor[({B},), int64], %k1: Tensor[(8, 3, 3, 3), {T}],
+          %k2: Tensor[(6, 8, 3, 3), {T}], %w: Tensor[({C}, 6), {T}]) {
+  %0 = nn.conv2d(%x, %k1, padding=[1, 1, 1, 1]);
+  %1 = tanh(%0);
+  %2 = nn.conv2d(%1, %k2, strides=[2, 2], padding=[1, 1, 1, 1]);
+  %3 = tanh(%2);
+  %4 = mean(%3, axis=[2, 3]);
+  %5 = nn.dense(%4, %w);
+  %6 = nn.log_softmax(%5);
+  nn.nll_loss(%6, %y)
+}
+"""
+
+
 def text(template, dtype):
     for k, v in {"B": B, "D": D, "H": H, "C": C, "V": V, "T": dtype}.items():
         template = template.replace("{%s}" % k, str(v))
@@ -67,9 +84,16 @@ def embed_loss(p, data):
     return F.nll_loss(F.log_softmax(F.linear(e, p["W"], p["b"]), -1), data["y"])
 
 
+def cnn_loss(p, data):
+    h = torch.tanh(F.conv2d(data["x"], p["k1"], padding=1))
+    h = torch.tanh(F.conv2d(h, p["k2"], stride=2, padding=1)).mean(dim=(2, 3))
+    return F.nll_loss(F.log_softmax(F.linear(h, p["w"]), -1), data["y"])
+
+
 MODELS = {
     "mlp": (MLP, mlp_loss, ["w1", "b1", "w2"], {"w1": (H, D), "b1": (H,), "w2": (C, H), "b2": (C,)}),
     "embed": (EMBED, embed_loss, None, {"E": (V, D), "W": (C, D), "b": (C,)}),
+    "cnn": (CNN, cnn_loss, ["k1", "k2", "w"], {"k1": (8, 3, 3, 3), "k2": (6, 8, 3, 3), "w": (C, 6)}),
 }
 
 # (model, --train text, the torch.optim constructor and its keyword arguments)
@@ -88,6 +112,10 @@ CASES = [
     ("mlp", "adamw(lr=0.01)", torch.optim.AdamW, dict()),
     ("embed", "adamw(weight_decay=0.2, amsgrad=True, betas=(0.5,0.9))", torch.optim.AdamW,
      dict(weight_decay=0.2, amsgrad=True, betas=(0.5, 0.9))),
+    ("cnn", "sgd(lr=0.1, momentum=0.9, nesterov=true, weight_decay=0.01)", torch.optim.SGD,
+     dict(momentum=0.9, nesterov=True, weight_decay=0.01)),
+    ("cnn", "adam(lr=0.01, amsgrad=true)", torch.optim.Adam, dict(amsgrad=True)),
+    ("cnn", "adamw(lr=0.01, weight_decay=0.1)", torch.optim.AdamW, dict(weight_decay=0.1)),
 ]
 
 STATE_KEYS = {"momentum_buffer", "exp_avg", "exp_avg_sq", "max_exp_avg_sq"}
@@ -101,6 +129,8 @@ def rel(a, b):
 def batch(rng, model, npd):
     if model == "mlp":
         return {"x": rng.standard_normal((B, D)).astype(npd), "y": rng.integers(0, C, B)}
+    if model == "cnn":
+        return {"x": rng.standard_normal((B, 3, 12, 12)).astype(npd), "y": rng.integers(0, C, B)}
     return {"tok": rng.integers(0, V, B), "y": rng.integers(0, C, B)}
 
 
