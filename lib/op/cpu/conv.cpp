@@ -68,6 +68,8 @@ StmtPtr correlate_padded(KernelCtx &k, const BufferPtr &xp, int64_t N, int64_t C
                          int64_t groups, int64_t KH, int64_t KW, int64_t dh, int64_t dw,
                          const std::function<LExprPtr(const LExprPtr &o, const LExprPtr &kk)> &weight) {
   const Shape &os = k.call.type.shape;
+  if (N == 0) // no image: nothing to store (and no chunk of images to size)
+    return seq({});
   int64_t O = os[1], OH = os[2], OW = os[3], Og = O / groups, Cg = C / groups, taps = KH * KW;
   int64_t plane = Hp * Wp, all = N * plane;
   DType dt = k.call.type.dtype, acc = dtype_info(dt).accumulator;
