@@ -326,8 +326,19 @@ void register_reduce_ops(OpRegistry &reg) {
       // deviations (sum fuses the subtract and square as it reads): accurate
       // where E[x²] - E[x]² cancels, and the gradient comes from the parts,
       // through the mean argument too.
+      // A dtype narrower than its accumulator (float16) computes in the
+      // accumulator and rounds once: its range holds neither the sum of
+      // squares nor the count past 65 504 elements (both overflowed to inf,
+      // and their quotient was NaN).
       .decompose([](Builder &b, const std::vector<ExprPtr> &args, const Attrs &attrs) {
         auto a = composite_attrs<VarianceAttrs>(args, attrs);
+        DType dt = args[0]->type.dtype, acc = dtype_info(dt).accumulator;
+        if (acc != dt) {
+          std::vector<ExprPtr> wide;
+          for (const ExprPtr &arg : args)
+            wide.push_back(b.cast(arg, acc));
+          return b.cast(b.call(ops::variance, wide, attrs), dt);
+        }
         ExprPtr x = args[0];
         // mean(x, axis) reshaped, not mean(..., keepdims=True): the same call
         // as a batch norm's own mean of x, which common-subexpression
