@@ -36,7 +36,8 @@ private:
       return sum(of(e->operands[0]), of(e->operands[1]), -1);
     if (e->kind == LExprKind::Binary && e->bop == BinaryOp::Mul)
       return product(of(e->operands[0]), of(e->operands[1]));
-    bool by_one = e->kind == LExprKind::Binary && e->operands[1]->kind == LExprKind::IntImm && e->operands[1]->ivalue == 1;
+    bool by_one =
+        e->kind == LExprKind::Binary && e->operands[1]->kind == LExprKind::IntImm && e->operands[1]->ivalue == 1;
     if (by_one && e->bop == BinaryOp::FloorDiv)
       return of(e->operands[0]);
     if (by_one && e->bop == BinaryOp::FloorMod)

@@ -21,8 +21,8 @@
 #include <cctype>
 #include <cmath>
 #include <limits>
-#include <unordered_map>
 #include <functional>
+#include <unordered_map>
 #include <unordered_set>
 
 namespace gradc {
@@ -110,7 +110,9 @@ private:
     size_t leaf = 0;
     std::function<void(const Expr &)> walk = [&](const Expr &e) {
       auto it = bound.find(&e);
-      const Expr *tuple = e.kind == ExprKind::Tuple ? &e : it != bound.end() && it->second->kind == ExprKind::Tuple ? it->second : nullptr;
+      const Expr *tuple = e.kind == ExprKind::Tuple                                  ? &e
+                          : it != bound.end() && it->second->kind == ExprKind::Tuple ? it->second
+                                                                                     : nullptr;
       if (tuple) {
         for (const ExprPtr &f : tuple->args)
           walk(*f);
@@ -290,7 +292,8 @@ private:
         return result;
       };
     if (anchor && v.op->pointwise) // the consumer's stores of every result, reading the anchor's value
-      ctx.epilogue_stores = [this, &v, &bufs, &ctx, anchor](const Index &idx, const LExprPtr &at, const LExprPtr &value) {
+      ctx.epilogue_stores = [this, &v, &bufs, &ctx, anchor](const Index &idx, const LExprPtr &at,
+                                                            const LExprPtr &value) {
         KernelCtx consumer{v, bufs, [this, &v](size_t leaf, const Index &i) { return input(v, leaf, i); },
                            ctx.target, ctx.status_buffer, ctx.scratch, {}};
         anchor_ = {anchor, value};

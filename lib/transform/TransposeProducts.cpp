@@ -55,8 +55,9 @@ protected:
     std::vector<Binding> parts;
     Builder builder(parts, b.value->span);
     const ExprPtr &a = product->args[0], &c = product->args[1];
-    ExprPtr swapped = product->op == ops::matmul ? builder.call(ops::matmul, {transposed(builder, c), transposed(builder, a)}, product->attrs)
-                                                 : builder.call(ops::dense, {mutate(c), mutate(a)}, product->attrs);
+    ExprPtr swapped = product->op == ops::matmul
+                          ? builder.call(ops::matmul, {transposed(builder, c), transposed(builder, a)}, product->attrs)
+                          : builder.call(ops::dense, {mutate(c), mutate(a)}, product->attrs);
     GRADC_CHECK(swapped->type == b.var->type, "transpose products",
                 "the swapped product's type " + swapped->type.str() + " is not the transpose's " + b.var->type.str());
     parts.back().var = b.var; // bound to the transpose's Var; the product is left to dead-code elimination
@@ -96,8 +97,6 @@ FunctionPtr transpose_body(const Function &fn) { return TransposeProducts(fn).mu
 
 } // namespace
 
-FunctionPtr transpose_products(const Function &fn) {
-  return transpose_body(*map_nested_functions(fn, transpose_body));
-}
+FunctionPtr transpose_products(const Function &fn) { return transpose_body(*map_nested_functions(fn, transpose_body)); }
 
 } // namespace gradc
