@@ -54,6 +54,13 @@ BufferPtr padded_copy(KernelCtx &k, size_t arg, int64_t top, int64_t left, int64
   return xp;
 }
 
+/// Images per chunk: as many as fill half the L2, at least one (a batch of
+/// none is a chunk of one over no images: std::clamp(x, 1, 0) was undefined).
+int64_t images_per_chunk(const KernelCtx &k, int64_t bytes_per_image, int64_t N) {
+  int64_t fit = k.target.cpu_tuning().l2_bytes / 2 / std::max<int64_t>(1, bytes_per_image);
+  return std::max<int64_t>(1, std::min(fit, N));
+}
+
 /// out[n, g·Og + m, oh, ow] = Σ_(c, kh, kw) weight(g·Og + m, (c, kh, kw)) ·
 /// xp[g·Cg + c, n, oh + kh·dh, ow + kw·dw] on the extended grid of a chunk
 /// of images at once (xp channel-major: the images of a channel follow each
@@ -68,12 +75,10 @@ StmtPtr correlate_padded(KernelCtx &k, const BufferPtr &xp, int64_t N, int64_t C
                          int64_t groups, int64_t KH, int64_t KW, int64_t dh, int64_t dw,
                          const std::function<LExprPtr(const LExprPtr &o, const LExprPtr &kk)> &weight) {
   const Shape &os = k.call.type.shape;
-  if (N == 0) // no image: nothing to store (and no chunk of images to size)
-    return seq({});
   int64_t O = os[1], OH = os[2], OW = os[3], Og = O / groups, Cg = C / groups, taps = KH * KW;
   int64_t plane = Hp * Wp, all = N * plane;
   DType dt = k.call.type.dtype, acc = dtype_info(dt).accumulator;
-  int64_t chunk = std::clamp<int64_t>(k.target.cpu_tuning().l2_bytes / 2 / std::max<int64_t>(1, Og * plane * dtype_bytes(acc)), 1, N);
+  int64_t chunk = images_per_chunk(k, Og * plane * dtype_bytes(acc), N);
   BufferPtr ext = k.scratch("extended", acc, Og * chunk * plane);
   // images [first, first + count) of group g
   auto product = [&](const LExprPtr &g, const LExprPtr &first, int64_t count) {
@@ -215,10 +220,6 @@ StmtPtr over_row_chunks(const ConvShape &s, int64_t R,
 /// How many images one product of the strided paths takes: as many as keep
 /// its `bytes_per_image` of scratch within half the L2, so a batch of small
 /// images shares one fork-join and the scratch stays bounded for large ones.
-int64_t images_per_chunk(const KernelCtx &k, int64_t bytes_per_image, int64_t N) {
-  return std::clamp<int64_t>(k.target.cpu_tuning().l2_bytes / 2 / std::max<int64_t>(1, bytes_per_image), 1, N);
-}
-
 /// `body(first image, count)` over the batch in chunks of `chunk` images:
 /// the full chunks in a serial loop, then the rest.
 StmtPtr over_chunks(int64_t N, int64_t chunk, const std::function<StmtPtr(const LExprPtr &, int64_t)> &body) {
