@@ -28,10 +28,10 @@
 // single flips beyond.
 //
 //===----------------------------------------------------------------------===//
+#include "gradc/transform/AutoRemat.h"
 #include "gradc/ir/Functor.h"
 #include "gradc/op/Kernel.h"
 #include "gradc/op/Registry.h"
-#include "gradc/transform/AutoRemat.h"
 #include "gradc/transform/MemoryModel.h"
 
 #include <algorithm>
@@ -97,6 +97,15 @@ size_t forward_end(const Function &fn) {
     return 0;
   auto primal = def(tuple->args[0]);
   return primal ? *primal + 1 : 0;
+}
+
+/// The bindings whose reads make a value cross a cut of the forward pass:
+/// those before `end`, but a primal that is a tuple (a model's loss with
+/// its batch norms' running statistics). The tuple reads its fields at the
+/// end of the forward pass as outputs, not to compute anything: a running
+/// statistic made by the first layer does not tie it to the last.
+size_t computing_end(const Function &fn, size_t end) {
+  return end > 0 && fn.body.bindings[end - 1].value->kind == ExprKind::Tuple ? end - 1 : end;
 }
 
 /// The chain's blocks with what the program needs of each. Block k's
@@ -218,9 +227,10 @@ private:
 
   /// The one forward value read at or after binding p that is defined before it.
   size_t crossing(size_t p) const {
+    size_t computing = computing_end(fn_, end_);
     for (size_t i = p; i-- > 0;)
       for (size_t j : uses_.readers[i])
-        if (j >= p && j < end_)
+        if (j >= p && j < computing)
           return i;
     return p - 1;
   }
@@ -363,9 +373,8 @@ RematPlan evaluate(const Function &fn, const std::vector<Footprint> &footprints,
   RematStats stats;
   std::vector<size_t> source;
   FunctionPtr rewritten = rematerialize(fn, plan.schedule, stats, &source);
-  plan.workspace = estimate_workspace(*rewritten, [&](size_t i) -> const Footprint & {
-    return footprints.at(source.at(i));
-  });
+  plan.workspace =
+      estimate_workspace(*rewritten, [&](size_t i) -> const Footprint & { return footprints.at(source.at(i)); });
   plan.extra_flops = stats.extra_flops;
   plan.recomputed = std::move(stats.recomputed_values);
   return plan;
@@ -566,11 +575,12 @@ RematChain chain_of(const Function &fn, const Uses &uses) {
     return chain;
   // Value i crosses the cuts after it up to its last forward reader: cut p
   // (before binding p) is where exactly one value crosses.
+  size_t computing = computing_end(fn, chain.forward_end);
   std::vector<int64_t> diff(chain.forward_end + 1, 0);
   for (size_t i = 0; i < chain.forward_end; ++i) {
     size_t last = i;
     for (size_t j : uses.readers[i])
-      if (j < chain.forward_end)
+      if (j < computing)
         last = std::max(last, j);
     diff[i + 1] += 1;
     diff[last + 1] -= 1;
@@ -594,7 +604,8 @@ size_t remat_candidates(const Function &fn) { return keep_set_candidates(fn, for
 std::vector<RematPlan> remat_plans(const Function &fn, const std::vector<Footprint> &footprints, bool sqrt_only,
                                    size_t exhaustive_up_to) {
   size_t n = fn.body.bindings.size();
-  std::vector<RematPlan> plans{evaluate(fn, footprints, "none", {std::vector<bool>(n), std::vector<std::vector<size_t>>(n + 1)})};
+  std::vector<RematPlan> plans{
+      evaluate(fn, footprints, "none", {std::vector<bool>(n), std::vector<std::vector<size_t>>(n + 1)})};
   Uses uses(fn);
   RematChain rc = chain_of(fn, uses);
   if (rc.block_begin.empty())
@@ -669,9 +680,8 @@ int64_t chain_program_cost(const ChainCosts &costs, int64_t m) {
 const RematPlan *choose_plan(const std::vector<RematPlan> &plans, int64_t budget) {
   const RematPlan *best = nullptr;
   for (const RematPlan &p : plans)
-    if (p.workspace <= budget &&
-        (!best || p.extra_flops < best->extra_flops ||
-         (p.extra_flops == best->extra_flops && p.workspace < best->workspace)))
+    if (p.workspace <= budget && (!best || p.extra_flops < best->extra_flops ||
+                                  (p.extra_flops == best->extra_flops && p.workspace < best->workspace)))
       best = &p;
   return best;
 }
