@@ -50,8 +50,8 @@ public:
   /// `constants`: the table of the template's arguments (KernelParams), or
   /// null where the kernel has none.
   KernelEmitter(Function *fn, const KernelOptions &opts, BufferValues buffers, Value *constants)
-      : fn_(fn), device_(opts.device), opts_(opts), ctx_(fn->getContext()),
-        b_(BasicBlock::Create(ctx_, "entry", fn)), buffers_(std::move(buffers)), constants_(constants) {}
+      : fn_(fn), device_(opts.device), opts_(opts), ctx_(fn->getContext()), b_(BasicBlock::Create(ctx_, "entry", fn)),
+        buffers_(std::move(buffers)), constants_(constants) {}
 
   void emit(const StmtPtr &body) {
     stmt(body);
@@ -249,7 +249,8 @@ private:
     for (size_t i = 0; i < bufs.size(); ++i) {
       Argument *arg = chunk->getArg(i);
       arg->setName(bufs[i]->name);
-      arg->addAttr(Attribute::NoAlias);
+      if (!opts_.shared || !opts_.shared->count(bufs[i]))
+        arg->addAttr(Attribute::NoAlias);
       arg->addAttr(Attribute::getWithAlignment(ctx_, Align(64)));
       chunk_buffers[bufs[i]] = arg;
     }
@@ -468,9 +469,7 @@ private:
   Value *on_select(const LExprPtr &e) override {
     return b_.CreateSelect(expr(e->operands[0]), expr(e->operands[1]), expr(e->operands[2]));
   }
-  Value *on_cast(const LExprPtr &e) override {
-    return cast(expr(e->operands[0]), e->operands[0]->dtype, e->dtype);
-  }
+  Value *on_cast(const LExprPtr &e) override { return cast(expr(e->operands[0]), e->operands[0]->dtype, e->dtype); }
   Value *on_mul_add(const LExprPtr &e) override {
     return fused_multiply_add(expr(e->operands[0]), expr(e->operands[1]), expr(e->operands[2]));
   }
@@ -734,7 +733,7 @@ private:
   IRBuilder<> b_;
   BufferValues buffers_;
   ScopeValues<LVar> vars_;
-  Value *constants_;                            // the template's argument table, or null
+  Value *constants_;                           // the template's argument table, or null
   std::unordered_map<int, Value *> arguments_; // loaded at the entry, by slot
 };
 
@@ -761,16 +760,20 @@ Function *emit_kernel(Module &m, const Kernel &kernel, const std::string &symbol
   if (device == Device::CPU)
     fn->addFnAttr(Attribute::NoInline);
   BufferValues buffers;
+  std::unordered_set<const Buffer *> shared;
   for (size_t i = 0; i < kernel.buffers.size(); ++i) {
     const Buffer &buf = *kernel.buffers[i];
     GRADC_CHECK(buf.scope != BufferScope::Local, kPass, "local buffer " + buf.name + " passed to kernel");
     Argument *arg = fn->getArg(i);
     arg->setName(buf.name);
-    // Buffers never alias (LoopIR.h) and the entry point checked their alignment.
-    arg->addAttr(Attribute::NoAlias);
+    // Buffers never alias (LoopIR.h), but a pair the plan let share bytes,
+    // and the entry point checked their alignment.
+    if (!shares_bytes(kernel, buf))
+      arg->addAttr(Attribute::NoAlias);
+    else
+      shared.insert(&buf);
     arg->addAttr(Attribute::getWithAlignment(ctx, Align(64)));
-    GRADC_CHECK(buffers.emplace(&buf, arg), kPass,
-                "kernel " + kernel.name + " lists buffer " + buf.name + " twice");
+    GRADC_CHECK(buffers.emplace(&buf, arg), kPass, "kernel " + kernel.name + " lists buffer " + buf.name + " twice");
   }
   Value *constants = nullptr;
   if (has_arguments) {
@@ -780,7 +783,9 @@ Function *emit_kernel(Module &m, const Kernel &kernel, const std::string &symbol
     arg->addAttr(Attribute::ReadOnly);
     constants = arg;
   }
-  KernelEmitter(fn, opts, std::move(buffers), constants).emit(kernel.body);
+  KernelOptions with_shared = opts;
+  with_shared.shared = &shared;
+  KernelEmitter(fn, with_shared, std::move(buffers), constants).emit(kernel.body);
   return fn;
 }
 

@@ -17,6 +17,7 @@
 #include <algorithm>
 #include <chrono>
 #include <unordered_map>
+#include <unordered_set>
 
 namespace gradc::codegen {
 
@@ -103,6 +104,8 @@ struct KernelOptions {
   /// CPU: the kernel is a template (loops/Templates.h) whose arguments these
   /// are: the function takes their table as a last pointer argument.
   const KernelParams *params = nullptr;
+  /// The kernel's buffers that share bytes with another (shares_bytes): not noalias.
+  const std::unordered_set<const Buffer *> *shared = nullptr;
 };
 
 /// Emits `kernel` as `void symbol(ptr buffer...)`, one noalias pointer per

@@ -90,6 +90,14 @@ private:
   }
 };
 
+/// The loop variables `e` reads.
+void collect_vars(const LExprPtr &e, std::vector<const LVar *> &out) {
+  if (e->kind == LExprKind::Var)
+    out.push_back(e->var.get());
+  for (const LExprPtr &o : e->operands)
+    collect_vars(o, out);
+}
+
 /// Whether a kernel stores into or loads from `buf`.
 class Touches : public LoopVisitor {
 public:
@@ -179,12 +187,6 @@ protected:
   }
 
 private:
-  static void collect_vars(const LExprPtr &e, std::vector<const LVar *> &out) {
-    if (e->kind == LExprKind::Var)
-      out.push_back(e->var.get());
-    for (const LExprPtr &o : e->operands)
-      collect_vars(o, out);
-  }
   const Buffer &buf_;
   std::vector<const LVar *> loops_;
   std::unordered_map<const LVar *, int64_t> extents_;
@@ -192,7 +194,67 @@ private:
   bool reads_ = false;
 };
 
+/// overwrite_violation's walk: the loops around each store into `buf`, and
+/// every access to `buf` and `over` with where it is.
+class Overwrite : public LoopVisitor {
+public:
+  Overwrite(const Buffer &buf, const Buffer &over) : buf_(buf), over_(over) {}
+  std::string why;
+  using LoopVisitor::visit;
+
+protected:
+  void on_for(const StmtPtr &s) override {
+    if (s->extent > 1)
+      loops_.push_back(s->var.get());
+    LoopVisitor::on_for(s);
+    if (s->extent > 1)
+      loops_.pop_back();
+  }
+  void on_store(const StmtPtr &s) override {
+    if (s->buffer.get() == &over_)
+      fail("the kernel writes " + over_.name);
+    if (s->buffer.get() != &buf_) {
+      LoopVisitor::on_store(s);
+      return;
+    }
+    std::vector<const LVar *> read;
+    collect_vars(s->index, read);
+    for (const LVar *v : loops_)
+      if (std::find(read.begin(), read.end(), v) == read.end())
+        fail("a store into " + buf_.name + " repeats under loop " + v->name + ", which its index does not read");
+    visit(s->index);
+    std::string outer = at_;
+    at_ = IndexForm::key(s->index);
+    visit(s->value);
+    at_ = outer;
+  }
+  void on_load(const LExprPtr &e) override {
+    if (e->buffer.get() == &buf_)
+      fail("the kernel reads " + buf_.name);
+    if (e->buffer.get() == &over_ && (at_.empty() || IndexForm::key(e->operands[0]) != at_))
+      fail("a read of " + over_.name + " that is not of the element a store into " + buf_.name + " writes");
+    LoopVisitor::on_load(e);
+  }
+
+private:
+  void fail(const std::string &what) {
+    if (why.empty())
+      why = what;
+  }
+  const Buffer &buf_, &over_;
+  std::vector<const LVar *> loops_;
+  std::string at_; // inside a store into buf: its index's form
+};
+
 } // namespace
+
+std::string overwrite_violation(const Kernel &k, const Buffer &buf, const Buffer &over) {
+  if (&buf == &over || buf.dtype != over.dtype || buf.numel() != over.numel())
+    return buf.name + " and " + over.name + " differ in type or size";
+  Overwrite o(buf, over);
+  o.visit(k.body);
+  return o.why;
+}
 
 std::string in_place_violation(const LoweredFunction &fn, const Buffer &buf) {
   size_t writer = fn.kernels.size();

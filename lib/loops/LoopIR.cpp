@@ -1,7 +1,7 @@
 //===- LoopIR.cpp - loop IR constructors and the `loops` dump printer -----===//
 #include "gradc/loops/LoopIR.h"
-#include "gradc/loops/Random.h"
 #include "gradc/loops/Functor.h"
+#include "gradc/loops/Random.h"
 #include "gradc/support/Diagnostics.h"
 
 #include <algorithm>
@@ -202,6 +202,14 @@ StmtPtr alloc(const BufferPtr &local, StmtPtr body) {
   return s;
 }
 
+bool shares_bytes(const Kernel &k, const Buffer &b) {
+  for (const auto &[buf, over] : k.overwrites)
+    if ((buf.get() == &b || over.get() == &b) && buf->scope == BufferScope::Arena &&
+        over->scope == BufferScope::Arena && buf->offset >= 0 && buf->offset == over->offset)
+      return true;
+  return false;
+}
+
 std::unordered_map<const Buffer *, std::pair<size_t, size_t>> buffer_lifetimes(const LoweredFunction &fn) {
   std::unordered_map<const Buffer *, std::pair<size_t, size_t>> life;
   for (size_t k = 0; k < fn.kernels.size(); ++k)
@@ -229,7 +237,8 @@ std::unordered_map<const Buffer *, std::pair<size_t, size_t>> buffer_lifetimes(c
 }
 
 void walk_schedule(const LoweredFunction &fn, const std::function<void(const TimeLoop &)> &enter,
-                   const std::function<void(size_t kernel)> &kernel, const std::function<void(const TimeLoop &)> &leave) {
+                   const std::function<void(size_t kernel)> &kernel,
+                   const std::function<void(const TimeLoop &)> &leave) {
   // Opened in order of first kernel, the longer (outer) loop first.
   std::vector<const TimeLoop *> loops;
   for (const TimeLoop &l : fn.time_loops)
@@ -554,6 +563,9 @@ public:
           os << " {";
           if (k.origin.set())
             os << "  // %" << k.origin.var;
+          for (const auto &[buf, over] : k.overwrites)
+            if (shares_bytes(k, *buf) && buf->offset == over->offset)
+              os << (k.origin.set() ? ", " : "  // ") << buf->name << " written over " << over->name;
           os << "\n";
           stmt(k.body, depth + 1);
           os << pad << "}\n";
@@ -567,7 +579,6 @@ public:
 };
 
 } // namespace
-
 
 std::string print_loops(const LoweredModule &module) {
   LoopPrinter p;

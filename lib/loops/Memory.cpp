@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <numeric>
+#include <unordered_map>
 
 namespace gradc {
 
@@ -51,14 +52,41 @@ Placement place(const std::vector<Lifetime> &lifetimes) {
 
 int64_t plan_arena(LoweredFunction &fn) {
   auto life = buffer_lifetimes(fn);
+  std::unordered_map<const Buffer *, size_t> index;
+  for (size_t i = 0; i < fn.arena.size(); ++i)
+    index[fn.arena[i].get()] = i;
+  // Buffers a kernel stores over one it reads for the last time
+  // (Kernel::overwrites) join its group: one place for all.
+  std::vector<size_t> group(fn.arena.size());
+  std::iota(group.begin(), group.end(), 0);
+  std::vector<bool> hosts(fn.arena.size()), joined(fn.arena.size());
+  for (size_t k = 0; k < fn.kernels.size(); ++k)
+    for (const auto &[buf, over] : fn.kernels[k].overwrites) {
+      auto b = index.find(buf.get()), o = index.find(over.get());
+      if (b == index.end() || o == index.end() || joined[b->second] || hosts[o->second])
+        continue;
+      auto lb = life.at(buf.get()), lo = life.at(over.get());
+      if (lb.first != k || lo.second != k || lo.first == k || buf->bytes() != over->bytes())
+        continue;
+      group[b->second] = group[o->second];
+      joined[b->second] = hosts[o->second] = true;
+    }
   std::vector<Lifetime> lifetimes;
-  for (const BufferPtr &b : fn.arena) {
-    auto [first, last] = life[b.get()];
-    lifetimes.push_back({b->bytes(), first, last});
+  std::vector<size_t> slot(fn.arena.size()); // each buffer's group's lifetime
+  std::unordered_map<size_t, size_t> slot_of;
+  for (size_t i = 0; i < fn.arena.size(); ++i) {
+    auto [first, last] = life[fn.arena[i].get()];
+    auto [it, fresh] = slot_of.try_emplace(group[i], lifetimes.size());
+    if (fresh)
+      lifetimes.push_back({fn.arena[i]->bytes(), first, last});
+    Lifetime &l = lifetimes[it->second];
+    l.first = std::min(l.first, first);
+    l.last = std::max(l.last, last);
+    slot[i] = it->second;
   }
   Placement p = place(lifetimes);
   for (size_t i = 0; i < fn.arena.size(); ++i)
-    fn.arena[i]->offset = p.offsets[i];
+    fn.arena[i]->offset = p.offsets[slot[i]];
   return p.peak;
 }
 

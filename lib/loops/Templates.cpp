@@ -32,15 +32,17 @@ struct Slot {
 /// nor does the dump printer's formatting.
 class KeyWriter {
 public:
-  KernelKey key;             // placeholders as kPlaceholder or kRepeat + slot
+  KernelKey key;               // placeholders as kPlaceholder or kRepeat + slot
   std::vector<int64_t> values; // per slot
   std::vector<Slot> slots;
 
   explicit KeyWriter(const Kernel &kernel) {
     find_pinning_loops(*kernel.body);
     find_pinned(*kernel.body);
-    for (const BufferPtr &b : kernel.buffers)
+    for (const BufferPtr &b : kernel.buffers) {
       declare(*b, false);
+      key.push_back(shares_bytes(kernel, *b)); // not noalias (codegen)
+    }
     key.insert(key.end(), {kernel.grid, kernel.block});
     stmt(*kernel.body);
   }
@@ -273,7 +275,7 @@ ModuleTemplates kernel_templates(const LoweredModule &module) {
   ModuleTemplates out;
   struct Group {
     size_t index;
-    std::vector<Slot> slots;                   // of the first kernel
+    std::vector<Slot> slots; // of the first kernel
     std::vector<const std::vector<int64_t> *> members;
   };
   std::map<KernelKey, Group> groups;

@@ -1,7 +1,7 @@
 //===- Verify.cpp - the loop-IR verifier ----------------------------------===//
 #include "gradc/loops/Verify.h"
-#include "gradc/loops/InPlace.h"
 #include "gradc/loops/Functor.h"
+#include "gradc/loops/InPlace.h"
 #include "gradc/loops/Range.h"
 #include "gradc/support/Diagnostics.h"
 
@@ -146,10 +146,19 @@ void verify_arena(const LoweredFunction &fn, const std::string &where) {
       if (!bytes_overlap || !life.count(&a) || !life.count(&b))
         continue;
       auto la = life[&a], lb = life[&b];
-      if (!(la.second < lb.first || lb.second < la.first))
+      auto handed_over = [&](const Buffer &from, const Buffer &to, std::pair<size_t, size_t> lf,
+                             std::pair<size_t, size_t> lt) { // `to` written over `from` by the kernel between
+        if (lf.second != lt.first || lf.first == lf.second)
+          return false;
+        for (const auto &[buf, over] : fn.kernels[lt.first].overwrites)
+          if (buf.get() == &to && over.get() == &from)
+            return true;
+        return false;
+      };
+      if (!(la.second < lb.first || lb.second < la.first) && !handed_over(a, b, la, lb) && !handed_over(b, a, lb, la))
         fail("arena buffers " + a.name + " and " + b.name + " share bytes while both are live (kernels " +
-             std::to_string(la.first) + ".." + std::to_string(la.second) + " and " + std::to_string(lb.first) +
-             ".." + std::to_string(lb.second) + ")");
+             std::to_string(la.first) + ".." + std::to_string(la.second) + " and " + std::to_string(lb.first) + ".." +
+             std::to_string(lb.second) + ")");
     }
 }
 
@@ -158,16 +167,14 @@ void verify_arena(const LoweredFunction &fn, const std::string &where) {
 /// number of times over (TimeLoop: one pass per run of its operator); two
 /// loops are disjoint or one holds the other.
 void verify_time_loops(const LoweredFunction &fn, const std::string &where) {
-  auto range = [](const TimeLoop &l) {
-    return "[" + std::to_string(l.first) + ", " + std::to_string(l.last) + ")";
-  };
+  auto range = [](const TimeLoop &l) { return "[" + std::to_string(l.first) + ", " + std::to_string(l.last) + ")"; };
   for (const TimeLoop &l : fn.time_loops) {
     if (l.first >= l.last || l.last > fn.kernels.size())
       internal_error("verifier", where + ": time loop over kernels " + range(l) + " of " +
                                      std::to_string(fn.kernels.size()) + " is empty or out of range");
     if (l.extent < 1 && !l.streamed())
-      internal_error("verifier", where + ": time loop over kernels " + range(l) + " runs " +
-                                     std::to_string(l.extent) + " times");
+      internal_error("verifier",
+                     where + ": time loop over kernels " + range(l) + " runs " + std::to_string(l.extent) + " times");
     for (int64_t n : l.trips)
       if (n < 0 || n > l.extent)
         internal_error("verifier", where + ": time loop over kernels " + range(l) + " has trip count " +
@@ -216,6 +223,9 @@ void verify(const LoweredFunction &fn, const LoopVerifyOptions &opts, const std:
     KernelVerifier(k, opts, where).visit(k.body);
     if (k.grid < 1 || k.block < 1)
       internal_error("verifier", where + ": launch shape below 1");
+    for (const auto &[buf, over] : k.overwrites)
+      if (std::string why = overwrite_violation(k, *buf, *over); !why.empty())
+        internal_error("verifier", where + ": it may not write " + buf->name + " over " + over->name + ": " + why);
   }
   verify_time_loops(fn, "after " + after_pass + ", in @" + fn.name);
   // A parameter updated in place: no read of its old value follows its update.

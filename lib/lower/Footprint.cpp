@@ -9,6 +9,7 @@
 #include "gradc/ir/Functor.h"
 #include "gradc/lower/Lower.h"
 
+#include <algorithm>
 #include <unordered_map>
 
 namespace gradc {
@@ -67,7 +68,15 @@ std::vector<Footprint> binding_footprints(const Function &fn, const LoweredFunct
         internal_error("memory", "kernel " + lowered.kernels[k].name + " touches " + b->name +
                                      ", which is neither its binding's nor a leaf of a Var it reads");
     }
+    std::vector<std::pair<size_t, size_t>> overwrites;
+    const std::vector<BufferPtr> &buffers = lowered.kernels[k].buffers;
+    auto at = [&](const BufferPtr &b) {
+      return size_t(std::find(buffers.begin(), buffers.end(), b) - buffers.begin());
+    };
+    for (const auto &[buf, over] : lowered.kernels[k].overwrites)
+      overwrites.emplace_back(at(buf), at(over));
     out[i].kernels.push_back(std::move(touches));
+    out[i].overwrites.push_back(std::move(overwrites));
   }
   for (const TimeLoop &l : lowered.time_loops) {
     const Origin &o = lowered.kernels.at(l.first).origin;

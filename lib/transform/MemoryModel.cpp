@@ -5,9 +5,9 @@
 // (lower/Lower.cpp) would build, less the loop nests. plan_arena places it.
 //
 //===----------------------------------------------------------------------===//
+#include "gradc/transform/MemoryModel.h"
 #include "gradc/ir/Functor.h"
 #include "gradc/op/Kernel.h"
-#include "gradc/transform/MemoryModel.h"
 
 #include <algorithm>
 #include <unordered_map>
@@ -46,8 +46,10 @@ private:
     return b;
   }
   BufferPtr buffer(const Type &t, BufferScope scope) { return buffer(t.dtype, t.shape, scope); }
-  void kernel(std::vector<BufferPtr> buffers) {
+  void kernel(std::vector<BufferPtr> buffers, const std::vector<std::pair<size_t, size_t>> &overwrites = {}) {
     Kernel k;
+    for (const auto &[buf, over] : overwrites)
+      k.overwrites.emplace_back(buffers.at(buf), buffers.at(over));
     k.buffers = std::move(buffers);
     out_.kernels.push_back(std::move(k));
   }
@@ -102,7 +104,8 @@ private:
       inputs.insert(inputs.end(), l.begin(), l.end());
     }
     size_t base = out_.kernels.size();
-    for (const std::vector<Footprint::Touch> &touches : fp.kernels) {
+    for (size_t k = 0; k < fp.kernels.size(); ++k) {
+      const std::vector<Footprint::Touch> &touches = fp.kernels[k];
       std::vector<BufferPtr> buffers;
       for (const Footprint::Touch &t : touches) {
         switch (t.role) {
@@ -124,7 +127,8 @@ private:
           break;
         }
       }
-      kernel(std::move(buffers));
+      kernel(std::move(buffers),
+             k < fp.overwrites.size() ? fp.overwrites[k] : std::vector<std::pair<size_t, size_t>>{});
     }
     for (TimeLoop l : fp.time_loops) {
       l.first += base;
@@ -191,8 +195,6 @@ private:
 
 } // namespace
 
-int64_t estimate_workspace(const Function &fn, const FootprintFn &footprint) {
-  return Skeleton(fn, footprint).plan();
-}
+int64_t estimate_workspace(const Function &fn, const FootprintFn &footprint) { return Skeleton(fn, footprint).plan(); }
 
 } // namespace gradc

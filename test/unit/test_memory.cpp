@@ -10,15 +10,20 @@
 //
 //===----------------------------------------------------------------------===//
 #include "PipelineHelpers.h"
+#include "gradc/loops/InPlace.h"
+#include "gradc/loops/Memory.h"
+#include "gradc/loops/Verify.h"
 #include "gradc/transform/MemoryModel.h"
 #include "gradc/transform/Remat.h"
 
 #include <catch2/catch.hpp>
 
+#include <functional>
 #include <random>
 
 using namespace gradc;
 using namespace gradc::testing;
+using Catch::Matchers::Contains;
 
 namespace {
 
@@ -97,4 +102,83 @@ TEST_CASE("placement: no two overlapping lifetimes share a byte, and the peak is
     CHECK(p.peak == end);
     CHECK(p.peak >= most_live);
   }
+}
+
+namespace {
+
+BufferPtr arena_buffer(const std::string &name, int64_t n, DType dt = DType::Float32) {
+  auto b = std::make_shared<Buffer>();
+  b->name = name;
+  b->dtype = dt;
+  b->shape = {n};
+  b->scope = BufferScope::Arena;
+  return b;
+}
+
+/// for (i, 0, 8) { to[i] = value(i) }
+StmtPtr elementwise(const BufferPtr &to, const std::function<LExprPtr(const LExprPtr &)> &value) {
+  auto i = std::make_shared<LVar>(LVar{"i"});
+  return for_loop(i, 8, ForKind::Serial, store(to, var_ref(i), value(var_ref(i))));
+}
+
+Kernel kernel_of(const std::string &name, StmtPtr body) {
+  Kernel k;
+  k.name = name;
+  k.body = std::move(body);
+  k.buffers = touched_buffers(k.body);
+  return k;
+}
+
+} // namespace
+
+TEST_CASE("overwrite rule: a kernel writes its result over an input only element by element", "[memory]") {
+  BufferPtr a = arena_buffer("a", 8), b = arena_buffer("b", 8), c = arena_buffer("c", 8);
+  LExprPtr two = float_imm(2, DType::Float32);
+  auto twice = [&](const LExprPtr &i) { return binary(BinaryOp::Mul, load(a, i), two); };
+  CHECK(overwrite_violation(kernel_of("k", elementwise(b, twice)), *b, *a) == "");
+  // Another element of a: iteration i would read a[i + 1], and iteration
+  // i + 1 a[i + 2]; but iteration 7 reads a[0], which b[0] has replaced.
+  auto shifted = [&](const LExprPtr &i) {
+    return load(a, binary(BinaryOp::FloorMod, binary(BinaryOp::Add, i, int_imm(1)), int_imm(8)));
+  };
+  CHECK_THAT(overwrite_violation(kernel_of("k", elementwise(b, shifted)), *b, *a), Contains("not of the element"));
+  // a read outside the values stored into b (into c): it may come after b's store
+  StmtPtr two_stores = seq({elementwise(b, twice), elementwise(c, twice)});
+  CHECK_THAT(overwrite_violation(kernel_of("k", two_stores), *b, *a), Contains("not of the element"));
+  // b stored under a loop its index does not read: an element written twice
+  auto r = std::make_shared<LVar>(LVar{"r"});
+  CHECK_THAT(overwrite_violation(kernel_of("k", for_loop(r, 3, ForKind::Serial, elementwise(b, twice))), *b, *a),
+             Contains("repeats under loop r"));
+  // b read back (an accumulation): its element may already be a's bytes' new value
+  auto accumulate = [&](const LExprPtr &i) { return binary(BinaryOp::Add, load(b, i), load(a, i)); };
+  CHECK_THAT(overwrite_violation(kernel_of("k", elementwise(b, accumulate)), *b, *a), Contains("reads b"));
+  // another size or dtype
+  BufferPtr wide = arena_buffer("wide", 8, DType::Float64);
+  CHECK_THAT(overwrite_violation(kernel_of("k", elementwise(b, twice)), *b, *wide), Contains("differ"));
+}
+
+TEST_CASE("memory plan: a result written over the input it reads last shares its bytes", "[memory]") {
+  // k0: a = 1; k1: b = 2a (a read for the last time); k2: c = b + 1.
+  auto plan = [](bool allowed) {
+    LoweredFunction fn;
+    fn.name = "f";
+    BufferPtr a = arena_buffer("a", 8), b = arena_buffer("b", 8), c = arena_buffer("c", 8);
+    LExprPtr one = float_imm(1, DType::Float32), two = float_imm(2, DType::Float32);
+    fn.kernels.push_back(kernel_of("k0", elementwise(a, [&](const LExprPtr &) { return one; })));
+    fn.kernels.push_back(
+        kernel_of("k1", elementwise(b, [&](const LExprPtr &i) { return binary(BinaryOp::Mul, load(a, i), two); })));
+    fn.kernels.push_back(
+        kernel_of("k2", elementwise(c, [&](const LExprPtr &i) { return binary(BinaryOp::Add, load(b, i), one); })));
+    if (allowed) {
+      fn.kernels[1].overwrites.emplace_back(b, a);
+      fn.kernels[2].overwrites.emplace_back(c, b);
+    }
+    fn.arena = {a, b, c};
+    int64_t peak = plan_arena(fn);
+    fn.workspace_bytes = peak;
+    verify(fn, {true, true}, "test");
+    return std::make_pair(peak, a->offset == b->offset && b->offset == c->offset);
+  };
+  CHECK(plan(false) == std::make_pair(int64_t(128), false)); // a and b live together at k1, b and c at k2
+  CHECK(plan(true) == std::make_pair(int64_t(64), true));    // b written over a, c over b: one place
 }

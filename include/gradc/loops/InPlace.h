@@ -27,4 +27,14 @@ namespace gradc {
 /// result in place only where no later kernel wants the old value).
 std::string in_place_violation(const LoweredFunction &fn, const Buffer &buf);
 
+/// Why kernel `k` may not store `buf`'s values over the bytes of `over`
+/// (an input it reads for the last time, of the same dtype and size; the
+/// memory plan then gives both one place, Kernel::overwrites), or "" if it
+/// may: each store into `buf` is under loops whose variables its index reads
+/// (each element written in one iteration), `over` is read only inside the
+/// values stored into `buf` and at their own index (the old element, read
+/// before the store that replaces it: the store's value depends on it), and
+/// the kernel neither reads `buf` nor writes `over`.
+std::string overwrite_violation(const Kernel &k, const Buffer &buf, const Buffer &over);
+
 } // namespace gradc

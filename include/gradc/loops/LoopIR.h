@@ -8,7 +8,9 @@
 //  * Buffers never alias. Input/InOut/Output buffers come from the caller; Arena
 //    buffers live at `offset` inside the caller's workspace (planned by
 //    plan_memory, lower/Passes.h); Local buffers are per-iteration scratch
-//    (registers or stack) declared by an Alloc statement.
+//    (registers or stack) declared by an Alloc statement. The one exception:
+//    two arena buffers a kernel lists in Kernel::overwrites may share bytes,
+//    the one's last reader being the other's first writer, element by element.
 //  * Index arithmetic is Int64. Loads and stores take a flat element index.
 //  * Loop kinds. Operators emit schedule-neutral nests: a Spatial loop's
 //    iterations are independent (a data-parallel axis), a Reduce loop's are
@@ -155,7 +157,16 @@ struct Kernel {
   int64_t grid = 1;
   int64_t block = 1;
   Origin origin; // the binding it computes (a scan's binding: all of its kernels)
+  /// (buf, over): this kernel may store buf's values over over's bytes
+  /// (InPlace.h's overwrite_violation holds). Memory planning lists every
+  /// such pair and gives the two one place where over's last reader and
+  /// buf's first writer is this kernel.
+  std::vector<std::pair<BufferPtr, BufferPtr>> overwrites;
 };
+
+/// Whether `b` shares its bytes with another buffer of `k`: a pair of
+/// k.overwrites that the memory plan placed at one offset.
+bool shares_bytes(const Kernel &k, const Buffer &b);
 
 /// The largest workspace a function may plan (2^50 bytes). Memory planning
 /// saturates just past it, and the pipeline reports a located error.
@@ -193,14 +204,14 @@ struct LoweredFunction {
   /// Every result leaf, depth-first: its Output buffer, or the InOut input
   /// it is written into (FunctionAttrs::inplace).
   std::vector<BufferPtr> results;
-  std::vector<BufferPtr> arena;   // intermediates with planned offsets
-  int64_t workspace_bytes = 0;    // the planned peak: arena size
+  std::vector<BufferPtr> arena; // intermediates with planned offsets
+  int64_t workspace_bytes = 0;  // the planned peak: arena size
   /// An arena buffer of kStatusWords int64 that kernels may set when an input
   /// is invalid (an out-of-range class index): zeroed by the entry point
   /// first, live throughout, and if status[0] != 0 the entry returns it.
   /// Null when no kernel reports.
   BufferPtr status;
-  std::vector<Kernel> kernels;    // executed in order, the ranges of time loops repeated
+  std::vector<Kernel> kernels; // executed in order, the ranges of time loops repeated
   std::vector<TimeLoop> time_loops;
   /// Provenance: per top-level binding of the tensor function, the buffers
   /// of its Var's leaves (a tuple's aliases included).
@@ -212,7 +223,8 @@ struct LoweredFunction {
 /// kernel(k) for each kernel in order, leave(loop) after the last kernel of
 /// each loop (an inner loop first). Pre: the loops are well nested.
 void walk_schedule(const LoweredFunction &fn, const std::function<void(const TimeLoop &)> &enter,
-                   const std::function<void(size_t kernel)> &kernel, const std::function<void(const TimeLoop &)> &leave);
+                   const std::function<void(size_t kernel)> &kernel,
+                   const std::function<void(const TimeLoop &)> &leave);
 
 /// status = {code, offending value, its flat position, the limit it broke}.
 constexpr int64_t kStatusWords = 4;

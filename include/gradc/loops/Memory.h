@@ -71,6 +71,9 @@ struct Footprint {
     bool status;
   };
   std::vector<std::vector<Touch>> kernels;
+  /// Per kernel, its Kernel::overwrites as positions in its touches
+  /// (stored, read over).
+  std::vector<std::vector<std::pair<size_t, size_t>>> overwrites;
   std::vector<Created> created;
   std::vector<TimeLoop> time_loops; // kernel indices relative to the first kernel
 };

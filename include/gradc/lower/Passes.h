@@ -15,7 +15,8 @@
 
 namespace gradc {
 
-/// Offsets of the arena buffers in the workspace (MemoryPlan.cpp).
+/// Offsets of the arena buffers in the workspace (MemoryPlan.cpp): each
+/// kernel's Kernel::overwrites listed first, then loops/Memory.h's plan.
 void plan_memory(LoweredFunction &fn);
 
 /// Removes index arithmetic the loop variables' ranges prove redundant:
@@ -34,6 +35,5 @@ void schedule_cpu(LoweredFunction &fn, const Target &target);
 /// CUDA (BindGpu.cpp): the data-parallel loops at the top of a kernel become
 /// one flat index over blockIdx/threadIdx; everything inside runs per thread.
 void bind_gpu_threads(LoweredFunction &fn, const Target &target);
-
 
 } // namespace gradc
