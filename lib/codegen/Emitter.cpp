@@ -871,6 +871,12 @@ BufferValues emit_entry_prologue(IRBuilder<> &b, const LoweredFunction &fn) {
                 "arena buffer " + buf->name + " has a bad offset");
     values[buf.get()] = b.CreateConstInBoundsGEP1_64(b.getInt8Ty(), workspace, buf->offset, buf->name);
   }
+  for (const BufferPtr &buf : fn.hosted) { // in a result's bytes
+    Value *host = buf->host ? values.lookup(buf->host.get()) : nullptr;
+    GRADC_CHECK(host && buf->host->bytes() == buf->bytes(), kPass,
+                "buffer " + buf->name + " is placed in no result of its size");
+    values[buf.get()] = host;
+  }
 
   Value *any_null = b.getFalse(), *any_misaligned = b.getFalse();
   for (Value *p : checked) {

@@ -17,12 +17,8 @@ namespace {
 /// A parameter or result: `c_field` is its field in the header's struct
 /// (`%w` beside `%W` is `w_2`, `%int` is `p_int`).
 nlohmann::json tensor_json(const std::string &name, const std::string &c_field, const char *role, const Buffer &buf) {
-  return {{"name", name},
-          {"c_field", c_field},
-          {"role", role},
-          {"dtype", dtype_name(buf.dtype)},
-          {"shape", buf.shape},
-          {"bytes", buf.bytes()}};
+  return {{"name", name},       {"c_field", c_field},  {"role", role}, {"dtype", dtype_name(buf.dtype)},
+          {"shape", buf.shape}, {"bytes", buf.bytes()}};
 }
 
 nlohmann::json string_or_null(const std::string &s) { return s.empty() ? nlohmann::json() : nlohmann::json(s); }
@@ -52,9 +48,9 @@ nlohmann::json optimizer_json(const std::string &text, nlohmann::json &params, c
   for (size_t i = 0; i < params.size(); ++i) {
     std::string role;
     if (i < model->size())
-      role = (*model)[i].contains("updated_by")  ? "model_state"
+      role = (*model)[i].contains("updated_by") ? "model_state"
              : params[i].contains("updated_by") ? "parameter"
-                                                 : "data";
+                                                : "data";
     else if (i + 1 == params.size())
       role = "learning_rate";
     else if (opt->needs_step() && i + 2 == params.size())
@@ -91,7 +87,8 @@ nlohmann::json build_manifest(const LoweredModule &module, const std::vector<Fun
     // written into it role "in_place", with the parameter's field.
     for (size_t i = 0; i < fn.inputs.size(); ++i) {
       bool inout = fn.inputs[i]->scope == BufferScope::InOut;
-      params.push_back(tensor_json(report.param_names[i], fields[f].inputs[i], inout ? "inout" : "input", *fn.inputs[i]));
+      params.push_back(
+          tensor_json(report.param_names[i], fields[f].inputs[i], inout ? "inout" : "input", *fn.inputs[i]));
     }
     for (size_t i = 0; i < fn.results.size(); ++i) {
       const Buffer &r = *fn.results[i];
@@ -138,6 +135,14 @@ nlohmann::json build_manifest(const LoweredModule &module, const std::vector<Fun
                        {"bytes", b->bytes()},
                        {"live_kernels", {life[b.get()].first, life[b.get()].second}},
                        {"binding", b == fn.status ? nlohmann::json() : origin_json(b->origin)}});
+    // Each intermediate placed in a result's bytes instead (Buffer::host).
+    nlohmann::json hosted = nlohmann::json::array();
+    for (const BufferPtr &b : fn.hosted)
+      hosted.push_back({{"name", b->name},
+                        {"in", b->host->name},
+                        {"bytes", b->bytes()},
+                        {"live_kernels", {life[b.get()].first, life[b.get()].second}},
+                        {"binding", origin_json(b->origin)}});
 
     nlohmann::json optimizer;
     if (!report.attrs.optimizer.empty()) {
@@ -176,6 +181,7 @@ nlohmann::json build_manifest(const LoweredModule &module, const std::vector<Fun
         {"kernels", kernels},
         {"time_loops", time_loops},
         {"arena", arena},
+        {"hosted", hosted},
     });
   }
 

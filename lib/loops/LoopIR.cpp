@@ -202,10 +202,15 @@ StmtPtr alloc(const BufferPtr &local, StmtPtr body) {
   return s;
 }
 
+bool same_place(const Buffer &a, const Buffer &b) {
+  if (a.host || b.host)
+    return (a.host ? a.host.get() : &a) == (b.host ? b.host.get() : &b);
+  return a.scope == BufferScope::Arena && b.scope == BufferScope::Arena && a.offset >= 0 && a.offset == b.offset;
+}
+
 bool shares_bytes(const Kernel &k, const Buffer &b) {
   for (const auto &[buf, over] : k.overwrites)
-    if ((buf.get() == &b || over.get() == &b) && buf->scope == BufferScope::Arena &&
-        over->scope == BufferScope::Arena && buf->offset >= 0 && buf->offset == over->offset)
+    if ((buf.get() == &b || over.get() == &b) && same_place(*buf, *over))
       return true;
   return false;
 }
@@ -516,9 +521,11 @@ private:
 
 public:
   void buffer(const BufferPtr &b) {
-    os << "  " << scope_name(b->scope) << " " << b->name << ": Buffer(" << dtype_name(b->dtype) << ", "
-       << shape_str(b->shape) << ", " << b->bytes() << " bytes";
-    if (b->scope == BufferScope::Arena)
+    os << "  " << (b->host ? "hosted" : scope_name(b->scope)) << " " << b->name << ": Buffer(" << dtype_name(b->dtype)
+       << ", " << shape_str(b->shape) << ", " << b->bytes() << " bytes";
+    if (b->host)
+      os << ", in " << b->host->name;
+    else if (b->scope == BufferScope::Arena)
       os << ", offset " << b->offset;
     os << ")";
     if (b->origin.set() && b->scope != BufferScope::Input && b->scope != BufferScope::InOut && b->name != "status")
@@ -533,6 +540,8 @@ public:
     for (const BufferPtr &b : fn.outputs)
       buffer(b);
     for (const BufferPtr &b : fn.arena)
+      buffer(b);
+    for (const BufferPtr &b : fn.hosted)
       buffer(b);
     // A time loop is a `for` over kernels; each level indents its kernels.
     int depth = 1;
@@ -564,7 +573,7 @@ public:
           if (k.origin.set())
             os << "  // %" << k.origin.var;
           for (const auto &[buf, over] : k.overwrites)
-            if (shares_bytes(k, *buf) && buf->offset == over->offset)
+            if (same_place(*buf, *over))
               os << (k.origin.set() ? ", " : "  // ") << buf->name << " written over " << over->name;
           os << "\n";
           stmt(k.body, depth + 1);

@@ -50,8 +50,42 @@ Placement place(const std::vector<Lifetime> &lifetimes) {
   return out;
 }
 
+namespace {
+
+/// Arena buffers whose last reader writes an output over them, the output
+/// touched by no kernel before (Kernel::overwrites), move into the output's
+/// bytes (Buffer::host, LoweredFunction::hosted); so do buffers written over
+/// by a buffer that moved. Kernels in reverse order: a chain moves whole.
+void host_in_outputs(LoweredFunction &fn, const std::unordered_map<const Buffer *, std::pair<size_t, size_t>> &life) {
+  std::unordered_map<const Buffer *, BufferPtr> home; // a buffer that moved: the output it lives in
+  std::unordered_map<const Buffer *, bool> taken;     // an output or a moved buffer holds one before it
+  for (size_t k = fn.kernels.size(); k-- > 0;)
+    for (const auto &[buf, over] : fn.kernels[k].overwrites) {
+      if (buf->scope == BufferScope::Output)
+        home.try_emplace(buf.get(), buf);
+      auto h = home.find(buf.get());
+      auto lb = life.find(buf.get()), lo = life.find(over.get());
+      // (A kernel's own scratch stays in the workspace: where it is made is
+      // the footprint's to record, and the workspace's order.)
+      if (h == home.end() || taken[buf.get()] || over->scope != BufferScope::Arena || over == fn.status || over->host ||
+          over->origin.binding == buf->origin.binding || lb == life.end() || lo == life.end() ||
+          lb->second.first != k || lo->second.second != k || lo->second.first == k || buf->bytes() != over->bytes())
+        continue;
+      taken[buf.get()] = true;
+      over->host = h->second;
+      home[over.get()] = h->second;
+    }
+  std::vector<BufferPtr> arena;
+  for (const BufferPtr &b : fn.arena)
+    (b->host ? fn.hosted : arena).push_back(b);
+  fn.arena = std::move(arena);
+}
+
+} // namespace
+
 int64_t plan_arena(LoweredFunction &fn) {
   auto life = buffer_lifetimes(fn);
+  host_in_outputs(fn, life);
   std::unordered_map<const Buffer *, size_t> index;
   for (size_t i = 0; i < fn.arena.size(); ++i)
     index[fn.arena[i].get()] = i;

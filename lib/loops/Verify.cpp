@@ -132,6 +132,14 @@ void verify_arena(const LoweredFunction &fn, const std::string &where) {
     return; // a saturated plan, which the pipeline reports as a user error
   auto fail = [&](const std::string &what) { internal_error("verifier", where + ": " + what); };
   auto life = buffer_lifetimes(fn);
+  // `to` written over `from` by the kernel that reads `from` last (Kernel::overwrites).
+  auto handed = [&](const BufferPtr &from, const BufferPtr &to) {
+    auto lf = life[from.get()], lt = life[to.get()];
+    if (lf.second != lt.first)
+      return false;
+    const auto &pairs = fn.kernels[lt.first].overwrites;
+    return std::any_of(pairs.begin(), pairs.end(), [&](const auto &p) { return p.first == to && p.second == from; });
+  };
   for (const BufferPtr &b : fn.arena) {
     if (b->scope != BufferScope::Arena)
       fail(b->name + " is listed in the arena but is not an arena buffer");
@@ -146,20 +154,28 @@ void verify_arena(const LoweredFunction &fn, const std::string &where) {
       if (!bytes_overlap || !life.count(&a) || !life.count(&b))
         continue;
       auto la = life[&a], lb = life[&b];
-      auto handed_over = [&](const Buffer &from, const Buffer &to, std::pair<size_t, size_t> lf,
-                             std::pair<size_t, size_t> lt) { // `to` written over `from` by the kernel between
-        if (lf.second != lt.first || lf.first == lf.second)
-          return false;
-        for (const auto &[buf, over] : fn.kernels[lt.first].overwrites)
-          if (buf.get() == &to && over.get() == &from)
-            return true;
-        return false;
-      };
-      if (!(la.second < lb.first || lb.second < la.first) && !handed_over(a, b, la, lb) && !handed_over(b, a, lb, la))
+      if (!(la.second < lb.first || lb.second < la.first) && !handed(fn.arena[i], fn.arena[j]) &&
+          !handed(fn.arena[j], fn.arena[i]))
         fail("arena buffers " + a.name + " and " + b.name + " share bytes while both are live (kernels " +
              std::to_string(la.first) + ".." + std::to_string(la.second) + " and " + std::to_string(lb.first) + ".." +
              std::to_string(lb.second) + ")");
     }
+  // A buffer in a result's bytes is dead before the result is written, or
+  // the kernel that writes the result writes it over that buffer; buffers in
+  // one result follow one another the same way.
+  for (const BufferPtr &b : fn.hosted) {
+    if (!b->host || std::find(fn.outputs.begin(), fn.outputs.end(), b->host) == fn.outputs.end() ||
+        b->host->bytes() != b->bytes() || !life.count(b.get()) || !life.count(b->host.get()))
+      fail(b->name + " is placed in no result of its size");
+    for (const BufferPtr &c : fn.hosted) {
+      auto lb = life[b.get()], lc = life[c.get()];
+      if (c != b && c->host == b->host && !(lb.second < lc.first || lc.second < lb.first) && !handed(b, c) &&
+          !handed(c, b))
+        fail(b->name + " and " + c->name + " share the bytes of " + b->host->name + " while both are live");
+    }
+    if (life[b.get()].second >= life[b->host.get()].first && !handed(b, b->host))
+      fail(b->name + " is in " + b->host->name + "'s bytes while " + b->host->name + " is written");
+  }
 }
 
 /// Each time loop holds at least one kernel of the function and runs at

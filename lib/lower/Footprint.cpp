@@ -25,7 +25,9 @@ std::vector<Footprint> binding_footprints(const Function &fn, const LoweredFunct
 
   std::vector<Footprint> out(body.size());
   std::vector<std::unordered_map<const Buffer *, size_t>> own(body.size()); // buffer -> created index
-  for (const BufferPtr &b : lowered.arena)
+  std::vector<BufferPtr> placed = lowered.arena; // the workspace's and those in results' bytes, as made
+  placed.insert(placed.end(), lowered.hosted.begin(), lowered.hosted.end());
+  for (const BufferPtr &b : placed)
     if (b->origin.set() && size_t(b->origin.binding) < body.size()) {
       size_t i = size_t(b->origin.binding);
       const std::vector<BufferPtr> &result = lowered.binding_leaves[i];

@@ -88,12 +88,15 @@ private:
     std::vector<BufferPtr> result;
     for (const Type &t : leaf_types(b.var->type))
       result.push_back(buffer(t, BufferScope::Arena));
+    for (const BufferPtr &r : result)
+      r->origin.binding = int(i); // as lowering's: placement asks whose a buffer is
     leaves_[b.var.get()] = result;
     std::vector<BufferPtr> own;
     for (const Footprint::Created &c : fp.created) {
-      if (!c.status)
+      if (!c.status) {
         own.push_back(buffer(c.dtype, c.shape, BufferScope::Arena));
-      else if (!out_.status)
+        own.back()->origin.binding = int(i);
+      } else if (!out_.status)
         own.push_back(out_.status = buffer(DType::Int64, {kStatusWords}, BufferScope::Arena));
       else
         own.push_back(out_.status);

@@ -9,8 +9,10 @@
 //    buffers live at `offset` inside the caller's workspace (planned by
 //    plan_memory, lower/Passes.h); Local buffers are per-iteration scratch
 //    (registers or stack) declared by an Alloc statement. The one exception:
-//    two arena buffers a kernel lists in Kernel::overwrites may share bytes,
-//    the one's last reader being the other's first writer, element by element.
+//    two buffers a kernel lists in Kernel::overwrites may share bytes, the
+//    one's last reader being the other's first writer, element by element:
+//    two arena buffers at one offset, or an arena buffer in an Output's bytes
+//    (Buffer::host).
 //  * Index arithmetic is Int64. Loads and stores take a flat element index.
 //  * Loop kinds. Operators emit schedule-neutral nests: a Spatial loop's
 //    iterations are independent (a data-parallel axis), a Reduce loop's are
@@ -63,6 +65,10 @@ struct Buffer {
   int64_t offset = -1; // Arena: byte offset in the workspace (64-aligned)
   int io_index = -1;   // Input: parameter index; Output: leaf index
   Origin origin;       // the binding whose value (or kernel's scratch) this holds
+  /// An Arena buffer the plan placed in an Output's bytes instead of the
+  /// workspace (LoweredFunction::hosted): its last reader writes that output
+  /// over it (Kernel::overwrites), and nothing touches the output before.
+  std::shared_ptr<Buffer> host;
   int64_t numel() const { return num_elements(shape); }
   int64_t bytes() const { return numel() * dtype_bytes(dtype); }
 };
@@ -164,8 +170,11 @@ struct Kernel {
   std::vector<std::pair<BufferPtr, BufferPtr>> overwrites;
 };
 
+/// Whether the memory plan gave `a` and `b` the same bytes: arena buffers at
+/// one offset, or buffers in one output (Buffer::host; the output itself).
+bool same_place(const Buffer &a, const Buffer &b);
 /// Whether `b` shares its bytes with another buffer of `k`: a pair of
-/// k.overwrites that the memory plan placed at one offset.
+/// k.overwrites that the memory plan placed in the same bytes.
 bool shares_bytes(const Kernel &k, const Buffer &b);
 
 /// The largest workspace a function may plan (2^50 bytes). Memory planning
@@ -205,7 +214,9 @@ struct LoweredFunction {
   /// it is written into (FunctionAttrs::inplace).
   std::vector<BufferPtr> results;
   std::vector<BufferPtr> arena; // intermediates with planned offsets
-  int64_t workspace_bytes = 0;  // the planned peak: arena size
+  /// Intermediates that memory planning placed in a result's bytes (Buffer::host).
+  std::vector<BufferPtr> hosted;
+  int64_t workspace_bytes = 0; // the planned peak: arena size
   /// An arena buffer of kStatusWords int64 that kernels may set when an input
   /// is invalid (an out-of-range class index): zeroed by the entry point
   /// first, live throughout, and if status[0] != 0 the entry returns it.
