@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <map>
 #include <unordered_map>
+#include <unordered_set>
 
 namespace gradc {
 
@@ -98,25 +99,28 @@ void collect_vars(const LExprPtr &e, std::vector<const LVar *> &out) {
     collect_vars(o, out);
 }
 
-/// Whether a kernel stores into or loads from `buf`.
-class Touches : public LoopVisitor {
+/// accesses()'s walk.
+class AccessWalk : public LoopVisitor {
 public:
-  explicit Touches(const Buffer &buf) : buf_(buf) {}
-  bool stores = false, loads = false;
+  Accesses out;
   using LoopVisitor::visit;
 
 protected:
   void on_store(const StmtPtr &s) override {
-    stores |= s->buffer.get() == &buf_;
+    add(out.stored, stored_, s->buffer);
     LoopVisitor::on_store(s);
   }
   void on_load(const LExprPtr &e) override {
-    loads |= e->buffer.get() == &buf_;
+    add(out.loaded, loaded_, e->buffer);
     LoopVisitor::on_load(e);
   }
 
 private:
-  const Buffer &buf_;
+  std::unordered_set<const Buffer *> stored_, loaded_;
+  static void add(std::vector<BufferPtr> &to, std::unordered_set<const Buffer *> &seen, const BufferPtr &b) {
+    if (seen.insert(b.get()).second)
+      to.push_back(b);
+  }
 };
 
 /// The writer's rule: each store into `buf` under loops whose variables its
@@ -248,6 +252,12 @@ private:
 
 } // namespace
 
+Accesses accesses(const StmtPtr &body) {
+  AccessWalk w;
+  w.visit(body);
+  return std::move(w.out);
+}
+
 std::string overwrite_violation(const Kernel &k, const Buffer &buf, const Buffer &over) {
   if (&buf == &over || buf.dtype != over.dtype || buf.numel() != over.numel())
     return buf.name + " and " + over.name + " differ in type or size";
@@ -262,9 +272,8 @@ std::string in_place_violation(const LoweredFunction &fn, const Buffer &buf) {
     const Kernel &kernel = fn.kernels[k];
     if (std::none_of(kernel.buffers.begin(), kernel.buffers.end(), [&](const BufferPtr &b) { return b.get() == &buf; }))
       continue;
-    Touches t(buf);
-    t.visit(kernel.body);
-    if (!t.stores)
+    std::vector<BufferPtr> stored = accesses(kernel.body).stored;
+    if (std::none_of(stored.begin(), stored.end(), [&](const BufferPtr &b) { return b.get() == &buf; }))
       continue;
     if (writer < k)
       return "kernel " + kernel.name + " writes " + buf.name + " after kernel " + fn.kernels[writer].name +

@@ -25,9 +25,9 @@ std::vector<Footprint> binding_footprints(const Function &fn, const LoweredFunct
 
   std::vector<Footprint> out(body.size());
   std::vector<std::unordered_map<const Buffer *, size_t>> own(body.size()); // buffer -> created index
-  std::vector<BufferPtr> placed = lowered.arena; // the workspace's and those in results' bytes, as made
-  placed.insert(placed.end(), lowered.hosted.begin(), lowered.hosted.end());
-  for (const BufferPtr &b : placed)
+  // (A buffer in a result's bytes, LoweredFunction::hosted, is always a
+  // binding's result, never a kernel's own scratch: loops/Memory.cpp.)
+  for (const BufferPtr &b : lowered.arena)
     if (b->origin.set() && size_t(b->origin.binding) < body.size()) {
       size_t i = size_t(b->origin.binding);
       const std::vector<BufferPtr> &result = lowered.binding_leaves[i];

@@ -11,41 +11,13 @@
 // backward pass's elementwise kernels then take no new memory.
 //
 //===----------------------------------------------------------------------===//
-#include "gradc/loops/Functor.h"
 #include "gradc/loops/InPlace.h"
 #include "gradc/loops/Memory.h"
 #include "gradc/lower/Passes.h"
 #include "gradc/support/Log.h"
 
-#include <set>
-
 namespace gradc {
 namespace {
-
-/// The buffers a kernel stores into and those it loads, in first-seen order.
-class Accesses : public LoopVisitor {
-public:
-  std::vector<BufferPtr> stored, loaded;
-  using LoopVisitor::visit;
-
-protected:
-  void on_store(const StmtPtr &s) override {
-    add(stored, s->buffer);
-    LoopVisitor::on_store(s);
-  }
-  void on_load(const LExprPtr &e) override {
-    add(loaded, e->buffer);
-    LoopVisitor::on_load(e);
-  }
-
-private:
-  std::set<const Buffer *> seen_stored_, seen_loaded_;
-  void add(std::vector<BufferPtr> &to, const BufferPtr &b) {
-    std::set<const Buffer *> &seen = &to == &stored ? seen_stored_ : seen_loaded_;
-    if (seen.insert(b.get()).second)
-      to.push_back(b);
-  }
-};
 
 /// Intermediates and results, which the function may place where it likes.
 bool placeable(const LoweredFunction &fn, const Buffer &b) {
@@ -59,8 +31,7 @@ bool placeable(const LoweredFunction &fn, const Buffer &b) {
 void list_overwrites(LoweredFunction &fn) {
   for (Kernel &k : fn.kernels) {
     k.overwrites.clear();
-    Accesses a;
-    a.visit(k.body);
+    Accesses a = accesses(k.body);
     for (const BufferPtr &buf : a.stored)
       for (const BufferPtr &over : a.loaded)
         if (buf != over && placeable(fn, *buf) && placeable(fn, *over) && buf->dtype == over->dtype &&

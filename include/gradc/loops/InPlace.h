@@ -12,6 +12,7 @@
 #include "gradc/loops/LoopIR.h"
 
 #include <string>
+#include <vector>
 
 namespace gradc {
 
@@ -26,6 +27,13 @@ namespace gradc {
 /// which a binding wants is the lowering's to keep (Lower.cpp writes a
 /// result in place only where no later kernel wants the old value).
 std::string in_place_violation(const LoweredFunction &fn, const Buffer &buf);
+
+/// The buffers a loop nest stores into and those it loads, each once, in
+/// the order first met.
+struct Accesses {
+  std::vector<BufferPtr> stored, loaded;
+};
+Accesses accesses(const StmtPtr &body);
 
 /// Why kernel `k` may not store `buf`'s values over the bytes of `over`
 /// (an input it reads for the last time, of the same dtype and size; the
