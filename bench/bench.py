@@ -306,6 +306,56 @@ def cnn_rows(peak):
     step_row("CNN training step b32 3x32x32", model, scales, "torch_cnn.py")
 
 
+# resnet18's convolutions at batch 2, 3x224x224 (O, C, side of the input, kernel, stride), each
+# once however often the model has it: the zoo's step spends about three quarters of its time here.
+RESNET18_CONVS = [(64, 3, 224, 7, 2), (64, 64, 56, 3, 1), (128, 64, 56, 3, 2), (128, 64, 56, 1, 2),
+                  (128, 128, 28, 3, 1), (256, 128, 28, 3, 2), (256, 128, 28, 1, 2), (256, 256, 14, 3, 1),
+                  (512, 256, 14, 3, 2), (512, 256, 14, 1, 2), (512, 512, 7, 3, 1)]
+
+
+def conv_rows(peak):
+    """resnet18's convolutions one by one, single-threaded: the forward product, the data gradient
+    (nn.conv2d_transpose) and the weight gradient (nn.conv2d_backward_weight) against PyTorch's
+    (aten::convolution_backward with one output asked for, oneDNN), each with its GFLOP/s as a
+    share of the FMA peak measured in this run. The stem's data gradient is left out: a model never
+    asks for its input's."""
+    say("\nresnet18's convolutions, batch 2, float32, 1 thread: ms; ratio = PyTorch / gradc")
+    say("  %-34s %10s %10s %9s" % ("", "gradc", "PyTorch", "ratio"))
+    n = 2
+    for o, c, side, k, s in RESNET18_CONVS:
+        p = k // 2
+        out = (side + 2 * p - k) // s + 1
+        flop = 2.0 * n * o * c * k * k * out * out
+        name = "%dx%d %d->%d %dpx s%d" % (k, k, c, o, side, s)
+        attrs = "strides=[%d, %d], padding=[%d, %d]" % (s, s, p, p)
+        x, w, dy = "Tensor[(%d, %d, %d, %d), float32]" % (n, c, side, side), \
+            "Tensor[(%d, %d, %d, %d), float32]" % (o, c, k, k), "Tensor[(%d, %d, %d, %d), float32]" % (n, o, out, out)
+        pad = side - ((out - 1) * s - 2 * p + k)
+        tag = "conv_%d_%d_%d_%d_%d" % (o, c, side, k, s)
+        texts = {
+            "forward": "def @main(%%x: %s, %%w: %s) { nn.conv2d(%%x, %%w, %s) }" % (x, w, attrs),
+            "data grad": "def @main(%%dy: %s, %%w: %s) { nn.conv2d_transpose(%%dy, %%w, %s, output_padding=[%d, %d]) }"
+                         % (dy, w, attrs, pad, pad),
+            "weight grad": "def @main(%%dy: %s, %%x: %s) { nn.conv2d_backward_weight(%%dy, %%x, %s, kernel_size=[%d, %d]) }"
+                           % (dy, x, attrs, k, k),
+        }
+        setup = ("x = torch.rand(%d, %d, %d, %d); w = torch.rand(%d, %d, %d, %d) * 0.05; dy = torch.rand(%d, %d, %d, %d)"
+                 % (n, c, side, side, o, c, k, k, n, o, out, out))
+        call = "torch.ops.aten.convolution_backward(dy, x, w, None, [%d, %d], [%d, %d], [1, 1], False, [0, 0], 1, %s)"
+        peers = {"forward": "torch.nn.functional.conv2d(x, w, stride=%d, padding=%d)" % (s, p),
+                 "data grad": call % (s, s, p, p, "[True, False, False]"),
+                 "weight grad": call % (s, s, p, p, "[False, True, False]")}
+        for what, text in texts.items():
+            if what == "data grad" and c == 3:
+                continue
+            model = Model("%s_%s" % (tag, what.split()[0]), text)
+            ours = model.time(scales={"w": 0.05})
+            theirs = python_peer("PyTorch %s %s" % (name, what), setup, peers[what], torch=True)
+            gflops = flop / ours / 1e6
+            row("%s %s" % (name, what), ours, theirs, "%6.1f GFLOP/s, %3.0f%% of peak" % (gflops, 100 * gflops / peak),
+                notes=(" (%.0f%% of peak)" % (100 * gflops / peak), ""))
+
+
 def step_row(name, model, scales, peer):
     """A training step's row: gradc's @main_adjoint and the PyTorch script bench/PEER (`PEER
     THREADS step POLICY`), each at 1 thread and at every core, the best of each compared; returns
@@ -403,7 +453,7 @@ def print_markdown(model, isa, peak):
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="smaller shapes, fewer rows")
-    parser.add_argument("--only", default="gemm,elementwise,softmax,mlp,cnn,gpt,lstm", help="comma list of row groups")
+    parser.add_argument("--only", default="gemm,elementwise,softmax,mlp,cnn,gpt,lstm", help="comma list of row groups (convs, resnet18's convolutions one by one, only when named)")
     parser.add_argument("--cpu", help="compile gradc's code for this CPU (gradc --cpu) instead of the host")
     parser.add_argument("--peer-isa", choices=["avx2", "avx512"], help="pin OpenBLAS and PyTorch to this ISA")
     parser.add_argument("--repeat", type=int, default=1, help="time every figure in this many processes, keep the best")
@@ -442,6 +492,8 @@ def main():
         mlp_rows(args.quick)
     if "cnn" in only:
         cnn_rows(peak)
+    if "convs" in only:
+        conv_rows(peak)
     if "gpt" in only:
         gpt_rows()
     if "lstm" in only:

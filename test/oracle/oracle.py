@@ -1053,18 +1053,30 @@ EXTRA_EXAMPLES = {
         ("%x: Tensor[(1, 3, 11, 10), float32], %w: Tensor[(5, 3, 3, 3), float32]",
          "nn.conv2d(%x, %w, strides=2, padding=[1, 1])", False, 2),
         ("%x: Tensor[(2, 3, 7, 7), float64], %w: Tensor[(3, 1, 3, 3), float64]",
-         "nn.conv2d(%x, %w, strides=[1, 2], groups=3)", False, 2)],
+         "nn.conv2d(%x, %w, strides=[1, 2], groups=3)", False, 2),
+        # images large enough for the padded grid (at most 1.2x the output's pixels): small
+        # ones take the im2col path, these the stride-1 one
+        ("%x: Tensor[(2, 4, 24, 24), float64], %w: Tensor[(6, 2, 3, 3), float64]",
+         "nn.conv2d(%x, %w, padding=[1, 1], groups=2)", False, 2),
+        ("%x: Tensor[(1, 3, 40, 26), float32], %w: Tensor[(5, 3, 3, 3), float32]",
+         "nn.conv2d(%x, %w, padding=[2, 1], dilation=[2, 1])", False, 2)],
     "nn.conv2d_transpose": [
         ("%x: Tensor[(2, 4, 5, 4), float32], %w: Tensor[(4, 3, 3, 3), float32]",
          "nn.conv2d_transpose(%x, %w, strides=2, padding=1, output_padding=1)", False, 2),
         ("%x: Tensor[(2, 4, 5, 4), float16], %w: Tensor[(4, 3, 2, 2), float16]",
-         "nn.conv2d_transpose(%x, %w, groups=2)", False, 2)],
+         "nn.conv2d_transpose(%x, %w, groups=2)", False, 2),
+        ("%x: Tensor[(2, 4, 24, 24), float64], %w: Tensor[(4, 3, 3, 3), float64]",
+         "nn.conv2d_transpose(%x, %w, padding=1, groups=2)", False, 2),
+        ("%x: Tensor[(2, 4, 12, 12), float64], %w: Tensor[(4, 3, 3, 3), float64]",
+         "nn.conv2d_transpose(%x, %w, padding=1)", False, 2)],
     "nn.conv2d_backward_weight": [
         ("%g: Tensor[(2, 6, 9, 8), float64], %x: Tensor[(2, 4, 9, 8), float64]",
          "nn.conv2d_backward_weight(%g, %x, padding=1, kernel_size=[3, 3], groups=2)", False, 2),
         ("%g: Tensor[(2, 5, 4, 3), float32], %x: Tensor[(2, 3, 9, 7), float32]",
          "nn.conv2d_backward_weight(%g, %x, strides=2, padding=[0, 1], dilation=[1, 2], kernel_size=[3, 3])",
-         False, 2)],
+         False, 2),
+        ("%g: Tensor[(2, 6, 24, 24), float64], %x: Tensor[(2, 4, 24, 24), float64]",
+         "nn.conv2d_backward_weight(%g, %x, padding=1, kernel_size=[3, 3], groups=2)", False, 2)],
     "grad.max_pool2d_backward": [
         ("%g: Tensor[(2, 3, 4, 3), float64], %x: Tensor[(2, 3, 7, 6), float64]",
          "grad.max_pool2d_backward(%g, %x, pool_size=[3, 2], strides=2, padding=[1, 0])", False, 2),

@@ -4,7 +4,8 @@
 // nn.conv2d_backward_weight (their definitions: conv.cpp). Every
 // convolution takes one of three paths, each built on the packed product
 // (cpu/Gemm.cpp): stride 1 over a zero-padded copy (the implicit im2col
-// contiguous), strides through a materialised im2col, or, depthwise, one
+// contiguous), strides (and small images, where the padding would be much
+// of the work: padded_path) through a materialised im2col, or, depthwise, one
 // expression per output pixel. Every output is summed in a fixed order, so
 // a recomputed value is bitwise identical.
 //
@@ -229,14 +230,23 @@ StmtPtr over_chunks(int64_t N, int64_t chunk, const std::function<StmtPtr(const 
   return rest ? seq({chunks, body(imm(full * chunk), rest)}) : chunks;
 }
 
+/// The fewest output pixels (columns) a product of the strided paths takes
+/// where its im2col allows: panels of 32 columns, a few for each core. With
+/// half the L2 alone, 512 -> 512 at 7 x 7 (4608 rows) took 3 output rows of
+/// one image at a time, products of 21 columns: 6.2 ms; the batch's 98
+/// pixels at once (1.8 MB): 5.1 ms.
+constexpr int64_t kMinProductPixels = 256;
+
 /// conv2d with strides: per chunk of images, their im2col, rows (c, kh,
 /// kw) by (n, q), then per group out = w · col. Where one image's im2col
-/// exceeds half the L2, per chunk of output rows of one image instead
-/// (resnet18's 7x7 stride-2 stem at 224 x 224: 7.4 MB of scratch, which the
-/// smallest workspace of its adjoint under --remat=auto held twice).
+/// exceeds half the L2 and kMinProductPixels columns' worth, per chunk of
+/// output rows of one image instead (resnet18's 7x7 stride-2 stem at
+/// 224 x 224: 7.4 MB of scratch, which the smallest workspace of its adjoint
+/// under --remat=auto held twice).
 StmtPtr conv2d_strided(KernelCtx &k, const ConvShape &s, DType acc) {
   int64_t P = s.OH * s.OW, K = s.Cg() * s.taps(), rows = s.C * s.taps();
-  int64_t image_bytes = rows * P * dtype_bytes(acc), half_l2 = k.target.cpu_tuning().l2_bytes / 2;
+  int64_t image_bytes = rows * P * dtype_bytes(acc);
+  int64_t budget = std::max(k.target.cpu_tuning().l2_bytes / 2, rows * kMinProductPixels * dtype_bytes(acc));
   // Output pixels [0, NP) of the chunk: pixel j is image first + j / per,
   // output row row0 + (j % per) / OW; `per` pixels of an image in the chunk.
   auto products = [&](const BufferPtr &col, const LExprPtr &first, const LExprPtr &row0, int64_t NP, int64_t per) {
@@ -273,8 +283,8 @@ StmtPtr conv2d_strided(KernelCtx &k, const ConvShape &s, DType acc) {
         },
         ForKind::Serial);
   };
-  if (image_bytes > half_l2 && s.OH > 1) {
-    int64_t R = std::clamp<int64_t>(half_l2 / (rows * s.OW * dtype_bytes(acc)), 1, s.OH);
+  if (image_bytes > budget && s.OH > 1) {
+    int64_t R = std::clamp<int64_t>(budget / (rows * s.OW * dtype_bytes(acc)), 1, s.OH);
     BufferPtr col = k.scratch("im2col", acc, rows * R * s.OW);
     return over_row_chunks(s, R, [&](const LExprPtr &n, const LExprPtr &oh0, int64_t h) {
       int64_t Q = h * s.OW;
@@ -283,7 +293,7 @@ StmtPtr conv2d_strided(KernelCtx &k, const ConvShape &s, DType acc) {
       return seq({fill, products(col, n, oh0, Q, Q)});
     });
   }
-  int64_t chunk = images_per_chunk(k, image_bytes, s.N);
+  int64_t chunk = std::max<int64_t>(1, std::min(budget / std::max<int64_t>(1, image_bytes), s.N));
   BufferPtr col = k.scratch("im2col", acc, rows * chunk * P);
   return over_chunks(s.N, chunk, [&](const LExprPtr &first, int64_t count) {
     int64_t NP = count * P;
@@ -546,8 +556,23 @@ StmtPtr depthwise_backward_weight(KernelCtx &k, const ConvShape &s, DType dt, DT
   return seq(stmts);
 }
 
-/// Whether a convolution takes the stride-1 path (unit strides).
-bool padded_path(const ConvShape &s) { return s.s[0] == 1 && s.s[1] == 1; }
+/// Whether a convolution takes the stride-1 path: unit strides, and an
+/// extended grid at most kMaxGridWaste times the output's pixels. On small
+/// images the padding is much of the grid (resnet18's 7 x 7 at 3 x 3: 81
+/// pixels computed per 49 kept, 1.65x the work): there the im2col of the
+/// strided path costs less (batch 2, one thread: 512 -> 512 at 7 x 7 forward
+/// 7.6 -> 5.4 ms, weight gradient 8.2 -> 4.9 ms; 256 -> 256 at 14 x 14, 1.31x:
+/// 5.4 -> 5.3 and 6.5 -> 5.2 ms), while at 56 x 56 (1.07x) the padded grid
+/// is faster (forward 4.9 against 6.1 ms).
+constexpr double kMaxGridWaste = 1.2;
+bool padded_path(const ConvShape &s) {
+  if (s.s[0] != 1 || s.s[1] != 1)
+    return false;
+  // the padded data's grid (forward, weight gradient) or, transposed, the output's
+  int64_t Hp = std::max(s.H + s.p[0] + s.p[2], s.OH + s.d[0] * (s.KH - 1));
+  int64_t Wp = std::max(s.W + s.p[1] + s.p[3], s.OW + s.d[1] * (s.KW - 1));
+  return double(Hp * Wp) <= kMaxGridWaste * double(s.OH * s.OW);
+}
 
 //===--- the strategies ---------------------------------------------------===//
 

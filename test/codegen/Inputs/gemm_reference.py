@@ -49,9 +49,11 @@ def t(shape):
 # partial tile and a partial panel, or a single partial panel, and a short K
 # whose jobs are whole groups against every panel (row jobs); and dyT·b with
 # 8 or more panels, whose rows (read across) are packed a chunk of tiles at a
-# time, with chunks, tiles and panels left over, over two K blocks on AVX2.
+# time, with chunks, tiles and panels left over, over two K blocks on AVX2;
+# and a product whose last panel would be nearly empty (98 columns: 2 of 32),
+# which runs transposed (codegen/gemm_orientation.relay).
 shapes = [(64, 256, 784), (37, 29, 301), (1, 47, 50), (45, 1, 33), (13, 70, 1000), (100, 17, 5), (6, 5, 0),
-          (301, 40, 1000), (301, 9, 1000), (301, 40, 20), (301, 260, 1000)]
+          (301, 40, 1000), (301, 9, 1000), (301, 40, 20), (301, 260, 1000), (128, 98, 930)]
 for m, n, k in shapes:
     for dtype in ("float32", "float64"):
         x, w = operand((m, k), dtype), operand((n, k), dtype)
