@@ -556,6 +556,75 @@ StmtPtr depthwise_backward_weight(KernelCtx &k, const ConvShape &s, DType dt, DT
   return seq(stmts);
 }
 
+/// dw[o, 0, kh, kw] with unit strides: on the extended grid of every image
+/// (xp channel-major and padded, dyx dy spread onto the same grid with zeros
+/// elsewhere, both flat per channel) tap (kh, kw) is a shift of xp by
+/// kh·dh·Wp + kw·dw, so each weight is one dot product of two contiguous
+/// runs: per channel, kSumLanes-lane accumulators of a group of taps (as many
+/// as the register tile holds) take an FMA per vector of dyx and tap, dyx
+/// read once per group, then each tap's lanes are added in order. A fixed
+/// order, as the products' sums over K; only a non-finite value where dyx
+/// holds zeros would show (NaN where the exact sum is ±inf). mobilenet_v2's
+/// 144 channels at 56 x 56, batch 2: 13.2 ms as compensated sums over the
+/// output's pixels (a select and a clamped index per lane).
+StmtPtr depthwise_backward_weight_padded(KernelCtx &k, const ConvShape &s, DType dt, DType acc) {
+  const int64_t L = kSumLanes, T = s.taps(), m = s.O / s.C;
+  int64_t Hp = s.H + s.p[0] + s.p[2], Wp = s.W + s.p[1] + s.p[3], plane = Hp * Wp;
+  int64_t run = s.N * plane, padded_run = (run + L - 1) / L * L;
+  int64_t reach = s.d[0] * (s.KH - 1) * Wp + s.d[1] * (s.KW - 1);
+  std::vector<StmtPtr> stmts;
+  BufferPtr xp = padded_copy(k, 1, s.p[0], s.p[1], Hp, Wp, padded_run - run + reach, true, acc, stmts);
+  BufferPtr dyx = k.scratch("extended_grad", acc, s.O * padded_run);
+  stmts.push_back(loop_nest({s.O * padded_run}, [&](const Index &i) { return store(dyx, i[0], constant_of(0, acc)); }));
+  stmts.push_back(loop_nest({s.N, s.O, s.OH, s.OW}, [&](const Index &i) {
+    LExprPtr at = add(add(add(mul(i[1], imm(padded_run)), mul(i[0], imm(plane))), mul(i[2], imm(Wp))), i[3]);
+    return store(dyx, at, cast(acc, k.in(0, i)));
+  }));
+  // taps in groups of at most the register tile's accumulators, balanced
+  const CpuTuning &tuning = k.target.cpu_tuning();
+  int64_t vectors = std::max<int64_t>(1, L / tuning.lanes(acc));
+  int64_t most = std::max<int64_t>(1, tuning.accumulators / vectors);
+  int64_t groups = (T + most - 1) / most, G = (T + groups - 1) / groups;
+  const Shape &os = k.call.type.shape;
+  auto fma = [&](const LExprPtr &a, const LExprPtr &b, const LExprPtr &c) {
+    return is_float(acc) ? mul_add(a, b, c) : add(c, mul(a, b));
+  };
+  stmts.push_back(loop_nest(
+      {s.O},
+      [&](const Index &o) {
+        LExprPtr c = m == 1 ? o[0] : binary(BinaryOp::FloorDiv, o[0], imm(m));
+        std::vector<StmtPtr> per_channel;
+        for (int64_t t0 = 0; t0 < T; t0 += G) {
+          int64_t taps = std::min(G, T - t0);
+          BufferPtr sums = k.local("tap_sums", acc, taps * L);
+          LVarPtr b = k.var("b"), l = k.var("l"), l0 = k.var("l");
+          std::vector<StmtPtr> body;
+          body.push_back(for_loop(l0, taps * L, ForKind::Vectorized, store(sums, var_ref(l0), constant_of(0, acc))));
+          std::vector<StmtPtr> fmas;
+          LExprPtr f = add(mul(var_ref(b), imm(L)), var_ref(l));
+          LExprPtr g = load(dyx, add(mul(o[0], imm(padded_run)), f));
+          for (int64_t t = t0; t < t0 + taps; ++t) {
+            int64_t offset = t / s.KW * s.d[0] * Wp + t % s.KW * s.d[1];
+            LExprPtr at = add(imm((t - t0) * L), var_ref(l));
+            LExprPtr x = load(xp, add(add(mul(c, imm(run)), f), imm(offset)));
+            fmas.push_back(store(sums, at, fma(g, x, load(sums, at))));
+          }
+          body.push_back(for_loop(b, padded_run / L, ForKind::Serial, for_loop(l, L, ForKind::Vectorized, seq(fmas))));
+          for (int64_t t = t0; t < t0 + taps; ++t) {
+            LExprPtr total = load(sums, imm((t - t0) * L));
+            for (int64_t lane = 1; lane < L; ++lane)
+              total = add(total, load(sums, imm((t - t0) * L + lane)));
+            Index idx{o[0], imm(0), imm(t / s.KW), imm(t % s.KW)};
+            body.push_back(k.put(idx, flat_index(os, idx), cast(dt, total)));
+          }
+          per_channel.push_back(alloc(sums, seq(body)));
+        }
+        return seq(per_channel);
+      },
+      ForKind::Parallel));
+  return seq(stmts);
+}
+
 /// Whether a convolution takes the stride-1 path: unit strides, and an
 /// extended grid at most kMaxGridWaste times the output's pixels. On small
 /// images the padding is much of the grid (resnet18's 7 x 7 at 3 x 3: 81
@@ -648,7 +717,8 @@ StmtPtr conv2d_backward_weight_kernel(KernelCtx &k) {
   ConvShape s = conv2d_backward_weight_shape(k);
   DType dt = k.call.type.dtype, acc = dtype_info(dt).accumulator;
   if (depthwise(s))
-    return depthwise_backward_weight(k, s, dt, acc);
+    return s.s[0] == 1 && s.s[1] == 1 ? depthwise_backward_weight_padded(k, s, dt, acc)
+                                      : depthwise_backward_weight(k, s, dt, acc);
   if (padded_path(s))
     return backward_weight_padded(k, s, dt, acc);
   return backward_weight_strided(k, s, dt, acc);
