@@ -1068,7 +1068,13 @@ EXTRA_EXAMPLES = {
         ("%x: Tensor[(2, 4, 24, 24), float64], %w: Tensor[(4, 3, 3, 3), float64]",
          "nn.conv2d_transpose(%x, %w, padding=1, groups=2)", False, 2),
         ("%x: Tensor[(2, 4, 12, 12), float64], %w: Tensor[(4, 3, 3, 3), float64]",
-         "nn.conv2d_transpose(%x, %w, padding=1)", False, 2)],
+         "nn.conv2d_transpose(%x, %w, padding=1)", False, 2),
+        # depthwise with strides (each output row by its residue), a channel multiplier of 2
+        ("%x: Tensor[(2, 3, 5, 6), float64], %w: Tensor[(3, 2, 3, 3), float64]",
+         "nn.conv2d_transpose(%x, %w, strides=[2, 3], padding=[1, 0, 2, 1], output_padding=[1, 2], dilation=[1, 2], "
+         "groups=3)", False, 2),
+        ("%x: Tensor[(2, 4, 7, 7), float32], %w: Tensor[(4, 1, 3, 3), float32]",
+         "nn.conv2d_transpose(%x, %w, strides=2, padding=1, output_padding=1, groups=4)", False, 2)],
     "nn.conv2d_backward_weight": [
         ("%g: Tensor[(2, 6, 9, 8), float64], %x: Tensor[(2, 4, 9, 8), float64]",
          "nn.conv2d_backward_weight(%g, %x, padding=1, kernel_size=[3, 3], groups=2)", False, 2),
