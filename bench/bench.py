@@ -25,7 +25,9 @@ channels against PyTorch (oneDNN) with one thread, and a CNN training step (batc
 norm+relu, max pool, a strided conv, global average pool, dense, nll loss)
 against PyTorch at its best thread count; a GPT-style training step (bench/gpt_step.relay: batch 8,
 sequence 64, width 128, 4 heads, MLP 512, vocabulary 1000, tied embedding, causal mask, two layer
-norms, gelu, cross entropy) against PyTorch at its best thread count.
+norms, gelu, cross entropy) against PyTorch at its best thread count. Named with --only
+convs (not by default): resnet18's convolutions one by one, forward, data and weight gradients
+against PyTorch's (oneDNN), one thread, each with its share of the FMA peak.
 
 Every figure is timed in a process of its own, one process at a time: gradc
 through its C ABI (bench/harness.c), OpenBLAS through numpy and PyTorch eager in
