@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <map>
+#include <set>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -229,18 +230,42 @@ protected:
     visit(s->index);
     std::string outer = at_;
     at_ = IndexForm::key(s->index);
+    // Two stores at one element: the first would overwrite the element of
+    // over that the second reads (a kernel's zero fill, then its scatter,
+    // where loops of extent 1 leave every index 0).
+    if (!stored_at_.insert(at_).second)
+      fail("two stores into " + buf_.name + " at one element");
+    bool before = over_here_;
+    over_here_ = false;
     visit(s->value);
+    if (!over_here_)
+      blind_store_ = true;
+    over_here_ = before;
     at_ = outer;
   }
   void on_load(const LExprPtr &e) override {
     if (e->buffer.get() == &buf_)
       fail("the kernel reads " + buf_.name);
-    if (e->buffer.get() == &over_ && (at_.empty() || IndexForm::key(e->operands[0]) != at_))
-      fail("a read of " + over_.name + " that is not of the element a store into " + buf_.name + " writes");
+    if (e->buffer.get() == &over_) {
+      over_read_ = over_here_ = true;
+      if (at_.empty() || IndexForm::key(e->operands[0]) != at_)
+        fail("a read of " + over_.name + " that is not of the element a store into " + buf_.name + " writes");
+    }
     LoopVisitor::on_load(e);
   }
 
+public:
+  /// After the walk: a store into buf that does not read over, in a kernel
+  /// that reads over, may write an element before its read (a fill, then
+  /// the stores that read over).
+  void finish() {
+    if (blind_store_ && over_read_)
+      fail("a store into " + buf_.name + " that does not read " + over_.name + " beside stores that do");
+  }
+
 private:
+  std::set<std::string> stored_at_; // the index forms of the stores into buf
+  bool over_here_ = false, over_read_ = false, blind_store_ = false;
   void fail(const std::string &what) {
     if (why.empty())
       why = what;
@@ -263,6 +288,7 @@ std::string overwrite_violation(const Kernel &k, const Buffer &buf, const Buffer
     return buf.name + " and " + over.name + " differ in type or size";
   Overwrite o(buf, over);
   o.visit(k.body);
+  o.finish();
   return o.why;
 }
 

@@ -152,6 +152,17 @@ TEST_CASE("overwrite rule: a kernel writes its result over an input only element
   // b read back (an accumulation): its element may already be a's bytes' new value
   auto accumulate = [&](const LExprPtr &i) { return binary(BinaryOp::Add, load(b, i), load(a, i)); };
   CHECK_THAT(overwrite_violation(kernel_of("k", elementwise(b, accumulate)), *b, *a), Contains("reads b"));
+  // a fill of b, then stores that read a (grad.max_pool2d_backward's zero
+  // fill and scatter): the fill writes a's bytes before they are read
+  auto zero = [&](const LExprPtr &) { return float_imm(0, DType::Float32); };
+  CHECK_THAT(overwrite_violation(kernel_of("k", seq({elementwise(b, zero), elementwise(b, twice)})), *b, *a),
+             Contains("does not read a"));
+  // ... where every loop has one iteration, so both stores are at element 0
+  // (regress/overwrite_fill_then_scatter.relay)
+  BufferPtr one_a = arena_buffer("one_a", 1), one_b = arena_buffer("one_b", 1);
+  StmtPtr fill = store(one_b, int_imm(0), float_imm(0, DType::Float32));
+  StmtPtr copy = store(one_b, int_imm(0), load(one_a, int_imm(0)));
+  CHECK_THAT(overwrite_violation(kernel_of("k", seq({fill, copy})), *one_b, *one_a), Contains("two stores"));
   // another size or dtype
   BufferPtr wide = arena_buffer("wide", 8, DType::Float64);
   CHECK_THAT(overwrite_violation(kernel_of("k", elementwise(b, twice)), *b, *wide), Contains("differ"));
