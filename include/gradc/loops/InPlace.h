@@ -41,8 +41,11 @@ Accesses accesses(const StmtPtr &body);
 /// may: each store into `buf` is under loops whose variables its index reads
 /// (each element written in one iteration), `over` is read only inside the
 /// values stored into `buf` and at their own index (the old element, read
-/// before the store that replaces it: the store's value depends on it), and
-/// the kernel neither reads `buf` nor writes `over`.
+/// before the store that replaces it: the store's value depends on it), no
+/// two stores into `buf` are at one index and none that does not read `over`
+/// stands beside stores that do (a fill, then a scatter that reads `over`:
+/// the fill would erase it first), and the kernel neither reads `buf` nor
+/// writes `over`.
 std::string overwrite_violation(const Kernel &k, const Buffer &buf, const Buffer &over);
 
 } // namespace gradc
