@@ -12,6 +12,7 @@
 //===----------------------------------------------------------------------===//
 #include "Cpu.h"
 #include "../conv.h"
+#include "gradc/loops/Range.h"
 #include "gradc/op/Gemm.h"
 #include "gradc/op/Registry.h"
 
@@ -525,7 +526,6 @@ StmtPtr depthwise_transpose_strided(KernelCtx &k, const ConvShape &s, DType acc)
   const Shape &os = k.call.type.shape;
   DType dt = k.call.type.dtype;
   int64_t m = s.Og(); // outputs per input channel
-  auto floor_div = [](int64_t a, int64_t b) { return a / b - ((a % b != 0) && ((a < 0) != (b < 0))); };
   std::vector<StmtPtr> stmts;
   for (int64_t residue = 0; residue < std::min(s.s[0], s.OH); ++residue) {
     int64_t rows = (s.OH - residue + s.s[0] - 1) / s.s[0];
@@ -533,8 +533,8 @@ StmtPtr depthwise_transpose_strided(KernelCtx &k, const ConvShape &s, DType acc)
     std::vector<std::pair<int64_t, int64_t>> taps;
     for (int64_t kh = 0; kh < s.KH; ++kh) {
       int64_t num = residue + s.p[0] - kh * s.d[0];
-      if (num - floor_div(num, s.s[0]) * s.s[0] == 0)
-        taps.push_back({kh, floor_div(num, s.s[0])});
+      if (num - floor_div_positive(num, s.s[0]) * s.s[0] == 0)
+        taps.push_back({kh, floor_div_positive(num, s.s[0])});
     }
     stmts.push_back(loop_nest({s.N, s.O, rows, s.OW}, [&](const Index &i) {
       LExprPtr c = m == 1 ? i[1] : binary(BinaryOp::FloorDiv, i[1], imm(m));
