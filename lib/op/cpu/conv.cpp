@@ -56,11 +56,29 @@ BufferPtr padded_copy(KernelCtx &k, size_t arg, int64_t top, int64_t left, int64
   return xp;
 }
 
-/// Images per chunk: as many as fill half the L2, at least one (a batch of
-/// none is a chunk of one over no images: std::clamp(x, 1, 0) was undefined).
+/// Images per chunk: as many as fit in `budget` bytes (half the L2 by
+/// default), at least one (a batch of none is a chunk of one over no images:
+/// std::clamp(x, 1, 0) was undefined).
+int64_t images_per_chunk(int64_t budget, int64_t bytes_per_image, int64_t N) {
+  return std::max<int64_t>(1, std::min(budget / std::max<int64_t>(1, bytes_per_image), N));
+}
 int64_t images_per_chunk(const KernelCtx &k, int64_t bytes_per_image, int64_t N) {
-  int64_t fit = k.target.cpu_tuning().l2_bytes / 2 / std::max<int64_t>(1, bytes_per_image);
-  return std::max<int64_t>(1, std::min(fit, N));
+  return images_per_chunk(k.target.cpu_tuning().l2_bytes / 2, bytes_per_image, N);
+}
+
+/// dy (argument 0, (N, O, OH, OW)) spread onto the extended grid of rows of
+/// `row` pixels, `plane` pixels an image, channel-major: dy[n, o, oh, ow]
+/// at o·per_channel + n·plane + oh·row + ow, zeros elsewhere (per_channel at
+/// least N·plane), in the accumulator dtype.
+BufferPtr grad_on_grid(KernelCtx &k, const ConvShape &s, int64_t per_channel, int64_t plane, int64_t row, DType acc,
+                       std::vector<StmtPtr> &stmts) {
+  BufferPtr dyx = k.scratch("extended_grad", acc, s.O * per_channel);
+  stmts.push_back(loop_nest({s.O * per_channel}, [&](const Index &i) { return store(dyx, i[0], constant_of(0, acc)); }));
+  stmts.push_back(loop_nest({s.N, s.O, s.OH, s.OW}, [&](const Index &i) {
+    LExprPtr at = add(add(add(mul(i[1], imm(per_channel)), mul(i[0], imm(plane))), mul(i[2], imm(row))), i[3]);
+    return store(dyx, at, cast(acc, k.in(0, i)));
+  }));
+  return dyx;
 }
 
 /// out[n, g·Og + m, oh, ow] = Σ_(c, kh, kw) weight(g·Og + m, (c, kh, kw)) ·
@@ -133,12 +151,7 @@ StmtPtr backward_weight_padded(KernelCtx &k, const ConvShape &s, DType dt, DType
   std::vector<StmtPtr> stmts;
   BufferPtr xp = padded_copy(k, 1, s.p[0], s.p[1], Hp, Wp, s.d[0] * (s.KH - 1) * Wp + s.d[1] * (s.KW - 1), true, acc,
                              stmts);
-  BufferPtr dyx = k.scratch("extended_grad", acc, s.O * K);
-  stmts.push_back(loop_nest({s.O * K}, [&](const Index &i) { return store(dyx, i[0], constant_of(0, acc)); }));
-  stmts.push_back(loop_nest({s.N, s.O, s.OH, s.OW}, [&](const Index &i) {
-    LExprPtr at = add(add(mul(add(mul(i[1], imm(s.N)), i[0]), imm(plane)), mul(i[2], imm(Wp))), i[3]);
-    return store(dyx, at, cast(acc, k.in(0, i)));
-  }));
+  BufferPtr dyx = grad_on_grid(k, s, K, plane, Wp, acc, stmts);
   stmts.push_back(loop_nest(
       {s.groups},
       [&](const Index &at) {
@@ -294,7 +307,7 @@ StmtPtr conv2d_strided(KernelCtx &k, const ConvShape &s, DType acc) {
       return seq({fill, products(col, n, oh0, Q, Q)});
     });
   }
-  int64_t chunk = std::max<int64_t>(1, std::min(budget / std::max<int64_t>(1, image_bytes), s.N));
+  int64_t chunk = images_per_chunk(budget, image_bytes, s.N);
   BufferPtr col = k.scratch("im2col", acc, rows * chunk * P);
   return over_chunks(s.N, chunk, [&](const LExprPtr &first, int64_t count) {
     int64_t NP = count * P;
@@ -600,12 +613,7 @@ StmtPtr depthwise_backward_weight(KernelCtx &k, const ConvShape &s, DType dt, DT
       return store(xs, add(imm(s.C * S * run), i[0]), constant_of(0, acc));
     }));
   }
-  BufferPtr dyx = k.scratch("extended_grad", acc, s.O * padded_run);
-  stmts.push_back(loop_nest({s.O * padded_run}, [&](const Index &i) { return store(dyx, i[0], constant_of(0, acc)); }));
-  stmts.push_back(loop_nest({s.N, s.O, s.OH, s.OW}, [&](const Index &i) {
-    LExprPtr at = add(add(add(mul(i[1], imm(padded_run)), mul(i[0], imm(plane))), mul(i[2], imm(Ws))), i[3]);
-    return store(dyx, at, cast(acc, k.in(0, i)));
-  }));
+  BufferPtr dyx = grad_on_grid(k, s, padded_run, plane, Ws, acc, stmts);
   // taps in groups of at most the register tile's accumulators, balanced
   const CpuTuning &tuning = k.target.cpu_tuning();
   int64_t vectors = std::max<int64_t>(1, L / tuning.lanes(acc));
