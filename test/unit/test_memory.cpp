@@ -104,6 +104,24 @@ TEST_CASE("placement: no two overlapping lifetimes share a byte, and the peak is
   }
 }
 
+TEST_CASE("placement: where the largest first leaves a gap, the busiest kernel's buffers first close it", "[memory]") {
+  // (bytes, first, last) in 64-byte units. Largest first: A at 0, C above
+  // it, B at 0, and D, live beside both B and C, only above C: 12 units.
+  // The most live at once is 10 (A and C during kernel 0), and a plan of
+  // 10 exists: C and A below D's and B's kernels' buffers.
+  constexpr int64_t U = kBufferAlignment;
+  std::vector<Lifetime> lifetimes{{5 * U, 0, 0}, {4 * U, 2, 3}, {5 * U, 0, 1}, {2 * U, 1, 2}};
+  Placement p = place(lifetimes);
+  CHECK(p.peak == 10 * U);
+  for (size_t i = 0; i < lifetimes.size(); ++i)
+    for (size_t j = 0; j < i; ++j) {
+      bool overlap_time = !(lifetimes[i].last < lifetimes[j].first || lifetimes[j].last < lifetimes[i].first);
+      bool overlap_bytes =
+          p.offsets[i] < p.offsets[j] + lifetimes[j].bytes && p.offsets[j] < p.offsets[i] + lifetimes[i].bytes;
+      CHECK_FALSE((overlap_time && overlap_bytes));
+    }
+}
+
 namespace {
 
 BufferPtr arena_buffer(const std::string &name, int64_t n, DType dt = DType::Float32) {
