@@ -79,6 +79,34 @@ StmtPtr batch_norm_kernel(KernelCtx &k) {
   return seq({per_channel, normalise, stats});
 }
 
+/// Field `field` of nn.batch_norm on its own (transform/Passes.h:
+/// project_fields): the output as the injective formula the kernel
+/// computes, (x - mean) · f + beta with the per-channel f = rsqrt(var + eps)
+/// · gamma, in the accumulator dtype; the statistics are their inputs. Fused,
+/// a relu after it is recomputed from x where its users read it (a pool, the
+/// relu's mask in the gradient) instead of stored beside x.
+ExprPtr batch_norm_project(Builder &b, const std::vector<ExprPtr> &args, const Attrs &attrs, size_t field) {
+  if (field > 0)
+    return args[2 + field];
+  auto a = composite_attrs<BatchNormAttrs>(args, attrs);
+  const ExprPtr &x = args[0];
+  DType dt = x->type.dtype, acc = dtype_info(dt).accumulator;
+  int64_t rank = x->type.rank();
+  auto in_acc = [&](ExprPtr v) { return dt == acc ? v : b.cast(v, acc); };
+  auto along = [&](ExprPtr v) { // (C,) as (C, 1, ..., 1) for the channel axis
+    Shape s{x->type.shape[a.axis]};
+    s.insert(s.end(), rank - a.axis - 1, 1);
+    return b.reshape(v, s);
+  };
+  ExprPtr f = b.div(b.constant(1, acc), b.call(ops::sqrt, {b.add(in_acc(args[4]), b.constant(a.epsilon, acc))}));
+  if (a.scale)
+    f = b.mul(f, in_acc(args[1]));
+  ExprPtr out = b.mul(b.sub(in_acc(x), along(in_acc(args[3]))), along(f));
+  if (a.center)
+    out = b.add(out, along(in_acc(args[2])));
+  return dt == acc ? out : b.cast(out, dt);
+}
+
 /// With s = rsqrt(var + eps), d = x - mean and G = (G0, G1, G2) the adjoint:
 ///   dx = G0 · gamma · s,  dbeta = Σ G0,  dgamma = s · Σ G0 · d,
 ///   dmean = -gamma · s · Σ G0 + G1,  dvar = -½ gamma · s³ · Σ G0 · d + G2,
@@ -234,6 +262,7 @@ void register_norm_ops(OpRegistry &reg) {
       .relation("BatchNorm", batch_norm_rel)
       .gradient(batch_norm_grad)
       .kernel(batch_norm_kernel)
+      .project(batch_norm_project)
       .fuses_producers()
       .example("%x: Tensor[(2, 3, 4, 2), float64], %g: Tensor[(3,), float64], %b: Tensor[(3,), float64], "
                "%m: Tensor[(3,), float64], %v: Tensor[(3,), float64]",

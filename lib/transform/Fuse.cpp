@@ -63,6 +63,7 @@ constexpr int kMaxUsers = 4;            // users a recomputed value may have
 constexpr int kMaxRecomputedCalls = 8;  // operators at full size in a recomputed value's tree
 constexpr int kMaxRecomputedTree = 32;  // operators in all (per-channel scalars included)
 constexpr int kMaxRecomputedReads = 2;  // tensors of its own size it reads
+constexpr int64_t kBroadcastReuse = 16; // reads per element that keep a costly broadcast producer a kernel
 
 /// The operator calls in a fused expression tree (a call used twice counts twice).
 class CallCounter : public ExprVisitor {
@@ -200,6 +201,39 @@ bool recomputable(const ExprPtr &value) {
   return ok && int(big.size()) <= kMaxRecomputedReads;
 }
 
+/// Whether fused injective tree `value` computes a transcendental function,
+/// division or power of floating values anywhere in it.
+bool costly(const ExprPtr &value) {
+  bool found = false;
+  std::function<void(const ExprPtr &)> walk = [&](const ExprPtr &e) {
+    if (found || e->kind != ExprKind::Call)
+      return;
+    Index out;
+    found = !cheap(probe_element(e, out, [](size_t, const Index &) {}));
+    for (const ExprPtr &a : e->args)
+      walk(a);
+  };
+  walk(value);
+  return found;
+}
+
+/// Whether injective `producer`, fused into `consumer`, would be computed
+/// kBroadcastReuse times per element of its own or more (read broadcast:
+/// a batch norm's per-channel rsqrt(var + eps) · gamma in its normalised
+/// output, recomputed at each tap of the pool that reads it) and costs more
+/// than a few cycles: it stays a kernel, computed once per element.
+bool broadcast_costly(const ExprPtr &producer, const Expr &consumer) {
+  if (!producer->type.is_tensor())
+    return false;
+  int64_t own = num_elements(producer->type.shape), widest = 0;
+  if (consumer.type.is_tensor())
+    widest = num_elements(consumer.type.shape);
+  for (const ExprPtr &a : consumer.args)
+    if (a->type.is_tensor())
+      widest = std::max(widest, num_elements(a->type.shape));
+  return widest >= kBroadcastReuse * std::max<int64_t>(own, 1) && costly(producer);
+}
+
 /// A value that may fuse into its users (one, or several when recomputed).
 struct Fusable {
   ExprPtr value;
@@ -300,7 +334,7 @@ FunctionPtr fuse_bindings(const Function &fn, bool nested) {
         if (it == fusable.end())
           continue;
         const Fusable &f = it->second;
-        bool plain_producer = injective(*f.value) && !f.anchored;
+        bool plain_producer = injective(*f.value) && !f.anchored && !broadcast_costly(f.value, *value);
         bool takes_anchor = inj || value->op->pointwise; // a product's value, as its epilogue
         bool ok = (plain_producer && (inj || value->op->fuses_producers)) ||
                   (takes_anchor && !self.anchored && reads_elementwise(value, i));

@@ -60,10 +60,13 @@ protected:
         std::vector<Binding> parts;
         Builder builder(parts, v.span);
         ExprPtr field = call.op->project(builder, call.args, call.attrs, size_t(v.index));
-        GRADC_CHECK(!parts.empty() && parts.back().var == field && field->type == b.var->type, "project fields",
-                    call.op->name + "'s field " + std::to_string(v.index) + " is not the value of a binding of its type");
-        parts.back().var = b.var; // the projection keeps its name
+        GRADC_CHECK(field->type == b.var->type, "project fields",
+                    call.op->name + "'s field " + std::to_string(v.index) + " is not of its type");
         out.insert(out.end(), parts.begin(), parts.end());
+        if (!parts.empty() && out.back().var == field)
+          out.back().var = b.var; // the projection keeps its name
+        else
+          remap(b.var, field); // a value there before (batch_norm's statistics are its inputs)
         return;
       }
     }
