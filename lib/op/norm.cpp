@@ -82,9 +82,10 @@ StmtPtr batch_norm_kernel(KernelCtx &k) {
 /// Field `field` of nn.batch_norm on its own (transform/Passes.h:
 /// project_fields): the output as the injective formula the kernel
 /// computes, (x - mean) · f + beta with the per-channel f = rsqrt(var + eps)
-/// · gamma, in the accumulator dtype; the statistics are their inputs. Fused,
-/// a relu after it is recomputed from x where its users read it (a pool, the
-/// relu's mask in the gradient) instead of stored beside x.
+/// · gamma, in the accumulator dtype; the statistics are their inputs. The
+/// output then fuses as any injective chain: a relu, relu6 or residual add
+/// after it is one kernel reading x, and where the output has several
+/// cheap users it is recomputed in each (transform/Fuse.cpp).
 ExprPtr batch_norm_project(Builder &b, const std::vector<ExprPtr> &args, const Attrs &attrs, size_t field) {
   if (field > 0)
     return args[2 + field];

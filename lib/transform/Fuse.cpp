@@ -33,6 +33,10 @@
 // builds g·dy and dy·(x - mean) once and reads each in two sums and the
 // data gradient, and a relu mask feeds three of them.
 //
+// A producer that divides, takes a root or a transcendental function and
+// that its consumer reads broadcast, 16 or more times per element (a batch
+// norm's per-channel factor), stays a kernel: fused, it ran per element.
+//
 // Fusion moves a producer's computation to its consumer, so the values it
 // reads live until then instead of its own. Where kernels run between the
 // two, a producer that reads more than kMaxPinned times its own bytes of
@@ -219,9 +223,9 @@ bool costly(const ExprPtr &value) {
 
 /// Whether injective `producer`, fused into `consumer`, would be computed
 /// kBroadcastReuse times per element of its own or more (read broadcast:
-/// a batch norm's per-channel rsqrt(var + eps) · gamma in its normalised
-/// output, recomputed at each tap of the pool that reads it) and costs more
-/// than a few cycles: it stays a kernel, computed once per element.
+/// a batch norm's per-channel gamma / sqrt(var + eps) at every element of
+/// its normalised output) and costs more than a few cycles: it stays a
+/// kernel, each of its elements computed once.
 bool broadcast_costly(const ExprPtr &producer, const Expr &consumer) {
   if (!producer->type.is_tensor())
     return false;

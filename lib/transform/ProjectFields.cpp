@@ -11,6 +11,8 @@
 // now read by several cheap slices, is recomputed in each instead of
 // stored: an LSTM step's split kernel, which copied every part to memory,
 // and the add before it are gone. A part nobody reads is not computed.
+// A field may also be a value that was there (nn.batch_norm's statistics
+// are its inputs); its projection then reads it.
 //
 //===----------------------------------------------------------------------===//
 #include "gradc/ir/Functor.h"

@@ -42,9 +42,10 @@ struct Placement {
 /// lifetimes that overlap its own, in the best of three orders (the one of
 /// smallest peak; the first on ties): the largest first; the lifetimes live
 /// during the busiest kernel first; the most bytes times kernels first (the
-/// earlier first kernel on ties, then the order given). The search stops
-/// at a plan as small as the bytes live during the busiest kernel. Sizes round up to kBufferAlignment. Offsets and the
-/// peak saturate just past kMaxWorkspaceBytes (the pipeline rejects those).
+/// earlier first kernel on ties, then the order given). The search stops at
+/// a plan as small as the bytes live during the busiest kernel. Sizes round
+/// up to kBufferAlignment. Offsets and the peak saturate just past
+/// kMaxWorkspaceBytes (the pipeline rejects those).
 /// Deterministic: the same lifetimes in the same order give the same plan.
 Placement place(const std::vector<Lifetime> &lifetimes);
 
