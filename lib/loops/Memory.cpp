@@ -77,31 +77,35 @@ Placement place(const std::vector<Lifetime> &lifetimes) {
   for (size_t i = 0; i < lifetimes.size(); ++i)
     for (size_t k = lifetimes[i].first; k <= lifetimes[i].last && k < kernels; ++k)
       busiest[i] = std::max(busiest[i], live[k]);
-  std::vector<size_t> order(lifetimes.size());
-  std::iota(order.begin(), order.end(), 0);
-  auto by = [&](auto key) {
-    std::vector<size_t> o = order;
+  // Each order sorts by a key, larger first (the earlier first kernel on
+  // ties, then the order given): the largest first; the lifetimes of the
+  // busiest kernels first (each kernel's buffers together, largest first),
+  // where the largest buffers are not what sets the peak; then the
+  // longest-lived bytes first.
+  using Key = std::pair<int64_t, int64_t>;
+  auto by = [&](const std::function<Key(size_t)> &key) {
+    std::vector<size_t> o(lifetimes.size());
+    std::iota(o.begin(), o.end(), 0);
     std::stable_sort(o.begin(), o.end(), [&](size_t a, size_t b) {
-      auto ka = key(lifetimes[a], a), kb = key(lifetimes[b], b);
+      Key ka = key(a), kb = key(b);
       return ka != kb ? ka > kb : lifetimes[a].first < lifetimes[b].first;
     });
     return o;
   };
-  // Largest first; then the lifetimes of the busiest kernels first (each
-  // kernel's buffers together, largest first), where the largest buffers
-  // are not what sets the peak; then the longest-lived bytes first.
-  Placement best = first_fit(lifetimes, by([](const Lifetime &l, size_t) { return l.bytes; }));
-  if (best.peak <= bound)
-    return best;
-  for (auto key :
-       {std::function<std::pair<int64_t, int64_t>(const Lifetime &, size_t)>([&](const Lifetime &l, size_t i) {
-          return std::pair{busiest[i], l.bytes};
-        }),
-        std::function<std::pair<int64_t, int64_t>(const Lifetime &, size_t)>([](const Lifetime &l, size_t) {
-          return std::pair{l.bytes * int64_t(l.last - l.first + 1), l.bytes};
-        })}) {
-    Placement p = first_fit(lifetimes, by(key));
-    if (p.peak < best.peak)
+  const std::function<Key(size_t)> keys[] = {[&](size_t i) {
+                                               return Key{lifetimes[i].bytes, 0};
+                                             },
+                                             [&](size_t i) {
+                                               return Key{busiest[i], lifetimes[i].bytes};
+                                             },
+                                             [&](size_t i) {
+                                               const Lifetime &l = lifetimes[i];
+                                               return Key{l.bytes * int64_t(l.last - l.first + 1), l.bytes};
+                                             }};
+  Placement best;
+  for (size_t n = 0; n < std::size(keys); ++n) {
+    Placement p = first_fit(lifetimes, by(keys[n]));
+    if (n == 0 || p.peak < best.peak)
       best = std::move(p);
     if (best.peak <= bound)
       break;

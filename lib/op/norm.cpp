@@ -79,6 +79,14 @@ StmtPtr batch_norm_kernel(KernelCtx &k) {
   return seq({per_channel, normalise, stats});
 }
 
+/// A (C,) vector for axis `axis` of data of type `x`, as (C, 1, ..., 1): it
+/// broadcasts along the channel axis.
+ExprPtr along_channels(Builder &b, const ExprPtr &v, const Type &x, int64_t axis) {
+  Shape s{x.shape[axis]};
+  s.insert(s.end(), x.rank() - axis - 1, 1);
+  return b.reshape(v, s);
+}
+
 /// Field `field` of nn.batch_norm on its own (transform/Passes.h:
 /// project_fields): the output as the injective formula the kernel
 /// computes, (x - mean) · f + beta with the per-channel f = rsqrt(var + eps)
@@ -92,13 +100,8 @@ ExprPtr batch_norm_project(Builder &b, const std::vector<ExprPtr> &args, const A
   auto a = composite_attrs<BatchNormAttrs>(args, attrs);
   const ExprPtr &x = args[0];
   DType dt = x->type.dtype, acc = dtype_info(dt).accumulator;
-  int64_t rank = x->type.rank();
   auto in_acc = [&](ExprPtr v) { return dt == acc ? v : b.cast(v, acc); };
-  auto along = [&](ExprPtr v) { // (C,) as (C, 1, ..., 1) for the channel axis
-    Shape s{x->type.shape[a.axis]};
-    s.insert(s.end(), rank - a.axis - 1, 1);
-    return b.reshape(v, s);
-  };
+  auto along = [&](ExprPtr v) { return along_channels(b, v, x->type, a.axis); };
   ExprPtr f = b.div(b.constant(1, acc), b.call(ops::sqrt, {b.add(in_acc(args[4]), b.constant(a.epsilon, acc))}));
   if (a.scale)
     f = b.mul(f, in_acc(args[1]));
@@ -118,14 +121,8 @@ Grads batch_norm_grad(GradCtx &g) {
   auto a = g.attrs_as<BatchNormAttrs>();
   Builder &b = g.b;
   ExprPtr x = g.arg(0), gamma = g.arg(1), mean = g.arg(3), var = g.arg(4);
-  int64_t rank = x->type.rank();
   DType dt = x->type.dtype;
-  // A (C,) vector broadcast along the channel axis: shape (C, 1, ..., 1).
-  auto along = [&](ExprPtr v) {
-    Shape s{x->type.shape[a.axis]};
-    s.insert(s.end(), rank - a.axis - 1, 1);
-    return b.reshape(v, s);
-  };
+  auto along = [&](ExprPtr v) { return along_channels(b, v, x->type, a.axis); };
   auto per_channel = [&](ExprPtr t) { return b.sum(t, {a.axis}, false, true); };
   ExprPtr g0 = b.get(g.grad, 0), g1 = b.get(g.grad, 1), g2 = b.get(g.grad, 2);
   ExprPtr s = b.call(ops::rsqrt, {b.add(var, b.constant(a.epsilon, dt))});
