@@ -113,6 +113,13 @@ Placement place(const std::vector<Lifetime> &lifetimes) {
   return best;
 }
 
+bool hands_over(const std::unordered_map<const Buffer *, std::pair<size_t, size_t>> &life, size_t k, const Buffer &from,
+                const Buffer &to) {
+  auto lf = life.find(&from), lt = life.find(&to);
+  return lf != life.end() && lt != life.end() && lt->second.first == k && lf->second.second == k &&
+         lf->second.first < k && from.bytes() == to.bytes();
+}
+
 namespace {
 
 /// Arena buffers whose last reader writes an output over them, the output
@@ -127,12 +134,10 @@ void host_in_outputs(LoweredFunction &fn, const std::unordered_map<const Buffer 
       if (buf->scope == BufferScope::Output)
         home.try_emplace(buf.get(), buf);
       auto h = home.find(buf.get());
-      auto lb = life.find(buf.get()), lo = life.find(over.get());
       // (A kernel's own scratch stays in the workspace: where it is made is
       // the footprint's to record, and the workspace's order.)
       if (h == home.end() || taken[buf.get()] || over->scope != BufferScope::Arena || over == fn.status || over->host ||
-          over->origin.binding == buf->origin.binding || lb == life.end() || lo == life.end() ||
-          lb->second.first != k || lo->second.second != k || lo->second.first == k || buf->bytes() != over->bytes())
+          over->origin.binding == buf->origin.binding || !hands_over(life, k, *over, *buf))
         continue;
       taken[buf.get()] = true;
       over->host = h->second;
@@ -160,10 +165,8 @@ int64_t plan_arena(LoweredFunction &fn) {
   for (size_t k = 0; k < fn.kernels.size(); ++k)
     for (const auto &[buf, over] : fn.kernels[k].overwrites) {
       auto b = index.find(buf.get()), o = index.find(over.get());
-      if (b == index.end() || o == index.end() || joined[b->second] || hosts[o->second])
-        continue;
-      auto lb = life.at(buf.get()), lo = life.at(over.get());
-      if (lb.first != k || lo.second != k || lo.first == k || buf->bytes() != over->bytes())
+      if (b == index.end() || o == index.end() || joined[b->second] || hosts[o->second] ||
+          !hands_over(life, k, *over, *buf))
         continue;
       group[b->second] = group[o->second];
       joined[b->second] = hosts[o->second] = true;

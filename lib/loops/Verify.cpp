@@ -2,6 +2,7 @@
 #include "gradc/loops/Verify.h"
 #include "gradc/loops/Functor.h"
 #include "gradc/loops/InPlace.h"
+#include "gradc/loops/Memory.h"
 #include "gradc/loops/Range.h"
 #include "gradc/support/Diagnostics.h"
 
@@ -132,12 +133,13 @@ void verify_arena(const LoweredFunction &fn, const std::string &where) {
     return; // a saturated plan, which the pipeline reports as a user error
   auto fail = [&](const std::string &what) { internal_error("verifier", where + ": " + what); };
   auto life = buffer_lifetimes(fn);
-  // `to` written over `from` by the kernel that reads `from` last (Kernel::overwrites).
+  // `to` written over `from` by the kernel that reads `from` last, which
+  // hands it `from`'s bytes (Kernel::overwrites, loops/Memory.h: hands_over).
   auto handed = [&](const BufferPtr &from, const BufferPtr &to) {
-    auto lf = life[from.get()], lt = life[to.get()];
-    if (lf.second != lt.first)
+    auto lt = life.find(to.get());
+    if (lt == life.end() || !hands_over(life, lt->second.first, *from, *to))
       return false;
-    const auto &pairs = fn.kernels[lt.first].overwrites;
+    const auto &pairs = fn.kernels[lt->second.first].overwrites;
     return std::any_of(pairs.begin(), pairs.end(), [&](const auto &p) { return p.first == to && p.second == from; });
   };
   for (const BufferPtr &b : fn.arena) {

@@ -12,6 +12,8 @@
 #include "gradc/loops/LoopIR.h"
 
 #include <cstdint>
+#include <unordered_map>
+#include <utility>
 #include <vector>
 
 namespace gradc {
@@ -81,6 +83,16 @@ struct Footprint {
   std::vector<Created> created;
   std::vector<TimeLoop> time_loops; // kernel indices relative to the first kernel
 };
+
+/// Whether kernel `k`, which stores `to` over `from` (Kernel::overwrites),
+/// hands `from`'s bytes to `to`: `to` is first written by kernel k, k is the
+/// last to read `from`, `from` holds a value from before k, and both are of
+/// one size. The plan places such a pair in one place (plan_arena; an
+/// output's bytes, Buffer::host) and the verifier lets only such pairs
+/// share bytes while both are live (loops/Verify.h). `life` is
+/// buffer_lifetimes(fn).
+bool hands_over(const std::unordered_map<const Buffer *, std::pair<size_t, size_t>> &life, size_t k, const Buffer &from,
+                const Buffer &to);
 
 /// The arena of `fn` placed: each arena buffer's lifetime (buffer_lifetimes),
 /// in the arena's order, through place(). Writes the offsets into the
