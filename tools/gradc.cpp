@@ -345,6 +345,9 @@ int real_main(int argc, char **argv) {
   r->add_option("--input", inputs, "NAME=FILE.npy, one per parameter")->take_all();
   r->add_option("--inputs-dir", run.inputs_dir, "Read every parameter not given by --input from DIR/NAME.npy");
   r->add_option("--output-dir", run.output_dir, "Write output_i.npy files here");
+  r->add_flag("--simulate", run.simulate,
+              "With --target=cuda: run the GPU program on this CPU, every block and thread as the device would "
+              "(shared memory per block, barriers, warp shuffles), to check GPU schedules without a GPU");
   r->add_option("--threads", run.threads, "Threads of parallel loops (default: the online CPUs; 1 starts none)")
       ->check(CLI::Range(1, 4096));
 

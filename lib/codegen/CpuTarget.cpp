@@ -399,6 +399,8 @@ double emitted_size(const Stmt &s, std::unordered_map<const LExpr *, double> &me
     return 1 + expr(s.value) + emitted_size(*s.body, memo) + (s.else_body ? emitted_size(*s.else_body, memo) : 0);
   case StmtKind::Alloc:
     return 1 + emitted_size(*s.body, memo);
+  case StmtKind::Barrier:
+    return 1;
   }
   return 1;
 }

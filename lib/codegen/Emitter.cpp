@@ -82,6 +82,12 @@ private:
   }
   void on_if(const StmtPtr &s) override { emit_if(*s); }
   void on_alloc(const StmtPtr &s) override { emit_alloc(*s); }
+  /// __syncthreads: bar.sync 0. A CPU kernel has none (a simulated GPU
+  /// kernel is cut at its barriers: lower/SimulateGpu.cpp).
+  void on_barrier(const StmtPtr &) override {
+    GRADC_CHECK(device_ == Device::GPU, kPass, "a GPU barrier in CPU code");
+    b_.CreateIntrinsic(Intrinsic::nvvm_barrier0, {}, {});
+  }
 
   void emit_for(const Stmt &s) {
     const LVar *var = s.var.get();
@@ -411,11 +417,24 @@ private:
     Value *on_mul_add(const LExprPtr &e) override {
       return k_.fused_multiply_add(vector(e->operands[0]), vector(e->operands[1]), vector(e->operands[2]));
     }
+    Value *on_shuffle(const LExprPtr &e) override { return k_.expr(e); } // never lane-wise (Lanes.h): an error there
   };
 
   /// Locals live in entry-block allocas, where mem2reg/SROA can promote them.
   void emit_alloc(const Stmt &s) {
     const Buffer &local = *s.buffer;
+    if (local.scope == BufferScope::Shared && device_ == Device::GPU) { // a block's: .shared (address space 3)
+      Module &m = *fn_->getParent();
+      auto *ty = ArrayType::get(memory_type(ctx_, local.dtype), uint64_t(local.numel()));
+      auto *gv = new GlobalVariable(m, ty, false, GlobalValue::InternalLinkage, UndefValue::get(ty),
+                                    fn_->getName().str() + "." + local.name, nullptr,
+                                    GlobalValue::NotThreadLocal, 3);
+      gv->setAlignment(Align(16));
+      buffers_[&local] = gv;
+      stmt(s.body);
+      buffers_.erase(&local);
+      return;
+    }
     BasicBlock &entry = fn_->getEntryBlock();
     IRBuilder<> ab(&entry, entry.begin());
     buffers_[&local] =
@@ -472,6 +491,33 @@ private:
   Value *on_cast(const LExprPtr &e) override { return cast(expr(e->operands[0]), e->operands[0]->dtype, e->dtype); }
   Value *on_mul_add(const LExprPtr &e) override {
     return fused_multiply_add(expr(e->operands[0]), expr(e->operands[1]), expr(e->operands[2]));
+  }
+  /// shfl.sync.idx over the whole warp, lane mod 32 (c = 0x1f): a 32-bit
+  /// value in one, a 64-bit one as two halves, a narrower one widened.
+  Value *on_shuffle(const LExprPtr &e) override {
+    GRADC_CHECK(device_ == Device::GPU, kPass, "a GPU shuffle in CPU code");
+    Value *v = expr(e->operands[0]);
+    Value *lane = b_.CreateTrunc(expr(e->operands[1]), b_.getInt32Ty());
+    auto shfl = [&](Value *word) {
+      bool f = word->getType()->isFloatTy();
+      return b_.CreateIntrinsic(f ? Intrinsic::nvvm_shfl_sync_idx_f32 : Intrinsic::nvvm_shfl_sync_idx_i32, {},
+                                {b_.getInt32(~0u), word, lane, b_.getInt32(0x1f)});
+    };
+    Type *ty = v->getType();
+    if (ty->isFloatTy() || ty->isIntegerTy(32))
+      return shfl(v);
+    unsigned bits = ty->getPrimitiveSizeInBits();
+    Type *int_ty = b_.getIntNTy(bits);
+    Value *w = ty->isIntegerTy() ? v : b_.CreateBitCast(v, int_ty);
+    Value *out;
+    if (bits == 64) {
+      Value *lo = shfl(b_.CreateTrunc(w, b_.getInt32Ty()));
+      Value *hi = shfl(b_.CreateTrunc(b_.CreateLShr(w, 32), b_.getInt32Ty()));
+      out = b_.CreateOr(b_.CreateZExt(lo, int_ty), b_.CreateShl(b_.CreateZExt(hi, int_ty), 32));
+    } else {
+      out = b_.CreateTrunc(shfl(b_.CreateZExt(w, b_.getInt32Ty())), int_ty);
+    }
+    return ty->isIntegerTy() ? out : b_.CreateBitCast(out, ty);
   }
   /// a * b + c rounded once, for scalars and vectors alike.
   Value *fused_multiply_add(Value *a, Value *b, Value *c) {

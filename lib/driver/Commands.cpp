@@ -10,6 +10,8 @@
 #include "gradc/driver/MemoryPicture.h"
 #include "gradc/driver/OpReference.h"
 #include "gradc/driver/OutputPaths.h"
+#include "gradc/loops/Verify.h"
+#include "gradc/lower/Passes.h"
 #include "gradc/text/Printer.h"
 #include "gradc/op/Registry.h"
 #include "gradc/text/Parser.h"
@@ -426,8 +428,12 @@ AlignedBuffer aligned_buffer(int64_t bytes) {
 int run_command(const RunCommand &cmd, std::ostream &out, std::ostream &err) {
   PipelineOptions opts = cmd.pipeline;
   opts.want_unrematerialized_peak = opts.report;
-  if (opts.codegen.target != TargetKind::CPU) {
-    print_error(err, "run executes on the host CPU; --target=cuda is not supported here");
+  if (cmd.simulate && opts.codegen.target != TargetKind::CUDA) {
+    print_error(err, "--simulate runs a GPU program on the CPU; it needs --target=cuda");
+    return 2;
+  }
+  if (opts.codegen.target != TargetKind::CPU && !cmd.simulate) {
+    print_error(err, "run executes on the host CPU; --target=cuda needs --simulate here");
     return 2;
   }
   if (!opts.codegen.cpu.empty() || !opts.codegen.triple.empty()) {
@@ -574,6 +580,15 @@ int run_command(const RunCommand &cmd, std::ostream &out, std::ostream &err) {
 
   CodegenOptions cg = opts.codegen;
   cg.prefix = "gradc_run";
+  if (cmd.simulate) { // the bound GPU functions as CPU programs, for the host's code generator
+    Target gpu = describe_target(opts.codegen);
+    for (LoweredFunction &f : compiled->lowered.functions) {
+      simulate_gpu(f, gpu);
+      if (opts.verify_each)
+        verify(f, {/*scheduled=*/true, /*planned=*/true}, "GPU simulation");
+    }
+    cg.target = TargetKind::CPU;
+  }
   std::unique_ptr<JitSession> jit;
   try {
     jit = JitSession::create(compiled->lowered, cg);

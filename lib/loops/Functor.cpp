@@ -31,6 +31,8 @@ LExprPtr with_operands(const LExpr &like, std::vector<LExprPtr> ops) {
     return cast(like.dtype, std::move(ops[0]));
   case LExprKind::MulAdd:
     return mul_add(std::move(ops[0]), std::move(ops[1]), std::move(ops[2]));
+  case LExprKind::Shuffle:
+    return shuffle(std::move(ops[0]), std::move(ops[1]));
   case LExprKind::IntImm:
   case LExprKind::FloatImm:
   case LExprKind::Var:
@@ -92,7 +94,7 @@ StmtPtr LoopMutator::on_alloc(const StmtPtr &s) {
 StmtPtr substitute(const StmtPtr &s, const VarValues &values) {
   struct Substitute : LoopMutator {
     const VarValues &values;
-    explicit Substitute(const VarValues &v) : values(v) {}
+    explicit Substitute(const VarValues &v) : values(v) { memoized_ = true; }
     LExprPtr on_var(const LExprPtr &e) override {
       auto it = values.find(e->var.get());
       return it == values.end() ? e : it->second;
@@ -124,6 +126,27 @@ std::vector<BufferPtr> touched_buffers(const StmtPtr &s) {
   } collector;
   collector.visit(s);
   return std::move(collector.buffers);
+}
+
+namespace {
+struct SyncFinder : LoopVisitor {
+  bool found = false;
+  using LoopVisitor::visit;
+  void on_barrier(const StmtPtr &) override { found = true; }
+  void on_shuffle(const LExprPtr &) override { found = true; }
+};
+} // namespace
+
+bool synchronizes(const StmtPtr &s) {
+  SyncFinder f;
+  f.visit(s);
+  return f.found;
+}
+
+bool synchronizes(const LExprPtr &e) {
+  SyncFinder f;
+  f.visit(e);
+  return f.found;
 }
 
 bool contains_loop(const StmtPtr &s, std::optional<ForKind> kind) {

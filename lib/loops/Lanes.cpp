@@ -38,6 +38,7 @@ protected:
   Step on_select(const LExprPtr &e) override { return opaque(e); }
   Step on_cast(const LExprPtr &e) override { return opaque(e); }
   Step on_mul_add(const LExprPtr &e) override { return opaque(e); }
+  Step on_shuffle(const LExprPtr &e) override { return opaque(e); }
   Step on_binary(const LExprPtr &e) override {
     if (e->dtype != DType::Int64)
       return opaque(e);
@@ -114,6 +115,7 @@ protected:
   bool on_select(const LExprPtr &e) override { return operands_ok(e); }
   bool on_cast(const LExprPtr &e) override { return e->operands[0]->dtype != DType::Bool && operands_ok(e); }
   bool on_mul_add(const LExprPtr &e) override { return operands_ok(e); }
+  bool on_shuffle(const LExprPtr &) override { return false; }
 
 private:
   const LVar *lane_;
@@ -128,6 +130,7 @@ protected:
   bool on_for(const StmtPtr &) override { return false; }
   bool on_if(const StmtPtr &) override { return false; }
   bool on_alloc(const StmtPtr &) override { return false; }
+  bool on_barrier(const StmtPtr &) override { return false; }
   bool on_seq(const StmtPtr &s) override {
     for (const StmtPtr &c : s->seq)
       if (!ok(c))

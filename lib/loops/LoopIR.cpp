@@ -151,6 +151,13 @@ LExprPtr cast(DType dt, LExprPtr a) {
   return e;
 }
 
+LExprPtr shuffle(LExprPtr value, LExprPtr lane) {
+  GRADC_CHECK(lane->dtype == DType::Int64, "loop IR", "a shuffle's lane must be Int64");
+  auto e = node(LExprKind::Shuffle, value->dtype);
+  e->operands = {std::move(value), std::move(lane)};
+  return e;
+}
+
 static std::shared_ptr<Stmt> snode(StmtKind kind) {
   auto s = std::make_shared<Stmt>();
   s->kind = kind;
@@ -195,12 +202,15 @@ StmtPtr if_then(LExprPtr cond, StmtPtr then_body, StmtPtr else_body) {
 }
 
 StmtPtr alloc(const BufferPtr &local, StmtPtr body) {
-  GRADC_CHECK(local->scope == BufferScope::Local, "loop IR", "alloc of a non-local buffer");
+  GRADC_CHECK(local->scope == BufferScope::Local || local->scope == BufferScope::Shared, "loop IR",
+              "alloc of a buffer that is neither local nor shared");
   auto s = snode(StmtKind::Alloc);
   s->buffer = local;
   s->body = std::move(body);
   return s;
 }
+
+StmtPtr barrier() { return snode(StmtKind::Barrier); }
 
 bool same_place(const Buffer &a, const Buffer &b) {
   if (a.host || b.host)
@@ -301,6 +311,7 @@ private:
   }
   double on_if(const StmtPtr &s) override { return 1 + std::max(of(s->body), of(s->else_body)); }
   double on_alloc(const StmtPtr &s) override { return of(s->body); }
+  double on_barrier(const StmtPtr &) override { return 1; }
 };
 } // namespace
 
@@ -324,7 +335,8 @@ public:
 
 protected:
   void on_alloc(const StmtPtr &s) override {
-    bytes += s->buffer->bytes();
+    if (s->buffer->scope == BufferScope::Local) // shared memory is not the stack's
+      bytes += s->buffer->bytes();
     LoopVisitor::on_alloc(s);
   }
 };
@@ -439,6 +451,8 @@ const char *scope_name(BufferScope s) {
     return "arena";
   case BufferScope::Local:
     return "local";
+  case BufferScope::Shared:
+    return "shared";
   }
   return "?";
 }
@@ -488,6 +502,9 @@ private:
   std::string on_mul_add(const LExprPtr &e) override {
     return "fma(" + expr(e->operands[0]) + ", " + expr(e->operands[1]) + ", " + expr(e->operands[2]) + ")";
   }
+  std::string on_shuffle(const LExprPtr &e) override {
+    return "shuffle(" + expr(e->operands[0]) + ", lane " + expr(e->operands[1]) + ")";
+  }
 
   void on_for(const StmtPtr &s, int depth) override {
     std::string pad(depth * 2, ' ');
@@ -515,9 +532,10 @@ private:
   }
   void on_alloc(const StmtPtr &s, int depth) override {
     os << std::string(depth * 2, ' ') << "allocate " << buffer_name(*s->buffer) << ": " << dtype_name(s->buffer->dtype)
-       << "[" << s->buffer->numel() << "], local\n";
+       << "[" << s->buffer->numel() << "], " << scope_name(s->buffer->scope) << "\n";
     stmt(s->body, depth);
   }
+  void on_barrier(const StmtPtr &, int depth) override { os << std::string(depth * 2, ' ') << "barrier\n"; }
 
 public:
   void buffer(const BufferPtr &b) {

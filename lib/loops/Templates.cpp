@@ -122,6 +122,7 @@ private:
     case StmtKind::Alloc:
       return find_pinning_loops(*s.body);
     case StmtKind::Store:
+    case StmtKind::Barrier:
       return;
     }
   }
@@ -163,6 +164,8 @@ private:
       return;
     case StmtKind::Alloc:
       return find_pinned(*s.body);
+    case StmtKind::Barrier:
+      return;
     }
   }
   /// Pins the constant factors of the index products in `e` that read `var`.
@@ -220,6 +223,9 @@ private:
       key.push_back(int64_t(StmtKind::Alloc));
       declare(*s.buffer, true);
       return stmt(*s.body);
+    case StmtKind::Barrier:
+      key.push_back(int64_t(StmtKind::Barrier));
+      return;
     }
   }
 
@@ -256,6 +262,7 @@ private:
     case LExprKind::Select:
     case LExprKind::Cast:
     case LExprKind::MulAdd:
+    case LExprKind::Shuffle:
       break;
     }
     for (const LExprPtr &o : e->operands)

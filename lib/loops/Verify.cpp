@@ -30,6 +30,34 @@ private:
   std::unordered_set<const LVar *> bound_;
   RangeOf ranges_;
   int parallel_depth_ = 0, allocs_open_ = 0, empty_loops_ = 0;
+  // GPU kernels (LoopIR.h): inside the block loop, inside the thread loop,
+  // under how many conditions that depend on the thread.
+  bool in_block_ = false, in_thread_ = false;
+  int divergent_ = 0;
+  const LVar *thread_var_ = nullptr;
+
+  /// Whether threads of one block may see different values of `e`: it reads
+  /// the thread index, a thread's Local buffer, or memory at an index that
+  /// does (a shuffle's value is another thread's).
+  bool thread_dependent(const LExprPtr &e) const {
+    if (e->kind == LExprKind::Var && e->var.get() == thread_var_)
+      return true;
+    if (e->kind == LExprKind::Load && e->buffer->scope == BufferScope::Local)
+      return true;
+    if (e->kind == LExprKind::Shuffle)
+      return true;
+    for (const LExprPtr &o : e->operands)
+      if (thread_dependent(o))
+        return true;
+    return false;
+  }
+  /// A barrier or a shuffle: every thread of the block reaches it alike.
+  void synchronizing(const char *what) {
+    if (!in_thread_)
+      fail(std::string(what) + " outside a GPU thread loop");
+    if (divergent_ > 0)
+      fail(std::string(what) + " under a condition or loop that depends on the thread");
+  }
 
   [[noreturn]] void fail(const std::string &what) { internal_error("verifier", where_ + ": " + what); }
 
@@ -46,6 +74,22 @@ private:
       if (s->for_kind == ForKind::Vectorized && contains_loop(s->body))
         fail("vectorized loop " + s->var->name + " is not innermost");
     }
+    if (s->for_kind == ForKind::BlockIdx && (in_block_ || in_thread_))
+      fail("block loop " + s->var->name + " inside another block or thread loop");
+    if (s->for_kind == ForKind::ThreadIdx && (!in_block_ || in_thread_))
+      fail("thread loop " + s->var->name + " outside a block loop, or inside another thread loop");
+    bool block = s->for_kind == ForKind::BlockIdx, thread = s->for_kind == ForKind::ThreadIdx;
+    if (in_block_ && !in_thread_ && !thread)
+      fail("loop " + s->var->name + " in a block loop, outside its thread loop");
+    // Inside a thread, a loop that is not run in order by each thread (a
+    // vectorized one) is not a place for a barrier.
+    bool lanes = in_thread_ && s->for_kind != ForKind::Serial && s->for_kind != ForKind::Unrolled &&
+                 !unscheduled(s->for_kind);
+    in_block_ |= block;
+    in_thread_ |= thread;
+    if (thread)
+      thread_var_ = s->var.get();
+    divergent_ += lanes;
     parallel_depth_ += s->for_kind == ForKind::Parallel;
     empty_loops_ += s->extent == 0; // its body never runs: no index in it is out of bounds
     ranges_.vars[s->var.get()] = Range{0, std::max<int64_t>(0, s->extent - 1)};
@@ -53,11 +97,28 @@ private:
     empty_loops_ -= s->extent == 0;
     ranges_.vars.erase(s->var.get());
     parallel_depth_ -= s->for_kind == ForKind::Parallel;
+    divergent_ -= lanes;
+    if (thread) {
+      in_thread_ = false;
+      thread_var_ = nullptr;
+    }
+    if (block)
+      in_block_ = false;
+  }
+
+  void on_barrier(const StmtPtr &) override { synchronizing("barrier"); }
+  void on_shuffle(const LExprPtr &e) override {
+    synchronizing("shuffle");
+    LoopVisitor::on_shuffle(e);
   }
 
   void on_alloc(const StmtPtr &s) override {
-    if (s->buffer->scope != BufferScope::Local)
-      fail("allocation of non-local buffer " + s->buffer->name);
+    if (s->buffer->scope == BufferScope::Shared && (!in_block_ || in_thread_))
+      fail("shared buffer " + s->buffer->name + " allocated outside a block loop, or inside its thread loop");
+    else if (s->buffer->scope == BufferScope::Local && in_block_ && !in_thread_)
+      fail("local buffer " + s->buffer->name + " allocated in a block loop, outside its thread loop");
+    else if (s->buffer->scope != BufferScope::Local && s->buffer->scope != BufferScope::Shared)
+      fail("allocation of buffer " + s->buffer->name + ", which is neither local nor shared");
     buffers_.insert(s->buffer.get());
     ++allocs_open_;
     visit(s->body);
@@ -66,6 +127,10 @@ private:
   }
 
   void on_if(const StmtPtr &s) override {
+    if (synchronizes(s->value))
+      fail("a shuffle in a condition");
+    bool divergent = in_thread_ && thread_dependent(s->value);
+    divergent_ += divergent;
     visit(s->value);
     // `if (e < c)`: inside the branch, e <= c - 1 (for a loop variable, every use of it).
     const LExpr &c = *s->value;
@@ -95,6 +160,7 @@ private:
     if (narrowed)
       ranges_.vars[narrowed->first] = narrowed->second;
     visit(s->else_body);
+    divergent_ -= divergent;
   }
 
   void access(const Buffer &buf, const LExprPtr &index, const char *what) {
@@ -102,6 +168,8 @@ private:
       fail(std::string(what) + " of " + buf.name + ", which is neither a kernel buffer nor allocated here");
     if (index->dtype != DType::Int64)
       fail(std::string(what) + " of " + buf.name + " with a non-int64 index");
+    if (synchronizes(index))
+      fail(std::string(what) + " of " + buf.name + " at an index with a shuffle");
     MaybeRange r = ranges_.of(index);
     if (r && empty_loops_ == 0 && (r->lo < 0 || r->hi >= buf.numel()))
       fail(std::string(what) + " of " + buf.name + " (" + std::to_string(buf.numel()) + " elements) at indices " +
@@ -109,6 +177,8 @@ private:
   }
 
   void on_store(const StmtPtr &s) override {
+    if (in_block_ && !in_thread_)
+      fail("store into " + s->buffer->name + " in a block loop, outside its thread loop");
     if (s->buffer->scope == BufferScope::Input)
       fail("store into input buffer " + s->buffer->name);
     if (s->value->dtype != s->buffer->dtype)
@@ -238,6 +308,9 @@ void verify(const LoweredFunction &fn, const LoopVerifyOptions &opts, const std:
     std::string where = "after " + after_pass + ", in kernel " + k.name + " of @" + fn.name;
     if (!k.body)
       internal_error("verifier", where + ": no body");
+    if (contains_loop(k.body, ForKind::BlockIdx) &&
+        (k.body->kind != StmtKind::For || k.body->for_kind != ForKind::BlockIdx))
+      internal_error("verifier", where + ": a block loop that is not the whole kernel");
     KernelVerifier(k, opts, where).visit(k.body);
     if (k.grid < 1 || k.block < 1)
       internal_error("verifier", where + ": launch shape below 1");

@@ -15,6 +15,7 @@
 #include "gradc/loops/Functor.h"
 #include "gradc/op/Kernel.h"
 #include "gradc/lower/Passes.h"
+#include "gradc/support/Diagnostics.h"
 
 #include <algorithm>
 #include <unordered_map>
@@ -26,7 +27,8 @@ constexpr int64_t kThreadsPerBlock = 256;
 
 bool data_parallel(const Stmt &s) {
   return s.kind == StmtKind::For &&
-         (s.for_kind == ForKind::Spatial || s.for_kind == ForKind::Parallel || s.for_kind == ForKind::Vectorized);
+         (s.for_kind == ForKind::Spatial || s.for_kind == ForKind::Parallel || s.for_kind == ForKind::Vectorized ||
+          s.for_kind == ForKind::BlockIdx); // a phase its strategy bound
 }
 
 /// What runs in one thread: loops still unscheduled become Serial.
@@ -63,7 +65,23 @@ std::vector<StmtPtr> phases(const StmtPtr &body) {
   return out;
 }
 
+/// The thread loop of a kernel a strategy bound: inside the block loop and
+/// its Shared allocations.
+const Stmt *thread_loop(const Stmt &block) {
+  const Stmt *s = block.body.get();
+  while (s->kind == StmtKind::Alloc)
+    s = s->body.get();
+  GRADC_CHECK(s->kind == StmtKind::For && s->for_kind == ForKind::ThreadIdx, "GPU binding",
+              "a bound kernel's block loop holds no thread loop");
+  return s;
+}
+
 void bind(Kernel &k, const Target &target) {
+  if (k.body->kind == StmtKind::For && k.body->for_kind == ForKind::BlockIdx) { // bound by its strategy
+    k.grid = k.body->extent;
+    k.block = thread_loop(*k.body)->extent;
+    return;
+  }
   std::vector<const Stmt *> nest;
   for (const Stmt *s = k.body.get(); s && data_parallel(*s); s = s->body.get())
     nest.push_back(s);

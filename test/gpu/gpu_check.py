@@ -4,6 +4,7 @@
 
     gpu_check.py prepare GRADC_BINARY BUNDLE.tar.xz [--only SUBSTRING] [--gpu-arch sm_90]
     gpu_check.py check BUNDLE.tar.xz [--report FILE] [--time N]
+    gpu_check.py simulate GRADC_BINARY [--only SUBSTRING] [-j N] [-v]
 
 `prepare` runs where gradc is built (no GPU needed, the CUDA toolkit's cuda.h and stub libcuda
 are): for each case it writes the program, draws its inputs with a fixed seed (as the forward
@@ -17,6 +18,11 @@ the CUDA object with harness.c into an executable. Cases:
     momentum): @main_train_step, the optimizer state and step count starting at zeros, every
     parameter and state updated in place on the device and compared after the call.
 Everything goes into one compressed bundle, so it can travel to a machine with a GPU.
+
+`simulate` needs no GPU: every case above runs with `gradc run --target=cuda --simulate`
+(the same GPU loop program executed on this CPU, block by block and thread by thread, barriers
+and warp shuffles as on the device) and is compared with the CPU target's outputs as `check`
+compares the device's. The test suite runs it (test/gpu/simulate.test).
 
 `check` runs there: it unpacks the bundle, runs each executable (outputs and workspace filled
 with 0xFF bytes before the call, so an unwritten element is a NaN or -1), and compares every
@@ -128,30 +134,32 @@ def run(cmd, **kw):
     return subprocess.run(cmd, capture_output=True, text=True, timeout=600, **kw)
 
 
-def prepare_case(gradc, oracle, gpu_arch, work, name, text, int_range, positive, train=None):
-    """Builds one case directory; returns (name, None) or (name, why it was skipped). With
-    `train` (an optimizer), the case is @main_train_step: the state starts at zeros, the rate is
-    the optimizer's, and each parameter updated in place is read back after the call."""
-    d = os.path.join(work, re.sub(r"[^A-Za-z0-9_#.-]", "_", name))
+def case_dir(work, name):
+    return os.path.join(work, re.sub(r"[^A-Za-z0-9_#.-]", "_", name))
+
+
+def stage_case(gradc, oracle, d, name, text, int_range, positive, train, compile_cmd):
+    """Writes the program and its inputs into `d` and computes the CPU's outputs (and, for a
+    float32 model, its float64 twin's). `compile_cmd` (a gradc compile command writing
+    d/m.json, without the program and --grad) decides whether the gradient can be taken.
+    Returns (case, None): the manifest's function, the gradient flags, the inputs drawn and
+    the outputs' descriptions; or (None, why it was skipped)."""
     os.makedirs(d)
     model = os.path.join(d, "model.relay")
     with open(model, "w") as f:
         f.write(text)
-    cuda = [gradc, "compile", model, "--target=cuda", "--gpu-arch=" + gpu_arch, "--cpu=x86-64-v2",
-            "--emit=obj,header,manifest", "-o", os.path.join(d, "m")]
     grad = ["--train=" + train] if train else ["--grad"]
-    proc = run(cuda + grad)
+    proc = run(compile_cmd(model) + grad)
     if proc.returncode != 0 and not train:  # no floating-point parameter, or an operator without a gradient
         grad = []
-        proc = run(cuda)
+        proc = run(compile_cmd(model))
     if proc.returncode != 0:
-        return name, "gradc compile --target=cuda failed: " + " | ".join(proc.stderr.strip().splitlines()[:3])
+        return None, "gradc compile failed: " + " | ".join(proc.stderr.strip().splitlines()[:3])
     with open(os.path.join(d, "m.json")) as f:
         manifest = json.load(f)
     entry = "main_train_step" if train else "main_adjoint" if grad else "main"
     fn = next(f for f in manifest["functions"] if f["name"] == entry)
     lr = (fn.get("optimizer") or {}).get("hyper_parameters", {}).get("lr")
-    updated = {r["updates"]: i for i, r in enumerate(fn["results"]) if r["role"] == "in_place"}
 
     def draw(p):
         kind = p.get("training")
@@ -162,25 +170,16 @@ def prepare_case(gradc, oracle, gpu_arch, work, name, text, int_range, positive,
         return np.array(oracle.draw(rng, tuple(p["shape"]), p["dtype"], positive, int_range), order="C")
 
     rng = np.random.default_rng(zlib.crc32(name.encode()))
-    cpu = [gradc, "run", model, *grad, "--output-dir", os.path.join(d, "ref")]
-    args = [str(fn["workspace_bytes"])]
+    inputs = []
     for i, p in enumerate(fn["parameters"]):
         x = draw(p)
         np.save(os.path.join(d, f"in_{i}.npy"), x)
-        x.tofile(os.path.join(d, f"in_{i}.bin"))
-        cpu += ["--input", f"{p['name']}={os.path.join(d, f'in_{i}.npy')}"]
-        if p["role"] == "inout":  # the call writes result `updated[name]` here
-            args.append(f"inout:{p['bytes']}:in_{i}.bin:out_{updated[p['name']]}.bin")
-        else:
-            args.append(f"in:{p['bytes']}:in_{i}.bin")
-    proc = run(cpu)
+        inputs += ["--input", f"{p['name']}={os.path.join(d, f'in_{i}.npy')}"]
+    proc = run([gradc, "run", model, *grad, *inputs, "--output-dir", os.path.join(d, "ref")])
     if proc.returncode != 0:
-        return name, "gradc run (the CPU reference) failed: " + " | ".join(proc.stderr.strip().splitlines()[:3])
-    outputs = []
-    for i, r in enumerate(fn["results"]):
-        if r["role"] != "in_place":
-            args.append(f"out:{r['bytes']}:out_{i}.bin")
-        outputs.append({"dtype": r["dtype"], "shape": r["shape"], "file": f"out_{i}.bin", "ref": f"ref/output_{i}.npy"})
+        return None, "gradc run (the CPU reference) failed: " + " | ".join(proc.stderr.strip().splitlines()[:3])
+    outputs = [{"dtype": r["dtype"], "shape": r["shape"], "file": f"out_{i}.bin", "ref": f"ref/output_{i}.npy"}
+               for i, r in enumerate(fn["results"])]
     if "#" not in name and "float32" in text:
         # A float32 model's outputs carry float32 rounding of its whole depth: both targets are
         # measured against its float64 twin on the same inputs (cast), and the GPU may be at most
@@ -194,9 +193,34 @@ def prepare_case(gradc, oracle, gpu_arch, work, name, text, int_range, positive,
             twin += ["--input", f"{p['name']}={os.path.join(d, f'in64_{i}.npy')}"]
         proc = run(twin)
         if proc.returncode != 0:
-            return name, "gradc run of the float64 twin failed: " + " | ".join(proc.stderr.strip().splitlines()[:3])
+            return None, "gradc run of the float64 twin failed: " + " | ".join(proc.stderr.strip().splitlines()[:3])
         for i, o in enumerate(outputs):
             o["truth"] = f"truth/output_{i}.npy"
+    return {"fn": fn, "grad": grad, "inputs": inputs, "model": model, "outputs": outputs}, None
+
+
+def prepare_case(gradc, oracle, gpu_arch, work, name, text, int_range, positive, train=None):
+    """Builds one case directory; returns (name, None) or (name, why it was skipped). With
+    `train` (an optimizer), the case is @main_train_step: the state starts at zeros, the rate is
+    the optimizer's, and each parameter updated in place is read back after the call."""
+    d = case_dir(work, name)
+    cuda = lambda model: [gradc, "compile", model, "--target=cuda", "--gpu-arch=" + gpu_arch, "--cpu=x86-64-v2",
+                          "--emit=obj,header,manifest", "-o", os.path.join(d, "m")]
+    case, why = stage_case(gradc, oracle, d, name, text, int_range, positive, train, cuda)
+    if why:
+        return name, why
+    fn, outputs = case["fn"], case["outputs"]
+    updated = {r["updates"]: i for i, r in enumerate(fn["results"]) if r["role"] == "in_place"}
+    args = [str(fn["workspace_bytes"])]
+    for i, p in enumerate(fn["parameters"]):
+        np.load(os.path.join(d, f"in_{i}.npy")).tofile(os.path.join(d, f"in_{i}.bin"))
+        if p["role"] == "inout":  # the call writes result `updated[name]` here
+            args.append(f"inout:{p['bytes']}:in_{i}.bin:out_{updated[p['name']]}.bin")
+        else:
+            args.append(f"in:{p['bytes']}:in_{i}.bin")
+    for i, r in enumerate(fn["results"]):
+        if r["role"] != "in_place":
+            args.append(f"out:{r['bytes']}:out_{i}.bin")
     proc = run(["cc", "-O1", "-std=c11", "-DENTRY=" + fn["symbol"], "-I" + os.path.join(CUDA, "include"),
                 os.path.join(HERE, "harness.c"), os.path.join(d, "m.o"), "-L" + os.path.join(CUDA, "lib64", "stubs"),
                 "-lcuda", "-lm", "-lpthread", "-o", os.path.join(d, "run")])
@@ -213,12 +237,15 @@ def prepare_case(gradc, oracle, gpu_arch, work, name, text, int_range, positive,
     return name, None
 
 
-def prepare(args):
+def all_cases(gradc, only):
     oracle = load_module("oracle", os.path.join(ROOT, "test", "oracle", "oracle.py"))
     bench = load_module("bench", os.path.join(ROOT, "bench", "bench.py"))
-    cases = [(*c, None) for c in op_cases(args.gradc, oracle) + model_cases(bench)] + train_cases()
-    if args.only:
-        cases = [c for c in cases if args.only in c[0]]
+    cases = [(*c, None) for c in op_cases(gradc, oracle) + model_cases(bench)] + train_cases()
+    return oracle, [c for c in cases if not only or only in c[0]]
+
+
+def prepare(args):
+    oracle, cases = all_cases(args.gradc, args.only)
     skipped = []
     with tempfile.TemporaryDirectory(prefix="gradc-gpu-") as tmp:
         work = os.path.join(tmp, "cases")
@@ -230,7 +257,7 @@ def prepare(args):
                 if why:
                     skipped.append(name)
                     print(f"SKIP {name}: {why}")
-                    shutil.rmtree(os.path.join(work, re.sub(r"[^A-Za-z0-9_#.-]", "_", name)), ignore_errors=True)
+                    shutil.rmtree(case_dir(work, name), ignore_errors=True)
         with tarfile.open(args.bundle, "w:xz") as tar:
             tar.add(work, arcname="cases")
     print(f"{len(cases) - len(skipped)} cases in {args.bundle} ({os.path.getsize(args.bundle) >> 10} KiB), "
@@ -332,6 +359,56 @@ def check(args):
     return 1 if failed else 0
 
 
+# ----------------------------------------------------------------------------------------------
+# simulate
+# ----------------------------------------------------------------------------------------------
+
+
+def simulate_case(gradc, oracle, work, name, text, int_range, positive, train=None):
+    """(name, None) when `gradc run --target=cuda --simulate` gives the CPU's outputs, else
+    (name, why); (name, "SKIP: ...") when the case cannot be staged (as prepare skips it)."""
+    d = case_dir(work, name)
+    manifest = lambda model: [gradc, "compile", model, "--emit=manifest", "-o", os.path.join(d, "m")]
+    case, why = stage_case(gradc, oracle, d, name, text, int_range, positive, train, manifest)
+    if why:
+        return name, "SKIP: " + why
+    sim = os.path.join(d, "sim")
+    proc = run([gradc, "run", case["model"], "--target=cuda", "--simulate", "--verify-each", *case["grad"],
+                *case["inputs"], "--output-dir", sim])
+    if proc.returncode != 0:
+        return name, f"exit {proc.returncode}: " + " | ".join(proc.stderr.strip().splitlines()[:3])
+    for i, o in enumerate(case["outputs"]):
+        want = np.load(os.path.join(d, o["ref"]))
+        got = np.load(os.path.join(sim, f"output_{i}.npy"))
+        why = compare_to_truth(got, want, np.load(os.path.join(d, o["truth"]))) if "truth" in o else compare(got, want)
+        if why:
+            return name, f"output {i}: {why}"
+    shutil.rmtree(d, ignore_errors=True)
+    return name, None
+
+
+def simulate(args):
+    oracle, cases = all_cases(args.gradc, args.only)
+    passed, failed, skipped = 0, 0, 0
+    with tempfile.TemporaryDirectory(prefix="gradc-sim-") as work:
+        with concurrent.futures.ThreadPoolExecutor(max_workers=args.jobs or os.cpu_count() or 1) as pool:
+            futures = [pool.submit(simulate_case, args.gradc, oracle, work, *c) for c in cases]
+            for fut in futures:
+                name, why = fut.result()
+                if why is None:
+                    passed += 1
+                    if args.verbose:
+                        print(f"PASS {name}", flush=True)
+                elif why.startswith("SKIP"):
+                    skipped += 1
+                    print(f"SKIP {name}: {why[6:]}", flush=True)
+                else:
+                    failed += 1
+                    print(f"FAIL {name}: {why}", flush=True)
+    print(f"{passed} passed, {failed} failed, {skipped} skipped (simulated)")
+    return 1 if failed else 0
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
@@ -344,8 +421,13 @@ def main():
     c.add_argument("bundle")
     c.add_argument("--report")
     c.add_argument("--time", type=int, default=0)
+    m = sub.add_parser("simulate")
+    m.add_argument("gradc")
+    m.add_argument("--only")
+    m.add_argument("-j", "--jobs", type=int, default=0)
+    m.add_argument("-v", "--verbose", action="store_true")
     args = parser.parse_args()
-    return prepare(args) if args.command == "prepare" else check(args)
+    return {"prepare": prepare, "check": check, "simulate": simulate}[args.command](args)
 
 
 if __name__ == "__main__":

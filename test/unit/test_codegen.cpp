@@ -23,6 +23,7 @@
 #include <fstream>
 #include <functional>
 #include <limits>
+#include <optional>
 
 using namespace gradc;
 namespace fs = std::filesystem;
@@ -159,6 +160,18 @@ int run_shell(const std::string &command) {
   return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
 }
 
+/// CUDA code for `m` (what `what` asks for), or nothing where libdevice is
+/// missing (a warning: the caller's CUDA checks are skipped).
+std::optional<CodegenOutput> cuda_code(const LoweredModule &m, const CodegenRequest &what) {
+  CodegenOptions opts;
+  opts.target = TargetKind::CUDA;
+  try {
+    return generate_code(m, opts, what);
+  } catch (const CompileError &) {
+    WARN("no libdevice: CUDA code generation skipped");
+    return std::nullopt;
+  }
+}
 } // namespace
 
 TEST_CASE("codegen: exp + add matches libm (float64 bit for bit, float32 within 1 ulp)", "[codegen]") {
@@ -782,17 +795,12 @@ TEST_CASE("codegen: a time loop repeats its kernels, live throughout, printed, v
   // that prints each launched kernel (runtime/test_cuda.c checks the launcher itself).
   LoweredModule gpu;
   gpu.functions.push_back(nested);
-  CodegenOptions opts;
-  opts.target = TargetKind::CUDA;
   CodegenRequest what;
   what.object = true;
-  CodegenOutput code;
-  try {
-    code = generate_code(gpu, opts, what);
-  } catch (const CompileError &) {
-    WARN("no libdevice: CUDA code generation skipped");
+  std::optional<CodegenOutput> generated = cuda_code(gpu, what);
+  if (!generated)
     return;
-  }
+  const CodegenOutput &code = *generated;
   if (!have_cc()) {
     WARN("no `cc`: the CUDA host stub was not linked");
     return;
@@ -867,4 +875,118 @@ TEST_CASE("GPU binding keeps a time loop around the launches its kernels split i
   CHECK((fn.time_loops[0].first == 1 && fn.time_loops[0].last == 3 && fn.time_loops[0].extent == 4));
   CHECK((fn.time_loops[1].first == 0 && fn.time_loops[1].last == 4 && fn.time_loops[1].extent == 2));
   verify(fn, {true, false}, "GPU binding");
+}
+
+namespace {
+
+/// A block-level GPU kernel using every GPU construct of the loop IR: 3
+/// blocks of 64 threads; each thread puts x[b*64+t] in shared memory, and
+/// after a barrier stores rev[b*64+t] = its block's element 63-t; then each
+/// warp sums its 32 values by five rotating shuffles (every lane ends with the
+/// warp's total), lane 0 leaves it in shared memory, and after a barrier
+/// thread 0 stores the block's total.
+LoweredModule block_sum_module(DType dt) {
+  const int64_t blocks = 3, threads = 64, warps = 2;
+  auto x = input("x", dt, blocks * threads, 0);
+  auto rev = output("rev", dt, blocks * threads, 0), total = output("total", dt, blocks, 1);
+  auto tile = std::make_shared<Buffer>(Buffer{"tile", dt, {threads}, BufferScope::Shared});
+  auto partial = std::make_shared<Buffer>(Buffer{"partial", dt, {warps}, BufferScope::Shared});
+  auto acc = std::make_shared<Buffer>(Buffer{"acc", dt, {1}, BufferScope::Local});
+  auto b = std::make_shared<LVar>(LVar{"b"}), t = std::make_shared<LVar>(LVar{"t"});
+  LExprPtr bv = var_ref(b), tv = var_ref(t), zero = int_imm(0);
+  LExprPtr flat = binary(BinaryOp::Add, binary(BinaryOp::Mul, bv, int_imm(threads)), tv);
+  std::vector<StmtPtr> body = {
+      store(tile, tv, load(x, flat)), barrier(),
+      store(rev, flat, load(tile, binary(BinaryOp::Sub, int_imm(threads - 1), tv))),
+      store(acc, zero, load(tile, tv))};
+  for (int64_t off : {16, 8, 4, 2, 1})
+    body.push_back(store(acc, zero, binary(BinaryOp::Add, load(acc, zero),
+                                           shuffle(load(acc, zero), binary(BinaryOp::Add, tv, int_imm(off))))));
+  LExprPtr lane = binary(BinaryOp::FloorMod, tv, int_imm(32)), warp = binary(BinaryOp::FloorDiv, tv, int_imm(32));
+  body.push_back(if_then(compare(CompareOp::EQ, lane, zero), store(partial, warp, load(acc, zero))));
+  body.push_back(barrier());
+  body.push_back(if_then(compare(CompareOp::EQ, tv, zero),
+                         store(total, bv, binary(BinaryOp::Add, load(partial, zero), load(partial, int_imm(1))))));
+  StmtPtr kernel = for_loop(
+      b, blocks, ForKind::BlockIdx,
+      alloc(tile, alloc(partial, for_loop(t, threads, ForKind::ThreadIdx, alloc(acc, seq(std::move(body)))))));
+  LoweredModule m = single_kernel({x}, {rev, total}, kernel);
+  m.functions[0].kernels[0].grid = blocks;
+  m.functions[0].kernels[0].block = threads;
+  return m;
+}
+
+} // namespace
+
+TEST_CASE("codegen: a GPU kernel's shared memory, barriers and shuffles, simulated on the CPU and as PTX",
+          "[codegen][cuda]") {
+  LoweredModule m = block_sum_module(DType::Float64);
+  LoweredFunction &fn = m.functions[0];
+  REQUIRE_NOTHROW(verify(fn, {true, true}, "test"));
+  LoweredModule gpu = m;
+  Target target;
+  target.kind = TargetKind::CUDA;
+  simulate_gpu(fn, target);
+  REQUIRE_NOTHROW(verify(fn, {true, true}, "GPU simulation"));
+  CHECK(fn.kernels[0].grid == 1);
+  CHECK(fn.kernels[0].body->for_kind == ForKind::Parallel); // the blocks
+  auto session = jit(m);
+  Aligned<double> x(192), rev(192), total(3);
+  for (int64_t i = 0; i < 192; ++i)
+    x[i] = double((i * 37) % 101) - 50.0; // exact sums in float64
+  REQUIRE(call(*session, {x.data()}, {rev.data(), total.data()}) == 0);
+  for (int64_t blk = 0; blk < 3; ++blk) {
+    double want = 0;
+    for (int64_t i = 0; i < 64; ++i) {
+      want += x[blk * 64 + i];
+      CHECK(rev[blk * 64 + i] == x[blk * 64 + 63 - i]);
+    }
+    CHECK(total[blk] == want);
+  }
+
+  CodegenRequest what;
+  what.ptx = true;
+  std::optional<CodegenOutput> generated = cuda_code(gpu, what);
+  if (!generated)
+    return;
+  const CodegenOutput &out = *generated;
+  CHECK(out.ptx.find(".shared .align 16 .b8") != std::string::npos);
+  CHECK(out.ptx.find("bar.sync") != std::string::npos);
+  CHECK(out.ptx.find("shfl.sync.idx.b32") != std::string::npos);
+  const std::string ptxas = "/usr/local/cuda/bin/ptxas";
+  if (fs::exists(ptxas)) {
+    std::string dir = temp_dir();
+    write_file(dir + "/m.ptx", out.ptx);
+    CHECK(run_shell(ptxas + " -arch=sm_90 " + dir + "/m.ptx -o " + dir + "/m.cubin") == 0);
+    fs::remove_all(dir);
+  }
+}
+
+TEST_CASE("verify: a barrier or shuffle every thread does not reach alike, and misplaced GPU buffers",
+          "[verify][cuda]") {
+  auto x = input("x", DType::Float32, 64, 0), y = output("y", DType::Float32, 64, 0);
+  auto b = std::make_shared<LVar>(LVar{"b"}), t = std::make_shared<LVar>(LVar{"t"});
+  auto kernel = [&](StmtPtr per_thread, BufferPtr shared = nullptr) {
+    StmtPtr threads = for_loop(t, 64, ForKind::ThreadIdx, std::move(per_thread));
+    LoweredModule m = single_kernel({x}, {y}, for_loop(b, 1, ForKind::BlockIdx, shared ? alloc(shared, threads) : threads));
+    return m;
+  };
+  LExprPtr tv = var_ref(t);
+  StmtPtr copy = store(y, tv, load(x, tv));
+  auto rejects = [&](const LoweredModule &m, const std::string &why) {
+    CHECK_THROWS_WITH(verify(m.functions[0], {true, true}, "test"), Catch::Matchers::Contains(why));
+  };
+  CHECK_NOTHROW(verify(kernel(seq({copy, barrier(), copy})).functions[0], {true, true}, "test"));
+  rejects(kernel(if_then(compare(CompareOp::LT, tv, int_imm(3)), barrier())), "barrier under a condition");
+  rejects(kernel(if_then(compare(CompareOp::LT, load(x, tv), float_imm(0, DType::Float32)), barrier())),
+          "barrier under a condition");
+  CHECK_NOTHROW(verify(kernel(store(y, tv, shuffle(load(x, tv), int_imm(0)))).functions[0], {true, true}, "test"));
+  rejects(kernel(if_then(compare(CompareOp::GT, tv, int_imm(0)), store(y, tv, shuffle(load(x, tv), int_imm(0))))),
+          "shuffle under a condition");
+  rejects(kernel(store(y, shuffle(tv, int_imm(0)), load(x, tv))), "index with a shuffle");
+  auto shared = std::make_shared<Buffer>(Buffer{"s", DType::Float32, {64}, BufferScope::Shared});
+  rejects(kernel(alloc(shared, copy)), "inside its thread loop");
+  auto local = std::make_shared<Buffer>(Buffer{"l", DType::Float32, {64}, BufferScope::Local});
+  rejects(kernel(copy, local), "outside its thread loop");
+  rejects(single_kernel({x}, {y}, seq({barrier()})), "outside a GPU thread loop");
 }

@@ -34,6 +34,9 @@ struct RunCommand {
   std::string inputs_dir;                                  // --inputs-dir: DIR/NAME.npy for the others
   std::string output_dir;
   int threads = 0; // --threads: the pool's thread count (0: the online CPUs)
+  /// --simulate (with --target=cuda): the GPU loop program run on this CPU,
+  /// block by block, thread by thread (lower/Passes.h: simulate_gpu).
+  bool simulate = false;
 };
 
 struct ImportCommand {

@@ -53,6 +53,8 @@ public:
       return on_cast(e, args...);
     case LExprKind::MulAdd:
       return on_mul_add(e, args...);
+    case LExprKind::Shuffle:
+      return on_shuffle(e, args...);
     }
     unhandled_loop_kind("expression");
   }
@@ -68,6 +70,7 @@ protected:
   virtual R on_select(const LExprPtr &e, Args...) = 0;
   virtual R on_cast(const LExprPtr &e, Args...) = 0;
   virtual R on_mul_add(const LExprPtr &e, Args...) = 0;
+  virtual R on_shuffle(const LExprPtr &e, Args...) = 0;
 };
 
 template <typename Signature> class StmtFunctor;
@@ -86,6 +89,8 @@ public:
       return on_if(s, args...);
     case StmtKind::Alloc:
       return on_alloc(s, args...);
+    case StmtKind::Barrier:
+      return on_barrier(s, args...);
     }
     unhandled_loop_kind("statement");
   }
@@ -96,6 +101,7 @@ protected:
   virtual R on_seq(const StmtPtr &s, Args...) = 0;
   virtual R on_if(const StmtPtr &s, Args...) = 0;
   virtual R on_alloc(const StmtPtr &s, Args...) = 0;
+  virtual R on_barrier(const StmtPtr &s, Args...) = 0;
 };
 
 class LoopVisitor : protected StmtFunctor<void()>, protected LExprFunctor<void()> {
@@ -122,6 +128,7 @@ protected:
     visit(s->else_body);
   }
   void on_alloc(const StmtPtr &s) override { visit(s->body); }
+  void on_barrier(const StmtPtr &) override {}
 
   void on_int_imm(const LExprPtr &) override {}
   void on_float_imm(const LExprPtr &) override {}
@@ -133,6 +140,7 @@ protected:
   void on_select(const LExprPtr &e) override { visit_operands(e); }
   void on_cast(const LExprPtr &e) override { visit_operands(e); }
   void on_mul_add(const LExprPtr &e) override { visit_operands(e); }
+  void on_shuffle(const LExprPtr &e) override { visit_operands(e); }
   void visit_operands(const LExprPtr &e) {
     for (const LExprPtr &o : e->operands)
       visit(o);
@@ -142,14 +150,30 @@ protected:
 class LoopMutator : protected StmtFunctor<StmtPtr()>, protected LExprFunctor<LExprPtr()> {
 public:
   StmtPtr mutate(const StmtPtr &s) { return s ? StmtFunctor<StmtPtr()>::dispatch(s) : s; }
-  LExprPtr mutate(const LExprPtr &e) { return LExprFunctor<LExprPtr()>::dispatch(e); }
+  LExprPtr mutate(const LExprPtr &e) {
+    if (!memoized_)
+      return LExprFunctor<LExprPtr()>::dispatch(e);
+    auto it = memo_.find(e.get());
+    if (it != memo_.end())
+      return it->second;
+    LExprPtr r = LExprFunctor<LExprPtr()>::dispatch(e);
+    memo_.emplace(e.get(), r);
+    return r;
+  }
 
 protected:
+  /// A mutator whose expression rewrite depends on the node alone (not on
+  /// where it is) sets this: a node shared by several places stays one node
+  /// (the verifier's guards, `if (e < c)`, know `e` by its node).
+  bool memoized_ = false;
+  std::unordered_map<const LExpr *, LExprPtr> memo_;
+
   StmtPtr on_for(const StmtPtr &s) override;
   StmtPtr on_store(const StmtPtr &s) override;
   StmtPtr on_seq(const StmtPtr &s) override;
   StmtPtr on_if(const StmtPtr &s) override;
   StmtPtr on_alloc(const StmtPtr &s) override;
+  StmtPtr on_barrier(const StmtPtr &s) override { return s; }
 
   LExprPtr on_int_imm(const LExprPtr &e) override { return e; }
   LExprPtr on_float_imm(const LExprPtr &e) override { return e; }
@@ -161,6 +185,7 @@ protected:
   LExprPtr on_select(const LExprPtr &e) override { return rebuild(e); }
   LExprPtr on_cast(const LExprPtr &e) override { return rebuild(e); }
   LExprPtr on_mul_add(const LExprPtr &e) override { return rebuild(e); }
+  LExprPtr on_shuffle(const LExprPtr &e) override { return rebuild(e); }
   /// `e` with every operand mutated (through the checked constructor of its
   /// kind); `e` itself when no operand changed.
   LExprPtr rebuild(const LExprPtr &e);
@@ -175,6 +200,11 @@ StmtPtr substitute(const StmtPtr &s, const VarValues &values);
 
 /// Every non-Local buffer that `s` reads or writes, in first-use order.
 std::vector<BufferPtr> touched_buffers(const StmtPtr &s);
+
+/// Whether `s` has a Barrier or a Shuffle: a point every thread of a GPU
+/// block (or warp) reaches together.
+bool synchronizes(const StmtPtr &s);
+bool synchronizes(const LExprPtr &e);
 
 /// Whether `s` contains a loop (of `kind`, if given).
 bool contains_loop(const StmtPtr &s, std::optional<ForKind> kind = std::nullopt);

@@ -8,7 +8,9 @@
 //  * Buffers never alias. Input/InOut/Output buffers come from the caller; Arena
 //    buffers live at `offset` inside the caller's workspace (planned by
 //    plan_memory, lower/Passes.h); Local buffers are per-iteration scratch
-//    (registers or stack) declared by an Alloc statement. The one exception:
+//    (registers or stack) declared by an Alloc statement; Shared buffers are
+//    a GPU block's scratch (CUDA shared memory), declared by an Alloc right
+//    inside a BlockIdx loop, one copy per block. The one exception:
 //    two buffers a kernel lists in Kernel::overwrites may share bytes, the
 //    one's last reader being the other's first writer, element by element:
 //    two arena buffers at one offset, or an arena buffer in an Output's bytes
@@ -25,6 +27,16 @@
 //    the grid/block size). A ScanTime loop is the serial time loop of a scan
 //    (iteration t reads what t-1 wrote). Strategies with a hand schedule
 //    (matrix products) emit the scheduled kinds directly.
+//  * GPU kernels. A bound kernel is `for b in grid (BlockIdx)`, then the
+//    block's Shared allocations, then `for t in block (ThreadIdx)`: every
+//    thread t of every block b runs the thread loop's body once. A Barrier
+//    statement waits until every thread of the block has reached it (and
+//    makes their stores to shared and global memory visible); a Shuffle
+//    expression is `value` as evaluated by another thread of the same warp
+//    (lane `lane` mod the warp size), every thread of the warp evaluating it
+//    together. Both must be reached by every thread alike: never under a
+//    condition or loop that depends on the thread (loops/Verify.h checks).
+//    lower/SimulateGpu.cpp runs such a kernel on the CPU by these rules.
 //
 //===----------------------------------------------------------------------===//
 #pragma once
@@ -45,6 +57,7 @@ enum class BufferScope {
   Output, // a leaf of the result, written by the function
   Arena,  // an intermediate at `offset` in the workspace
   Local,  // scratch declared by an Alloc statement
+  Shared, // a GPU block's scratch, declared by an Alloc in a BlockIdx loop (CUDA shared memory)
 };
 
 /// Provenance: the top-level binding of the tensor function whose lowering
@@ -90,6 +103,7 @@ enum class LExprKind {
   Select,   // operands[0] ? operands[1] : operands[2]
   Cast,     // operands[0] converted to dtype
   MulAdd,   // operands[0] * operands[1] + operands[2], equal float dtypes, rounded once (fused)
+  Shuffle,  // operands[0] as evaluated by lane operands[1] (Int64, mod the warp size) of this warp
 };
 
 enum class UnaryOp { Neg, Exp, Log, Sqrt, Tanh, Abs, Erf, Sin, Cos };
@@ -135,7 +149,8 @@ enum class StmtKind {
   Store, // buffer[index] = value
   Seq,   // stmts in order
   If,    // if cond: then_body else else_body (else may be null)
-  Alloc, // declare Local `buffer` for the scope of body
+  Alloc, // declare Local or Shared `buffer` for the scope of body
+  Barrier, // wait for every thread of the GPU block (__syncthreads)
 };
 
 struct Stmt;
@@ -261,11 +276,14 @@ LExprPtr select(LExprPtr c, LExprPtr a, LExprPtr b);
 /// a * b + c with a single rounding (an FMA instruction): floats only.
 LExprPtr mul_add(LExprPtr a, LExprPtr b, LExprPtr c);
 LExprPtr cast(DType dt, LExprPtr a);
+/// `value` as lane `lane` of the warp evaluates it (GPU kernels only).
+LExprPtr shuffle(LExprPtr value, LExprPtr lane);
 StmtPtr for_loop(LVarPtr var, int64_t extent, ForKind kind, StmtPtr body);
 StmtPtr store(const BufferPtr &buf, LExprPtr index, LExprPtr value);
 StmtPtr seq(std::vector<StmtPtr> stmts);
 StmtPtr if_then(LExprPtr cond, StmtPtr then_body, StmtPtr else_body = nullptr);
 StmtPtr alloc(const BufferPtr &local, StmtPtr body);
+StmtPtr barrier();
 
 /// The first and last kernel (indices into fn.kernels) that uses each
 /// buffer; the status buffer is live throughout (the entry point zeroes it

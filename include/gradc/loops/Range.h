@@ -41,6 +41,7 @@ private:
   MaybeRange on_select(const LExprPtr &e) override;
   MaybeRange on_cast(const LExprPtr &) override { return std::nullopt; }
   MaybeRange on_mul_add(const LExprPtr &) override { return std::nullopt; }
+  MaybeRange on_shuffle(const LExprPtr &) override { return std::nullopt; }
   MaybeRange on_binary(const LExprPtr &e) override;
 };
 

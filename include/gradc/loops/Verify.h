@@ -26,7 +26,12 @@ struct LoopVerifyOptions {
 /// never stored to, and an InOut one as InPlace.h's rule says. When scheduled: only scheduled loop kinds, no Parallel
 /// loop inside another or under an Alloc, Vectorized loops innermost. When
 /// planned: arena offsets aligned, inside the workspace, and no two arena
-/// buffers whose bytes overlap are live in a common kernel.
+/// buffers whose bytes overlap are live in a common kernel. GPU kernels
+/// (LoopIR.h): a block loop is the whole kernel and holds only Shared
+/// allocations and one thread loop; barriers and shuffles are inside the
+/// thread loop and under no condition that depends on the thread (its index,
+/// its Local buffers, memory at an index that does) nor in a loop other than
+/// a serial or unrolled one; a shuffle only in a stored value.
 void verify(const LoweredFunction &fn, const LoopVerifyOptions &opts, const std::string &after_pass);
 
 } // namespace gradc

@@ -34,6 +34,13 @@ void schedule_cpu(LoweredFunction &fn, const Target &target);
 
 /// CUDA (BindGpu.cpp): the data-parallel loops at the top of a kernel become
 /// one flat index over blockIdx/threadIdx; everything inside runs per thread.
+/// A kernel a strategy bound itself (a BlockIdx loop at the top, LoopIR.h)
+/// keeps its schedule and gets its launch shape from its loops.
 void bind_gpu_threads(LoweredFunction &fn, const Target &target);
+
+/// `run --target=cuda --simulate` (SimulateGpu.cpp): a bound function as a
+/// CPU program with the same results: blocks as a parallel loop, their
+/// threads one after another, cut at barriers and shuffles.
+void simulate_gpu(LoweredFunction &fn, const Target &target);
 
 } // namespace gradc
