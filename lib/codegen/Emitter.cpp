@@ -809,7 +809,7 @@ Function *emit_kernel(Module &m, const Kernel &kernel, const std::string &symbol
   std::unordered_set<const Buffer *> shared;
   for (size_t i = 0; i < kernel.buffers.size(); ++i) {
     const Buffer &buf = *kernel.buffers[i];
-    GRADC_CHECK(buf.scope != BufferScope::Local, kPass, "local buffer " + buf.name + " passed to kernel");
+    GRADC_CHECK(buf.scope != BufferScope::Local && buf.scope != BufferScope::Shared, kPass, "allocated buffer " + buf.name + " passed to kernel");
     Argument *arg = fn->getArg(i);
     arg->setName(buf.name);
     // Buffers never alias (LoopIR.h), but a pair the plan let share bytes,

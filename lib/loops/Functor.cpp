@@ -112,7 +112,7 @@ std::vector<BufferPtr> touched_buffers(const StmtPtr &s) {
   private:
     std::unordered_set<const Buffer *> seen_;
     void note(const BufferPtr &b) {
-      if (b->scope != BufferScope::Local && seen_.insert(b.get()).second)
+      if (b->scope != BufferScope::Local && b->scope != BufferScope::Shared && seen_.insert(b.get()).second)
         buffers.push_back(b);
     }
     void on_store(const StmtPtr &st) override {

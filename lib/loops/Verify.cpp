@@ -308,8 +308,11 @@ void verify(const LoweredFunction &fn, const LoopVerifyOptions &opts, const std:
     std::string where = "after " + after_pass + ", in kernel " + k.name + " of @" + fn.name;
     if (!k.body)
       internal_error("verifier", where + ": no body");
-    if (contains_loop(k.body, ForKind::BlockIdx) &&
-        (k.body->kind != StmtKind::For || k.body->for_kind != ForKind::BlockIdx))
+    // Before scheduling, data-parallel loops may hold it (GPU binding makes them more blocks).
+    const Stmt *top = k.body.get();
+    while (!opts.scheduled && top->kind == StmtKind::For && top->for_kind == ForKind::Spatial)
+      top = top->body.get();
+    if (contains_loop(k.body, ForKind::BlockIdx) && (top->kind != StmtKind::For || top->for_kind != ForKind::BlockIdx))
       internal_error("verifier", where + ": a block loop that is not the whole kernel");
     KernelVerifier(k, opts, where).visit(k.body);
     if (k.grid < 1 || k.block < 1)

@@ -76,7 +76,33 @@ const Stmt *thread_loop(const Stmt &block) {
   return s;
 }
 
+/// Data-parallel loops around a nest its strategy bound (a batched
+/// product's batch) become more blocks of it: block b of the new grid is
+/// block b mod grid of the outer loops' element b div grid.
+StmtPtr fold_into_grid(const StmtPtr &body) {
+  Shape extents;
+  std::vector<const Stmt *> outer;
+  const Stmt *s = body.get();
+  for (; s->kind == StmtKind::For && s->for_kind == ForKind::Spatial; s = s->body.get()) {
+    outer.push_back(s);
+    extents.push_back(s->extent);
+  }
+  if (outer.empty() || s->kind != StmtKind::For || s->for_kind != ForKind::BlockIdx)
+    return body;
+  int64_t grid = s->extent, total = num_elements(extents) * grid;
+  if (total == 0)
+    return seq({});
+  auto b = std::make_shared<LVar>(LVar{"blockIdx.x"});
+  LExprPtr bv = var_ref(b);
+  Index outer_index = unravel_index(grid == 1 ? bv : binary(BinaryOp::FloorDiv, bv, int_imm(grid)), extents);
+  VarValues values{{s->var.get(), grid == 1 ? int_imm(0) : binary(BinaryOp::FloorMod, bv, int_imm(grid))}};
+  for (size_t d = 0; d < outer.size(); ++d)
+    values[outer[d]->var.get()] = outer_index[d];
+  return for_loop(b, total, ForKind::BlockIdx, substitute(s->body, values));
+}
+
 void bind(Kernel &k, const Target &target) {
+  k.body = fold_into_grid(k.body);
   if (k.body->kind == StmtKind::For && k.body->for_kind == ForKind::BlockIdx) { // bound by its strategy
     k.grid = k.body->extent;
     k.block = thread_loop(*k.body)->extent;

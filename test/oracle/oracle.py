@@ -1137,7 +1137,13 @@ EXTRA_EXAMPLES = {
                  ("%x: Tensor[(37, 70), float64], %w: Tensor[(29, 70), float64]", "nn.dense(%x, %w)", False, 2),
                  ("%x: Tensor[(7,), float64], %w: Tensor[(3, 7), float64]", "nn.dense(%x, %w)", False, 2),
                  ("%x: Tensor[(2, 3, 5), float64], %w: Tensor[(4, 5), float64]", "nn.dense(%x, %w)", False, 2),
-                 ("%x: Tensor[(7, 19), float32], %w: Tensor[(9, 19), float32]", "nn.dense(%x, %w)", False, 2)],
+                 ("%x: Tensor[(7, 19), float32], %w: Tensor[(9, 19), float32]", "nn.dense(%x, %w)", False, 2),
+                 # the GPU's shared-memory tiles (cuda/Gemm.cpp): partial 64 x 64 tiles, K not a
+                 # multiple of 16, float16 summed in float32, a fused consumer
+                 ("%x: Tensor[(70, 45), float32], %w: Tensor[(100, 45), float32]", "nn.dense(%x, %w)", False, 2),
+                 ("%x: Tensor[(40, 20), float16], %w: Tensor[(36, 20), float16]", "nn.dense(%x, %w)", False, 2),
+                 ("%x: Tensor[(2, 33, 9), float64], %w: Tensor[(65, 9), float64]", "tanh(nn.dense(%x, %w))",
+                  False, 2)],
     "matmul": [("%a: Tensor[(3, 5), float16], %b: Tensor[(5, 4), float16]", "matmul(%a, %b)", False, 2),
                ("%a: Tensor[(33, 65), float64], %b: Tensor[(65, 47), float64]", "matmul(%a, %b)", False, 2),
                ("%a: Tensor[(3, 1, 9, 13), float64], %b: Tensor[(1, 2, 13, 10), float64]", "matmul(%a, %b)",
@@ -1145,7 +1151,11 @@ EXTRA_EXAMPLES = {
                ("%a: Tensor[(17,), float32], %b: Tensor[(17, 21), float32]", "matmul(%a, %b)", False, 2),
                ("%a: Tensor[(4, 5), int32], %b: Tensor[(5, 3), int32]", "matmul(%a, %b)", False, 9),
                ("%a: Tensor[(2, 1, 3, 5), float64], %b: Tensor[(4, 5, 2), float64]", "matmul(%a, %b)", False, 2),
-               ("%a: Tensor[(9, 17), float32], %b: Tensor[(17, 33), float32]", "matmul(%a, %b)", False, 2)],
+               ("%a: Tensor[(9, 17), float32], %b: Tensor[(17, 33), float32]", "matmul(%a, %b)", False, 2),
+               # GPU tiles: a broadcast batch as more blocks, integers summed without FMA
+               ("%a: Tensor[(2, 1, 40, 21), float64], %b: Tensor[(3, 21, 35), float64]", "matmul(%a, %b)",
+                False, 2),
+               ("%a: Tensor[(33, 17), int32], %b: Tensor[(17, 40), int32]", "matmul(%a, %b)", False, 9)],
     "nn.bias_add": [("%x: Tensor[(2, 3), int32], %b: Tensor[(3,), int32]", "nn.bias_add(%x, %b)", False, 9),
                     ("%x: Tensor[(2, 3, 4), float64], %b: Tensor[(4,), float64]", "nn.bias_add(%x, %b, axis=-1)",
                      False, 2),

@@ -198,7 +198,8 @@ StmtPtr with_for(const Stmt &loop, ForKind kind, StmtPtr body);
 using VarValues = std::unordered_map<const LVar *, LExprPtr>;
 StmtPtr substitute(const StmtPtr &s, const VarValues &values);
 
-/// Every non-Local buffer that `s` reads or writes, in first-use order.
+/// Every buffer that `s` reads or writes but does not allocate (Local and
+/// Shared), in first-use order.
 std::vector<BufferPtr> touched_buffers(const StmtPtr &s);
 
 /// Whether `s` has a Barrier or a Shuffle: a point every thread of a GPU

@@ -27,7 +27,8 @@ struct LoopVerifyOptions {
 /// loop inside another or under an Alloc, Vectorized loops innermost. When
 /// planned: arena offsets aligned, inside the workspace, and no two arena
 /// buffers whose bytes overlap are live in a common kernel. GPU kernels
-/// (LoopIR.h): a block loop is the whole kernel and holds only Shared
+/// (LoopIR.h): a block loop is the whole kernel (before scheduling, inside
+/// data-parallel loops that GPU binding makes more blocks) and holds only Shared
 /// allocations and one thread loop; barriers and shuffles are inside the
 /// thread loop and under no condition that depends on the thread (its index,
 /// its Local buffers, memory at an index that does) nor in a loop other than

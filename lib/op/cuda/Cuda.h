@@ -6,11 +6,13 @@
 // in lib/op never test the target. A GPU kernel is one loop nest whose
 // data-parallel loops lower/BindGpu.cpp maps to threads: these strategies
 // give it enough parallel work (or one nest where the generic kernel has
-// several).
+// several). A strategy may also bind its nest itself (LoopIR.h, GPU kernels:
+// a block loop, shared memory, barriers, shuffles), as the tiled products do.
 //
 //===----------------------------------------------------------------------===//
 #pragma once
 
+#include "gradc/op/Gemm.h"
 #include "gradc/op/Kernel.h"
 
 namespace gradc {
@@ -29,7 +31,16 @@ using OutputTermFn = std::function<LExprPtr(const LExprPtr &o, const LExprPtr &r
 StmtPtr gpu_split_sums(KernelCtx &k, int64_t outputs, int64_t count, DType acc, const OutputTermFn &term,
                        const std::function<StmtPtr(const LExprPtr &o, const LExprPtr &total)> &then);
 
+/// C = A B tiled through shared memory: a block of 256 threads per 64 x 64
+/// tile of C, a 4 x 4 register tile per thread, K in slices of 16 (see
+/// cuda/Gemm.cpp). A product too small for a tile (M or N under 32) is the
+/// generic nest, a thread per output.
+StmtPtr gemm_cuda_tiled(KernelCtx &k, const Gemm &g);
+/// Whether gemm_cuda_tiled tiles `g`.
+bool gemm_cuda_tiles(const Gemm &g);
+
 void register_cuda_conv(OpRegistry &reg);
+void register_cuda_linear(OpRegistry &reg);
 void register_cuda_reduce(OpRegistry &reg);
 void register_cuda_slice(OpRegistry &reg);
 void register_cuda_index(OpRegistry &reg);
@@ -38,6 +49,7 @@ void register_cuda_scan(OpRegistry &reg);
 /// Every CUDA strategy, in the registry being built.
 inline void register_cuda_strategies(OpRegistry &reg) {
   register_cuda_conv(reg);
+  register_cuda_linear(reg);
   register_cuda_reduce(reg);
   register_cuda_slice(reg);
   register_cuda_index(reg);
