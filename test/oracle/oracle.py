@@ -1167,10 +1167,14 @@ EXTRA_EXAMPLES = {
                    (F234, "nn.softmax(%x, axis=1)", False, 2), (S234, "nn.softmax(%x, axis=0)", False, 2),
                    # short rows side by side in lanes on a CPU: 2 blocks of 16 rows and a remainder
                    ("%x: Tensor[(37, 10), float32]", "nn.softmax(multiply(%x, 30f))", False, 2),
-                   ("%x: Tensor[(5, 19, 3), float16]", "nn.softmax(%x, axis=1)", False, 2)],
+                   ("%x: Tensor[(5, 19, 3), float16]", "nn.softmax(%x, axis=1)", False, 2),
+                   # a GPU warp per row (cuda/softmax.cpp): rows of several 32-element strides,
+                   # 9 rows for blocks of 8 warps
+                   ("%x: Tensor[(9, 100), float32]", "nn.softmax(multiply(%x, 8f))", False, 2)],
     "nn.log_softmax": [(F234, "nn.log_softmax(multiply(%x, 1000f64), axis=0)", False, 2),
                        (F234, "nn.log_softmax(%x)", False, 2), (S234, "nn.log_softmax(%x, axis=-3)", False, 2),
-                       ("%x: Tensor[(33, 10), float32]", "nn.log_softmax(multiply(%x, 30f))", False, 2)],
+                       ("%x: Tensor[(33, 10), float32]", "nn.log_softmax(multiply(%x, 30f))", False, 2),
+                       ("%x: Tensor[(3, 70, 2), float64]", "nn.log_softmax(%x, axis=1)", False, 2)],
     "nn.nll_loss": [("%p: Tensor[(3, 4), float64], %t: Tensor[(3,), int32]",
                      "nn.nll_loss(%p, %t, reduction=\"sum\")", False, 4),
                     ("%p: Tensor[(4,), float64], %t: int64", "nn.nll_loss(%p, %t)", False, 4),

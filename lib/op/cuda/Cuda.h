@@ -39,8 +39,27 @@ StmtPtr gemm_cuda_tiled(KernelCtx &k, const Gemm &g);
 /// Whether gemm_cuda_tiled tiles `g`.
 bool gemm_cuda_tiles(const Gemm &g);
 
+/// The threads of one warp (every NVIDIA GPU's) and of a row kernel's block.
+constexpr int64_t kWarpSize = 32, kGpuRowThreads = 256;
+
+/// A kernel that gives each of `rows` rows a warp, 8 warps to a block of
+/// 256 threads: body(row, lane, live) runs on every thread, `row` clamped to
+/// the last (the warps past it compute it again, their shuffles needed by
+/// nothing but the rule that a warp shuffles together), `live` false there:
+/// every store goes under it.
+using WarpRowFn = std::function<StmtPtr(const LExprPtr &row, const LExprPtr &lane, const LExprPtr &live)>;
+StmtPtr gpu_warp_rows(KernelCtx &k, int64_t rows, const WarpRowFn &body);
+/// acc[0] reduced by `op` over the warp's 32 lanes, the same bits on every
+/// lane: five shuffles toward lane 0 (lane l adds lane l + 16, then l + 8,
+/// ...), then lane 0's result shuffled to all.
+StmtPtr warp_all_reduce(const BufferPtr &acc, BinaryOp op, const LExprPtr &lane);
+/// body(j) for a lane's positions of a row of n: j = lane, lane + 32, ...
+/// below n (a lane's own order).
+StmtPtr warp_row_loop(KernelCtx &k, int64_t n, const LExprPtr &lane, const std::function<StmtPtr(const LExprPtr &j)> &body);
+
 void register_cuda_conv(OpRegistry &reg);
 void register_cuda_linear(OpRegistry &reg);
+void register_cuda_softmax(OpRegistry &reg);
 void register_cuda_reduce(OpRegistry &reg);
 void register_cuda_slice(OpRegistry &reg);
 void register_cuda_index(OpRegistry &reg);
@@ -50,6 +69,7 @@ void register_cuda_scan(OpRegistry &reg);
 inline void register_cuda_strategies(OpRegistry &reg) {
   register_cuda_conv(reg);
   register_cuda_linear(reg);
+  register_cuda_softmax(reg);
   register_cuda_reduce(reg);
   register_cuda_slice(reg);
   register_cuda_index(reg);
