@@ -42,6 +42,16 @@ StmtPtr over_axis(const Shape &shape, int64_t axis, const std::function<StmtPtr(
 SoftmaxMath::SoftmaxMath(const KernelCtx &k, bool log) : log(log) {
   dt = k.out()->dtype, at = dtype_info(dt).accumulator;
   write_exp = !log && dt == at;
+  shape = outer = k.arg_type(0).shape;
+  axis = k.attrs_as<SoftmaxAttrs>().axis, n = shape[axis];
+  rows = n ? num_elements(shape) / n : 0;
+  outer.erase(outer.begin() + axis);
+}
+
+Index SoftmaxMath::at_row(const LExprPtr &row, const LExprPtr &j) const {
+  Index i = unravel_index(row, outer);
+  i.insert(i.begin() + axis, j);
+  return i;
 }
 
 LExprPtr SoftmaxMath::finalize(const LExprPtr &shifted, const LExprPtr &written, const LExprPtr &sum) const {

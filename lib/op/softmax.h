@@ -16,6 +16,12 @@ struct SoftmaxMath {
   SoftmaxMath(const KernelCtx &k, bool log);
   bool log;
   DType dt, at;
+  /// The rows: the input's shape, the axis, its extent n, how many rows
+  /// (0 when n is), the shape without the axis.
+  Shape shape, outer;
+  int64_t axis, n, rows;
+  /// The index of element j of row `row` (a flat index over `outer`).
+  Index at_row(const LExprPtr &row, const LExprPtr &j) const;
   /// softmax in the accumulator dtype writes each exp as it sums it, then
   /// scales it in place: one exp per element, not two, and three passes.
   bool write_exp;

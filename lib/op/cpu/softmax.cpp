@@ -7,28 +7,20 @@
 //===----------------------------------------------------------------------===//
 #include "Cpu.h"
 #include "../softmax.h"
-#include "gradc/op/attrs/softmax.h"
 #include "gradc/op/Registry.h"
 
 namespace gradc {
 namespace {
 
 StmtPtr cpu_softmax(KernelCtx &k, bool log) {
-  const Shape &shape = k.arg_type(0).shape;
-  int64_t axis = k.attrs_as<SoftmaxAttrs>().axis, n = shape[axis];
-  int64_t rows = n ? num_elements(shape) / n : 0;
+  SoftmaxMath math(k, log);
+  const Shape &shape = math.shape;
+  const int64_t n = math.n, rows = math.rows;
   if (n >= 2 * kSumLanes || rows < 2)
     return softmax_kernel(k, log);
-  SoftmaxMath math(k, log);
   DType dt = math.dt, at = math.at;
-  Shape outer = shape;
-  outer.erase(outer.begin() + axis);
   return over_lane_blocks(k, rows, [&](const LExprPtr &first, int64_t width) {
-    auto idx = [&](const LExprPtr &l, const LExprPtr &j) {
-      Index i = unravel_index(binary(BinaryOp::Add, first, l), outer);
-      i.insert(i.begin() + axis, j);
-      return i;
-    };
+    auto idx = [&](const LExprPtr &l, const LExprPtr &j) { return math.at_row(binary(BinaryOp::Add, first, l), j); };
     auto x = [&](const LExprPtr &l, const LExprPtr &j) { return cast(at, k.in(0, idx(l, j))); };
     auto out_at = [&](const LExprPtr &l, const LExprPtr &j) { return flat_index(shape, idx(l, j)); };
     BufferPtr m = k.local("row_max", at, width), s = k.local("row_sum", at, width);

@@ -8,28 +8,20 @@
 //===----------------------------------------------------------------------===//
 #include "Cuda.h"
 #include "../softmax.h"
-#include "gradc/op/attrs/softmax.h"
 #include "gradc/op/Registry.h"
 
 namespace gradc {
 namespace {
 
 StmtPtr cuda_softmax(KernelCtx &k, bool log) {
-  const Shape &shape = k.arg_type(0).shape;
-  int64_t axis = k.attrs_as<SoftmaxAttrs>().axis, n = shape[axis];
-  int64_t rows = n ? num_elements(shape) / n : 0;
-  if (rows == 0)
-    return softmax_kernel(k, log);
   SoftmaxMath math(k, log);
+  if (math.rows == 0)
+    return softmax_kernel(k, log);
   DType dt = math.dt, at = math.at;
-  Shape outer = shape;
-  outer.erase(outer.begin() + axis);
-  return gpu_warp_rows(k, rows, [&](const LExprPtr &row, const LExprPtr &lane, const LExprPtr &live) {
-    auto idx = [&](const LExprPtr &j) {
-      Index i = unravel_index(row, outer);
-      i.insert(i.begin() + axis, j);
-      return i;
-    };
+  const Shape &shape = math.shape;
+  const int64_t n = math.n;
+  return gpu_warp_rows(k, math.rows, [&](const LExprPtr &row, const LExprPtr &lane, const LExprPtr &live) {
+    auto idx = [&](const LExprPtr &j) { return math.at_row(row, j); };
     auto x = [&](const LExprPtr &j) { return cast(at, k.in(0, idx(j))); };
     auto out_at = [&](const LExprPtr &j) { return flat_index(shape, idx(j)); };
     BufferPtr m = k.local("row_max", at), s = k.local("row_sum", at);
