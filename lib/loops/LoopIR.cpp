@@ -328,14 +328,16 @@ int64_t parallel_grain(const Stmt &loop) {
 
 namespace {
 
-/// The sum of the Local buffers a statement allocates, however nested.
-class LocalBytes : public LoopVisitor {
+/// The sum of the buffers of one scope a statement allocates, however nested.
+class AllocatedBytes : public LoopVisitor {
 public:
+  explicit AllocatedBytes(BufferScope scope) : scope_(scope) {}
   int64_t bytes = 0;
 
 protected:
+  BufferScope scope_;
   void on_alloc(const StmtPtr &s) override {
-    if (s->buffer->scope == BufferScope::Local) // shared memory is not the stack's
+    if (s->buffer->scope == scope_)
       bytes += s->buffer->bytes();
     LoopVisitor::on_alloc(s);
   }
@@ -346,11 +348,17 @@ protected:
 int64_t stack_bytes(const LoweredFunction &fn) {
   int64_t most = 0;
   for (const Kernel &k : fn.kernels) {
-    LocalBytes locals;
+    AllocatedBytes locals(BufferScope::Local); // shared memory is not the stack's
     locals.visit(k.body);
     most = std::max(most, locals.bytes);
   }
   return most;
+}
+
+int64_t shared_bytes(const Kernel &k) {
+  AllocatedBytes shared(BufferScope::Shared);
+  shared.visit(k.body);
+  return shared.bytes;
 }
 
 //===----------------------------------------------------------------------===//
@@ -586,7 +594,8 @@ public:
             os << (i ? ", " : "") << k.buffers[i]->name;
           os << ")";
           if (k.grid > 1 || k.block > 1)
-            os << " launch(grid=" << k.grid << ", block=" << k.block << ")";
+            os << " launch(grid=" << k.grid << ", block=" << k.block
+               << (shared_bytes(k) ? ", shared=" + std::to_string(shared_bytes(k)) + " bytes" : "") << ")";
           os << " {";
           if (k.origin.set())
             os << "  // %" << k.origin.var;

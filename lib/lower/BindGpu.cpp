@@ -106,6 +106,8 @@ void bind(Kernel &k, const Target &target) {
   if (k.body->kind == StmtKind::For && k.body->for_kind == ForKind::BlockIdx) { // bound by its strategy
     k.grid = k.body->extent;
     k.block = thread_loop(*k.body)->extent;
+    GRADC_CHECK(shared_bytes(k) <= target.shared_memory_bytes && k.block <= target.max_threads_per_block,
+                "GPU binding", "kernel " + k.name + " needs more shared memory or threads than a block has");
     return;
   }
   std::vector<const Stmt *> nest;

@@ -307,6 +307,10 @@ int64_t parallel_grain(const Stmt &loop);
 /// kernel that needs most. Frames and spills come on top.
 int64_t stack_bytes(const LoweredFunction &fn);
 
+/// The bytes of the Shared buffers a GPU kernel allocates (its static shared
+/// memory per block).
+int64_t shared_bytes(const Kernel &k);
+
 /// `tvm.lower(simple_mode=True)`-style text of a module (SPEC §9 `loops`).
 std::string print_loops(const LoweredModule &module);
 
