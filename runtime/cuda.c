@@ -38,7 +38,16 @@ struct gradc_rt_cuda_driver {
   int (*memset_d8)(uint64_t address, unsigned char value, size_t bytes);    /* only with a status word */
   int (*memcpy_dtoh)(void *destination, uint64_t source, size_t bytes);     /* only with a status word */
   int (*ctx_get_id)(void *context, unsigned long long *id);                 /* optional (CUDA 12) */
+  /* Optional, all or none: CUDA graphs (stream capture, CUDA 10 and later). */
+  int (*stream_begin_capture)(void *stream, int mode);
+  int (*stream_end_capture)(void *stream, void **graph);
+  int (*graph_instantiate)(void **exec, void *graph, unsigned long long flags);
+  int (*graph_launch)(void *exec, void *stream);
+  int (*graph_destroy)(void *graph);
+  int (*graph_exec_destroy)(void *exec);
 };
+
+enum { GRADC_RT_CUDA_CAPTURE_THREAD_LOCAL = 1 }; /* CU_STREAM_CAPTURE_MODE_THREAD_LOCAL */
 
 /* Modules stay loaded, one per (context, PTX): loading a module (the driver JIT-compiles the
  * PTX or fetches it from its disk cache) took about as long as the kernels of a small training
@@ -47,21 +56,34 @@ struct gradc_rt_cuda_driver {
  * each call loads and unloads its module as before. The table is this object's own (the
  * runtime is linked into every object), so a PTX pointer in it is always this object's. When
  * the table is full, calls with a new key load and unload as before. */
-enum { GRADC_RT_CUDA_MODULES = 16 };
+enum { GRADC_RT_CUDA_MODULES = 16, GRADC_RT_CUDA_GRAPHS = 8 };
+/* A kept module's graphs: each the launches of one call captured (one entry point's, with one
+ * set of buffers), named by the call's signature (gradc_rt_cuda_signature). Kept as long as
+ * the module; when a module has GRADC_RT_CUDA_GRAPHS, calls with a new signature launch one
+ * by one. */
+struct gradc_rt_cuda_graph {
+  int64_t *signature;
+  size_t length;
+  void *exec;
+};
 static struct gradc_rt_cuda_module {
   const char *ptx;
   unsigned long long context_id;
   void *module;
+  struct gradc_rt_cuda_graph graphs[GRADC_RT_CUDA_GRAPHS];
+  int num_graphs;
 } gradc_rt_cuda_modules[GRADC_RT_CUDA_MODULES];
 static int gradc_rt_cuda_num_modules;
 static pthread_mutex_t gradc_rt_cuda_modules_lock = PTHREAD_MUTEX_INITIALIZER;
 
-/* The module of `ptx` in `context`: a cached one (*cached = 1), or one loaded now that the
- * caller unloads when done (*cached = 0). Returns 0 when loading fails. */
+/* The module of `ptx` in `context`: a cached one (*cached = 1, *entry its row of the table),
+ * or one loaded now that the caller unloads when done (*cached = 0). Returns 0 when loading
+ * fails. */
 static int gradc_rt_cuda_module(const struct gradc_rt_cuda_driver *d, void *context, const char *ptx,
-                                void **module, int *cached) {
+                                void **module, int *cached, int *entry) {
   unsigned long long id = 0;
   *cached = 0;
+  *entry = -1;
   if (d->ctx_get_id == NULL || d->ctx_get_id(context, &id) != GRADC_RT_CUDA_SUCCESS)
     return d->module_load_data(module, ptx) == GRADC_RT_CUDA_SUCCESS;
   pthread_mutex_lock(&gradc_rt_cuda_modules_lock);
@@ -69,13 +91,15 @@ static int gradc_rt_cuda_module(const struct gradc_rt_cuda_driver *d, void *cont
     if (gradc_rt_cuda_modules[i].ptx == ptx && gradc_rt_cuda_modules[i].context_id == id) {
       *module = gradc_rt_cuda_modules[i].module;
       *cached = 1;
+      *entry = i;
       pthread_mutex_unlock(&gradc_rt_cuda_modules_lock);
       return 1;
     }
   int loaded = d->module_load_data(module, ptx) == GRADC_RT_CUDA_SUCCESS;
   if (loaded && gradc_rt_cuda_num_modules < GRADC_RT_CUDA_MODULES) {
-    struct gradc_rt_cuda_module entry = {ptx, id, *module};
-    gradc_rt_cuda_modules[gradc_rt_cuda_num_modules++] = entry;
+    struct gradc_rt_cuda_module row = {ptx, id, *module, {{NULL, 0, NULL}}, 0};
+    *entry = gradc_rt_cuda_num_modules;
+    gradc_rt_cuda_modules[gradc_rt_cuda_num_modules++] = row;
     *cached = 1;
   }
   pthread_mutex_unlock(&gradc_rt_cuda_modules_lock);
@@ -108,7 +132,73 @@ static int gradc_rt_cuda_open(struct gradc_rt_cuda_driver *d) {
   found &= gradc_rt_cuda_resolve(lib, "cuModuleUnload", &d->module_unload);
   if (!gradc_rt_cuda_resolve(lib, "cuCtxGetId", &d->ctx_get_id))
     d->ctx_get_id = NULL;
+  int graphs = gradc_rt_cuda_resolve(lib, "cuStreamBeginCapture_v2", &d->stream_begin_capture);
+  graphs &= gradc_rt_cuda_resolve(lib, "cuStreamEndCapture", &d->stream_end_capture);
+  graphs &= gradc_rt_cuda_resolve(lib, "cuGraphInstantiateWithFlags", &d->graph_instantiate);
+  graphs &= gradc_rt_cuda_resolve(lib, "cuGraphLaunch", &d->graph_launch);
+  graphs &= gradc_rt_cuda_resolve(lib, "cuGraphDestroy", &d->graph_destroy);
+  graphs &= gradc_rt_cuda_resolve(lib, "cuGraphExecDestroy", &d->graph_exec_destroy);
+  if (!graphs)
+    d->stream_begin_capture = NULL;
   return found;
+}
+
+/* What a captured graph depends on: the time-loop table (a constant of the entry point), and
+ * for each launch its kernel name (a constant too), shape and argument values (the buffers'
+ * device addresses). Returns a malloc'd array and its length in *length, or NULL. */
+static int64_t *gradc_rt_cuda_signature(const gradc_rt_cuda_launch *launches, int32_t num_launches,
+                                        const gradc_rt_cuda_loop *loops, int32_t num_loops, size_t *length) {
+  size_t n = 3;
+  for (int32_t i = 0; i < num_launches; ++i)
+    n += 4 + (size_t)(launches[i].num_args > 0 ? launches[i].num_args : 0);
+  int64_t *s = (int64_t *)malloc(n * sizeof(int64_t));
+  if (s == NULL)
+    return NULL;
+  size_t k = 0;
+  s[k++] = (int64_t)(uintptr_t)loops;
+  s[k++] = num_loops;
+  s[k++] = num_launches;
+  for (int32_t i = 0; i < num_launches; ++i) {
+    const gradc_rt_cuda_launch *l = &launches[i];
+    s[k++] = (int64_t)(uintptr_t)l->kernel;
+    s[k++] = l->grid;
+    s[k++] = l->block;
+    s[k++] = l->num_args;
+    for (int64_t a = 0; a < l->num_args; ++a)
+      memcpy(&s[k++], l->args[a], sizeof(int64_t));
+  }
+  *length = n;
+  return s;
+}
+
+/* The graph of module row `entry` with this signature, or NULL. Takes the table's lock. */
+static void *gradc_rt_cuda_find_graph(int entry, const int64_t *signature, size_t length) {
+  void *exec = NULL;
+  pthread_mutex_lock(&gradc_rt_cuda_modules_lock);
+  const struct gradc_rt_cuda_module *m = &gradc_rt_cuda_modules[entry];
+  for (int g = 0; g < m->num_graphs && exec == NULL; ++g)
+    if (m->graphs[g].length == length && memcmp(m->graphs[g].signature, signature, length * sizeof(int64_t)) == 0)
+      exec = m->graphs[g].exec;
+  pthread_mutex_unlock(&gradc_rt_cuda_modules_lock);
+  return exec;
+}
+
+/* Keeps `exec` under `signature` (which it then owns) if the row has room; returns 1 if kept.
+ * A graph another thread kept meanwhile for the same signature wins: this one is not kept. */
+static int gradc_rt_cuda_keep_graph(int entry, int64_t *signature, size_t length, void *exec) {
+  int kept = 0;
+  pthread_mutex_lock(&gradc_rt_cuda_modules_lock);
+  struct gradc_rt_cuda_module *m = &gradc_rt_cuda_modules[entry];
+  int taken = 0;
+  for (int g = 0; g < m->num_graphs; ++g)
+    taken |= m->graphs[g].length == length && memcmp(m->graphs[g].signature, signature, length * sizeof(int64_t)) == 0;
+  if (!taken && m->num_graphs < GRADC_RT_CUDA_GRAPHS) {
+    struct gradc_rt_cuda_graph g = {signature, length, exec};
+    m->graphs[m->num_graphs++] = g;
+    kept = 1;
+  }
+  pthread_mutex_unlock(&gradc_rt_cuda_modules_lock);
+  return kept;
 }
 
 static int gradc_rt_cuda_fits(int64_t size) { return size >= 1 && size <= UINT_MAX; }
@@ -152,6 +242,55 @@ static int gradc_rt_cuda_launch_range(const struct gradc_rt_cuda_driver *d, void
   return 1;
 }
 
+/* Every launch of the call, time loops repeated, counted in *launched. Returns 1 if all were. */
+static int gradc_rt_cuda_launch_all(const struct gradc_rt_cuda_driver *d, void *module,
+                                    const gradc_rt_cuda_launch *launches, int32_t num_launches,
+                                    const gradc_rt_cuda_loop *loops, int32_t num_loops, void *stream,
+                                    int64_t *launched) {
+  int64_t *cursors = num_loops > 0 ? (int64_t *)calloc((size_t)num_loops, sizeof(int64_t)) : NULL;
+  int all = (num_loops == 0 || cursors != NULL) &&
+            gradc_rt_cuda_launch_range(d, module, launches, loops, cursors, num_loops, 0, 0, num_launches, stream,
+                                       launched);
+  free(cursors);
+  return all;
+}
+
+/* The call's launches as one graph launch: the graph kept for this signature in module row
+ * `entry`, or captured now (kept if the row has room, else destroyed after the call: *temporary).
+ * Returns the graph, or NULL: *failed when the capture failed (a launch could not be recorded),
+ * else the stream cannot be captured (the legacy stream, or one being captured already) and the
+ * caller launches one by one. */
+static void *gradc_rt_cuda_graph(const struct gradc_rt_cuda_driver *d, void *module, int entry,
+                                 const gradc_rt_cuda_launch *launches, int32_t num_launches,
+                                 const gradc_rt_cuda_loop *loops, int32_t num_loops, void *stream, int *temporary,
+                                 int *failed) {
+  *temporary = *failed = 0;
+  if (entry < 0 || stream == NULL || d->stream_begin_capture == NULL)
+    return NULL;
+  size_t length = 0;
+  int64_t *signature = gradc_rt_cuda_signature(launches, num_launches, loops, num_loops, &length);
+  if (signature == NULL)
+    return NULL;
+  void *exec = gradc_rt_cuda_find_graph(entry, signature, length);
+  if (exec == NULL && d->stream_begin_capture(stream, GRADC_RT_CUDA_CAPTURE_THREAD_LOCAL) == GRADC_RT_CUDA_SUCCESS) {
+    int64_t recorded = 0;
+    int all = gradc_rt_cuda_launch_all(d, module, launches, num_launches, loops, num_loops, stream, &recorded);
+    void *graph = NULL;
+    int ended = d->stream_end_capture(stream, &graph) == GRADC_RT_CUDA_SUCCESS && graph != NULL;
+    if (!all || !ended || d->graph_instantiate(&exec, graph, 0) != GRADC_RT_CUDA_SUCCESS)
+      exec = NULL;
+    if (graph != NULL)
+      d->graph_destroy(graph);
+    *failed = exec == NULL;
+    if (exec != NULL && gradc_rt_cuda_keep_graph(entry, signature, length, exec))
+      signature = NULL; /* the table's now */
+    else
+      *temporary = exec != NULL;
+  }
+  free(signature);
+  return exec;
+}
+
 int32_t gradc_rt_cuda_run(const char *ptx, const gradc_rt_cuda_launch *launches, int32_t num_launches, void *stream,
                           const void *context_owner, void *status_word) {
   return gradc_rt_cuda_run_loops(ptx, launches, num_launches, NULL, 0, stream, context_owner, status_word);
@@ -185,17 +324,23 @@ int32_t gradc_rt_cuda_run_loops(const char *ptx, const gradc_rt_cuda_launch *lau
 
   int32_t status = GRADC_RT_DRIVER_FAILED;
   void *module = NULL;
-  int cached = 0;
+  int cached = 0, entry = -1;
   if ((status_word == NULL || d.memset_d8(status_address, 0, sizeof(int64_t)) == GRADC_RT_CUDA_SUCCESS) &&
-      gradc_rt_cuda_module(&d, context, ptx, &module, &cached)) {
+      gradc_rt_cuda_module(&d, context, ptx, &module, &cached, &entry)) {
     int64_t launched = 0;
-    int64_t *cursors = num_loops > 0 ? (int64_t *)calloc((size_t)num_loops, sizeof(int64_t)) : NULL;
-    int all = (num_loops == 0 || cursors != NULL) &&
-              gradc_rt_cuda_launch_range(&d, module, launches, loops, cursors, num_loops, 0, 0, num_launches, stream,
-                                         &launched);
-    free(cursors);
+    int temporary = 0, failed = 0, all = 0;
+    void *graph = gradc_rt_cuda_graph(&d, module, entry, launches, num_launches, loops, num_loops, stream, &temporary,
+                                      &failed);
+    if (graph != NULL) {
+      all = d.graph_launch(graph, stream) == GRADC_RT_CUDA_SUCCESS;
+      launched = all;
+    } else if (!failed) {
+      all = gradc_rt_cuda_launch_all(&d, module, launches, num_launches, loops, num_loops, stream, &launched);
+    }
     /* Also after a failed launch, so that no kernel still runs when its module is unloaded. */
     int synced = launched == 0 || d.stream_synchronize(stream) == GRADC_RT_CUDA_SUCCESS;
+    if (temporary)
+      d.graph_exec_destroy(graph);
     if (all && synced) {
       int64_t reported = 0;
       if (status_word == NULL)

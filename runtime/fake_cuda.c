@@ -2,7 +2,8 @@
  * It implements the driver functions that cuda.c resolves, writes every call to a log that the
  * test reads back, and fails a chosen call on request. Built with -DFAKE_CUDA_WITHOUT_UNLOAD it
  * lacks cuModuleUnload, like a driver too old for the runtime; with -DFAKE_CUDA_CONTEXT_IDS it
- * has cuCtxGetId (CUDA 12), with which the runtime keeps modules loaded. */
+ * has cuCtxGetId (CUDA 12), with which the runtime keeps modules loaded; with -DFAKE_CUDA_GRAPHS
+ * also stream capture and graphs (a launch while capturing is logged as recorded). */
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -163,3 +164,61 @@ int cuMemcpyDtoH_v2(void *destination, uint64_t source, size_t bytes) {
     memcpy(destination, &fake_status, bytes);
   return fail ? FAKE_CUDA_ERROR : 0;
 }
+
+#ifdef FAKE_CUDA_GRAPHS
+/* Graphs: a capture logs the launches it records; a graph or executable graph is a number, its
+ * launch logged with it. */
+static int fake_capturing, fake_graphs;
+static long fake_graph_handles[64];
+
+int cuStreamBeginCapture_v2(void *stream, int mode) {
+  int fail = fake_call("cuStreamBeginCapture_v2");
+  fake_write("(%d)", mode);
+  if (fail || stream == NULL)
+    return FAKE_CUDA_ERROR;
+  fake_capturing = 1;
+  return 0;
+}
+
+int cuStreamEndCapture(void *stream, void **graph) {
+  (void)stream;
+  int fail = fake_call("cuStreamEndCapture");
+  fake_capturing = 0;
+  if (fail || fake_graphs == 64)
+    return FAKE_CUDA_ERROR;
+  fake_graph_handles[fake_graphs] = fake_graphs + 1;
+  *graph = &fake_graph_handles[fake_graphs++];
+  return 0;
+}
+
+int cuGraphInstantiateWithFlags(void **exec, void *graph, unsigned long long flags) {
+  (void)flags;
+  int fail = fake_call("cuGraphInstantiateWithFlags");
+  fake_write("(graph%ld)", *(long *)graph);
+  if (fail)
+    return FAKE_CUDA_ERROR;
+  *exec = graph;
+  return 0;
+}
+
+int cuGraphLaunch(void *exec, void *stream) {
+  (void)stream;
+  int fail = fake_call("cuGraphLaunch");
+  fake_write("(graph%ld)", *(long *)exec);
+  return fail ? FAKE_CUDA_ERROR : 0;
+}
+
+int cuGraphDestroy(void *graph) {
+  (void)graph;
+  fake_call("cuGraphDestroy");
+  return 0;
+}
+
+int cuGraphExecDestroy(void *exec) {
+  fake_call("cuGraphExecDestroy");
+  fake_write("(graph%ld)", *(long *)exec);
+  return 0;
+}
+
+int fake_cuda_capturing(void) { return fake_capturing; }
+#endif

@@ -55,11 +55,15 @@ typedef struct gradc_rt_cuda_launch {
   int64_t grid;       /* blocks */
   int64_t block;      /* threads per block */
   void **args;        /* cuLaunchKernel's kernelParams: the address of each parameter's value */
+  int64_t num_args;   /* how many: each a device pointer (8 bytes) */
 } gradc_rt_cuda_launch;
 
 /* Loads `ptx` (NUL-terminated) as a module, or finds it loaded in this context already,
  * launches `launches[0 .. num_launches)` in order on `stream` (a CUstream; NULL is the legacy
- * default stream), and waits for the stream. A module that could not be kept (no cuCtxGetId,
+ * default stream), and waits for the stream. Where the module is kept and the driver has CUDA
+ * graphs, the launches are captured into a graph once per (module, launch arguments) and each
+ * call replays it: one cuGraphLaunch per call (the legacy stream, which cannot be captured, or
+ * a failed capture launches one by one). A module that could not be kept (no cuCtxGetId,
  * or the table full) is unloaded. A calling thread with no current CUDA context borrows, for the call, the context
  * that owns the device address `context_owner` (one of the call's buffers).
  * Returns 0 on success (also when num_launches is 0, without opening libcuda); 3 when

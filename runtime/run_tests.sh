@@ -64,16 +64,18 @@ else
   echo "ok - threads (TSan) # SKIP $CC has no working -fsanitize=thread"
 fi
 
-mkdir -p "$work/fake" "$work/incomplete" "$work/absent" "$work/cached"
+mkdir -p "$work/fake" "$work/incomplete" "$work/absent" "$work/cached" "$work/graphs"
 quiet "fake libcuda builds" "$CC" -std=c11 -Wall -Wextra -fPIC -shared fake_cuda.c -o "$work/fake/libcuda.so.1"
 quiet "fake libcuda without cuModuleUnload builds" \
   "$CC" -std=c11 -Wall -Wextra -fPIC -shared -DFAKE_CUDA_WITHOUT_UNLOAD fake_cuda.c -o "$work/incomplete/libcuda.so.1"
 quiet "fake libcuda with cuCtxGetId builds" \
   "$CC" -std=c11 -Wall -Wextra -fPIC -shared -DFAKE_CUDA_CONTEXT_IDS fake_cuda.c -o "$work/cached/libcuda.so.1"
+quiet "fake libcuda with graphs builds" "$CC" -std=c11 -Wall -Wextra -fPIC -shared -DFAKE_CUDA_CONTEXT_IDS \
+  -DFAKE_CUDA_GRAPHS fake_cuda.c -o "$work/graphs/libcuda.so.1"
 quiet "test_cuda links without -ldl" "$CC" -O2 test_cuda.c "$work/cuda.o" -o "$work/test_cuda"
 quiet "test_cuda builds with ASan+UBSan" \
   "$CC" "${sanitize[@]}" -fsanitize=address,undefined test_cuda.c cuda.c -o "$work/test_cuda_asan"
-for mode in fake incomplete absent cached; do
+for mode in fake incomplete absent cached graphs; do
   run "cuda ($mode)" env LD_LIBRARY_PATH="$work/$mode" "$work/test_cuda" "$mode"
   run "cuda ($mode, ASan+UBSan)" env LD_LIBRARY_PATH="$work/$mode" "$work/test_cuda_asan" "$mode"
 done

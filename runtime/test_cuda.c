@@ -1,7 +1,8 @@
 /* test_cuda.c - checks gradc_rt_cuda_run (runtime/cuda.c) against runtime/fake_cuda.c.
  * run_tests.sh runs it three times, with LD_LIBRARY_PATH leading to: the fake driver ("fake":
  * call order, arguments, status 4 for each failing call), the fake without cuModuleUnload
- * ("incomplete": status 3) and no driver at all ("absent": status 3). Prints TAP-style lines. */
+ * ("incomplete": status 3), no driver at all ("absent": status 3), the fake with context ids
+ * ("cached": modules kept) and with graphs too ("graphs"). Prints TAP-style lines. */
 #define _POSIX_C_SOURCE 200809L
 
 #include "gradc_runtime.h"
@@ -29,7 +30,8 @@ static void *const stream = &stream_object;
 static const void *const owner = (const void *)(uintptr_t)0x7000;
 static int64_t first_arg = 11, second_arg = 22;
 static void *first_args[] = {&first_arg}, *second_args[] = {&second_arg};
-static const gradc_rt_cuda_launch two_launches[] = {{"m_f_k0", 8, 256, first_args}, {"m_f_k1", 1, 32, second_args}};
+static const gradc_rt_cuda_launch two_launches[] = {{"m_f_k0", 8, 256, first_args, 1},
+                                                    {"m_f_k1", 1, 32, second_args, 1}};
 
 /* Runs the two launches under a failure plan and compares status and log with the expected. */
 static void expect(const char *name, const char *fail_call, int fail_on, int has_context, int32_t want_status,
@@ -96,8 +98,8 @@ static void test_fake_driver(void) {
            launches, s);
   expect("cuStreamSynchronize fails", "cuStreamSynchronize", 1, 1, 4, want);
 
-  const gradc_rt_cuda_launch too_big[] = {{"m_f_k0", 8, 256, first_args},
-                                          {"m_f_k1", (int64_t)1 << 32, 32, second_args}};
+  const gradc_rt_cuda_launch too_big[] = {{"m_f_k0", 8, 256, first_args, 1},
+                                          {"m_f_k1", (int64_t)1 << 32, 32, second_args, 1}};
   fake_reset(NULL, 0, 1);
   int32_t status = gradc_rt_cuda_run(ptx, too_big, 2, stream, owner, NULL);
   snprintf(want, sizeof want,
@@ -206,6 +208,69 @@ static void test_cached_modules(void) {
   expect("a borrowed context is the one that keeps the module", NULL, 0, 0, 0, want);
 }
 
+/* With graphs (and cuCtxGetId): the first call captures its launches into a graph and replays
+ * it; the next with the same buffers is one cuGraphLaunch; other buffers capture another; the
+ * legacy stream launches one by one; a failed capture fails the call without launching; past
+ * the row's graphs, a call's graph is destroyed after it. */
+static void test_graphs(void) {
+  void (*set_id)(unsigned long long) = NULL;
+  void *lib = dlopen("libcuda.so.1", RTLD_NOW);
+  void *sym = lib ? dlsym(lib, "fake_cuda_set_context_id") : NULL;
+  memcpy(&set_id, &sym, sizeof sym);
+  check(set_id != NULL && dlsym(lib, "cuGraphLaunch") != NULL, "the fake has cuCtxGetId and graphs",
+        "build it with -DFAKE_CUDA_CONTEXT_IDS -DFAKE_CUDA_GRAPHS");
+  if (set_id == NULL)
+    return;
+  set_id(7);
+  char s[32], want[2048], launches[512];
+  snprintf(s, sizeof s, "%p", stream);
+  const char *start = "cuInit(0) cuCtxGetCurrent cuCtxGetId(app_context)";
+  snprintf(launches, sizeof launches,
+           "cuModuleGetFunction(module,m_f_k0) cuLaunchKernel(m_f_k0,8x1x1,256x1x1,0,%s,11,NULL) "
+           "cuModuleGetFunction(module,m_f_k1) cuLaunchKernel(m_f_k1,1x1x1,32x1x1,0,%s,22,NULL)",
+           s, s);
+  snprintf(want, sizeof want,
+           "%s cuModuleLoadData(PTX) cuStreamBeginCapture_v2(1) %s cuStreamEndCapture "
+           "cuGraphInstantiateWithFlags(graph1) cuGraphDestroy cuGraphLaunch(graph1) cuStreamSynchronize(%s)",
+           start, launches, s);
+  expect("the first call captures its launches and launches the graph", NULL, 0, 1, 0, want);
+  snprintf(want, sizeof want, "%s cuGraphLaunch(graph1) cuStreamSynchronize(%s)", start, s);
+  expect("the same call again is one graph launch", NULL, 0, 1, 0, want);
+
+  fake_reset(NULL, 0, 1);
+  first_arg = 12; /* another buffer */
+  int32_t status = gradc_rt_cuda_run(ptx, two_launches, 2, stream, owner, NULL);
+  check(status == 0 && strstr(fake_log(), "cuStreamBeginCapture_v2(1)") && strstr(fake_log(), "cuGraphLaunch(graph2)"),
+        "other buffers are captured into a graph of their own", fake_log());
+  first_arg = 11;
+  snprintf(want, sizeof want, "%s cuGraphLaunch(graph1) cuStreamSynchronize(%s)", start, s);
+  expect("the first buffers' graph is still kept", NULL, 0, 1, 0, want);
+
+  fake_reset(NULL, 0, 1);
+  status = gradc_rt_cuda_run(ptx, two_launches, 2, NULL, owner, NULL);
+  check(status == 0 && !strstr(fake_log(), "Capture") && strstr(fake_log(), "cuLaunchKernel(m_f_k1"),
+        "the legacy stream launches one by one", fake_log());
+
+  first_arg = 13;
+  snprintf(want, sizeof want, "%s cuStreamBeginCapture_v2(1) %s cuStreamEndCapture", start, launches);
+  for (char *p = strstr(want, ",11,"); p; p = NULL)
+    p[2] = '3';
+  expect("a failed capture fails the call without launching", "cuStreamEndCapture", 1, 1, 4, want);
+  /* Graphs 3 .. 8 fill the row; the next call's graph is destroyed after it. */
+  for (int64_t v = 100; v < 106; ++v) {
+    first_arg = v;
+    fake_reset(NULL, 0, 1);
+    gradc_rt_cuda_run(ptx, two_launches, 2, stream, owner, NULL);
+  }
+  first_arg = 200;
+  fake_reset(NULL, 0, 1);
+  status = gradc_rt_cuda_run(ptx, two_launches, 2, stream, owner, NULL);
+  check(status == 0 && strstr(fake_log(), "cuGraphLaunch(graph9) cuStreamSynchronize") &&
+            strstr(fake_log(), "cuGraphExecDestroy(graph9)"),
+        "past the kept graphs, a call's graph is destroyed after it", fake_log());
+  first_arg = 11;
+}
+
 int main(int argc, char **argv) {
   const char *mode = argc > 1 ? argv[1] : "";
   if (strcmp(mode, "fake") == 0) {
@@ -220,6 +285,9 @@ int main(int argc, char **argv) {
   } else if (strcmp(mode, "cached") == 0) {
     if (find_fake_driver())
       test_cached_modules();
+  } else if (strcmp(mode, "graphs") == 0) {
+    if (find_fake_driver())
+      test_graphs();
   } else if (strcmp(mode, "absent") == 0) {
     void *real = dlopen("libcuda.so.1", RTLD_NOW);
     if (real != NULL) {
@@ -228,7 +296,7 @@ int main(int argc, char **argv) {
     }
     check(gradc_rt_cuda_run(ptx, two_launches, 2, stream, owner, NULL) == 3, "no libcuda.so.1: status 3", "");
   } else {
-    fprintf(stderr, "usage: test_cuda fake|incomplete|absent|cached\n");
+    fprintf(stderr, "usage: test_cuda fake|incomplete|absent|cached|graphs\n");
     return 2;
   }
   return failures != 0;

@@ -129,8 +129,8 @@ void emit_launches(IRBuilder<> &b, const LoweredFunction &fn, const BufferValues
   }
   Function *entry = b.GetInsertBlock()->getParent();
   Type *ptr = b.getPtrTy(), *i64 = b.getInt64Ty();
-  // gradc_rt_cuda_launch (runtime/gradc_runtime.h): kernel name, grid, block, args.
-  StructType *launch_type = StructType::get(ptr, i64, i64, ptr);
+  // gradc_rt_cuda_launch (runtime/gradc_runtime.h): kernel name, grid, block, args, their count.
+  StructType *launch_type = StructType::get(ptr, i64, i64, ptr, i64);
   IRBuilder<> ab(&entry->getEntryBlock(), entry->getEntryBlock().begin());
   Value *launches = ab.CreateAlloca(launch_type, b.getInt32(fn.kernels.size()), "launches");
   for (size_t k = 0; k < fn.kernels.size(); ++k) {
@@ -154,6 +154,7 @@ void emit_launches(IRBuilder<> &b, const LoweredFunction &fn, const BufferValues
     b.CreateStore(b.getInt64(kernel.grid), b.CreateStructGEP(launch_type, launch, 1));
     b.CreateStore(b.getInt64(kernel.block), b.CreateStructGEP(launch_type, launch, 2));
     b.CreateStore(arg_pointers, b.CreateStructGEP(launch_type, launch, 3));
+    b.CreateStore(b.getInt64(args.size()), b.CreateStructGEP(launch_type, launch, 4));
   }
   // A thread with no current context borrows the one that owns the buffers.
   GRADC_CHECK(!fn.results.empty(), kPass, "function " + fn.name + " has no results");
