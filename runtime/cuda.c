@@ -171,14 +171,18 @@ static int64_t *gradc_rt_cuda_signature(const gradc_rt_cuda_launch *launches, in
   return s;
 }
 
+/* The graph of `m` with this signature, or NULL. The caller holds the table's lock. */
+static void *gradc_rt_cuda_graph_of(const struct gradc_rt_cuda_module *m, const int64_t *signature, size_t length) {
+  for (int g = 0; g < m->num_graphs; ++g)
+    if (m->graphs[g].length == length && memcmp(m->graphs[g].signature, signature, length * sizeof(int64_t)) == 0)
+      return m->graphs[g].exec;
+  return NULL;
+}
+
 /* The graph of module row `entry` with this signature, or NULL. Takes the table's lock. */
 static void *gradc_rt_cuda_find_graph(int entry, const int64_t *signature, size_t length) {
-  void *exec = NULL;
   pthread_mutex_lock(&gradc_rt_cuda_modules_lock);
-  const struct gradc_rt_cuda_module *m = &gradc_rt_cuda_modules[entry];
-  for (int g = 0; g < m->num_graphs && exec == NULL; ++g)
-    if (m->graphs[g].length == length && memcmp(m->graphs[g].signature, signature, length * sizeof(int64_t)) == 0)
-      exec = m->graphs[g].exec;
+  void *exec = gradc_rt_cuda_graph_of(&gradc_rt_cuda_modules[entry], signature, length);
   pthread_mutex_unlock(&gradc_rt_cuda_modules_lock);
   return exec;
 }
@@ -189,10 +193,7 @@ static int gradc_rt_cuda_keep_graph(int entry, int64_t *signature, size_t length
   int kept = 0;
   pthread_mutex_lock(&gradc_rt_cuda_modules_lock);
   struct gradc_rt_cuda_module *m = &gradc_rt_cuda_modules[entry];
-  int taken = 0;
-  for (int g = 0; g < m->num_graphs; ++g)
-    taken |= m->graphs[g].length == length && memcmp(m->graphs[g].signature, signature, length * sizeof(int64_t)) == 0;
-  if (!taken && m->num_graphs < GRADC_RT_CUDA_GRAPHS) {
+  if (gradc_rt_cuda_graph_of(m, signature, length) == NULL && m->num_graphs < GRADC_RT_CUDA_GRAPHS) {
     struct gradc_rt_cuda_graph g = {signature, length, exec};
     m->graphs[m->num_graphs++] = g;
     kept = 1;
