@@ -208,7 +208,9 @@ Type conv2d_backward_weight_rel(RelationCtx &ctx) {
 
 //===--- the generic kernels ----------------------------------------------===//
 
-StmtPtr conv_product_nest(KernelCtx &k, const ConvProduct &p) {
+StmtPtr conv_product_nest(KernelCtx &k, const ConvProduct &p) { return conv_products(k, p, gemm_nest); }
+
+StmtPtr conv_products(KernelCtx &k, const ConvProduct &p, GemmStrategy strategy) {
   DType dt = k.call.type.dtype;
   return loop_nest(
       p.loops,
@@ -235,7 +237,7 @@ StmtPtr conv_product_nest(KernelCtx &k, const ConvProduct &p) {
           g.store_raw = [&](const LExprPtr &m, const LExprPtr &n, const LExprPtr &v) {
             return store(k.out(), flat(m, n), v);
           };
-        return gemm_nest(k, g);
+        return strategy(k, g);
       },
       ForKind::Spatial);
 }

@@ -10,6 +10,7 @@
 #pragma once
 
 #include "gradc/op/attrs/conv.h"
+#include "gradc/op/Gemm.h"
 #include "gradc/op/Kernel.h"
 
 #include <functional>
@@ -89,6 +90,9 @@ using ConvProductFn = StmtPtr (*)(KernelCtx &k, const ConvProduct &p);
 
 /// Each product of `p` as the schedule-neutral Gemm nest (Spatial loops).
 StmtPtr conv_product_nest(KernelCtx &k, const ConvProduct &p);
+/// Each product of `p` as a Gemm that `strategy` emits, inside Spatial
+/// loops over p.loops.
+StmtPtr conv_products(KernelCtx &k, const ConvProduct &p, GemmStrategy strategy);
 
 /// The shape of the call being lowered, in conv2d's terms.
 ConvShape conv2d_shape(const KernelCtx &k);

@@ -1048,6 +1048,12 @@ EXTRA_EXAMPLES = {
     "nn.conv2d": [
         ("%x: Tensor[(2, 4, 9, 8), float32], %w: Tensor[(6, 4, 3, 3), float32]", "nn.conv2d(%x, %w, padding=1)",
          False, 2),
+        # implicit GEMMs in the GPU's shared-memory tiles (cuda/conv.cpp): 33 and 2 x 32 output
+        # channels over 36-49 pixels, strided and padded, grouped; the batch and groups as blocks
+        ("%x: Tensor[(2, 3, 9, 9), float64], %w: Tensor[(33, 3, 3, 3), float64]", "nn.conv2d(%x, %w, padding=1)",
+         False, 2),
+        ("%x: Tensor[(1, 4, 12, 12), float32], %w: Tensor[(64, 2, 3, 3), float32]",
+         "nn.conv2d(%x, %w, strides=2, padding=1, groups=2)", False, 2),
         ("%x: Tensor[(2, 4, 9, 8), float16], %w: Tensor[(6, 2, 3, 2), float16]",
          "nn.conv2d(%x, %w, padding=[1, 0, 2, 1], dilation=[2, 1], groups=2)", False, 2),
         ("%x: Tensor[(1, 3, 11, 10), float32], %w: Tensor[(5, 3, 3, 3), float32]",

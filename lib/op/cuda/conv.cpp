@@ -1,8 +1,10 @@
 //===- cuda/conv.cpp - the GPU's convolutions -----------------------------===//
 //
-// The generic kernels' products (conv.cpp), except that a product of few
-// outputs and a long K (a weight gradient, K summing over every image and
-// pixel) is summed in chunks of K by threads of their own: one thread per
+// Each product an implicit GEMM tiled through shared memory (cuda/Gemm.cpp:
+// the im2col gather computed as the operand slices are copied in; the loops
+// around the products, batch and groups, more blocks), except that a product
+// of few outputs and a long K (a weight gradient, K summing over every image
+// and pixel) is summed in chunks of K by threads of their own: one thread per
 // output left most of the device idle.
 //
 //===----------------------------------------------------------------------===//
@@ -36,7 +38,7 @@ StmtPtr cuda_conv_product(KernelCtx &k, const ConvProduct &p) {
             return k.put(p.out_index(at, m, n), p.out_flat(at, m, n), cast(dt, total));
           }))
     return split;
-  return conv_product_nest(k, p);
+  return conv_products(k, p, gemm_cuda_tiled);
 }
 
 } // namespace
