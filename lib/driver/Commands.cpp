@@ -580,10 +580,13 @@ int run_command(const RunCommand &cmd, std::ostream &out, std::ostream &err) {
 
   CodegenOptions cg = opts.codegen;
   cg.prefix = "gradc_run";
+  std::vector<std::string> race_sites; // of the entry's simulation
   if (cmd.simulate) { // the bound GPU functions as CPU programs, for the host's code generator
     Target gpu = describe_target(opts.codegen);
     for (LoweredFunction &f : compiled->lowered.functions) {
-      simulate_gpu(f, gpu);
+      std::vector<std::string> sites = simulate_gpu(f, gpu);
+      if (&f == fn)
+        race_sites = std::move(sites);
       if (opts.verify_each)
         verify(f, {/*scheduled=*/true, /*planned=*/true}, "GPU simulation");
     }
@@ -618,6 +621,14 @@ int run_command(const RunCommand &cmd, std::ostream &out, std::ostream &err) {
                          std::to_string(words[2]) + " of its targets is " + std::to_string(words[1]) +
                          ", outside [0, " + std::to_string(words[3]) + ")");
     return 1;
+  }
+  if (status == kStatusGpuRace && cmd.simulate && fn->status) {
+    int64_t words[kStatusWords];
+    std::memcpy(words, static_cast<char *>(workspace.get()) + fn->status->offset, sizeof words);
+    std::string site = words[1] >= 0 && size_t(words[1]) < race_sites.size() ? race_sites[size_t(words[1])] : "?";
+    internal_error("GPU simulation", "@" + entry + ": threads of one block race on " + site + ": element " +
+                                         std::to_string(words[2]) + ", thread " + std::to_string(words[3]) +
+                                         " and another, with no barrier between their accesses");
   }
   if (status != 0)
     internal_error("run",

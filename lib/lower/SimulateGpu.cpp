@@ -15,6 +15,15 @@
 // warp writes the value it offers into an exchange buffer, then each reads
 // its source lane's.
 //
+// Cutting at every barrier orders more than a GPU does: a block whose threads
+// race (one writes a shared element that another reads or writes with no
+// barrier between) could still give the right numbers here. So every access
+// to shared memory is checked as it runs: each element remembers which thread
+// last wrote it and which (one, or several) read it, and in which interval
+// between two barriers; an access that meets another thread's in the same
+// interval sets the function's status word (kStatusGpuRace) with the site,
+// element and thread, and `gradc run` reports it as a bug.
+//
 // The result runs on the CPU target's code generator and must give the CPU
 // target's results; it is how the test suite checks GPU schedules without a
 // GPU.
@@ -23,6 +32,8 @@
 #include "gradc/loops/Functor.h"
 #include "gradc/lower/Passes.h"
 #include "gradc/support/Diagnostics.h"
+
+#include <optional>
 
 namespace gradc {
 namespace {
@@ -57,13 +68,133 @@ private:
   }
 };
 
+/// The race check of one block's shared memory (see the file comment): for
+/// each Shared buffer (made a Local), the interval and thread of each
+/// element's last write and of its readers (-2: several threads); the block's
+/// interval count, which each barrier advances.
+class RaceCheck : public LoopMutator {
+public:
+  RaceCheck(const LVarPtr &thread, BufferPtr status, int64_t site)
+      : thread_(var_ref(thread)), status_(std::move(status)), site_(site) {
+    epoch_ = scratch("epoch", 1);
+  }
+  /// Watches buffer `shared` (a block's Shared buffer, made a Local).
+  void watch(const BufferPtr &shared) {
+    int64_t n = shared->numel();
+    shadows_[shared.get()] = {scratch(shared->name + ".write_epoch", n), scratch(shared->name + ".write_thread", n),
+                              scratch(shared->name + ".read_epoch", n), scratch(shared->name + ".read_thread", n),
+                              int64_t(shadows_.size())};
+  }
+  bool watching() const { return !shadows_.empty(); }
+  /// `block` (run once per block, around its thread pieces) with the check's
+  /// buffers allocated and cleared first.
+  StmtPtr around(const StmtPtr &block) const {
+    std::vector<StmtPtr> init = {store(epoch_, int_imm(0), int_imm(0))};
+    for (const auto &[buf, s] : shadows_) {
+      auto e = std::make_shared<LVar>(LVar{"e"});
+      init.push_back(for_loop(e, buf->numel(), ForKind::Serial,
+                              seq({store(s.write_epoch, var_ref(e), int_imm(-1)),
+                                   store(s.read_epoch, var_ref(e), int_imm(-1))})));
+    }
+    init.push_back(block);
+    StmtPtr out = seq(std::move(init));
+    for (const BufferPtr &b : allocated_)
+      out = alloc(b, out);
+    return out;
+  }
+  /// What a barrier does to the check: the next interval.
+  StmtPtr next_interval() const {
+    return store(epoch_, int_imm(0), binary(BinaryOp::Add, load(epoch_, int_imm(0)), int_imm(1)));
+  }
+  /// Sites: which watched buffer a status word names (site + ordinal).
+  std::vector<std::string> names() const {
+    std::vector<std::string> out(shadows_.size());
+    for (const auto &[buf, s] : shadows_)
+      out[size_t(s.ordinal)] = buf->name;
+    return out;
+  }
+  using LoopMutator::mutate;
+
+private:
+  struct Shadow {
+    BufferPtr write_epoch, write_thread, read_epoch, read_thread;
+    int64_t ordinal;
+  };
+  LExprPtr thread_;
+  BufferPtr status_, epoch_;
+  int64_t site_;
+  std::unordered_map<const Buffer *, Shadow> shadows_;
+  std::vector<BufferPtr> allocated_;
+
+  BufferPtr scratch(const std::string &name, int64_t n) {
+    auto b = std::make_shared<Buffer>(Buffer{"race." + name, DType::Int64, {n}, BufferScope::Local});
+    allocated_.push_back(b);
+    return b;
+  }
+  LExprPtr now() const { return load(epoch_, int_imm(0)); }
+  LExprPtr eq(LExprPtr a, LExprPtr b) const { return compare(CompareOp::EQ, std::move(a), std::move(b)); }
+  LExprPtr ne(LExprPtr a, LExprPtr b) const { return compare(CompareOp::NE, std::move(a), std::move(b)); }
+  LExprPtr both(LExprPtr a, LExprPtr b) const { return binary(BinaryOp::And, std::move(a), std::move(b)); }
+  /// Another thread's access of element i in this interval, per the shadows.
+  LExprPtr other(const BufferPtr &epoch, const BufferPtr &thread, const LExprPtr &i) const {
+    return both(eq(load(epoch, i), now()), ne(load(thread, i), thread_));
+  }
+  /// The first race a function meets is its status: {code, site, element, thread}.
+  StmtPtr report(const LExprPtr &race, const Shadow &s, const LExprPtr &i) const {
+    LExprPtr z = int_imm(0);
+    return if_then(both(race, eq(load(status_, z), z)),
+                   seq({store(status_, z, int_imm(kStatusGpuRace)), store(status_, int_imm(1), int_imm(site_ + s.ordinal)),
+                        store(status_, int_imm(2), i), store(status_, int_imm(3), thread_)}));
+  }
+  /// Checks and records the watched loads in `e` (before the statement that makes them).
+  void reads(const LExprPtr &e, std::vector<StmtPtr> &out) const {
+    for (const LExprPtr &o : e->operands)
+      reads(o, out);
+    if (e->kind != LExprKind::Load)
+      return;
+    auto it = shadows_.find(e->buffer.get());
+    if (it == shadows_.end())
+      return;
+    const Shadow &s = it->second;
+    const LExprPtr &i = e->operands[0];
+    out.push_back(report(other(s.write_epoch, s.write_thread, i), s, i));
+    out.push_back(store(s.read_thread, i, select(other(s.read_epoch, s.read_thread, i), int_imm(-2), thread_)));
+    out.push_back(store(s.read_epoch, i, now()));
+  }
+  StmtPtr on_store(const StmtPtr &st) override {
+    std::vector<StmtPtr> out;
+    reads(st->index, out);
+    reads(st->value, out);
+    auto it = shadows_.find(st->buffer.get());
+    if (it == shadows_.end()) {
+      out.push_back(st);
+      return seq(std::move(out));
+    }
+    const Shadow &s = it->second;
+    const LExprPtr &i = st->index;
+    out.push_back(report(binary(BinaryOp::Or, other(s.write_epoch, s.write_thread, i),
+                                other(s.read_epoch, s.read_thread, i)),
+                         s, i));
+    out.push_back(st);
+    out.push_back(store(s.write_epoch, i, now()));
+    out.push_back(store(s.write_thread, i, thread_));
+    return seq(std::move(out));
+  }
+  StmtPtr on_if(const StmtPtr &st) override {
+    std::vector<StmtPtr> out;
+    reads(st->value, out);
+    out.push_back(if_then(st->value, mutate(st->body), mutate(st->else_body)));
+    return seq(std::move(out));
+  }
+};
+
 /// The statements of one block's threads, cut at their barriers and
 /// shuffles. `thread` is the thread loop's variable; each piece binds a
 /// fresh one in its place.
 class ThreadSplitter {
 public:
-  ThreadSplitter(const Stmt &thread_loop, int64_t warp)
-      : var_(thread_loop.var), threads_(thread_loop.extent), warp_(warp) {}
+  ThreadSplitter(const Stmt &thread_loop, int64_t warp, const RaceCheck *race)
+      : var_(thread_loop.var), threads_(thread_loop.extent), warp_(warp), race_(race) {}
 
   /// `s` run by every thread, in pieces that each finish for all threads
   /// before the next begins.
@@ -74,7 +205,7 @@ public:
       return for_threads(s);
     switch (s->kind) {
     case StmtKind::Barrier:
-      return seq({});
+      return race_ ? race_->next_interval() : seq({});
     case StmtKind::Seq: {
       std::vector<StmtPtr> out, run;
       auto flush = [&] {
@@ -114,6 +245,7 @@ public:
 private:
   LVarPtr var_;
   int64_t threads_, warp_;
+  const RaceCheck *race_;
   int pieces_ = 0;
 
   /// A loop over every thread running `body`, with a variable of its own.
@@ -160,33 +292,65 @@ private:
 };
 
 /// The block loop's body: its Shared allocations (Locals of the block's
-/// iteration), then the thread loop, split.
-StmtPtr simulate_block(const StmtPtr &s, int64_t warp) {
+/// iteration, watched by `race`), then the thread loop, split.
+StmtPtr simulate_block(const StmtPtr &s, int64_t warp, const std::function<RaceCheck &(const Stmt &)> &race,
+                       std::vector<BufferPtr> shared = {}) {
   if (s->kind == StmtKind::Alloc && s->buffer->scope == BufferScope::Shared) {
     auto local = std::make_shared<Buffer>(*s->buffer);
     local->scope = BufferScope::Local;
-    return alloc(local, simulate_block(Rebuffer(*s->buffer, local, nullptr).mutate(s->body), warp));
+    shared.push_back(local);
+    return alloc(local, simulate_block(Rebuffer(*s->buffer, local, nullptr).mutate(s->body), warp, race, shared));
   }
   GRADC_CHECK(s->kind == StmtKind::For && s->for_kind == ForKind::ThreadIdx, kPass,
               "a block loop's body is not shared allocations around a thread loop");
   GRADC_CHECK(s->extent % warp == 0 || !synchronizes(s->body), kPass,
               "a block of " + std::to_string(s->extent) + " threads, not whole warps, shuffles");
-  return ThreadSplitter(*s, warp).split(s->body);
+  if (shared.empty())
+    return ThreadSplitter(*s, warp, nullptr).split(s->body);
+  RaceCheck &check = race(*s);
+  for (const BufferPtr &b : shared)
+    check.watch(b);
+  return check.around(ThreadSplitter(*s, warp, &check).split(check.mutate(s->body)));
+}
+
+/// The function's status word, made where it has none: 4 int64 after the
+/// planned workspace.
+BufferPtr status_word(LoweredFunction &fn) {
+  if (!fn.status) {
+    auto b = std::make_shared<Buffer>(Buffer{"status", DType::Int64, {kStatusWords}, BufferScope::Arena});
+    b->offset = (fn.workspace_bytes + 63) / 64 * 64;
+    fn.workspace_bytes = b->offset + b->bytes();
+    fn.arena.push_back(b);
+    fn.status = b;
+  }
+  return fn.status;
 }
 
 } // namespace
 
-void simulate_gpu(LoweredFunction &fn, const Target &target) {
+std::vector<std::string> simulate_gpu(LoweredFunction &fn, const Target &target) {
+  std::vector<std::string> sites;
   for (Kernel &k : fn.kernels) {
     const StmtPtr &b = k.body;
+    std::optional<RaceCheck> check;
+    auto race = [&](const Stmt &threads) -> RaceCheck & {
+      check.emplace(threads.var, status_word(fn), int64_t(sites.size()));
+      return *check;
+    };
     if (b->kind == StmtKind::For && b->for_kind == ForKind::BlockIdx)
       k.body = for_loop(b->var, b->extent, b->extent > 1 ? ForKind::Parallel : ForKind::Serial,
-                        simulate_block(b->body, target.warp_size));
+                        simulate_block(b->body, target.warp_size, race));
     else // a kernel left to one thread: its serial loops as they are
       GRADC_CHECK(!contains_loop(b, ForKind::ThreadIdx) && !synchronizes(b), kPass,
                   "kernel " + k.name + " has threads but no block loop");
+    if (check) {
+      for (const std::string &name : check->names())
+        sites.push_back("shared buffer " + name + " of kernel " + k.name);
+      k.buffers = touched_buffers(k.body);
+    }
     k.grid = k.block = 1;
   }
+  return sites;
 }
 
 } // namespace gradc

@@ -885,7 +885,7 @@ namespace {
 /// warp sums its 32 values by five rotating shuffles (every lane ends with the
 /// warp's total), lane 0 leaves it in shared memory, and after a barrier
 /// thread 0 stores the block's total.
-LoweredModule block_sum_module(DType dt) {
+LoweredModule block_sum_module(DType dt, bool first_barrier = true) {
   const int64_t blocks = 3, threads = 64, warps = 2;
   auto x = input("x", dt, blocks * threads, 0);
   auto rev = output("rev", dt, blocks * threads, 0), total = output("total", dt, blocks, 1);
@@ -896,7 +896,7 @@ LoweredModule block_sum_module(DType dt) {
   LExprPtr bv = var_ref(b), tv = var_ref(t), zero = int_imm(0);
   LExprPtr flat = binary(BinaryOp::Add, binary(BinaryOp::Mul, bv, int_imm(threads)), tv);
   std::vector<StmtPtr> body = {
-      store(tile, tv, load(x, flat)), barrier(),
+      store(tile, tv, load(x, flat)), first_barrier ? barrier() : seq({}),
       store(rev, flat, load(tile, binary(BinaryOp::Sub, int_imm(threads - 1), tv))),
       store(acc, zero, load(tile, tv))};
   for (int64_t off : {16, 8, 4, 2, 1})
@@ -934,7 +934,8 @@ TEST_CASE("codegen: a GPU kernel's shared memory, barriers and shuffles, simulat
   Aligned<double> x(192), rev(192), total(3);
   for (int64_t i = 0; i < 192; ++i)
     x[i] = double((i * 37) % 101) - 50.0; // exact sums in float64
-  REQUIRE(call(*session, {x.data()}, {rev.data(), total.data()}) == 0);
+  Aligned<int64_t> workspace(size_t(fn.workspace_bytes / 8)); // the race check's status word
+  REQUIRE(call(*session, {x.data()}, {rev.data(), total.data()}, workspace.data()) == 0);
   for (int64_t blk = 0; blk < 3; ++blk) {
     double want = 0;
     for (int64_t i = 0; i < 64; ++i) {
@@ -989,4 +990,32 @@ TEST_CASE("verify: a barrier or shuffle every thread does not reach alike, and m
   auto local = std::make_shared<Buffer>(Buffer{"l", DType::Float32, {64}, BufferScope::Local});
   rejects(kernel(copy, local), "outside its thread loop");
   rejects(single_kernel({x}, {y}, seq({barrier()})), "outside a GPU thread loop");
+}
+
+TEST_CASE("codegen: the GPU simulation reports threads racing on shared memory", "[codegen][cuda]") {
+  Target target;
+  target.kind = TargetKind::CUDA;
+  for (bool barrier_there : {true, false}) {
+    LoweredModule m = block_sum_module(DType::Float64, barrier_there);
+    LoweredFunction &fn = m.functions[0];
+    std::vector<std::string> sites = simulate_gpu(fn, target);
+    REQUIRE_NOTHROW(verify(fn, {true, true}, "GPU simulation"));
+    REQUIRE(fn.status);
+    REQUIRE(sites.size() == 2); // tile and partial
+    auto session = jit(m);
+    Aligned<double> x(192), rev(192), total(3);
+    Aligned<int64_t> workspace(size_t(fn.workspace_bytes / 8));
+    for (int64_t i = 0; i < 192; ++i)
+      x[i] = double(i);
+    int32_t status = call(*session, {x.data()}, {rev.data(), total.data()}, workspace.data());
+    const int64_t *words = workspace.data() + fn.status->offset / 8;
+    if (barrier_there) {
+      CHECK(status == 0);
+    } else { // thread 31 reads tile[32] in the interval in which thread 32 writes it
+      CHECK(status == kStatusGpuRace);
+      CHECK(sites[size_t(words[1])] == "shared buffer tile of kernel k");
+      CHECK(words[2] == 32);
+      CHECK(words[3] == 32);
+    }
+  }
 }

@@ -256,6 +256,9 @@ void walk_schedule(const LoweredFunction &fn, const std::function<void(const Tim
 constexpr int64_t kStatusWords = 4;
 /// The ABI status of an index input outside its range (codegen/Codegen.h).
 constexpr int32_t kStatusIndexOutOfRange = 5;
+/// Only in a simulated GPU program (lower/Passes.h: simulate_gpu): two
+/// threads of a block raced on shared memory, a bug of the schedule.
+constexpr int32_t kStatusGpuRace = 6;
 
 struct LoweredModule {
   std::vector<LoweredFunction> functions;

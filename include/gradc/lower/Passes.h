@@ -40,7 +40,10 @@ void bind_gpu_threads(LoweredFunction &fn, const Target &target);
 
 /// `run --target=cuda --simulate` (SimulateGpu.cpp): a bound function as a
 /// CPU program with the same results: blocks as a parallel loop, their
-/// threads one after another, cut at barriers and shuffles.
-void simulate_gpu(LoweredFunction &fn, const Target &target);
+/// threads one after another, cut at barriers and shuffles; every access to
+/// shared memory checked for a race between threads of a block (the status
+/// word kStatusGpuRace = {code, site, element, thread}). Returns what each
+/// site names ("shared buffer B of kernel K").
+std::vector<std::string> simulate_gpu(LoweredFunction &fn, const Target &target);
 
 } // namespace gradc
