@@ -135,6 +135,7 @@ private:
     // `if (e < c)`: inside the branch, e <= c - 1 (for a loop variable, every use of it).
     const LExpr &c = *s->value;
     const LExpr *guarded = nullptr;
+    std::optional<int64_t> outer_bound; // a guard of the same expression around this one
     std::optional<std::pair<const LVar *, Range>> narrowed;
     bool dead = false;
     if (c.kind == LExprKind::Compare && c.cop == CompareOp::LT && c.operands[1]->kind == LExprKind::IntImm) {
@@ -149,13 +150,19 @@ private:
         dead = var->second.hi < var->second.lo;
       } else {
         guarded = &e;
+        if (auto it = ranges_.upper.find(guarded); it != ranges_.upper.end()) {
+          outer_bound = it->second;
+          bound = std::min(bound, it->second);
+        }
         ranges_.upper[guarded] = bound;
       }
     }
     empty_loops_ += dead;
     visit(s->body);
     empty_loops_ -= dead;
-    if (guarded)
+    if (guarded && outer_bound) // the else branch is still inside the outer guard
+      ranges_.upper[guarded] = *outer_bound;
+    else if (guarded)
       ranges_.upper.erase(guarded);
     if (narrowed)
       ranges_.vars[narrowed->first] = narrowed->second;

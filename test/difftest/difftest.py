@@ -12,6 +12,8 @@ parameters):
   comparison                                            how
   `gradc run` forward           vs numpy float64        tolerance (reference.py)
   `gradc run --grad`            vs PyTorch float64      tolerance: result and every gradient
+  `gradc run --target=cuda      vs PyTorch float64      tolerance, as --grad (the GPU's program
+    --simulate --grad`                                  run on the CPU: its tiles, warps, races)
   object, 1 thread              vs `gradc run`          bitwise (same options, same codegen)
   object, 2 threads             vs object, 1 thread     bitwise (m.h: results never depend on
                                                         the number of threads)
@@ -26,7 +28,7 @@ parameters):
   --grad of `sum(d_k)` through  vs PyTorch double       tolerance (second order: SPEC §5, the
     the dumped adjoint             backward             adjoint is ordinary IR)
 
-The first four rows run for every program, the others for a part of them (the program's plan,
+The first five rows run for every program, the others for a part of them (the program's plan,
 drawn with it). The object runs through a generated C harness (execute.py) linked with
 `cc harness.c m.o -lm -lpthread`; it fills outputs and workspace with 0xAB garbage, checks guards
 after every buffer and that the inputs are unchanged. Where `gradc run` has `--threads`, the
@@ -87,6 +89,7 @@ OBJECT_CONFIGS = {"O2": lambda prog: [], "olevel": lambda prog: [f"-O{prog.oleve
 LABELS = {
     "forward": "gradc run forward vs numpy",
     "grad": "gradc run --grad vs numpy/PyTorch",
+    "gpu": "gradc run --target=cuda --simulate --grad (the GPU program on the CPU) vs numpy/PyTorch",
     "object": "object (1 thread) vs gradc run, bitwise",
     "threads": "object 2 threads vs 1 thread, bitwise",
     "olevel": "object -O0/-O1/-O3 vs -O2, bitwise",
@@ -98,7 +101,7 @@ LABELS = {
     "tester": "an exception in the tester (test/difftest): a bug there",
 }
 # Always compared; the generator adds some of the others to each program's plan (prog.checks).
-CORE = frozenset({"reference", "forward", "grad", "object", "threads"})
+CORE = frozenset({"reference", "forward", "grad", "gpu", "object", "threads"})
 BITWISE = frozenset({"object", "threads", "olevel", "remat-none", "roundtrip"})
 MAX_ATTEMPTS = 8  # programs drawn for one index before giving up (all rejected)
 GRADIENT_LIMIT = {"float16": 8000.0}  # a program with larger gradients is drawn again (1e6 otherwise)
@@ -176,6 +179,11 @@ class Checker:
                 self.against_reference("grad", run_grad, grad_names, specs, refs, self.noises)
         if self.failures_of("forward", "grad"):
             return self
+        if run_grad and self.wanted("gpu"):
+            flags = ["--target=cuda", "--simulate", "--verify-each"] + prog.grad_flags()
+            gpu = self.tool("gpu", lambda: execute.gradc_run(self.gradc, prog, self.workdir, "run-gpu", flags))
+            if gpu:
+                self.against_reference("gpu", gpu, grad_names, specs, refs, self.noises)
         if run_grad and self.wanted("roundtrip", "second"):
             self.dumped_adjoint(run_grad, grad_names, ref, noises[len(refs):])
         if self.wanted("object", "threads", "olevel", "remat-none", "cpu"):
