@@ -1161,7 +1161,9 @@ EXTRA_EXAMPLES = {
                # GPU tiles: a broadcast batch as more blocks, integers summed without FMA
                ("%a: Tensor[(2, 1, 40, 21), float64], %b: Tensor[(3, 21, 35), float64]", "matmul(%a, %b)",
                 False, 2),
-               ("%a: Tensor[(33, 17), int32], %b: Tensor[(17, 40), int32]", "matmul(%a, %b)", False, 9)],
+               ("%a: Tensor[(33, 17), int32], %b: Tensor[(17, 40), int32]", "matmul(%a, %b)", False, 9),
+               # the large tiles (128 x 128, 8 deep), partial in M, N and K
+               ("%a: Tensor[(130, 21), float32], %b: Tensor[(21, 150), float32]", "matmul(%a, %b)", False, 2)],
     "nn.bias_add": [("%x: Tensor[(2, 3), int32], %b: Tensor[(3,), int32]", "nn.bias_add(%x, %b)", False, 9),
                     ("%x: Tensor[(2, 3, 4), float64], %b: Tensor[(4,), float64]", "nn.bias_add(%x, %b, axis=-1)",
                      False, 2),

@@ -31,10 +31,12 @@ using OutputTermFn = std::function<LExprPtr(const LExprPtr &o, const LExprPtr &r
 StmtPtr gpu_split_sums(KernelCtx &k, int64_t outputs, int64_t count, DType acc, const OutputTermFn &term,
                        const std::function<StmtPtr(const LExprPtr &o, const LExprPtr &total)> &then);
 
-/// C = A B tiled through shared memory: a block of 256 threads per 64 x 64
-/// tile of C, a 4 x 4 register tile per thread, K in slices of 16 (see
-/// cuda/Gemm.cpp). A product too small for a tile (M or N under 32) is the
-/// generic nest, a thread per output.
+/// C = A B tiled through shared memory: a block of 256 threads per 128 x 128
+/// tile of C (64 x 64 where M or N is smaller), an 8 x 8 (4 x 4) register
+/// tile per thread, K in slices of 8 (16), the next slice fetched into
+/// registers while the current one is multiplied (see cuda/Gemm.cpp). A
+/// product too small for a tile (M or N under 32) is the generic nest, a
+/// thread per output.
 StmtPtr gemm_cuda_tiled(KernelCtx &k, const Gemm &g);
 /// Whether gemm_cuda_tiled tiles `g`.
 bool gemm_cuda_tiles(const Gemm &g);
