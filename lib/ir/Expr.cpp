@@ -81,9 +81,15 @@ std::string format_float(double v, DType dt) {
   if (std::isnan(v))
     return std::signbit(v) ? "-nan" : "nan"; // + the suffix: `nanf`
   snprintf(buf, sizeof buf, dt == DType::Float64 ? "%.17g" : "%.9g", v);
-  // Nine digits of float32's largest value read back above it, which the
-  // parser rejects (TVM's rule): every digit of the double there.
-  if (std::fabs(std::strtod(buf, nullptr)) > dtype_info(dt).max_finite)
+  // A constant is held as a double whatever its dtype (PyTorch folds a
+  // float32 model's scalars in double too), so the text keeps every digit
+  // where nine do not read back the same double (1/3 from a mean's
+  // gradient: `0.333333333f` read back folded differently, and the dumped
+  // adjoint was not bitwise the adjoint). Nine digits of float32's largest
+  // value read back above it, which the parser rejects (TVM's rule): every
+  // digit there too.
+  double back = std::strtod(buf, nullptr);
+  if (back != v || std::fabs(back) > dtype_info(dt).max_finite)
     snprintf(buf, sizeof buf, "%.17g", v);
   return buf;
 }
