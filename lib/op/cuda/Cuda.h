@@ -45,7 +45,7 @@ bool gemm_cuda_tiles(const Gemm &g);
 constexpr int64_t kWarpSize = 32, kGpuRowThreads = 256;
 
 /// A kernel that gives each of `rows` rows a warp, 8 warps to a block of
-/// 256 threads: body(row, lane, live) runs on every thread, `row` clamped to
+/// 256 threads (fewer where there are fewer rows): body(row, lane, live) runs on every thread, `row` clamped to
 /// the last (the warps past it compute it again, their shuffles needed by
 /// nothing but the rule that a warp shuffles together), `live` false there:
 /// every store goes under it.

@@ -5,10 +5,13 @@
 //===----------------------------------------------------------------------===//
 #include "Cuda.h"
 
+#include <algorithm>
+
 namespace gradc {
 
 StmtPtr gpu_warp_rows(KernelCtx &k, int64_t rows, const WarpRowFn &body) {
-  const int64_t per_block = kGpuRowThreads / kWarpSize;
+  // 8 warps to a block, fewer where there are fewer rows.
+  const int64_t per_block = std::clamp<int64_t>(rows, 1, kGpuRowThreads / kWarpSize);
   LVarPtr block = k.var("block"), thread = k.var("thread");
   LExprPtr t = var_ref(thread);
   LExprPtr row = add(mul(var_ref(block), int_imm(per_block)), binary(BinaryOp::FloorDiv, t, int_imm(kWarpSize)));
@@ -18,7 +21,7 @@ StmtPtr gpu_warp_rows(KernelCtx &k, int64_t rows, const WarpRowFn &body) {
   LExprPtr live = compare(CompareOp::LT, row, int_imm(rows));
   LExprPtr clamped = binary(BinaryOp::Min, row, int_imm(rows - 1));
   return for_loop(block, (rows + per_block - 1) / per_block, ForKind::BlockIdx,
-                  for_loop(thread, kGpuRowThreads, ForKind::ThreadIdx, body(clamped, lane, live)));
+                  for_loop(thread, per_block * kWarpSize, ForKind::ThreadIdx, body(clamped, lane, live)));
 }
 
 StmtPtr warp_all_reduce(const BufferPtr &acc, BinaryOp op, const LExprPtr &lane) {
