@@ -308,6 +308,21 @@ void verify_time_loops(const LoweredFunction &fn, const std::string &where) {
       [](size_t) {}, [&](const TimeLoop &) { open.pop_back(); });
 }
 
+/// Whether each block loop of `s` is a whole kernel: `s` itself, or before
+/// scheduling a phase of a sequence (GPU binding launches each) or inside
+/// data-parallel loops (which it makes more blocks).
+bool whole_block_loops(const StmtPtr &s, bool scheduled) {
+  if (!contains_loop(s, ForKind::BlockIdx))
+    return true;
+  if (s->kind == StmtKind::For && s->for_kind == ForKind::BlockIdx)
+    return true;
+  if (scheduled)
+    return false;
+  if (s->kind == StmtKind::Seq)
+    return std::all_of(s->seq.begin(), s->seq.end(), [](const StmtPtr &c) { return whole_block_loops(c, false); });
+  return s->kind == StmtKind::For && s->for_kind == ForKind::Spatial && whole_block_loops(s->body, false);
+}
+
 } // namespace
 
 void verify(const LoweredFunction &fn, const LoopVerifyOptions &opts, const std::string &after_pass) {
@@ -315,11 +330,7 @@ void verify(const LoweredFunction &fn, const LoopVerifyOptions &opts, const std:
     std::string where = "after " + after_pass + ", in kernel " + k.name + " of @" + fn.name;
     if (!k.body)
       internal_error("verifier", where + ": no body");
-    // Before scheduling, data-parallel loops may hold it (GPU binding makes them more blocks).
-    const Stmt *top = k.body.get();
-    while (!opts.scheduled && top->kind == StmtKind::For && top->for_kind == ForKind::Spatial)
-      top = top->body.get();
-    if (contains_loop(k.body, ForKind::BlockIdx) && (top->kind != StmtKind::For || top->for_kind != ForKind::BlockIdx))
+    if (!whole_block_loops(k.body, opts.scheduled))
       internal_error("verifier", where + ": a block loop that is not the whole kernel");
     KernelVerifier(k, opts, where).visit(k.body);
     if (k.grid < 1 || k.block < 1)

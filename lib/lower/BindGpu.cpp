@@ -83,11 +83,11 @@ StmtPtr fold_into_grid(const StmtPtr &body) {
   Shape extents;
   std::vector<const Stmt *> outer;
   const Stmt *s = body.get();
-  for (; s->kind == StmtKind::For && s->for_kind == ForKind::Spatial; s = s->body.get()) {
+  for (; s && s->kind == StmtKind::For && s->for_kind == ForKind::Spatial; s = s->body.get()) {
     outer.push_back(s);
     extents.push_back(s->extent);
   }
-  if (outer.empty() || s->kind != StmtKind::For || s->for_kind != ForKind::BlockIdx)
+  if (outer.empty() || !s || s->kind != StmtKind::For || s->for_kind != ForKind::BlockIdx)
     return body;
   int64_t grid = s->extent, total = num_elements(extents) * grid;
   if (total == 0)
@@ -103,7 +103,7 @@ StmtPtr fold_into_grid(const StmtPtr &body) {
 
 void bind(Kernel &k, const Target &target) {
   k.body = fold_into_grid(k.body);
-  if (k.body->kind == StmtKind::For && k.body->for_kind == ForKind::BlockIdx) { // bound by its strategy
+  if (k.body && k.body->kind == StmtKind::For && k.body->for_kind == ForKind::BlockIdx) { // bound by its strategy
     k.grid = k.body->extent;
     k.block = thread_loop(*k.body)->extent;
     GRADC_CHECK(shared_bytes(k) <= target.shared_memory_bytes && k.block <= target.max_threads_per_block,

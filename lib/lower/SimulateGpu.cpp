@@ -337,7 +337,7 @@ std::vector<std::string> simulate_gpu(LoweredFunction &fn, const Target &target)
       check.emplace(threads.var, status_word(fn), int64_t(sites.size()));
       return *check;
     };
-    if (b->kind == StmtKind::For && b->for_kind == ForKind::BlockIdx)
+    if (b && b->kind == StmtKind::For && b->for_kind == ForKind::BlockIdx)
       k.body = for_loop(b->var, b->extent, b->extent > 1 ? ForKind::Parallel : ForKind::Serial,
                         simulate_block(b->body, target.warp_size, race));
     else // a kernel left to one thread: its serial loops as they are

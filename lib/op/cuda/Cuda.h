@@ -19,13 +19,14 @@ namespace gradc {
 
 class OpRegistry;
 
-/// `outputs` compensated sums of `count` terms each, where there are
-/// too few outputs to fill the device with one thread each and many terms
-/// (batch norm's sums per channel over N x H x W): each sum in fixed chunks
-/// by threads of their own into a scratch row of partial sums, then the
-/// partials of each output summed in order: two phases of one kernel (the
-/// GPU binding launches each on its own). Null where one thread per output
-/// is enough.
+/// `outputs` sums of `count` terms each, where there are too few outputs to
+/// fill the device with one thread each and many terms (batch norm's sums
+/// per channel over N x H x W, a weight gradient's over every pixel): each
+/// sum in fixed chunks, a block of 256 threads per chunk reading adjacent
+/// terms and summing them as a tree of shuffles, into a scratch row of
+/// partial sums, then the partials of each output summed by a warp: two
+/// phases of one kernel (the GPU binding launches each on its own; one where
+/// every output is one chunk). Null where one thread per output is enough.
 /// term(o, r): term r of output o (a flat output index); then(o, total).
 using OutputTermFn = std::function<LExprPtr(const LExprPtr &o, const LExprPtr &r)>;
 StmtPtr gpu_split_sums(KernelCtx &k, int64_t outputs, int64_t count, DType acc, const OutputTermFn &term,
