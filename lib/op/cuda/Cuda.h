@@ -39,8 +39,6 @@ StmtPtr gpu_split_sums(KernelCtx &k, int64_t outputs, int64_t count, DType acc, 
 /// product too small for a tile (M or N under 32) is the generic nest, a
 /// thread per output.
 StmtPtr gemm_cuda_tiled(KernelCtx &k, const Gemm &g);
-/// Whether gemm_cuda_tiled tiles `g`.
-bool gemm_cuda_tiles(const Gemm &g);
 
 /// The threads of one warp (every NVIDIA GPU's) and of a row kernel's block.
 constexpr int64_t kWarpSize = 32, kGpuRowThreads = 256;

@@ -39,12 +39,13 @@ LExprPtr clamp(LExprPtr a, int64_t extent) { return binary(BinaryOp::Min, std::m
 LExprPtr div(LExprPtr a, int64_t b) { return binary(BinaryOp::FloorDiv, std::move(a), int_imm(b)); }
 LExprPtr mod(LExprPtr a, int64_t b) { return binary(BinaryOp::FloorMod, std::move(a), int_imm(b)); }
 
+/// Whether a product has enough outputs for a tile.
+bool tiles(const Gemm &g) { return g.M >= 32 && g.N >= 32 && g.K >= 1; }
+
 } // namespace
 
-bool gemm_cuda_tiles(const Gemm &g) { return g.M >= 32 && g.N >= 32 && g.K >= 1; }
-
 StmtPtr gemm_cuda_tiled(KernelCtx &k, const Gemm &g) {
-  if (!gemm_cuda_tiles(g))
+  if (!tiles(g))
     return gemm_nest(k, g);
   const Tiles t = g.M >= kLarge.m && g.N >= kLarge.n ? kLarge : kSmall;
   const DType acc = g.acc();
