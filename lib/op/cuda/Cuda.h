@@ -57,6 +57,11 @@ StmtPtr warp_all_reduce(const BufferPtr &acc, BinaryOp op, const LExprPtr &lane)
 /// body(j) for a lane's positions of a row of n: j = lane, lane + 32, ...
 /// below n (a lane's own order).
 StmtPtr warp_row_loop(KernelCtx &k, int64_t n, const LExprPtr &lane, const std::function<StmtPtr(const LExprPtr &j)> &body);
+/// `outputs` sums of `count` terms each in `acc`, a warp per output
+/// (gpu_warp_rows): each lane's positions (warp_row_loop), then the lanes'
+/// sums by shuffles; then(o, total) on lane 0 of a live row.
+StmtPtr gpu_warp_sums(KernelCtx &k, int64_t outputs, int64_t count, DType acc, const OutputTermFn &term,
+                      const std::function<StmtPtr(const LExprPtr &o, const LExprPtr &total)> &then);
 
 void register_cuda_conv(OpRegistry &reg);
 void register_cuda_linear(OpRegistry &reg);

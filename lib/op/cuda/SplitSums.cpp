@@ -58,15 +58,9 @@ StmtPtr gpu_split_sums(KernelCtx &k, int64_t outputs, int64_t count, DType acc, 
     return first;
 
   // Phase 2: the partials of each output, a warp each.
-  StmtPtr second = gpu_warp_rows(k, outputs, [&](const LExprPtr &out, const LExprPtr &l, const LExprPtr &live) {
-    BufferPtr total = k.local("total", acc);
-    return alloc(total,
-                 seq({store(total, zero, constant_of(0, acc)), warp_row_loop(k, parts, l, [&](const LExprPtr &q) {
-                        return store(total, zero, add(load(total, zero), load(partial, add(mul(out, int_imm(parts)), q))));
-                      }),
-                      warp_all_reduce(total, BinaryOp::Add, l),
-                      if_then(both(live, compare(CompareOp::EQ, l, zero)), then(out, load(total, zero)))}));
-  });
+  StmtPtr second = gpu_warp_sums(
+      k, outputs, parts, acc, [&](const LExprPtr &out, const LExprPtr &q) { return load(partial, add(mul(out, int_imm(parts)), q)); },
+      then);
   return seq({first, second});
 }
 

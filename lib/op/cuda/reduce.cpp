@@ -25,18 +25,10 @@ StmtPtr cuda_sum(KernelCtx &k, const ReduceShape &shape, bool mean) {
   int64_t outputs = num_elements(r.out);
   if (r.count < kWarpSize || outputs == 0)
     return sum_kernel(k, r, mean);
-  return gpu_warp_rows(k, outputs, [&](const LExprPtr &o, const LExprPtr &lane, const LExprPtr &live) {
-    BufferPtr s = k.local("row_sum", acc);
-    LExprPtr zero = int_imm(0);
-    Index at = unravel_index(o, r.out);
-    return alloc(
-        s, seq({store(s, zero, constant_of(0, acc)), warp_row_loop(k, r.count, lane, [&](const LExprPtr &i) {
-                  return store(s, zero, add(load(s, zero), cast(acc, reduced_element(k, r, at, i))));
-                }),
-                warp_all_reduce(s, BinaryOp::Add, lane),
-                if_then(both(live, compare(CompareOp::EQ, lane, zero)),
-                        store(k.out(), o, sum_value(k, r, mean, load(s, zero))))}));
-  });
+  return gpu_warp_sums(
+      k, outputs, r.count, acc,
+      [&](const LExprPtr &o, const LExprPtr &i) { return reduced_element(k, r, unravel_index(o, r.out), i); },
+      [&](const LExprPtr &o, const LExprPtr &total) { return store(k.out(), o, sum_value(k, r, mean, total)); });
 }
 
 } // namespace
