@@ -4,7 +4,7 @@
 // chunk p of output o's terms, thread t taking terms t, t + 256, ... of the
 // chunk (adjacent threads read adjacent terms), then the block's 256 sums as
 // a tree: five shuffles in each warp, the 8 warps' totals through shared
-// memory, and warp 0 summing those. Phase 2: a warp per output sums its
+// memory, and every warp summing those alike (thread 0 stores). Phase 2: a warp per output sums its
 // chunks' partial sums (cuda/Rows.cpp); where each output is one chunk (many
 // outputs), phase 1 finishes it. Every sum is in a fixed order: the
 // result does not depend on timing.
@@ -46,7 +46,7 @@ StmtPtr gpu_split_sums(KernelCtx &k, int64_t outputs, int64_t count, DType acc, 
       s, seq({store(s, zero, constant_of(0, acc)),
               for_loop(i, (chunk + kThreads - 1) / kThreads, ForKind::Serial, store(s, zero, add(load(s, zero), value))),
               warp_all_reduce(s, BinaryOp::Add, lane), if_then(first_lane, store(warps, warp, load(s, zero))), barrier(),
-              // warp 0 sums the 8 warps' totals (its lanes past 8 add zeros)
+              // each warp sums the 8 warps' totals alike (lanes past 8 add zeros); thread 0 stores
               store(s, zero,
                     select(compare(CompareOp::LT, lane, int_imm(kWarps)),
                            load(warps, binary(BinaryOp::Min, lane, int_imm(kWarps - 1))), constant_of(0, acc))),
