@@ -108,11 +108,18 @@ private:
       return emit_parallel(s);
     // Other loops, ScanTime included, run serially on the CPU (a GPU-bound
     // kernel compiled for the CPU runs its block/thread loops serially too).
-    if (device_ == Device::CPU && lane_wise(s)) // vector instructions, one lane per iteration
+    // Vector instructions, one lane per iteration. On the GPU, where a
+    // thread's lanes are its vector loads and stores (ld.global.v4: a tiled
+    // product's fetches), not where a lane calls a libdevice function.
+    if (lane_wise(s) && (device_ == Device::CPU || !computes_transcendental(s.body)))
       return emit_lanes(s);
     if (device_ == Device::CPU && transposing_copy(s))
       return emit_transpose(s);
-    if (s.for_kind == ForKind::Unrolled) { // the body once per index, the index a constant
+    // A thread's short Vectorized loop that is not lane-wise: unrolled, so
+    // that what it indexes stays in registers.
+    bool unrolled = s.for_kind == ForKind::Unrolled ||
+                    (device_ == Device::GPU && s.for_kind == ForKind::Vectorized && s.extent <= kMaxLanes);
+    if (unrolled) { // the body once per index, the index a constant
       for (int64_t i = 0; i < s.extent; ++i) {
         vars_[var] = b_.getInt64(i);
         stmt(s.body);
@@ -311,7 +318,7 @@ private:
   /// once and broadcast. A register tile's accumulators are then whole-vector
   /// accesses at constant offsets of an alloca, which SROA keeps in registers.
   void emit_lanes(const Stmt &s) {
-    LaneValues lanes(*this, s.var.get(), unsigned(s.extent));
+    LaneValues lanes(*this, s);
     std::vector<const Stmt *> stores;
     std::function<void(const StmtPtr &)> collect = [&](const StmtPtr &st) {
       if (st->kind == StmtKind::Seq)
@@ -323,9 +330,22 @@ private:
     collect(s.body);
     for (const Stmt *st : stores) {
       Value *v = lanes.vector(st->value);
-      b_.CreateAlignedStore(v, lanes.address(*st->buffer, st->index), Align(dtype_bytes(st->buffer->dtype)));
+      b_.CreateAlignedStore(v, lanes.address(*st->buffer, st->index), lane_align(*st->buffer, st->index, s));
     }
   }
+
+  /// The alignment of a lane-wise access at `index` (lane 0 of `loop`): the
+  /// element size times the index's known power of two, as far as the
+  /// buffer's base is aligned (an argument or the workspace: 64 bytes, the
+  /// ABI's; a local or shared buffer: kLocalAlign). An aligned vector is one
+  /// instruction where the target has it (ld.global.v4.f32 on the GPU).
+  Align lane_align(const Buffer &buf, const LExprPtr &index, const Stmt &loop) {
+    auto fixed = [&](const LExpr &c) { return !opts_.params || !opts_.params->constants.count(&c); };
+    int zeros = std::min(index_zero_bits(index, loop.var.get(), fixed), 6);
+    uint64_t base = buf.scope == BufferScope::Local || buf.scope == BufferScope::Shared ? kLocalAlign : 64;
+    return Align(std::min(base, uint64_t(dtype_bytes(buf.dtype)) << zeros));
+  }
+  static constexpr uint64_t kLocalAlign = 16;
 
   /// A transposing copy (loops/Lanes.h) of an n × n block: row r (lane r,
   /// the unrolled index 0..n-1) loaded as one vector, then rounds h = n/2,
@@ -367,7 +387,8 @@ private:
 
   class LaneValues : LExprFunctor<Value *()> {
   public:
-    LaneValues(KernelEmitter &outer, const LVar *lane, unsigned count) : k_(outer), lane_(lane), count_(count) {}
+    LaneValues(KernelEmitter &outer, const Stmt &loop)
+        : k_(outer), loop_(loop), lane_(loop.var.get()), count_(unsigned(loop.extent)) {}
 
     /// The lanes of `e`, broadcast when it does not depend on the lane.
     Value *vector(const LExprPtr &e) {
@@ -384,6 +405,7 @@ private:
 
   private:
     KernelEmitter &k_;
+    const Stmt &loop_;
     const LVar *lane_;
     unsigned count_;
 
@@ -399,7 +421,8 @@ private:
     }
     Value *on_load(const LExprPtr &e) override {
       Type *ty = FixedVectorType::get(memory_type(k_.ctx_, e->dtype), count_);
-      return k_.b_.CreateAlignedLoad(ty, address(*e->buffer, e->operands[0]), Align(dtype_bytes(e->dtype)));
+      return k_.b_.CreateAlignedLoad(ty, address(*e->buffer, e->operands[0]),
+                                     k_.lane_align(*e->buffer, e->operands[0], loop_));
     }
     Value *on_unary(const LExprPtr &e) override { return k_.unary(e->uop, e->dtype, vector(e->operands[0])); }
     Value *on_binary(const LExprPtr &e) override {
@@ -429,7 +452,7 @@ private:
       auto *gv = new GlobalVariable(m, ty, false, GlobalValue::InternalLinkage, UndefValue::get(ty),
                                     fn_->getName().str() + "." + local.name, nullptr,
                                     GlobalValue::NotThreadLocal, 3);
-      gv->setAlignment(Align(16));
+      gv->setAlignment(Align(kLocalAlign));
       buffers_[&local] = gv;
       stmt(s.body);
       buffers_.erase(&local);
@@ -437,8 +460,9 @@ private:
     }
     BasicBlock &entry = fn_->getEntryBlock();
     IRBuilder<> ab(&entry, entry.begin());
-    buffers_[&local] =
-        ab.CreateAlloca(ArrayType::get(memory_type(ctx_, local.dtype), local.numel()), nullptr, local.name);
+    AllocaInst *a = ab.CreateAlloca(ArrayType::get(memory_type(ctx_, local.dtype), local.numel()), nullptr, local.name);
+    a->setAlignment(std::max(a->getAlign(), Align(kLocalAlign)));
+    buffers_[&local] = a;
     ++allocs_open_; // a local shared by the iterations keeps its loops serial
     stmt(s.body);
     --allocs_open_;

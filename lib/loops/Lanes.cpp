@@ -3,6 +3,8 @@
 
 #include "gradc/loops/Functor.h"
 
+#include <algorithm>
+#include <bit>
 #include <optional>
 
 namespace gradc {
@@ -68,6 +70,46 @@ private:
 };
 
 Step lane_stride(const LExprPtr &e, const LVar *lane) { return index_stride(e, lane); }
+
+/// index_zero_bits: the known trailing zero bits of an Int64 index.
+class ZeroBits : public LExprFunctor<int()> {
+public:
+  ZeroBits(const LVar *lane, const std::function<bool(const LExpr &)> &fixed) : lane_(lane), fixed_(fixed) {}
+  int of(const LExprPtr &e) { return e->dtype == DType::Int64 ? dispatch(e) : 0; }
+
+protected:
+  static int bits(int64_t c) { return c == 0 ? 64 : std::countr_zero(uint64_t(c)); }
+  int on_int_imm(const LExprPtr &e) override { return fixed_(*e) ? bits(e->ivalue) : 0; }
+  int on_float_imm(const LExprPtr &) override { return 0; }
+  int on_var(const LExprPtr &e) override { return e->var.get() == lane_ ? 64 : 0; }
+  int on_load(const LExprPtr &) override { return 0; }
+  int on_unary(const LExprPtr &) override { return 0; }
+  int on_compare(const LExprPtr &) override { return 0; }
+  int on_select(const LExprPtr &e) override { return std::min(of(e->operands[1]), of(e->operands[2])); }
+  int on_cast(const LExprPtr &) override { return 0; }
+  int on_mul_add(const LExprPtr &) override { return 0; }
+  int on_shuffle(const LExprPtr &) override { return 0; }
+  int on_binary(const LExprPtr &e) override {
+    const LExprPtr &x = e->operands[0], &y = e->operands[1];
+    switch (e->bop) {
+    case BinaryOp::Add:
+    case BinaryOp::Sub:
+    case BinaryOp::Min:
+    case BinaryOp::Max:
+      return std::min(of(x), of(y));
+    case BinaryOp::Mul:
+      return std::min(64, of(x) + of(y));
+    case BinaryOp::FloorMod: // x - y floor(x / y): as even as both
+      return y->kind == LExprKind::IntImm && fixed_(*y) && y->ivalue != 0 ? std::min(of(x), bits(y->ivalue)) : 0;
+    default:
+      return 0;
+    }
+  }
+
+private:
+  const LVar *lane_;
+  const std::function<bool(const LExpr &)> &fixed_;
+};
 
 /// Whether each node of an expression that uses the lane has a vector form.
 class LaneWiseExpr : public LExprFunctor<bool()> {
@@ -194,5 +236,9 @@ bool transposing_copy(const Stmt &loop) {
 }
 
 std::optional<int64_t> index_stride(const LExprPtr &e, const LVar *var) { return LaneStride(var).of(e); }
+
+int index_zero_bits(const LExprPtr &e, const LVar *lane, const std::function<bool(const LExpr &)> &fixed) {
+  return ZeroBits(lane, fixed).of(e);
+}
 
 } // namespace gradc

@@ -7,6 +7,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "gradc/codegen/Codegen.h"
+#include "gradc/loops/Lanes.h"
 #include "gradc/loops/Templates.h"
 #include "gradc/loops/Verify.h"
 #include "gradc/lower/Passes.h"
@@ -960,6 +961,35 @@ TEST_CASE("codegen: a GPU kernel's shared memory, barriers and shuffles, simulat
     write_file(dir + "/m.ptx", out.ptx);
     CHECK(run_shell(ptxas + " -arch=sm_90 " + dir + "/m.ptx -o " + dir + "/m.cubin") == 0);
     fs::remove_all(dir);
+  }
+}
+
+TEST_CASE("codegen: a GPU thread's lane-wise loop is one vector access where its index is 16-byte aligned",
+          "[codegen][cuda]") {
+  // Each of 64 threads copies 4 adjacent floats: at 4t (aligned: one
+  // ld.global.v4 and st.global.v4), or at 4t + offset (not: never a
+  // 16-byte access, which would fault on a misaligned address).
+  for (int64_t offset : {0, 1, 2}) {
+    auto x = input("x", DType::Float32, 260, 0), y = output("y", DType::Float32, 260, 0);
+    auto b = std::make_shared<LVar>(LVar{"b"}), t = std::make_shared<LVar>(LVar{"t"}), l = std::make_shared<LVar>(LVar{"l"});
+    LExprPtr at = binary(BinaryOp::Add, binary(BinaryOp::Add, binary(BinaryOp::Mul, var_ref(t), int_imm(4)), int_imm(offset)),
+                         var_ref(l));
+    StmtPtr lanes = for_loop(l, 4, ForKind::Vectorized, store(y, at, load(x, at)));
+    REQUIRE(lane_wise(*lanes));
+    LoweredModule m = single_kernel({x}, {y}, for_loop(b, 1, ForKind::BlockIdx, for_loop(t, 64, ForKind::ThreadIdx, lanes)));
+    m.functions[0].kernels[0].block = 64;
+    REQUIRE_NOTHROW(verify(m.functions[0], {true, true}, "test"));
+    CodegenRequest what;
+    what.ptx = true;
+    std::optional<CodegenOutput> generated = cuda_code(m, what);
+    if (!generated)
+      return;
+    INFO("offset " << offset);
+    const std::string &ptx = generated->ptx;
+    CHECK((ptx.find("ld.global.nc.v4.f32") != std::string::npos || ptx.find("ld.global.v4.f32") != std::string::npos) ==
+          (offset == 0));
+    CHECK((ptx.find("st.global.v4.f32") != std::string::npos) == (offset == 0));
+    CHECK((ptx.find(".v2.f32") != std::string::npos) == (offset == 2)); // 8-byte aligned halves
   }
 }
 

@@ -12,6 +12,7 @@
 
 #include "gradc/loops/LoopIR.h"
 
+#include <functional>
 #include <optional>
 
 namespace gradc {
@@ -30,6 +31,15 @@ bool uses_var(const LExprPtr &e, const LVar *var);
 /// The constant step of the Int64 index `e` when `var` steps by one (0 when
 /// it does not use `var`); nullopt where `e` is not affine in `var`.
 std::optional<int64_t> index_stride(const LExprPtr &e, const LVar *var);
+
+/// How many low bits of the Int64 index `e` are zero wherever `lane` is 0,
+/// whatever the other loop variables are (64 where `e` is then always 0):
+/// what an access at lane 0 may assume of its alignment. Constants count
+/// only where `fixed` says so (a template's argument may take other values,
+/// Templates.h); sums, differences, products, mins and maxes and a floor
+/// modulo by a fixed constant combine their operands' bits; anything else
+/// (a quotient, a load) may be odd.
+int index_zero_bits(const LExprPtr &e, const LVar *lane, const std::function<bool(const LExpr &)> &fixed);
 
 /// Whether the body of Vectorized loop `loop` can be emitted lane-wise: a
 /// sequence of stores at unit stride in the loop variable of values built from
