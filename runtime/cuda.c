@@ -150,7 +150,7 @@ static int64_t *gradc_rt_cuda_signature(const gradc_rt_cuda_launch *launches, in
                                         const gradc_rt_cuda_loop *loops, int32_t num_loops, size_t *length) {
   size_t n = 3;
   for (int32_t i = 0; i < num_launches; ++i)
-    n += 4 + (size_t)(launches[i].num_args > 0 ? launches[i].num_args : 0);
+    n += 8 + (size_t)(launches[i].num_args > 0 ? launches[i].num_args : 0);
   int64_t *s = (int64_t *)malloc(n * sizeof(int64_t));
   if (s == NULL)
     return NULL;
@@ -161,8 +161,10 @@ static int64_t *gradc_rt_cuda_signature(const gradc_rt_cuda_launch *launches, in
   for (int32_t i = 0; i < num_launches; ++i) {
     const gradc_rt_cuda_launch *l = &launches[i];
     s[k++] = (int64_t)(uintptr_t)l->kernel;
-    s[k++] = l->grid;
-    s[k++] = l->block;
+    for (int d = 0; d < 3; ++d) {
+      s[k++] = l->grid[d];
+      s[k++] = l->block[d];
+    }
     s[k++] = l->num_args;
     for (int64_t a = 0; a < l->num_args; ++a)
       memcpy(&s[k++], l->args[a], sizeof(int64_t));
@@ -232,10 +234,13 @@ static int gradc_rt_cuda_launch_range(const struct gradc_rt_cuda_driver *d, void
     }
     const gradc_rt_cuda_launch *l = &launches[i];
     void *function = NULL;
-    if (!gradc_rt_cuda_fits(l->grid) || !gradc_rt_cuda_fits(l->block) ||
-        d->module_get_function(&function, module, l->kernel) != GRADC_RT_CUDA_SUCCESS ||
-        d->launch_kernel(function, (unsigned)l->grid, 1, 1, (unsigned)l->block, 1, 1, 0, stream, l->args, NULL) !=
-            GRADC_RT_CUDA_SUCCESS)
+    int fits = 1;
+    for (int dim = 0; dim < 3; ++dim)
+      fits = fits && gradc_rt_cuda_fits(l->grid[dim]) && gradc_rt_cuda_fits(l->block[dim]);
+    if (!fits || d->module_get_function(&function, module, l->kernel) != GRADC_RT_CUDA_SUCCESS ||
+        d->launch_kernel(function, (unsigned)l->grid[0], (unsigned)l->grid[1], (unsigned)l->grid[2],
+                         (unsigned)l->block[0], (unsigned)l->block[1], (unsigned)l->block[2], 0, stream, l->args,
+                         NULL) != GRADC_RT_CUDA_SUCCESS)
       return 0;
     ++*launched;
     ++i;

@@ -49,11 +49,11 @@ void gradc_rt_shutdown(void);
  * unsafe. Its one piece of state is a table of loaded modules, one per (context, PTX), kept
  * where the driver names contexts by a unique id (cuCtxGetId); see cuda.c. */
 
-/* One kernel launch, with a 1-D grid of 1-D blocks and no dynamic shared memory. */
+/* One kernel launch, with no dynamic shared memory. */
 typedef struct gradc_rt_cuda_launch {
   const char *kernel; /* the kernel's entry name in the PTX */
-  int64_t grid;       /* blocks */
-  int64_t block;      /* threads per block */
+  int64_t grid[3];    /* blocks: x, y, z */
+  int64_t block[3];   /* threads per block: x, y, z */
   void **args;        /* cuLaunchKernel's kernelParams: the address of each parameter's value */
   int64_t num_args;   /* how many: each a device pointer (8 bytes) */
 } gradc_rt_cuda_launch;

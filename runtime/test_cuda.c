@@ -30,8 +30,8 @@ static void *const stream = &stream_object;
 static const void *const owner = (const void *)(uintptr_t)0x7000;
 static int64_t first_arg = 11, second_arg = 22;
 static void *first_args[] = {&first_arg}, *second_args[] = {&second_arg};
-static const gradc_rt_cuda_launch two_launches[] = {{"m_f_k0", 8, 256, first_args, 1},
-                                                    {"m_f_k1", 1, 32, second_args, 1}};
+static const gradc_rt_cuda_launch two_launches[] = {{"m_f_k0", {8, 1, 1}, {256, 1, 1}, first_args, 1},
+                                                    {"m_f_k1", {1, 1, 1}, {32, 1, 1}, second_args, 1}};
 
 /* Runs the two launches under a failure plan and compares status and log with the expected. */
 static void expect(const char *name, const char *fail_call, int fail_on, int has_context, int32_t want_status,
@@ -98,15 +98,17 @@ static void test_fake_driver(void) {
            launches, s);
   expect("cuStreamSynchronize fails", "cuStreamSynchronize", 1, 1, 4, want);
 
-  const gradc_rt_cuda_launch too_big[] = {{"m_f_k0", 8, 256, first_args, 1},
-                                          {"m_f_k1", (int64_t)1 << 32, 32, second_args, 1}};
+  /* A grid and block of three dimensions each, then a grid too tall for the driver. */
+  const gradc_rt_cuda_launch too_big[] = {{"m_f_k0", {8, 2, 3}, {16, 4, 2}, first_args, 1},
+                                          {"m_f_k1", {1, (int64_t)1 << 32, 1}, {32, 1, 1}, second_args, 1}};
   fake_reset(NULL, 0, 1);
   int32_t status = gradc_rt_cuda_run(ptx, too_big, 2, stream, owner, NULL);
   snprintf(want, sizeof want,
            "%s cuModuleLoadData(PTX) cuModuleGetFunction(module,m_f_k0) "
-           "cuLaunchKernel(m_f_k0,8x1x1,256x1x1,0,%s,11,NULL) cuStreamSynchronize(%s) cuModuleUnload(module)",
+           "cuLaunchKernel(m_f_k0,8x2x3,16x4x2,0,%s,11,NULL) cuStreamSynchronize(%s) cuModuleUnload(module)",
            start, s, s);
-  check(status == 4 && strcmp(fake_log(), want) == 0, "a grid beyond unsigned int is not launched", fake_log());
+  check(status == 4 && strcmp(fake_log(), want) == 0, "3-D launches; a grid beyond unsigned int is not launched",
+        fake_log());
 
   /* A status word: zeroed before loading, read back after the stream is done. */
   void (*set_status)(int64_t) = NULL;

@@ -60,13 +60,17 @@ std::unique_ptr<Module> build_device_module(const LoweredModule &module, const C
   for (const LoweredFunction &fn : module.functions) {
     symbols.emplace_back();
     for (const Kernel &kernel : fn.kernels) {
-      GRADC_CHECK(kernel.grid >= 1 && kernel.grid < (int64_t(1) << 31) && kernel.block >= 1 && kernel.block <= 1024,
+      const Dim3 &g = kernel.grid, &t = kernel.block;
+      GRADC_CHECK(g.x >= 1 && g.x < (int64_t(1) << 31) && g.y >= 1 && g.y <= 65535 && g.z >= 1 && g.z <= 65535 &&
+                      t.x >= 1 && t.y >= 1 && t.z >= 1 && t.count() <= 1024 && t.z <= 64,
                   kPass, "kernel " + kernel.name + " has an impossible launch shape");
       std::string symbol = unique_symbol(*m, opts.prefix + "_" + fn.name + "_" + kernel.name);
       Function *f = emit_kernel(*m, kernel, symbol, {Device::GPU, false, false});
       f->setCallingConv(CallingConv::PTX_Kernel);
       annotate(f, "kernel", 1);
-      annotate(f, "maxntidx", kernel.block); // lets ptxas budget registers for the real block
+      annotate(f, "maxntidx", t.x); // lets ptxas budget registers for the real block
+      annotate(f, "maxntidy", t.y);
+      annotate(f, "maxntidz", t.z);
       symbols.back().push_back(symbol);
     }
   }
@@ -129,8 +133,8 @@ void emit_launches(IRBuilder<> &b, const LoweredFunction &fn, const BufferValues
   }
   Function *entry = b.GetInsertBlock()->getParent();
   Type *ptr = b.getPtrTy(), *i64 = b.getInt64Ty();
-  // gradc_rt_cuda_launch (runtime/gradc_runtime.h): kernel name, grid, block, args, their count.
-  StructType *launch_type = StructType::get(ptr, i64, i64, ptr, i64);
+  // gradc_rt_cuda_launch (runtime/gradc_runtime.h): kernel name, grid x/y/z, block x/y/z, args, their count.
+  StructType *launch_type = StructType::get(ptr, ArrayType::get(i64, 3), ArrayType::get(i64, 3), ptr, i64);
   IRBuilder<> ab(&entry->getEntryBlock(), entry->getEntryBlock().begin());
   Value *launches = ab.CreateAlloca(launch_type, b.getInt32(fn.kernels.size()), "launches");
   for (size_t k = 0; k < fn.kernels.size(); ++k) {
@@ -151,8 +155,12 @@ void emit_launches(IRBuilder<> &b, const LoweredFunction &fn, const BufferValues
     }
     Value *launch = b.CreateConstInBoundsGEP1_64(launch_type, launches, k);
     b.CreateStore(b.CreateGlobalString(symbols[k], "kernel_name"), b.CreateStructGEP(launch_type, launch, 0));
-    b.CreateStore(b.getInt64(kernel.grid), b.CreateStructGEP(launch_type, launch, 1));
-    b.CreateStore(b.getInt64(kernel.block), b.CreateStructGEP(launch_type, launch, 2));
+    for (int d = 0; d < kMaxLaunchDims; ++d) {
+      for (unsigned field : {1u, 2u}) { // launch->grid[d], launch->block[d]
+        Value *at = b.CreateInBoundsGEP(launch_type, launch, {b.getInt32(0), b.getInt32(field), b.getInt32(d)});
+        b.CreateStore(b.getInt64((field == 1 ? kernel.grid : kernel.block)[d]), at);
+      }
+    }
     b.CreateStore(arg_pointers, b.CreateStructGEP(launch_type, launch, 3));
     b.CreateStore(b.getInt64(args.size()), b.CreateStructGEP(launch_type, launch, 4));
   }

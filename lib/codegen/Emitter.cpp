@@ -93,9 +93,16 @@ private:
     const LVar *var = s.var.get();
     bool bound = s.for_kind == ForKind::BlockIdx || s.for_kind == ForKind::ThreadIdx;
     if (bound && device_ == Device::GPU) {
-      // The launch shape is the loop: grid = blockIdx extent, block = threadIdx extent.
-      Intrinsic::ID id =
-          s.for_kind == ForKind::BlockIdx ? Intrinsic::nvvm_read_ptx_sreg_ctaid_x : Intrinsic::nvvm_read_ptx_sreg_tid_x;
+      // The launch shape is the loops: a chain of block (thread) loops is the
+      // grid's (block's) dimensions, x the innermost (LoopIR.h).
+      static const Intrinsic::ID block_ids[] = {Intrinsic::nvvm_read_ptx_sreg_ctaid_x,
+                                                Intrinsic::nvvm_read_ptx_sreg_ctaid_y,
+                                                Intrinsic::nvvm_read_ptx_sreg_ctaid_z};
+      static const Intrinsic::ID thread_ids[] = {Intrinsic::nvvm_read_ptx_sreg_tid_x, Intrinsic::nvvm_read_ptx_sreg_tid_y,
+                                                 Intrinsic::nvvm_read_ptx_sreg_tid_z};
+      const int dim = bound_dim(s);
+      GRADC_CHECK(dim < kMaxLaunchDims, kPass, "loop " + var->name + " binds more than 3 dimensions");
+      Intrinsic::ID id = s.for_kind == ForKind::BlockIdx ? block_ids[dim] : thread_ids[dim];
       vars_[var] = b_.CreateZExt(b_.CreateIntrinsic(id, {}, {}), b_.getInt64Ty(), var->name);
       stmt(s.body);
       vars_.erase(var);

@@ -111,7 +111,7 @@ nlohmann::json build_manifest(const LoweredModule &module, const std::vector<Fun
       // A kernel's launch arguments are its buffers, in order (CudaTarget.cpp).
       if (cuda)
         kernel["launch"] = {
-            {"grid", {k.grid, 1, 1}}, {"block", {k.block, 1, 1}}, {"shared_memory_bytes", shared_bytes(k)}, {"arguments", buffers}};
+            {"grid", {k.grid.x, k.grid.y, k.grid.z}}, {"block", {k.block.x, k.block.y, k.block.z}}, {"shared_memory_bytes", shared_bytes(k)}, {"arguments", buffers}};
       kernels.push_back(kernel);
     }
 

@@ -103,6 +103,19 @@ StmtPtr substitute(const StmtPtr &s, const VarValues &values) {
   return Substitute(values).mutate(s);
 }
 
+StmtPtr collapse_nest(const std::vector<const Stmt *> &loops, ForKind kind, const LVarPtr &var) {
+  VarValues values;
+  int64_t stride = 1;
+  for (size_t d = loops.size(); d-- > 0;) {
+    LExprPtr digit = stride == 1 ? var_ref(var) : binary(BinaryOp::FloorDiv, var_ref(var), int_imm(stride));
+    if (d > 0)
+      digit = binary(BinaryOp::FloorMod, digit, int_imm(std::max<int64_t>(loops[d]->extent, 1)));
+    values[loops[d]->var.get()] = digit;
+    stride *= loops[d]->extent;
+  }
+  return for_loop(var, stride, kind, substitute(loops.back()->body, values));
+}
+
 std::vector<BufferPtr> touched_buffers(const StmtPtr &s) {
   class Collector : public LoopVisitor {
   public:

@@ -29,11 +29,43 @@ const char *for_kind_name(ForKind kind) {
   case ForKind::ScanTime:
     return "scan_time";
   case ForKind::BlockIdx:
-    return "blockIdx.x";
+    return "blockIdx"; // the dimension is the loop's (bound_dim)
   case ForKind::ThreadIdx:
-    return "threadIdx.x";
+    return "threadIdx";
   }
   return "?";
+}
+
+int bound_dim(const Stmt &loop) {
+  int d = 0;
+  for (const Stmt *s = loop.body.get(); s && s->kind == StmtKind::For && s->for_kind == loop.for_kind; s = s->body.get())
+    ++d;
+  return d;
+}
+
+const Stmt &innermost_bound(const Stmt &loop) {
+  const Stmt *s = &loop;
+  while (s->body && s->body->kind == StmtKind::For && s->body->for_kind == loop.for_kind)
+    s = s->body.get();
+  return *s;
+}
+
+Dim3 bound_extents(const Stmt &loop) {
+  Dim3 d;
+  for (const Stmt *s = &loop; s && s->kind == StmtKind::For && s->for_kind == loop.for_kind; s = s->body.get()) {
+    int dim = bound_dim(*s);
+    if (dim < kMaxLaunchDims)
+      d[dim] = s->extent;
+  }
+  return d;
+}
+
+/// "8", or "(8, 4)" / "(8, 4, 2)" where y or z is more than 1.
+static std::string launch_dims(const Dim3 &d) {
+  if (d.flat())
+    return std::to_string(d.x);
+  std::string s = "(" + std::to_string(d.x) + ", " + std::to_string(d.y);
+  return s + (d.z > 1 ? ", " + std::to_string(d.z) : "") + ")";
 }
 
 static std::shared_ptr<LExpr> node(LExprKind kind, DType dt) {
@@ -516,7 +548,10 @@ private:
 
   void on_for(const StmtPtr &s, int depth) override {
     std::string pad(depth * 2, ' ');
-    os << pad << "for (" << var_name(*s->var) << ", 0, " << s->extent << ") " << for_kind_name(s->for_kind) << " {\n";
+    os << pad << "for (" << var_name(*s->var) << ", 0, " << s->extent << ") " << for_kind_name(s->for_kind);
+    if (s->for_kind == ForKind::BlockIdx || s->for_kind == ForKind::ThreadIdx)
+      os << '.' << "xyz"[bound_dim(*s)];
+    os << " {\n";
     stmt(s->body, depth + 1);
     os << pad << "}\n";
   }
@@ -593,8 +628,8 @@ public:
           for (size_t i = 0; i < k.buffers.size(); ++i)
             os << (i ? ", " : "") << k.buffers[i]->name;
           os << ")";
-          if (k.grid > 1 || k.block > 1)
-            os << " launch(grid=" << k.grid << ", block=" << k.block
+          if (k.grid.count() > 1 || k.block.count() > 1)
+            os << " launch(grid=" << launch_dims(k.grid) << ", block=" << launch_dims(k.block)
                << (shared_bytes(k) ? ", shared=" + std::to_string(shared_bytes(k)) + " bytes" : "") << ")";
           os << " {";
           if (k.origin.set())

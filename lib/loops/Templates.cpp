@@ -43,7 +43,8 @@ public:
       declare(*b, false);
       key.push_back(shares_bytes(kernel, *b)); // not noalias (codegen)
     }
-    key.insert(key.end(), {kernel.grid, kernel.block});
+    for (int d = 0; d < kMaxLaunchDims; ++d)
+      key.insert(key.end(), {kernel.grid[d], kernel.block[d]});
     stmt(*kernel.body);
   }
 

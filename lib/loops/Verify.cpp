@@ -34,13 +34,14 @@ private:
   // under how many conditions that depend on the thread.
   bool in_block_ = false, in_thread_ = false;
   int divergent_ = 0;
-  const LVar *thread_var_ = nullptr;
+  std::unordered_set<const LVar *> thread_vars_; // of the thread loops (up to 3 dimensions)
+  const Stmt *chain_next_ = nullptr; // the body of a block or thread loop: may be the next dimension
 
   /// Whether threads of one block may see different values of `e`: it reads
   /// the thread index, a thread's Local buffer, or memory at an index that
   /// does (a shuffle's value is another thread's).
   bool thread_dependent(const LExprPtr &e) const {
-    if (e->kind == LExprKind::Var && e->var.get() == thread_var_)
+    if (e->kind == LExprKind::Var && thread_vars_.count(e->var.get()))
       return true;
     if (e->kind == LExprKind::Load && e->buffer->scope == BufferScope::Local)
       return true;
@@ -74,21 +75,30 @@ private:
       if (s->for_kind == ForKind::Vectorized && contains_loop(s->body))
         fail("vectorized loop " + s->var->name + " is not innermost");
     }
-    if (s->for_kind == ForKind::BlockIdx && (in_block_ || in_thread_))
-      fail("block loop " + s->var->name + " inside another block or thread loop");
-    if (s->for_kind == ForKind::ThreadIdx && (!in_block_ || in_thread_))
-      fail("thread loop " + s->var->name + " outside a block loop, or inside another thread loop");
     bool block = s->for_kind == ForKind::BlockIdx, thread = s->for_kind == ForKind::ThreadIdx;
-    if (in_block_ && !in_thread_ && !thread)
+    // The next dimension of the grid (of the block): the whole body of a
+    // block (thread) loop.
+    bool chained = s.get() == chain_next_ && (block ? in_block_ && !in_thread_ : thread && in_thread_);
+    chain_next_ = nullptr;
+    if (block && (in_block_ || in_thread_) && !chained)
+      fail("block loop " + s->var->name + " inside another block or thread loop");
+    if (thread && (!in_block_ || in_thread_) && !chained)
+      fail("thread loop " + s->var->name + " outside a block loop, or inside another thread loop");
+    if ((block || thread) && !chained && bound_dim(*s) >= kMaxLaunchDims)
+      fail(std::string(block ? "block" : "thread") + " loop " + s->var->name + " binds more than 3 dimensions");
+    if (in_block_ && !in_thread_ && !thread && !block)
       fail("loop " + s->var->name + " in a block loop, outside its thread loop");
     // Inside a thread, a loop that is not run in order by each thread (a
     // vectorized one) is not a place for a barrier.
-    bool lanes = in_thread_ && s->for_kind != ForKind::Serial && s->for_kind != ForKind::Unrolled &&
+    bool lanes = in_thread_ && !chained && s->for_kind != ForKind::Serial && s->for_kind != ForKind::Unrolled &&
                  !unscheduled(s->for_kind);
+    const bool was_block = in_block_, was_thread = in_thread_;
     in_block_ |= block;
     in_thread_ |= thread;
     if (thread)
-      thread_var_ = s->var.get();
+      thread_vars_.insert(s->var.get());
+    if (block || thread)
+      chain_next_ = s->body.get();
     divergent_ += lanes;
     parallel_depth_ += s->for_kind == ForKind::Parallel;
     empty_loops_ += s->extent == 0; // its body never runs: no index in it is out of bounds
@@ -98,12 +108,10 @@ private:
     ranges_.vars.erase(s->var.get());
     parallel_depth_ -= s->for_kind == ForKind::Parallel;
     divergent_ -= lanes;
-    if (thread) {
-      in_thread_ = false;
-      thread_var_ = nullptr;
-    }
-    if (block)
-      in_block_ = false;
+    if (thread)
+      thread_vars_.erase(s->var.get());
+    in_block_ = was_block;
+    in_thread_ = was_thread;
   }
 
   void on_barrier(const StmtPtr &) override { synchronizing("barrier"); }
@@ -333,8 +341,9 @@ void verify(const LoweredFunction &fn, const LoopVerifyOptions &opts, const std:
     if (!whole_block_loops(k.body, opts.scheduled))
       internal_error("verifier", where + ": a block loop that is not the whole kernel");
     KernelVerifier(k, opts, where).visit(k.body);
-    if (k.grid < 1 || k.block < 1)
-      internal_error("verifier", where + ": launch shape below 1");
+    for (int d = 0; d < kMaxLaunchDims; ++d)
+      if (k.grid[d] < 1 || k.block[d] < 1)
+        internal_error("verifier", where + ": launch shape below 1");
     for (const auto &[buf, over] : k.overwrites)
       if (std::string why = overwrite_violation(k, *buf, *over); !why.empty())
         internal_error("verifier", where + ": it may not write " + buf->name + " over " + over->name + ": " + why);

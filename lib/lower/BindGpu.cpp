@@ -65,10 +65,10 @@ std::vector<StmtPtr> phases(const StmtPtr &body) {
   return out;
 }
 
-/// The thread loop of a kernel a strategy bound: inside the block loop and
-/// its Shared allocations.
+/// The outermost thread loop of a kernel a strategy bound: inside its block
+/// loops and their Shared allocations.
 const Stmt *thread_loop(const Stmt &block) {
-  const Stmt *s = block.body.get();
+  const Stmt *s = innermost_bound(block).body.get();
   while (s->kind == StmtKind::Alloc)
     s = s->body.get();
   GRADC_CHECK(s->kind == StmtKind::For && s->for_kind == ForKind::ThreadIdx, "GPU binding",
@@ -76,37 +76,55 @@ const Stmt *thread_loop(const Stmt &block) {
   return s;
 }
 
+/// CUDA's limits on a grid: x below 2^31, y and z at most 65535.
+constexpr int64_t kMaxGridX = (int64_t(1) << 31) - 1, kMaxGridYZ = 65535;
+
 /// Data-parallel loops around a nest its strategy bound (a batched
-/// product's batch) become more blocks of it: block b of the new grid is
-/// block b mod grid of the outer loops' element b div grid.
+/// product's batch) become more blocks of it: one more dimension of the grid
+/// (their row-major index) where the grid has one to spare and they fit in
+/// it, else one flat grid. A grid past CUDA's limits is made flat too.
 StmtPtr fold_into_grid(const StmtPtr &body) {
-  Shape extents;
   std::vector<const Stmt *> outer;
   const Stmt *s = body.get();
-  for (; s && s->kind == StmtKind::For && s->for_kind == ForKind::Spatial; s = s->body.get()) {
+  for (; s && s->kind == StmtKind::For && s->for_kind == ForKind::Spatial; s = s->body.get())
     outer.push_back(s);
-    extents.push_back(s->extent);
-  }
-  if (outer.empty() || !s || s->kind != StmtKind::For || s->for_kind != ForKind::BlockIdx)
+  if (!s || s->kind != StmtKind::For || s->for_kind != ForKind::BlockIdx)
     return body;
-  int64_t grid = s->extent, total = num_elements(extents) * grid;
-  if (total == 0)
+  Shape extents;
+  for (const Stmt *o : outer)
+    extents.push_back(o->extent);
+  const int64_t batch = num_elements(extents);
+  const Dim3 grid = bound_extents(*s);
+  const int dims = bound_dim(*s) + 1;
+  if (batch * grid.count() == 0)
     return seq({});
-  auto b = std::make_shared<LVar>(LVar{"blockIdx.x"});
-  LExprPtr bv = var_ref(b);
-  Index outer_index = unravel_index(grid == 1 ? bv : binary(BinaryOp::FloorDiv, bv, int_imm(grid)), extents);
-  VarValues values{{s->var.get(), grid == 1 ? int_imm(0) : binary(BinaryOp::FloorMod, bv, int_imm(grid))}};
-  for (size_t d = 0; d < outer.size(); ++d)
-    values[outer[d]->var.get()] = outer_index[d];
-  return for_loop(b, total, ForKind::BlockIdx, substitute(s->body, values));
+  const bool fits = grid.x <= kMaxGridX && grid.y <= kMaxGridYZ && grid.z <= kMaxGridYZ;
+  if (fits && !outer.empty() && dims < kMaxLaunchDims && batch <= kMaxGridYZ) {
+    return collapse_nest(outer, ForKind::BlockIdx, std::make_shared<LVar>(LVar{"batch"}));
+  }
+  if (fits && outer.empty())
+    return body;
+  GRADC_CHECK(batch * grid.count() <= kMaxGridX, "GPU binding", "a kernel needs more blocks than a grid has");
+  for (const Stmt *c = s;; c = c->body.get()) {
+    outer.push_back(c);
+    if (c == &innermost_bound(*s))
+      break;
+  }
+  return collapse_nest(outer, ForKind::BlockIdx, std::make_shared<LVar>(LVar{"block"}));
+}
+
+/// CUDA's limits on a block: x and y at most 1024, z at most 64, the
+/// threads at most the target's.
+bool block_fits(const Dim3 &b, const Target &target) {
+  return b.x <= 1024 && b.y <= 1024 && b.z <= 64 && b.count() <= target.max_threads_per_block;
 }
 
 void bind(Kernel &k, const Target &target) {
   k.body = fold_into_grid(k.body);
   if (k.body && k.body->kind == StmtKind::For && k.body->for_kind == ForKind::BlockIdx) { // bound by its strategy
-    k.grid = k.body->extent;
-    k.block = thread_loop(*k.body)->extent;
-    GRADC_CHECK(shared_bytes(k) <= target.shared_memory_bytes && k.block <= target.max_threads_per_block,
+    k.grid = bound_extents(*k.body);
+    k.block = bound_extents(*thread_loop(*k.body));
+    GRADC_CHECK(shared_bytes(k) <= target.shared_memory_bytes && block_fits(k.block, target),
                 "GPU binding", "kernel " + k.name + " needs more shared memory or threads than a block has");
     return;
   }
@@ -125,18 +143,20 @@ void bind(Kernel &k, const Target &target) {
     k.body = seq({});
     return;
   }
-  k.block = std::min({total, kThreadsPerBlock, int64_t(target.max_threads_per_block)});
-  k.grid = (total + k.block - 1) / k.block;
+  const int64_t threads = std::min({total, kThreadsPerBlock, int64_t(target.max_threads_per_block)});
+  k.block = Dim3{threads};
+  k.grid = Dim3{(total + threads - 1) / threads};
+  GRADC_CHECK(k.grid.x <= kMaxGridX, "GPU binding", "kernel " + k.name + " needs more blocks than a grid has");
   auto bx = std::make_shared<LVar>(LVar{"blockIdx.x"});
   auto tx = std::make_shared<LVar>(LVar{"threadIdx.x"});
-  LExprPtr flat = binary(BinaryOp::Add, binary(BinaryOp::Mul, var_ref(bx), int_imm(k.block)), var_ref(tx));
+  LExprPtr flat = binary(BinaryOp::Add, binary(BinaryOp::Mul, var_ref(bx), int_imm(threads)), var_ref(tx));
   Index idx = unravel_index(flat, extents);
   VarValues values;
   for (size_t d = 0; d < nest.size(); ++d)
     values[nest[d]->var.get()] = idx[d];
   StmtPtr inner = serialize_unscheduled(substitute(nest.back()->body, values));
   StmtPtr guarded = if_then(compare(CompareOp::LT, flat, int_imm(total)), inner);
-  k.body = for_loop(bx, k.grid, ForKind::BlockIdx, for_loop(tx, k.block, ForKind::ThreadIdx, guarded));
+  k.body = for_loop(bx, k.grid.x, ForKind::BlockIdx, for_loop(tx, threads, ForKind::ThreadIdx, guarded));
 }
 
 } // namespace

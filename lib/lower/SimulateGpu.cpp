@@ -328,10 +328,34 @@ BufferPtr status_word(LoweredFunction &fn) {
 
 } // namespace
 
+/// A chain of block (or thread) loops, one per dimension, as one loop over
+/// the linear index, x fastest (what decides a thread's warp and lane).
+StmtPtr one_dimension(const StmtPtr &loop) {
+  if (bound_dim(*loop) == 0)
+    return loop;
+  std::vector<const Stmt *> chain;
+  for (const Stmt *c = loop.get(); !chain.size() || chain.back() != &innermost_bound(*loop); c = c->body.get())
+    chain.push_back(c);
+  return collapse_nest(chain, loop->for_kind, std::make_shared<LVar>(*loop->var));
+}
+
+/// A bound kernel's grid and block, each made one dimension.
+StmtPtr linear_launch(const StmtPtr &body) {
+  struct Linear : LoopMutator {
+    StmtPtr on_for(const StmtPtr &s) override {
+      if (s->for_kind != ForKind::BlockIdx && s->for_kind != ForKind::ThreadIdx)
+        return LoopMutator::on_for(s);
+      StmtPtr one = one_dimension(s);
+      return with_for(*one, one->for_kind, mutate(one->body));
+    }
+  };
+  return Linear().mutate(body);
+}
+
 std::vector<std::string> simulate_gpu(LoweredFunction &fn, const Target &target) {
   std::vector<std::string> sites;
   for (Kernel &k : fn.kernels) {
-    const StmtPtr &b = k.body;
+    const StmtPtr b = linear_launch(k.body);
     std::optional<RaceCheck> check;
     auto race = [&](const Stmt &threads) -> RaceCheck & {
       check.emplace(threads.var, status_word(fn), int64_t(sites.size()));
@@ -348,7 +372,7 @@ std::vector<std::string> simulate_gpu(LoweredFunction &fn, const Target &target)
         sites.push_back("shared buffer " + name + " of kernel " + k.name);
       k.buffers = touched_buffers(k.body);
     }
-    k.grid = k.block = 1;
+    k.grid = k.block = Dim3{};
   }
   return sites;
 }

@@ -141,8 +141,8 @@ std::pair<LoweredModule, std::vector<FunctionReport>> sample_module() {
   Kernel k;
   k.name = "fused_add";
   k.buffers = {main.inputs[0], main.outputs[0]};
-  k.grid = 4;
-  k.block = 128;
+  k.grid = Dim3{4};
+  k.block = Dim3{128};
   main.kernels.push_back(k);
   main_report.flops = 12;
   main_report.peak_before_remat = main_report.peak_after_remat = 0;

@@ -490,7 +490,7 @@ TEST_CASE("codegen: CUDA kernels become PTX that ptxas accepts", "[codegen][cuda
                                    binary(BinaryOp::Max, unary(UnaryOp::Exp, xi), unary(UnaryOp::Log, yi))));
     StmtPtr guarded = if_then(compare(CompareOp::LT, i, int_imm(n)), store(out, i, value));
     StmtPtr body = for_loop(bx, grid, ForKind::BlockIdx, for_loop(tx, block, ForKind::ThreadIdx, guarded));
-    fn.kernels.push_back(Kernel{std::string("k_") + dtype_name(dt), {x, y, out}, body, grid, block});
+    fn.kernels.push_back(Kernel{std::string("k_") + dtype_name(dt), {x, y, out}, body, Dim3{grid}, Dim3{block}});
   }
   // A function without kernels returns 0 without asking anything of the driver.
   LoweredFunction nothing;
@@ -912,8 +912,8 @@ LoweredModule block_sum_module(DType dt, bool first_barrier = true) {
       b, blocks, ForKind::BlockIdx,
       alloc(tile, alloc(partial, for_loop(t, threads, ForKind::ThreadIdx, alloc(acc, seq(std::move(body)))))));
   LoweredModule m = single_kernel({x}, {rev, total}, kernel);
-  m.functions[0].kernels[0].grid = blocks;
-  m.functions[0].kernels[0].block = threads;
+  m.functions[0].kernels[0].grid = Dim3{blocks};
+  m.functions[0].kernels[0].block = Dim3{threads};
   return m;
 }
 
@@ -929,7 +929,7 @@ TEST_CASE("codegen: a GPU kernel's shared memory, barriers and shuffles, simulat
   target.kind = TargetKind::CUDA;
   simulate_gpu(fn, target);
   REQUIRE_NOTHROW(verify(fn, {true, true}, "GPU simulation"));
-  CHECK(fn.kernels[0].grid == 1);
+  CHECK(fn.kernels[0].grid == Dim3{});
   CHECK(fn.kernels[0].body->for_kind == ForKind::Parallel); // the blocks
   auto session = jit(m);
   Aligned<double> x(192), rev(192), total(3);
@@ -977,7 +977,7 @@ TEST_CASE("codegen: a GPU thread's lane-wise loop is one vector access where its
     StmtPtr lanes = for_loop(l, 4, ForKind::Vectorized, store(y, at, load(x, at)));
     REQUIRE(lane_wise(*lanes));
     LoweredModule m = single_kernel({x}, {y}, for_loop(b, 1, ForKind::BlockIdx, for_loop(t, 64, ForKind::ThreadIdx, lanes)));
-    m.functions[0].kernels[0].block = 64;
+    m.functions[0].kernels[0].block = Dim3{64};
     REQUIRE_NOTHROW(verify(m.functions[0], {true, true}, "test"));
     CodegenRequest what;
     what.ptx = true;

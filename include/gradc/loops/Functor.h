@@ -198,6 +198,12 @@ StmtPtr with_for(const Stmt &loop, ForKind kind, StmtPtr body);
 using VarValues = std::unordered_map<const LVar *, LExprPtr>;
 StmtPtr substitute(const StmtPtr &s, const VarValues &values);
 
+/// A perfect nest `loops` (outermost first, each the whole body of the one
+/// before) as one loop of `kind` over `var`, of the product of their
+/// extents: iteration i is the nest's i-th in row-major order (the innermost
+/// fastest), each variable its digit of i.
+StmtPtr collapse_nest(const std::vector<const Stmt *> &loops, ForKind kind, const LVarPtr &var);
+
 /// Every buffer that `s` reads or writes but does not allocate (Local and
 /// Shared), in first-use order.
 std::vector<BufferPtr> touched_buffers(const StmtPtr &s);

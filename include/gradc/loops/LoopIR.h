@@ -37,6 +37,13 @@
 //    together. Both must be reached by every thread alike: never under a
 //    condition or loop that depends on the thread (loops/Verify.h checks).
 //    lower/SimulateGpu.cpp runs such a kernel on the CPU by these rules.
+//    A grid of 2 or 3 dimensions is a chain of nested BlockIdx loops, each
+//    the whole body of the one around it, the innermost blockIdx.x, the one
+//    around it .y, then .z; a block's threads likewise a chain of ThreadIdx
+//    loops (bound_dim). A thread's linear index, which decides its warp and
+//    lane, runs x fastest. A lane-wise Vectorized loop (Lanes.h) in a thread
+//    is its vector loads and stores (ld.global.v4: 16 bytes where the index
+//    and the buffer are aligned so).
 //
 //===----------------------------------------------------------------------===//
 #pragma once
@@ -169,14 +176,38 @@ struct Stmt {
   std::vector<StmtPtr> seq; // Seq
 };
 
+/// A CUDA launch's grid or block extents: x, y, z (x the innermost bound loop).
+struct Dim3 {
+  int64_t x = 1, y = 1, z = 1;
+  int64_t count() const { return x * y * z; }
+  /// The extent of dimension d (0 = x, 1 = y, 2 = z).
+  int64_t &operator[](int d) { return d == 0 ? x : d == 1 ? y : z; }
+  int64_t operator[](int d) const { return d == 0 ? x : d == 1 ? y : z; }
+  /// Only x is more than 1.
+  bool flat() const { return y == 1 && z == 1; }
+  bool operator==(const Dim3 &) const = default;
+};
+/// The dimensions of a chain of nested launches: at most 3.
+constexpr int kMaxLaunchDims = 3;
+
+/// Of a BlockIdx or ThreadIdx loop: which dimension it binds (0 = x, 1 = y,
+/// 2 = z): how many loops of its kind are nested directly inside it, each
+/// the whole body of the one before.
+int bound_dim(const Stmt &loop);
+/// The extents of the chain of loops of `loop`'s kind that starts at `loop`
+/// (outermost first in the IR, x the innermost).
+Dim3 bound_extents(const Stmt &loop);
+/// The innermost loop of that chain.
+const Stmt &innermost_bound(const Stmt &loop);
+
 /// One kernel: a loop nest reading and writing the listed buffers.
 struct Kernel {
   std::string name;
   std::vector<BufferPtr> buffers; // every non-Local buffer the body touches
   StmtPtr body;
-  // GPU launch shape, set by GPU binding (1 when the kernel is not bound).
-  int64_t grid = 1;
-  int64_t block = 1;
+  // GPU launch shape, set by GPU binding (1 x 1 x 1 when the kernel is not bound).
+  Dim3 grid;
+  Dim3 block;
   Origin origin; // the binding it computes (a scan's binding: all of its kernels)
   /// (buf, over): this kernel may store buf's values over over's bytes
   /// (InPlace.h's overwrite_violation holds). Memory planning lists every

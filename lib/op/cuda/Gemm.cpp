@@ -1,7 +1,8 @@
 //===- cuda/Gemm.cpp - matrix products tiled through shared memory --------===//
 //
 // See Cuda.h (gemm_cuda_tiled). A block of 256 threads (16 x 16) computes one
-// tile of C: 128 x 128 where both M and N reach it, else 64 x 64. Its
+// tile of C: 128 x 128 where both M and N reach it, else 64 x 64; the grid's
+// x and y are the tiles along N and M (a batch, GPU binding's z). Its
 // threads walk K in slices (8 deep for the large tile, 16 for the small),
 // each slice of A (tile rows x depth) and of B (depth x tile columns) copied
 // into shared memory, four elements per thread and operand; a barrier; then
@@ -183,10 +184,13 @@ StmtPtr gemm_cuda_tiled(KernelCtx &k, const Gemm &g) {
   BufferPtr c = k.local("c_tile", acc, t.reg_m() * t.reg_n());
   BufferPtr next = k.local("next_slices", acc, 2 * kPerThread); // A's four, then B's
   BufferPtr a_frag = k.local("a_frag", acc, t.reg_m()), b_frag = k.local("b_frag", acc, t.reg_n());
-  LVarPtr block = k.var("block"), thread = k.var("thread"), step = k.var("step");
-  LExprPtr b = var_ref(block), th = var_ref(thread), s = var_ref(step);
-  LExprPtr m0 = mul(div(b, tiles_n), int_imm(t.m)), n0 = mul(mod(b, tiles_n), int_imm(t.n));
-  LExprPtr ty = div(th, kThreadCols), tx = mod(th, kThreadCols);
+  // A grid of tiles_n x tiles_m blocks of 16 x 16 threads; th, the
+  // thread's linear index, decides what it copies.
+  LVarPtr tile_m = k.var("tile_m"), tile_n = k.var("tile_n"), thread_y = k.var("ty"), thread_x = k.var("tx");
+  LVarPtr step = k.var("step");
+  LExprPtr s = var_ref(step), ty = var_ref(thread_y), tx = var_ref(thread_x);
+  LExprPtr m0 = mul(var_ref(tile_m), int_imm(t.m)), n0 = mul(var_ref(tile_n), int_imm(t.n));
+  LExprPtr th = add(mul(ty, int_imm(kThreadCols)), tx);
 
   Operand a_op{t.m, t.k, g.a_contiguous_in_k, g.M, g.K,
                [&](const LExprPtr &m, const LExprPtr &kk) { return g.a_acc(m, kk); }};
@@ -236,8 +240,10 @@ StmtPtr gemm_cuda_tiled(KernelCtx &k, const Gemm &g) {
       c, alloc(next, alloc(a_frag, alloc(b_frag, seq({init, first, deposit(), barrier(),
                                                         for_loop(step, steps, ForKind::Serial, body),
                                                         store_tile(k, g, t.reg_m(), t.reg_n(), c, m0, n0, ty, tx)})))));
-  return for_loop(block, tiles_m * tiles_n, ForKind::BlockIdx,
-                  alloc(a_tile, alloc(b_tile, for_loop(thread, kThreads, ForKind::ThreadIdx, per_thread))));
+  StmtPtr threads = for_loop(thread_y, kThreadRows, ForKind::ThreadIdx,
+                             for_loop(thread_x, kThreadCols, ForKind::ThreadIdx, per_thread));
+  return for_loop(tile_m, tiles_m, ForKind::BlockIdx,
+                  for_loop(tile_n, tiles_n, ForKind::BlockIdx, alloc(a_tile, alloc(b_tile, threads))));
 }
 
 } // namespace gradc
