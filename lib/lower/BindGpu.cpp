@@ -9,7 +9,10 @@
 // stream run in order, so the phases still see each other's writes, and none
 // of them is left to a single thread because a sibling is not parallel.
 // Consecutive phases that are not data parallel share one single-thread
-// launch.
+// launch. A kernel its strategy bound (tiles through shared memory) keeps
+// its grid and block of up to three dimensions each; loops around it (a
+// batch) become the grid's next dimension where one is spare and CUDA's
+// limits allow (y and z at most 65535), else one flat grid.
 //
 //===----------------------------------------------------------------------===//
 #include "gradc/loops/Functor.h"

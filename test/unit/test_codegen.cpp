@@ -993,6 +993,83 @@ TEST_CASE("codegen: a GPU thread's lane-wise loop is one vector access where its
   }
 }
 
+TEST_CASE("codegen: a grid and block of several dimensions, simulated through the linear thread index and as PTX",
+          "[codegen][cuda]") {
+  // A grid of 3 x 2 blocks of 8 x 4 threads (one warp); thread (tx, ty) of
+  // block (bx, by) has lane ty * 8 + tx of its warp and stores its value of
+  // x as the next lane sees it: out[g] = x[warp base + (lane + 1) mod 32].
+  const int64_t gx = 3, gy = 2, tx_n = 8, ty_n = 4, n = gx * gy * tx_n * ty_n;
+  auto x = input("x", DType::Float64, n, 0), out = output("out", DType::Float64, n, 0);
+  auto by = std::make_shared<LVar>(LVar{"by"}), bx = std::make_shared<LVar>(LVar{"bx"});
+  auto ty = std::make_shared<LVar>(LVar{"ty"}), tx = std::make_shared<LVar>(LVar{"tx"});
+  auto add2 = [](LExprPtr a, LExprPtr b) { return binary(BinaryOp::Add, std::move(a), std::move(b)); };
+  auto mul2 = [](LExprPtr a, int64_t c) { return binary(BinaryOp::Mul, std::move(a), int_imm(c)); };
+  LExprPtr lane = add2(mul2(var_ref(ty), tx_n), var_ref(tx));
+  LExprPtr g = add2(mul2(add2(mul2(var_ref(by), gx), var_ref(bx)), tx_n * ty_n), lane);
+  StmtPtr body = store(out, g, shuffle(load(x, g), add2(lane, int_imm(1))));
+  StmtPtr kernel = for_loop(by, gy, ForKind::BlockIdx,
+                            for_loop(bx, gx, ForKind::BlockIdx,
+                                     for_loop(ty, ty_n, ForKind::ThreadIdx, for_loop(tx, tx_n, ForKind::ThreadIdx, body))));
+  LoweredModule m = single_kernel({x}, {out}, kernel);
+  LoweredFunction &fn = m.functions[0];
+  fn.kernels[0].grid = Dim3{gx, gy};
+  fn.kernels[0].block = Dim3{tx_n, ty_n};
+  REQUIRE_NOTHROW(verify(fn, {true, true}, "test"));
+  CHECK(bound_dim(*kernel) == 1);
+  CHECK(bound_extents(*kernel) == Dim3{gx, gy});
+  CHECK(print_loops(m).find("launch(grid=(3, 2), block=(8, 4))") != std::string::npos);
+  CHECK(print_loops(m).find("for (ty, 0, 4) threadIdx.y {") != std::string::npos);
+  LoweredModule gpu = m;
+  Target target;
+  target.kind = TargetKind::CUDA;
+  simulate_gpu(fn, target);
+  REQUIRE_NOTHROW(verify(fn, {true, true}, "GPU simulation"));
+  auto session = jit(m);
+  Aligned<double> xs{size_t(n)}, result{size_t(n)};
+  for (int64_t i = 0; i < n; ++i)
+    xs[i] = double(i * i % 97);
+  Aligned<int64_t> workspace{size_t(std::max<int64_t>(fn.workspace_bytes, 64) / 8)};
+  REQUIRE(call(*session, {xs.data()}, {result.data()}, workspace.data()) == 0);
+  for (int64_t i = 0; i < n; ++i)
+    CHECK(result[i] == xs[i / 32 * 32 + (i % 32 + 1) % 32]);
+
+  CodegenRequest what;
+  what.ptx = true;
+  std::optional<CodegenOutput> generated = cuda_code(gpu, what);
+  if (!generated)
+    return;
+  for (const char *reg : {"%ctaid.x", "%ctaid.y", "%tid.x", "%tid.y"})
+    CHECK(generated->ptx.find(reg) != std::string::npos);
+  CHECK(generated->ptx.find(".maxntid 8, 4, 1") != std::string::npos);
+}
+
+TEST_CASE("verify: launch dimensions are chains of at most three loops", "[verify][cuda]") {
+  auto x = input("x", DType::Float32, 64, 0), y = output("y", DType::Float32, 64, 0);
+  std::vector<LVarPtr> v;
+  for (int i = 0; i < 6; ++i)
+    v.push_back(std::make_shared<LVar>(LVar{"v" + std::to_string(i)}));
+  StmtPtr copy = store(y, int_imm(0), load(x, int_imm(0)));
+  auto nest = [&](std::vector<ForKind> kinds, StmtPtr inner) {
+    for (size_t i = kinds.size(); i-- > 0;)
+      inner = for_loop(v[i], 2, kinds[i], inner);
+    return single_kernel({x}, {y}, inner);
+  };
+  using K = ForKind;
+  auto ok = [&](const LoweredModule &m) { CHECK_NOTHROW(verify(m.functions[0], {true, true}, "test")); };
+  auto rejects = [&](const LoweredModule &m, const std::string &why) {
+    CHECK_THROWS_WITH(verify(m.functions[0], {true, true}, "test"), Catch::Matchers::Contains(why));
+  };
+  ok(nest({K::BlockIdx, K::BlockIdx, K::BlockIdx, K::ThreadIdx, K::ThreadIdx, K::ThreadIdx}, seq({copy, barrier()})));
+  rejects(nest({K::BlockIdx, K::BlockIdx, K::BlockIdx, K::BlockIdx, K::ThreadIdx}, copy), "more than 3 dimensions");
+  rejects(nest({K::BlockIdx, K::ThreadIdx, K::ThreadIdx, K::ThreadIdx, K::ThreadIdx}, copy), "more than 3 dimensions");
+  rejects(nest({K::BlockIdx, K::ThreadIdx, K::BlockIdx}, copy), "inside another block or thread loop");
+  rejects(nest({K::BlockIdx, K::Serial, K::BlockIdx, K::ThreadIdx}, copy), "outside its thread loop");
+  // A barrier under a condition on the second thread dimension diverges too.
+  rejects(nest({K::BlockIdx, K::ThreadIdx, K::ThreadIdx},
+               if_then(compare(CompareOp::LT, var_ref(v[1]), int_imm(1)), barrier())),
+          "barrier under a condition");
+}
+
 TEST_CASE("verify: a barrier or shuffle every thread does not reach alike, and misplaced GPU buffers",
           "[verify][cuda]") {
   auto x = input("x", DType::Float32, 64, 0), y = output("y", DType::Float32, 64, 0);

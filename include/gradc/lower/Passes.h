@@ -35,7 +35,9 @@ void schedule_cpu(LoweredFunction &fn, const Target &target);
 /// CUDA (BindGpu.cpp): the data-parallel loops at the top of a kernel become
 /// one flat index over blockIdx/threadIdx; everything inside runs per thread.
 /// A kernel a strategy bound itself (a BlockIdx loop at the top, LoopIR.h)
-/// keeps its schedule and gets its launch shape from its loops.
+/// keeps its schedule and gets its launch shape from its loops (up to three
+/// dimensions each); data-parallel loops around it become a spare grid
+/// dimension, or more blocks of a flat grid.
 void bind_gpu_threads(LoweredFunction &fn, const Target &target);
 
 /// `run --target=cuda --simulate` (SimulateGpu.cpp): a bound function as a
