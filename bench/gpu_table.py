@@ -13,13 +13,21 @@ for its kernels), then the PyTorch peers of the two training steps
 (bench/torch_gpt.py and bench/torch_cnn.py on cuda, under bench/bench.py's
 timing policy: the best pass of calls that each wait for the device). A case
 that fails the check is marked in the table; the exit status is the check's.
+
+The bundle's benchmark cases (`bench:`: products at 1024^3 to 8192^3, ResNet's 3x3
+convolutions forward and with gradients, the resnet18 and GPT-2 small training steps of
+bench/zoo) make their inputs on the device and are timed against PyTorch there by
+bench/gpu_peers.py: eager in float32, eager with tf32, and torch.compile; a product's
+result is compared with PyTorch's float64 product on the same inputs.
 """
 import argparse
 import datetime
+import json
 import os
 import re
 import subprocess
 import sys
+import tarfile
 import tempfile
 
 BENCH = os.path.dirname(os.path.abspath(__file__))
@@ -49,6 +57,18 @@ def parse_check(lines):
     return rows
 
 
+def bench_peers(bundle):
+    """The PyTorch peer of each benchmark case of the bundle (case.json's "bench"), by case name."""
+    peers = {}
+    with tarfile.open(bundle) as tar:
+        for member in tar.getmembers():
+            if member.name.endswith("/case.json"):
+                case = json.load(tar.extractfile(member))
+                if case.get("bench"):
+                    peers[case["name"]] = case["bench"]
+    return peers
+
+
 def torch_peer(script):
     """PyTorch's milliseconds for one step on the GPU, or None if PyTorch cannot run there."""
     env = dict(os.environ, PYTHONPATH=BENCH, OMP_NUM_THREADS="1")
@@ -68,6 +88,7 @@ def main():
                                 "--time", str(args.calls), "--report", report], stdout=sys.stderr)
         with open(report) as f:
             lines = f.readlines()
+        peers = bench_peers(args.bundle)
     summary = lines[-1].strip() if lines else "no result"
     gpu = query(["nvidia-smi", "--query-gpu=name,driver_version", "--format=csv,noheader"], "unknown GPU, unknown")
     gpu_name, driver = (gpu.splitlines()[0].split(", ") + ["unknown"])[:2]
@@ -80,7 +101,10 @@ def main():
     print()
     print("| model (float32, with gradients) | kernels | gradc | PyTorch CUDA eager | PyTorch / gradc |")
     print("|---|---|---|---|---|")
-    for case, function, kernels, passed, ms in parse_check(lines):
+    rows = parse_check(lines)
+    for case, function, kernels, passed, ms in rows:
+        if case.startswith("bench:"):
+            continue
         theirs = torch_peer(PEERS[case]) if case in PEERS else None
         print("| %s `@%s`%s | %d | %.3f ms | %s | %s |" % (
             case, function, "" if passed else " (FAILED the check)", kernels, ms,
@@ -88,7 +112,40 @@ def main():
     print()
     print("gradc: the median of %d calls after a first; PyTorch: the best pass of its timing policy; every call "
           "waits for the device. Above 1×, gradc is faster." % args.calls)
+    bench_table([r for r in rows if r[0].startswith("bench:")], peers)
     return check.returncode
+
+
+def bench_table(rows, peers):
+    """The benchmark cases (gpu_check.py's bench: cases): gradc float32 against PyTorch CUDA eager
+    in float32 and with tf32, and torch.compile, each ratio PyTorch / gradc."""
+    if not rows:
+        return
+    print()
+    print("| benchmark (float32) | gradc | PyTorch eager | eager / gradc | PyTorch tf32 | tf32 / gradc | "
+          "torch.compile | compile / gradc |")
+    print("|---|---|---|---|---|---|---|---|")
+    for case, function, kernels, passed, ms in rows:
+        theirs = gpu_peer(peers.get(case)) if case in peers else {}
+        cells = []
+        for key in ("eager", "tf32", "compile"):
+            t = theirs.get(key)
+            cells += ["%.3f ms" % t if t else "", "%.2f×" % (t / ms) if t else ""]
+        print("| %s `@%s`%s | %.3f ms | %s |" % (case[len("bench:"):], function, "" if passed else " (FAILED)", ms,
+                                                " | ".join(cells)))
+    print()
+    print("gradc computes in float32 (no tf32 mode yet); `grad` rows and model steps are the loss and its "
+          "gradients (no optimizer). PyTorch: bench/gpu_peers.py on the same inputs (harness.c's pattern).")
+
+
+def gpu_peer(peer):
+    """bench/gpu_peers.py's times for a case, in a process of its own: {"eager", "tf32", "compile"}."""
+    proc = subprocess.run([sys.executable, os.path.join(BENCH, "gpu_peers.py"), "time", json.dumps(peer)],
+                          capture_output=True, text=True, timeout=1800)
+    try:
+        return json.loads(proc.stdout.strip().splitlines()[-1])
+    except (ValueError, IndexError):
+        return {}
 
 
 if __name__ == "__main__":

@@ -221,6 +221,16 @@ def prepare_case(gradc, oracle, gpu_arch, work, name, text, int_range, positive,
             args.append(f"inout:{p['bytes']}:in_{i}.bin:out_{updated[p['name']]}.bin")
         else:
             args.append(f"in:{p['bytes']}:in_{i}.bin")
+    why = link_harness(d, name, fn, args, outputs)
+    for leftover in os.listdir(d):  # only the raw inputs travel
+        if re.fullmatch(r"in(64)?_[0-9]+\.npy|m\.[oh]", leftover):
+            os.remove(os.path.join(d, leftover))
+    return name, why
+
+
+def link_harness(d, name, fn, args, outputs, bench=None):
+    """Links d/m.o with harness.c into d/run and writes d/case.json; returns why it failed, or None.
+    args: the harness's arguments for the inputs (the outputs' are added)."""
     for i, r in enumerate(fn["results"]):
         if r["role"] != "in_place":
             args.append(f"out:{r['bytes']}:out_{i}.bin")
@@ -228,16 +238,92 @@ def prepare_case(gradc, oracle, gpu_arch, work, name, text, int_range, positive,
                 os.path.join(HERE, "harness.c"), os.path.join(d, "m.o"), "-L" + os.path.join(CUDA, "lib64", "stubs"),
                 "-lcuda", "-lm", "-lpthread", "-o", os.path.join(d, "run")])
     if proc.returncode != 0:
-        return name, "linking the harness failed: " + proc.stderr.strip()
+        return "linking the harness failed: " + proc.stderr.strip()
     with open(os.path.join(d, "case.json"), "w") as f:
         json.dump({"name": name, "function": fn["name"], "args": args, "outputs": outputs,
-                   "kernels": len(fn.get("kernels", [])), "model": not name.count("#"),
+                   "kernels": len(fn.get("kernels", [])), "model": not name.count("#"), "bench": bench,
                    "parameters": [{k: p[k] for k in ("name", "dtype", "role", "training") if k in p}
                                   for p in fn["parameters"]]}, f)
-    for leftover in os.listdir(d):  # only the raw inputs travel
-        if re.fullmatch(r"in(64)?_[0-9]+\.npy|m\.[oh]", leftover):
+    return None
+
+
+# ----------------------------------------------------------------------------------------------
+# benchmark cases (prepare only): compiled here, their inputs made on the device (harness.c's
+# patterns: too large to travel), timed there against PyTorch (bench/gpu_table.py, gpu_peers.py)
+# ----------------------------------------------------------------------------------------------
+
+PRODUCT_SIZES = (1024, 2048, 4096, 8192)       # C = A B, n x n x n, float32
+RESNET_CONVS = ((64, 56), (128, 28), (256, 14), (512, 7))  # 3x3 convolutions: channels, height
+CONV_BATCH = 32
+ZOO_MODELS = (("resnet18", ["--batch", "16"]), ("gpt2", []))  # bench/zoo/models.py, training mode
+
+
+def bench_cases():
+    """(name, program text or None, whether to take the gradient, the PyTorch peer's description)."""
+    cases = []
+    for n in PRODUCT_SIZES:
+        text = (f'#[version = "0.0.5"]\ndef @main(%a: Tensor[({n}, {n}), float32], '
+                f'%b: Tensor[({n}, {n}), float32]) {{ matmul(%a, %b) }}\n')
+        cases.append((f"bench:matmul {n}", text, False, {"kind": "matmul", "n": n}))
+    for c, h in RESNET_CONVS:
+        for grad in (False, True):
+            conv = f"nn.conv2d(%x, %w, padding=[1, 1, 1, 1])"
+            text = (f'#[version = "0.0.5"]\ndef @main(%x: Tensor[({CONV_BATCH}, {c}, {h}, {h}), float32], '
+                    f'%w: Tensor[({c}, {c}, 3, 3), float32]) {{ {"sum(" + conv + ")" if grad else conv} }}\n')
+            cases.append((f"bench:conv3x3 {CONV_BATCH}x{c}x{h}x{h}{' grad' if grad else ''}", text, grad,
+                          {"kind": "conv", "batch": CONV_BATCH, "c": c, "h": h, "grad": grad}))
+    for model, sizes in ZOO_MODELS:
+        cases.append((f"bench:{model} step", None, True, {"kind": "zoo", "model": model, "args": sizes}))
+    return cases
+
+
+def zoo_program(gradc, d, peer):
+    """Exports a zoo model (float32, training mode) and imports it into d: (model.relay, the
+    --wrt flag of the parameters PyTorch trains), or raises."""
+    sys.path.insert(0, os.path.join(ROOT, "bench", "zoo"))
+    import timing
+    args = argparse.Namespace(gradc=gradc, quick=False, res=None, batch=None, timeout=1800, out=d)
+    for k, v in zip(peer["args"][::2], peer["args"][1::2]):
+        setattr(args, k.lstrip("-"), int(v))
+    case, _ = timing.build_case(args, peer["model"])
+    imported = timing.export_and_import(args, case, d)
+    if imported.get("error"):
+        raise RuntimeError(imported["error"])
+    for f in os.listdir(d):  # the weights stay here: the device makes its own
+        if f not in ("model.relay", ".gradc_stderr"):
+            p = os.path.join(d, f)
+            shutil.rmtree(p) if os.path.isdir(p) else os.remove(p)
+    return imported["base"] + ".relay", "--wrt=" + ",".join("%" + n for n in imported["wrt"])
+
+
+def prepare_bench_case(gradc, gpu_arch, work, name, text, grad, peer):
+    d = case_dir(work, name)
+    os.makedirs(d)
+    flags = ["--grad"] if grad else []
+    try:
+        if text is None:
+            model, wrt = zoo_program(gradc, d, peer)
+            flags.append(wrt)
+        else:
+            model = os.path.join(d, "model.relay")
+            with open(model, "w") as f:
+                f.write(text)
+    except Exception as e:  # no PyTorch, torchvision or onnx here
+        return name, f"could not export the model: {e}"
+    proc = run([gradc, "compile", model, *flags, "--target=cuda", "--gpu-arch=" + gpu_arch, "--cpu=x86-64-v2",
+                "--emit=obj,header,manifest", "-o", os.path.join(d, "m")])
+    if proc.returncode != 0:
+        return name, "gradc compile failed: " + " | ".join(proc.stderr.strip().splitlines()[:3])
+    with open(os.path.join(d, "m.json")) as f:
+        fn = next(f for f in json.load(f)["functions"] if f["name"] == ("main_adjoint" if grad else "main"))
+    # Integer inputs (labels, tokens) below 10: in range for every model here.
+    args = [str(fn["workspace_bytes"])] + [
+        f"in:{p['bytes']}:@{p['dtype']}" + (":10" if p["dtype"].startswith("int") else "") for p in fn["parameters"]]
+    why = link_harness(d, name, fn, args, [], bench=peer)
+    for leftover in ("m.o", "m.h", "model.relay"):
+        if os.path.exists(os.path.join(d, leftover)):
             os.remove(os.path.join(d, leftover))
-    return name, None
+    return name, why
 
 
 def all_cases(gradc, only):
@@ -253,8 +339,11 @@ def prepare(args):
     with tempfile.TemporaryDirectory(prefix="gradc-gpu-") as tmp:
         work = os.path.join(tmp, "cases")
         os.makedirs(work)
+        if args.bench:
+            cases += [c for c in bench_cases() if not args.only or args.only in c[0]]
         with concurrent.futures.ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
-            futures = [pool.submit(prepare_case, args.gradc, oracle, args.gpu_arch, work, *c) for c in cases]
+            futures = [pool.submit(prepare_bench_case, args.gradc, args.gpu_arch, work, *c) if c[0].startswith("bench:")
+                       else pool.submit(prepare_case, args.gradc, oracle, args.gpu_arch, work, *c) for c in cases]
             for fut in futures:
                 name, why = fut.result()
                 if why:
@@ -313,8 +402,8 @@ def check_case(d, repeats):
     with open(os.path.join(d, "case.json")) as f:
         case = json.load(f)
     cmd = [os.path.join(d, "run"), *case["args"]]
-    if repeats and case["model"]:
-        cmd.append(f"time:{repeats}")
+    if (repeats or case.get("bench")) and case["model"]:
+        cmd.append(f"time:{repeats or 20}")
     try:
         proc = subprocess.run(cmd, cwd=d, capture_output=True, text=True, timeout=300)
     except subprocess.TimeoutExpired:
@@ -325,6 +414,14 @@ def check_case(d, repeats):
     m = re.search(r"TIME ([0-9.]+) ([0-9.]+)", proc.stdout)
     if m:
         timing = (float(m.group(1)), float(m.group(2)))
+    if case.get("bench"):  # no CPU reference: a product is compared with PyTorch's on the same inputs
+        try:
+            sys.path.insert(0, os.path.join(ROOT, "bench"))
+            import gpu_peers
+            why = gpu_peers.verify(case["bench"], os.path.join(d, "out_0.bin"))
+        except ImportError as e:
+            why = None if case["bench"]["kind"] != "matmul" else f"not verified (no PyTorch: {e})"
+        return case, why, timing
     for i, o in enumerate(case["outputs"]):
         want = np.load(os.path.join(d, o["ref"]))
         got = np.fromfile(os.path.join(d, o["file"]), dtype=o["dtype"]).reshape(o["shape"])
@@ -420,6 +517,8 @@ def main():
     p.add_argument("bundle")
     p.add_argument("--only")
     p.add_argument("--gpu-arch", default="sm_90")
+    p.add_argument("--no-bench", dest="bench", action="store_false",
+                   help="leave out the benchmark cases (products, ResNet convolutions, zoo models)")
     c = sub.add_parser("check")
     c.add_argument("bundle")
     c.add_argument("--report")

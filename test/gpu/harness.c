@@ -4,13 +4,19 @@
  *      -L/usr/local/cuda/lib64/stubs -lcuda -lm -o run
  *   run WORKSPACE_BYTES in:BYTES:FILE... inout:BYTES:FILE:RESULT_FILE... out:BYTES:FILE... [time:N]
  *
+ * An input FILE of the form @float32, @float64, @int64:RANGE or @int32:RANGE is not read but
+ * made here (a benchmark's inputs, too large to travel): element i is pattern(i) =
+ * ((i * 2654435761) mod 2^32) / 2^32 - 0.5 in the float type, or i mod RANGE
+ * (bench/gpu_peers.py makes the same values for PyTorch).
+ *
  * Each input is read from a raw file into a device buffer (an inout one, a parameter the call
  * updates in place, is written back to RESULT_FILE after the call); every output and the workspace are
  * filled with 0xFF bytes first (NaN for floats, -1 for integers), so an element the kernels do
  * not write shows up as a difference rather than hiding behind zeroed memory. The entry point is
  * called once on the legacy default stream and its outputs are written back to their files. With
- * time:N it is then called N more times and "TIME median_ms min_ms" is printed (the entry point
- * waits for its kernels, so a call's wall time is its cost, module load included).
+ * time:N it is then called N more times on a stream of its own (where the runtime replays the
+ * call's CUDA graph, as an application's stream does) and "TIME median_ms min_ms" is printed (the
+ * entry point waits for its kernels, so a call's wall time is its cost).
  * Exit status: 0 on success, 2 for bad arguments or I/O, 3 for a driver failure, 4 when the
  * entry point returns nonzero (its status is printed). */
 #define _POSIX_C_SOURCE 200809L
@@ -51,7 +57,38 @@ static int allocate(struct buffer *b) {
          driver(cuMemsetD8(b->device, 0xFF, b->bytes ? b->bytes : 1), "cuMemsetD8");
 }
 
+/* Fills `host` (bytes of it) with the pattern named by `spec` ("@float32", "@int64:10", ...). */
+static int make_pattern(const char *spec, void *host, size_t bytes) {
+  long range = 0;
+  const char *colon = strchr(spec, ':');
+  if (colon != NULL)
+    range = strtol(colon + 1, NULL, 10);
+  for (size_t i = 0;; ++i) {
+    double v = (double)(uint32_t)((uint64_t)i * 2654435761u) / 4294967296.0 - 0.5;
+    if (strncmp(spec, "@float32", 8) == 0 && (i + 1) * 4 <= bytes)
+      ((float *)host)[i] = (float)v;
+    else if (strncmp(spec, "@float64", 8) == 0 && (i + 1) * 8 <= bytes)
+      ((double *)host)[i] = v;
+    else if (strncmp(spec, "@int64", 6) == 0 && range > 0 && (i + 1) * 8 <= bytes)
+      ((int64_t *)host)[i] = (int64_t)(i % (size_t)range);
+    else if (strncmp(spec, "@int32", 6) == 0 && range > 0 && (i + 1) * 4 <= bytes)
+      ((int32_t *)host)[i] = (int32_t)(i % (size_t)range);
+    else
+      return i > 0 || bytes == 0;
+  }
+}
+
 static int load(struct buffer *b) {
+  if (b->file[0] == '@') {
+    void *host = malloc(b->bytes ? b->bytes : 1);
+    int ok = host != NULL && make_pattern(b->file, host, b->bytes);
+    if (!ok)
+      fprintf(stderr, "harness: cannot make the input %s\n", b->file);
+    else if (b->bytes)
+      ok = driver(cuMemcpyHtoD(b->device, host, b->bytes), "cuMemcpyHtoD");
+    free(host);
+    return ok;
+  }
   FILE *f = fopen(b->file, "rb");
   if (f == NULL) {
     fprintf(stderr, "harness: cannot open %s\n", b->file);
@@ -164,10 +201,15 @@ int main(int argc, char **argv) {
       return 2;
 
   if (repeats > 0) {
+    CUstream stream;
+    if (!driver(cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING), "cuStreamCreate"))
+      return 3;
+    if ((status = ENTRY(in_ptrs, out_ptrs, ws, stream)) != 0) /* the first on this stream: captured */
+      return fprintf(stderr, "harness: a call on a stream returned %d\n", (int)status), 4;
     double *ms = malloc(sizeof(double) * (size_t)repeats);
     for (int r = 0; r < repeats; ++r) {
       double start = now_ms();
-      status = ENTRY(in_ptrs, out_ptrs, ws, NULL);
+      status = ENTRY(in_ptrs, out_ptrs, ws, stream);
       ms[r] = now_ms() - start;
       if (status != 0)
         return fprintf(stderr, "harness: a timed call returned %d\n", (int)status), 4;
