@@ -97,7 +97,7 @@ constexpr int kMaxRematExhaustive = 15;
 struct SharedOptions {
   std::string grad = "";
   std::string train;
-  std::string wrt, remat = "manual", budget, target = "cpu", dump, dump_dir;
+  std::string wrt, remat = "manual", budget, target = "cpu", dump, dump_dir, gpu_math = "exact";
   int opt = 2;
   int remat_exhaustive = -1;
   std::string report_picture;
@@ -177,6 +177,10 @@ void add_shared(CLI::App *cmd, SharedOptions &o, CodegenOptions &cg) {
   cmd->add_option("--cpu", cg.cpu, "Target CPU (default: the host)");
   cmd->add_option("--triple", cg.triple, "Target triple (default: the host)");
   cmd->add_option("--gpu-arch", cg.gpu_arch, "CUDA architecture, sm_XX (default sm_80)");
+  cmd->add_option("--gpu-math", o.gpu_math,
+                  "exact (default): float32 products in float32; tf32: on tensor cores, operands rounded to "
+                  "TensorFloat-32 (PyTorch's allow_tf32; CUDA, sm_80 and later)")
+      ->check(CLI::IsMember({"exact", "tf32"}));
   cmd->add_option("-O", o.opt, "Optimisation level 0-3 (default 2)")->check(CLI::Range(0, 3));
   cmd->add_option("--dump-ir", o.dump, "all, or a comma list of parse,typed,grad,remat,fused,loops,llvm,asm,ptx");
   cmd->add_option("--dump-dir", o.dump_dir, "Write dumps to numbered files NN-stage.ext here");
@@ -245,6 +249,16 @@ bool finish_shared(CLI::App *cmd, const SharedOptions &o, PipelineOptions &p) {
   }
   if (p.codegen.gpu_arch.rfind("sm_", 0) != 0 || p.codegen.gpu_arch.size() < 5) {
     print_error(std::cerr, "--gpu-arch must look like sm_80, found '" + p.codegen.gpu_arch + "'");
+    return false;
+  }
+  p.codegen.gpu_tf32 = o.gpu_math == "tf32";
+  if (p.codegen.gpu_tf32 && p.codegen.target != TargetKind::CUDA) {
+    print_error(std::cerr, "--gpu-math=tf32 applies to --target=cuda (the CPU computes float32 exactly)");
+    return false;
+  }
+  if (p.codegen.gpu_tf32 && std::atoi(p.codegen.gpu_arch.c_str() + 3) < 80) {
+    print_error(std::cerr, "--gpu-math=tf32 needs tensor cores with tf32: --gpu-arch=sm_80 or later, found '" +
+                               p.codegen.gpu_arch + "'");
     return false;
   }
   const auto &stages = dump_stage_names();

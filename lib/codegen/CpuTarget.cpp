@@ -168,8 +168,10 @@ Target describe_target(const CodegenOptions &opts) {
     if (l2 >= (64 << 10))
       t.l2_bytes = l2;
   }
-  if (t.is_gpu())
+  if (t.is_gpu()) {
     t.gpu_arch = opts.gpu_arch; // warp 32, 48 KiB static shared memory, 1024 threads on every sm_* gradc targets
+    t.tf32 = opts.gpu_tf32;
+  }
   return t;
 }
 
@@ -401,6 +403,12 @@ double emitted_size(const Stmt &s, std::unordered_map<const LExpr *, double> &me
     return 1 + emitted_size(*s.body, memo);
   case StmtKind::Barrier:
     return 1;
+  case StmtKind::Mma: {
+    double n = 2 + expr(s.index);
+    for (const LExprPtr &e : s.inputs)
+      n += expr(e);
+    return n;
+  }
   }
   return 1;
 }

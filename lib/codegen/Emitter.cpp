@@ -586,8 +586,41 @@ private:
       return math(MathFn::Sin, a);
     case UnaryOp::Cos:
       return math(MathFn::Cos, a);
+    case UnaryOp::RoundTf32:
+      return round_tf32(a);
     default:
       internal_error(kPass, "unknown unary op");
+    }
+  }
+
+  /// A float32 rounded to TensorFloat-32 (LoopIR.h: UnaryOp::RoundTf32):
+  /// cvt.rna.tf32.f32 on the GPU; on the CPU the same in integer arithmetic,
+  /// half an ulp of tf32 added to the magnitude's bits, the low 13 cleared,
+  /// infinities and NaNs kept.
+  Value *round_tf32(Value *a) {
+    GRADC_CHECK(a->getType()->isFloatTy(), kPass, "tf32 rounding of a value that is not float32");
+    if (device_ == Device::GPU)
+      return b_.CreateBitCast(b_.CreateIntrinsic(Intrinsic::nvvm_f2tf32_rna, {}, {a}), b_.getFloatTy());
+    Value *bits = b_.CreateBitCast(a, b_.getInt32Ty());
+    Value *finite = b_.CreateICmpNE(b_.CreateAnd(bits, 0x7f800000), b_.getInt32(0x7f800000));
+    Value *rounded = b_.CreateAnd(b_.CreateAdd(bits, b_.getInt32(0x1000)), b_.getInt32(int32_t(0xffffe000)));
+    return b_.CreateBitCast(b_.CreateSelect(finite, rounded, bits), b_.getFloatTy());
+  }
+
+  /// A warp's tensor-core product (StmtKind::Mma): mma.sync.aligned.m16n8k8
+  /// .row.col.f32.tf32.tf32.f32, the lane's four results stored in order. A
+  /// CPU program has none (a simulated one computes it: SimulateGpu.cpp).
+  void on_mma(const StmtPtr &s) override {
+    GRADC_CHECK(device_ == Device::GPU, kPass, "a tensor-core product in CPU code");
+    std::vector<Value *> args;
+    for (size_t i = 0; i < kMmaInputs; ++i) {
+      Value *v = expr(s->inputs[i]);
+      args.push_back(i < 6 ? b_.CreateBitCast(v, b_.getInt32Ty()) : v); // A and B as tf32 bits
+    }
+    Value *d = b_.CreateIntrinsic(Intrinsic::nvvm_mma_m16n8k8_row_col_tf32, {}, args);
+    for (unsigned j = 0; j < 4; ++j) {
+      LExprPtr at = gradc::binary(BinaryOp::Add, s->index, int_imm(j));
+      b_.CreateStore(b_.CreateExtractValue(d, {j}), element_ptr(*s->buffer, at));
     }
   }
 

@@ -194,6 +194,7 @@ ManifestInfo manifest_info(const PipelineOptions &opts, const std::vector<std::s
   info.triple = opts.codegen.triple;
   info.cpu = opts.codegen.cpu;
   info.gpu_arch = opts.codegen.gpu_arch;
+  info.gpu_tf32 = opts.codegen.gpu_tf32;
   info.opt_level = opts.codegen.opt_level;
   info.remat = opts.remat == RematMode::None   ? "none"
                : opts.remat == RematMode::Auto ? "auto"

@@ -91,6 +91,17 @@ StmtPtr LoopMutator::on_alloc(const StmtPtr &s) {
   return body == s->body ? s : alloc(s->buffer, std::move(body));
 }
 
+StmtPtr LoopMutator::on_mma(const StmtPtr &s) {
+  LExprPtr index = mutate(s->index);
+  std::vector<LExprPtr> inputs;
+  bool same = index == s->index;
+  for (const LExprPtr &e : s->inputs) {
+    inputs.push_back(mutate(e));
+    same = same && inputs.back() == e;
+  }
+  return same ? s : mma_tf32(s->buffer, std::move(index), std::move(inputs));
+}
+
 StmtPtr substitute(const StmtPtr &s, const VarValues &values) {
   struct Substitute : LoopMutator {
     const VarValues &values;
@@ -146,6 +157,7 @@ struct SyncFinder : LoopVisitor {
   bool found = false;
   using LoopVisitor::visit;
   void on_barrier(const StmtPtr &) override { found = true; }
+  void on_mma(const StmtPtr &) override { found = true; }
   void on_shuffle(const LExprPtr &) override { found = true; }
 };
 } // namespace

@@ -173,6 +173,7 @@ protected:
   bool on_if(const StmtPtr &) override { return false; }
   bool on_alloc(const StmtPtr &) override { return false; }
   bool on_barrier(const StmtPtr &) override { return false; }
+  bool on_mma(const StmtPtr &) override { return false; }
   bool on_seq(const StmtPtr &s) override {
     for (const StmtPtr &c : s->seq)
       if (!ok(c))

@@ -244,6 +244,18 @@ StmtPtr alloc(const BufferPtr &local, StmtPtr body) {
 
 StmtPtr barrier() { return snode(StmtKind::Barrier); }
 
+StmtPtr mma_tf32(const BufferPtr &d, LExprPtr index, std::vector<LExprPtr> inputs) {
+  GRADC_CHECK(d->dtype == DType::Float32 && index->dtype == DType::Int64 && inputs.size() == kMmaInputs,
+              "loop IR", "a tensor-core product takes ten float32 inputs into a float32 buffer");
+  for (const LExprPtr &e : inputs)
+    GRADC_CHECK(e->dtype == DType::Float32, "loop IR", "a tensor-core product's input is not float32");
+  auto s = std::make_shared<Stmt>(*snode(StmtKind::Mma));
+  s->buffer = d;
+  s->index = std::move(index);
+  s->inputs = std::move(inputs);
+  return s;
+}
+
 bool same_place(const Buffer &a, const Buffer &b) {
   if (a.host || b.host)
     return (a.host ? a.host.get() : &a) == (b.host ? b.host.get() : &b);
@@ -344,6 +356,7 @@ private:
   double on_if(const StmtPtr &s) override { return 1 + std::max(of(s->body), of(s->else_body)); }
   double on_alloc(const StmtPtr &s) override { return of(s->body); }
   double on_barrier(const StmtPtr &) override { return 1; }
+  double on_mma(const StmtPtr &) override { return 64; } // 16 x 8 x 8 multiply-adds over 32 lanes, doubled
 };
 } // namespace
 
@@ -419,6 +432,8 @@ const char *unary_name(UnaryOp op) {
     return "sin";
   case UnaryOp::Cos:
     return "cos";
+  case UnaryOp::RoundTf32:
+    return "round_tf32";
   }
   return "?";
 }
@@ -579,6 +594,12 @@ private:
     stmt(s->body, depth);
   }
   void on_barrier(const StmtPtr &, int depth) override { os << std::string(depth * 2, ' ') << "barrier\n"; }
+  void on_mma(const StmtPtr &s, int depth) override {
+    os << std::string(depth * 2, ' ') << buffer_name(*s->buffer) << "[" << expr(s->index) << " .. +4] = mma_m16n8k8_tf32(";
+    for (size_t i = 0; i < s->inputs.size(); ++i)
+      os << (i ? ", " : "") << expr(s->inputs[i]);
+    os << ")\n";
+  }
 
 public:
   void buffer(const BufferPtr &b) {

@@ -32,7 +32,8 @@ std::string Target::describe() const {
                   (cores > 0 ? std::to_string(cores) + " cores" : std::string("cores unknown"));
   if (is_gpu())
     s += "; " + gpu_arch + ", warp " + std::to_string(warp_size) + ", " + std::to_string(shared_memory_bytes) +
-         " bytes shared memory, " + std::to_string(max_threads_per_block) + " threads per block";
+         " bytes shared memory, " + std::to_string(max_threads_per_block) + " threads per block" +
+         (tf32 ? ", tf32 products on tensor cores" : "");
   return s;
 }
 

@@ -124,6 +124,7 @@ private:
       return find_pinning_loops(*s.body);
     case StmtKind::Store:
     case StmtKind::Barrier:
+    case StmtKind::Mma:
       return;
     }
   }
@@ -166,6 +167,11 @@ private:
     case StmtKind::Alloc:
       return find_pinned(*s.body);
     case StmtKind::Barrier:
+      return;
+    case StmtKind::Mma: // a GPU warp's: the same in every kernel of a template
+      pin(s.index, true);
+      for (const LExprPtr &e : s.inputs)
+        pin(e, true);
       return;
     }
   }
@@ -226,6 +232,12 @@ private:
       return stmt(*s.body);
     case StmtKind::Barrier:
       key.push_back(int64_t(StmtKind::Barrier));
+      return;
+    case StmtKind::Mma:
+      key.insert(key.end(), {int64_t(StmtKind::Mma), buffer(*s.buffer)});
+      expr(s.index);
+      for (const LExprPtr &e : s.inputs)
+        expr(e);
       return;
     }
   }

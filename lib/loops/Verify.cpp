@@ -202,6 +202,18 @@ private:
     LoopVisitor::on_store(s);
   }
 
+  void on_mma(const StmtPtr &s) override {
+    synchronizing("tensor-core product");
+    if (s->buffer->scope != BufferScope::Local || s->buffer->dtype != DType::Float32)
+      fail("a tensor-core product into " + s->buffer->name + ", which is not a float32 local buffer");
+    for (const LExprPtr &e : s->inputs)
+      if (synchronizes(e))
+        fail("a shuffle in a tensor-core product's input");
+    for (int64_t j = 0; j < 4; ++j)
+      access(*s->buffer, binary(BinaryOp::Add, s->index, int_imm(j)), "tensor-core product");
+    LoopVisitor::on_mma(s);
+  }
+
   void on_load(const LExprPtr &e) override {
     access(*e->buffer, e->operands[0], "load");
     LoopVisitor::on_load(e);

@@ -13,7 +13,8 @@
 // pieces, run once for the block. A thread's Local buffer that lives across a
 // cut gets one copy per thread. A Shuffle is a cut too: every thread of the
 // warp writes the value it offers into an exchange buffer, then each reads
-// its source lane's.
+// its source lane's. So is a warp's tensor-core product (Mma): every lane
+// puts its fragments into its warp's matrices, then each computes its part.
 //
 // Cutting at every barrier orders more than a GPU does: a block whose threads
 // race (one writes a shared element that another reads or writes with no
@@ -65,6 +66,10 @@ private:
   LExprPtr on_load(const LExprPtr &e) override {
     LExprPtr l = LoopMutator::on_load(e);
     return l->buffer.get() == &from_ ? load(to_, at(l->operands[0])) : l;
+  }
+  StmtPtr on_mma(const StmtPtr &s) override {
+    StmtPtr m = LoopMutator::on_mma(s);
+    return m->buffer.get() == &from_ ? mma_tf32(to_, at(m->index), m->inputs) : m;
   }
 };
 
@@ -161,6 +166,14 @@ private:
     out.push_back(store(s.read_thread, i, select(other(s.read_epoch, s.read_thread, i), int_imm(-2), thread_)));
     out.push_back(store(s.read_epoch, i, now()));
   }
+  StmtPtr on_mma(const StmtPtr &st) override { // its destination is a thread's Local
+    std::vector<StmtPtr> out;
+    reads(st->index, out);
+    for (const LExprPtr &e : st->inputs)
+      reads(e, out);
+    out.push_back(st);
+    return seq(std::move(out));
+  }
   StmtPtr on_store(const StmtPtr &st) override {
     std::vector<StmtPtr> out;
     reads(st->index, out);
@@ -238,6 +251,8 @@ public:
     }
     case StmtKind::Store:
       return split_shuffles(s);
+    case StmtKind::Mma:
+      return split_mma(*s);
     }
     internal_error(kPass, "a statement kind it does not handle");
   }
@@ -252,6 +267,53 @@ private:
   StmtPtr for_threads(const StmtPtr &body) {
     auto t = std::make_shared<LVar>(LVar{var_->name + "." + std::to_string(pieces_++)});
     return for_loop(t, threads_, ForKind::Serial, substitute(body, {{var_.get(), var_ref(t)}}));
+  }
+
+  /// A warp's tensor-core product (LoopIR.h: StmtKind::Mma): a piece in
+  /// which each lane puts its fragments of A, B and C where they belong in
+  /// its warp's matrices (exchange buffers of 16 x 8, 8 x 8 and 16 x 8 per
+  /// warp), then one in which each computes its four elements of D, the
+  /// products summed in k order with fused multiply-adds onto C.
+  StmtPtr split_mma(const Stmt &s) {
+    GRADC_CHECK(!synchronizes(s.index), kPass, "a shuffle in a tensor-core product's index");
+    const int64_t warps = threads_ / warp_;
+    GRADC_CHECK(warp_ == 32, kPass, "a tensor-core product on warps of " + std::to_string(warp_));
+    auto matrix = [&](const char *name, int64_t elements) {
+      return std::make_shared<Buffer>(Buffer{name, DType::Float32, Shape{warps * elements}, BufferScope::Local});
+    };
+    BufferPtr a = matrix("mma_a", 16 * 8), b = matrix("mma_b", 8 * 8), c = matrix("mma_c", 16 * 8);
+    LExprPtr t = var_ref(var_);
+    auto imm = [](int64_t v) { return int_imm(v); };
+    auto add = [](LExprPtr x, LExprPtr y) { return binary(BinaryOp::Add, std::move(x), std::move(y)); };
+    auto mul = [](LExprPtr x, int64_t y) { return binary(BinaryOp::Mul, std::move(x), int_imm(y)); };
+    LExprPtr w = binary(BinaryOp::FloorDiv, t, imm(32)), lane = binary(BinaryOp::FloorMod, t, imm(32));
+    LExprPtr g = binary(BinaryOp::FloorDiv, lane, imm(4)), q = binary(BinaryOp::FloorMod, lane, imm(4));
+    // Element (row, col) of a warp's matrix of `size` elements, `cols` columns.
+    auto at = [&](int64_t size, int64_t cols, LExprPtr row, LExprPtr col) {
+      return add(mul(w, size), add(mul(std::move(row), cols), std::move(col)));
+    };
+    LExprPtr g8 = add(g, imm(8)), q4 = add(q, imm(4)), q2 = mul(q, 2), q21 = add(mul(q, 2), imm(1));
+    // Where input i of the lane goes: a0..a3, b0, b1, c0..c3 (LoopIR.h).
+    std::vector<std::pair<BufferPtr, LExprPtr>> places = {
+        {a, at(128, 8, g, q)},  {a, at(128, 8, g8, q)},  {a, at(128, 8, g, q4)}, {a, at(128, 8, g8, q4)},
+        {b, at(64, 8, q, g)},   {b, at(64, 8, q4, g)},
+        {c, at(128, 8, g, q2)}, {c, at(128, 8, g, q21)}, {c, at(128, 8, g8, q2)}, {c, at(128, 8, g8, q21)}};
+    std::vector<StmtPtr> offer;
+    for (size_t i = 0; i < kMmaInputs; ++i)
+      offer.push_back(store(places[i].first, places[i].second, s.inputs[i]));
+    // The lane's element j of D: where its c_j is.
+    auto acc = std::make_shared<Buffer>(Buffer{"mma_acc", DType::Float32, Shape{1}, BufferScope::Local});
+    std::vector<StmtPtr> compute;
+    for (int64_t j = 0; j < 4; ++j) {
+      LExprPtr row = j < 2 ? g : g8, col = j % 2 ? q21 : q2;
+      auto k = std::make_shared<LVar>(LVar{"k"});
+      LExprPtr kv = var_ref(k);
+      LExprPtr product = mul_add(load(a, at(128, 8, row, kv)), load(b, at(64, 8, kv, col)), load(acc, imm(0)));
+      compute.push_back(alloc(acc, seq({store(acc, imm(0), load(c, at(128, 8, row, col))),
+                                        for_loop(k, 8, ForKind::Serial, store(acc, imm(0), product)),
+                                        store(s.buffer, add(s.index, imm(j)), load(acc, imm(0)))})));
+    }
+    return alloc(a, alloc(b, alloc(c, seq({for_threads(seq(offer)), for_threads(seq(compute))}))));
   }
 
   /// A store whose value has shuffles: per shuffle, innermost first, a piece

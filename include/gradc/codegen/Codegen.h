@@ -32,6 +32,7 @@ struct CodegenOptions {
   std::string cpu;              // CPU name; empty or "native" = the host's
   std::string triple;           // target triple; empty = host
   std::string gpu_arch = "sm_80";
+  bool gpu_tf32 = false; // --gpu-math=tf32: float32 products on tensor cores with tf32 operands
   int opt_level = 2;
 };
 

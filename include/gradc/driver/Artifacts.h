@@ -65,6 +65,7 @@ struct ManifestInfo {
   std::vector<std::string> argv; // the command line
   std::string target;            // "cpu" or "cuda"
   std::string triple, cpu, gpu_arch;
+  bool gpu_tf32 = false;
   int opt_level = 2;
   std::string remat; // none / manual / auto
   int64_t memory_budget = -1;

@@ -91,6 +91,8 @@ public:
       return on_alloc(s, args...);
     case StmtKind::Barrier:
       return on_barrier(s, args...);
+    case StmtKind::Mma:
+      return on_mma(s, args...);
     }
     unhandled_loop_kind("statement");
   }
@@ -102,6 +104,7 @@ protected:
   virtual R on_if(const StmtPtr &s, Args...) = 0;
   virtual R on_alloc(const StmtPtr &s, Args...) = 0;
   virtual R on_barrier(const StmtPtr &s, Args...) = 0;
+  virtual R on_mma(const StmtPtr &s, Args...) = 0;
 };
 
 class LoopVisitor : protected StmtFunctor<void()>, protected LExprFunctor<void()> {
@@ -129,6 +132,11 @@ protected:
   }
   void on_alloc(const StmtPtr &s) override { visit(s->body); }
   void on_barrier(const StmtPtr &) override {}
+  void on_mma(const StmtPtr &s) override {
+    visit(s->index);
+    for (const LExprPtr &e : s->inputs)
+      visit(e);
+  }
 
   void on_int_imm(const LExprPtr &) override {}
   void on_float_imm(const LExprPtr &) override {}
@@ -174,6 +182,7 @@ protected:
   StmtPtr on_if(const StmtPtr &s) override;
   StmtPtr on_alloc(const StmtPtr &s) override;
   StmtPtr on_barrier(const StmtPtr &s) override { return s; }
+  StmtPtr on_mma(const StmtPtr &s) override;
 
   LExprPtr on_int_imm(const LExprPtr &e) override { return e; }
   LExprPtr on_float_imm(const LExprPtr &e) override { return e; }
@@ -208,7 +217,7 @@ StmtPtr collapse_nest(const std::vector<const Stmt *> &loops, ForKind kind, cons
 /// Shared), in first-use order.
 std::vector<BufferPtr> touched_buffers(const StmtPtr &s);
 
-/// Whether `s` has a Barrier or a Shuffle: a point every thread of a GPU
+/// Whether `s` has a Barrier, an Mma or a Shuffle: a point every thread of a GPU
 /// block (or warp) reaches together.
 bool synchronizes(const StmtPtr &s);
 bool synchronizes(const LExprPtr &e);

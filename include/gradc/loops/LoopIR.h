@@ -113,7 +113,10 @@ enum class LExprKind {
   Shuffle,  // operands[0] as evaluated by lane operands[1] (Int64, mod the warp size) of this warp
 };
 
-enum class UnaryOp { Neg, Exp, Log, Sqrt, Tanh, Abs, Erf, Sin, Cos };
+/// RoundTf32: a float32 rounded to TensorFloat-32 (10 mantissa bits, the low
+/// 13 of float32's zero), to nearest with ties away from zero (cvt.rna.tf32);
+/// infinities and NaNs as they are. What tensor cores multiply (Mma).
+enum class UnaryOp { Neg, Exp, Log, Sqrt, Tanh, Abs, Erf, Sin, Cos, RoundTf32 };
 /// Philox: random bits, word 0 of Philox-4x32-10 with key operands[0] and
 /// counter operands[1] (Int64 each, split into 32-bit halves, low first),
 /// an Int64 in [0, 2^32) (loops/Random.h).
@@ -158,6 +161,16 @@ enum class StmtKind {
   If,    // if cond: then_body else else_body (else may be null)
   Alloc, // declare Local or Shared `buffer` for the scope of body
   Barrier, // wait for every thread of the GPU block (__syncthreads)
+  /// A warp's tensor-core product (mma.sync m16n8k8, tf32 operands, float32
+  /// accumulators; sm_80 and later): the warp's 32 lanes together compute
+  /// D = A B + C for A 16 x 8, B 8 x 8, C and D 16 x 8, each lane holding
+  /// its fragment as PTX lays it out, with g = lane / 4, q = lane mod 4:
+  /// inputs a0..a3 = A[g][q], A[g+8][q], A[g][q+4], A[g+8][q+4] (tf32 values:
+  /// RoundTf32), b0, b1 = B[q][g], B[q+4][g], c0..c3 = C[g][2q], C[g][2q+1],
+  /// C[g+8][2q], C[g+8][2q+1]; the lane's D (the same places as its C) is
+  /// stored at buffer[index + 0..3] (a Local float32 buffer). Reached by
+  /// every thread alike, as a barrier is.
+  Mma,
 };
 
 struct Stmt;
@@ -174,6 +187,7 @@ struct Stmt {
   LExprPtr index;           // Store
   LExprPtr value;           // Store; If condition
   std::vector<StmtPtr> seq; // Seq
+  std::vector<LExprPtr> inputs; // Mma: a0..a3, b0, b1, c0..c3
 };
 
 /// A CUDA launch's grid or block extents: x, y, z (x the innermost bound loop).
@@ -318,6 +332,10 @@ StmtPtr seq(std::vector<StmtPtr> stmts);
 StmtPtr if_then(LExprPtr cond, StmtPtr then_body, StmtPtr else_body = nullptr);
 StmtPtr alloc(const BufferPtr &local, StmtPtr body);
 StmtPtr barrier();
+/// The warp's tensor-core product (StmtKind::Mma): inputs a0..a3, b0, b1, c0..c3 (float32 each).
+StmtPtr mma_tf32(const BufferPtr &d, LExprPtr index, std::vector<LExprPtr> inputs);
+/// The number of inputs of an Mma statement.
+constexpr size_t kMmaInputs = 10;
 
 /// The first and last kernel (indices into fn.kernels) that uses each
 /// buffer; the status buffer is live throughout (the entry point zeroes it

@@ -50,6 +50,9 @@ struct Target {
   int warp_size = 32;                    //
   int64_t shared_memory_bytes = 48 << 10; // static shared memory per block
   int max_threads_per_block = 1024;      //
+  /// --gpu-math=tf32: float32 products may round their operands to
+  /// TensorFloat-32 and multiply on tensor cores (PyTorch's allow_tf32).
+  bool tf32 = false;
 
   bool is_gpu() const { return kind == TargetKind::CUDA; }
   /// The CPU facts in one record, unknowns resolved (the host of a CUDA target).

@@ -68,6 +68,8 @@ struct Operand {
   int64_t extent_m, extent_k; // the operand's extents: M (or N) and K
   /// value(i, kk): the operand's element at position i, depth kk, in range.
   std::function<LExprPtr(const LExprPtr &i, const LExprPtr &kk)> value;
+  int64_t stride;    // of a depth's row in shared memory: width, or more (padding against bank conflicts)
+  bool tf32 = false; // rounded to TensorFloat-32 on the way into shared memory
 };
 
 /// The slice's element of thread `th`, lane r (a vector group: 4th + r;
@@ -123,15 +125,17 @@ StmtPtr fetch_operand(KernelCtx &k, const Operand &o, const LExprPtr &th, const 
 }
 
 /// Thread `th`'s elements regs[at + r] into the slice in shared memory, at
-/// [kk * width + i]: a vector store where the group runs along i.
+/// [kk * stride + i]: a vector store where the group runs along i.
 StmtPtr deposit_operand(KernelCtx &k, const Operand &o, const LExprPtr &th, const BufferPtr &tile,
                         const BufferPtr &regs, int64_t at, bool grouped) {
   LVarPtr lane = k.var("lane");
   LExprPtr r = var_ref(lane);
   Place p = place(o, th, r, grouped);
-  ForKind kind = grouped && !o.k_fastest ? ForKind::Vectorized : ForKind::Unrolled;
-  return for_loop(lane, kPerThread, kind,
-                  store(tile, add(mul(p.kk, int_imm(o.width)), p.i), load(regs, add(int_imm(at), r))));
+  LExprPtr value = load(regs, add(int_imm(at), r));
+  if (o.tf32)
+    value = unary(UnaryOp::RoundTf32, value);
+  ForKind kind = grouped && !o.k_fastest && !o.tf32 ? ForKind::Vectorized : ForKind::Unrolled;
+  return for_loop(lane, kPerThread, kind, store(tile, add(mul(p.kk, int_imm(o.stride)), p.i), value));
 }
 
 /// Of a thread's registers h * 4 + lane along one axis: the tile's row (or
@@ -167,54 +171,83 @@ StmtPtr store_tile(KernelCtx &k, const Gemm &g, int64_t reg_m, int64_t reg_n, co
   return for_loop(i, reg_m, ForKind::Unrolled, for_loop(h, reg_n / kVec, ForKind::Unrolled, row));
 }
 
-} // namespace
+/// A block's view of its tile, shared by the two inner schedules: the tiles
+/// in shared memory, the block's corner of C, the thread's indices.
+struct Block {
+  Tiles t;
+  BufferPtr a_tile, b_tile;
+  int64_t a_stride, b_stride; // of a depth's row in a_tile, b_tile
+  LExprPtr m0, n0, ty, tx, th;
+};
 
-StmtPtr gemm_cuda_tiled(KernelCtx &k, const Gemm &g) {
-  if (!tiles(g))
-    return gemm_nest(k, g);
-  const Tiles t = g.M >= kLarge.m && g.N >= kLarge.n ? kLarge : kSmall;
+/// What the FMA and tensor-core schedules differ in: the thread's registers,
+/// their zeroing, one slice's products from shared memory into them, and
+/// their store into C.
+struct Inner {
+  std::vector<BufferPtr> registers;
+  StmtPtr init, multiply, store;
+};
+
+/// The kernel around an inner schedule (the file comment): a grid of
+/// tiles_n x tiles_m blocks of 16 x 16 threads; the slices of A and B copied
+/// through registers into shared memory, double-buffered.
+StmtPtr tiled_kernel(KernelCtx &k, const Gemm &g, const Block &blk, const LVarPtr &tile_m, const LVarPtr &tile_n,
+                     const LVarPtr &thread_y, const LVarPtr &thread_x, bool tf32, const Inner &inner) {
+  const Tiles &t = blk.t;
   const DType acc = g.acc();
   const int64_t tiles_n = (g.N + t.n - 1) / t.n, tiles_m = (g.M + t.m - 1) / t.m;
   const int64_t steps = (g.K + t.k - 1) / t.k;
-  GRADC_CHECK(t.k * (t.m + t.n) * dtype_bytes(acc) <= k.target.shared_memory_bytes, "cuda gemm",
+  GRADC_CHECK(blk.a_tile->bytes() + blk.b_tile->bytes() <= k.target.shared_memory_bytes, "cuda gemm",
               "the product's tiles exceed the target's shared memory");
-
-  auto a_tile = std::make_shared<Buffer>(Buffer{"a_tile", acc, {t.k * t.m}, BufferScope::Shared});
-  auto b_tile = std::make_shared<Buffer>(Buffer{"b_tile", acc, {t.k * t.n}, BufferScope::Shared});
-  BufferPtr c = k.local("c_tile", acc, t.reg_m() * t.reg_n());
   BufferPtr next = k.local("next_slices", acc, 2 * kPerThread); // A's four, then B's
-  BufferPtr a_frag = k.local("a_frag", acc, t.reg_m()), b_frag = k.local("b_frag", acc, t.reg_n());
-  // A grid of tiles_n x tiles_m blocks of 16 x 16 threads; th, the
-  // thread's linear index, decides what it copies.
-  LVarPtr tile_m = k.var("tile_m"), tile_n = k.var("tile_n"), thread_y = k.var("ty"), thread_x = k.var("tx");
   LVarPtr step = k.var("step");
-  LExprPtr s = var_ref(step), ty = var_ref(thread_y), tx = var_ref(thread_x);
-  LExprPtr m0 = mul(var_ref(tile_m), int_imm(t.m)), n0 = mul(var_ref(tile_n), int_imm(t.n));
-  LExprPtr th = add(mul(ty, int_imm(kThreadCols)), tx);
-
+  LExprPtr s = var_ref(step);
   Operand a_op{t.m, t.k, g.a_contiguous_in_k, g.M, g.K,
-               [&](const LExprPtr &m, const LExprPtr &kk) { return g.a_acc(m, kk); }};
+               [&](const LExprPtr &m, const LExprPtr &kk) { return g.a_acc(m, kk); }, blk.a_stride, tf32};
   Operand b_op{t.n, t.k, g.b_contiguous_in_k, g.N, g.K,
-               [&](const LExprPtr &n, const LExprPtr &kk) { return g.b_acc(kk, n); }};
+               [&](const LExprPtr &n, const LExprPtr &kk) { return g.b_acc(kk, n); }, blk.b_stride, tf32};
   bool a_grouped = false, b_grouped = false;
   // Loads the slice starting at k0 into the registers; stores them into shared memory.
   auto fetch = [&](const LExprPtr &k0) {
-    return seq({fetch_operand(k, a_op, th, m0, k0, next, 0, acc, a_grouped),
-                fetch_operand(k, b_op, th, n0, k0, next, kPerThread, acc, b_grouped)});
+    return seq({fetch_operand(k, a_op, blk.th, blk.m0, k0, next, 0, acc, a_grouped),
+                fetch_operand(k, b_op, blk.th, blk.n0, k0, next, kPerThread, acc, b_grouped)});
   };
   StmtPtr first = fetch(int_imm(0)); // decides a_grouped and b_grouped
   auto deposit = [&]() {
-    return seq({deposit_operand(k, a_op, th, a_tile, next, 0, a_grouped),
-                deposit_operand(k, b_op, th, b_tile, next, kPerThread, b_grouped)});
+    return seq({deposit_operand(k, a_op, blk.th, blk.a_tile, next, 0, a_grouped),
+                deposit_operand(k, b_op, blk.th, blk.b_tile, next, kPerThread, b_grouped)});
   };
+  // Step s: the next slice into registers (the branch is the same for every
+  // thread), this one multiplied, a barrier, the next one into shared memory.
+  LExprPtr more = lt(add(s, int_imm(1)), steps);
+  StmtPtr body = seq({if_then(more, fetch(mul(add(s, int_imm(1)), int_imm(t.k)))), inner.multiply, barrier(),
+                      if_then(more, deposit()), barrier()});
+  // Zero the registers, the first slice, the steps, then store what lies inside C.
+  StmtPtr per_thread = seq({inner.init, first, deposit(), barrier(), for_loop(step, steps, ForKind::Serial, body),
+                            inner.store});
+  for (auto it = inner.registers.rbegin(); it != inner.registers.rend(); ++it)
+    per_thread = alloc(*it, per_thread);
+  per_thread = alloc(next, per_thread);
+  StmtPtr threads = for_loop(thread_y, kThreadRows, ForKind::ThreadIdx,
+                             for_loop(thread_x, kThreadCols, ForKind::ThreadIdx, per_thread));
+  return for_loop(tile_m, tiles_m, ForKind::BlockIdx,
+                  for_loop(tile_n, tiles_n, ForKind::BlockIdx, alloc(blk.a_tile, alloc(blk.b_tile, threads))));
+}
 
+/// The FMA schedule: an 8 x 8 (4 x 4) register tile per thread, its values
+/// of A and B read as vectors from shared memory each step of the slice.
+Inner fma_inner(KernelCtx &k, const Gemm &g, const Block &blk) {
+  const Tiles &t = blk.t;
+  const DType acc = g.acc();
+  BufferPtr c = k.local("c_tile", acc, t.reg_m() * t.reg_n());
+  BufferPtr a_frag = k.local("a_frag", acc, t.reg_m()), b_frag = k.local("b_frag", acc, t.reg_n());
   // The thread's A and B values of depth kk as vectors from shared memory:
   // register h * 4 + lane is row (column) 64h + 4 ty (tx) + lane of the tile.
-  auto fragment = [&](const BufferPtr &frag, const BufferPtr &tile, int64_t width, int64_t regs,
+  auto fragment = [&](const BufferPtr &frag, const BufferPtr &tile, int64_t stride, int64_t regs,
                       const LExprPtr &t_axis, const LExprPtr &kk) {
     LVarPtr h = k.var("h"), lane = k.var("lane");
     LExprPtr hv = var_ref(h), r = var_ref(lane);
-    LExprPtr at = add(mul(kk, int_imm(width)), tile_offset(hv, t_axis, r));
+    LExprPtr at = add(mul(kk, int_imm(stride)), tile_offset(hv, t_axis, r));
     return for_loop(h, regs / kVec, ForKind::Unrolled,
                     for_loop(lane, kVec, ForKind::Vectorized, store(frag, add(mul(hv, int_imm(kVec)), r), load(tile, at))));
   };
@@ -225,25 +258,103 @@ StmtPtr gemm_cuda_tiled(KernelCtx &k, const Gemm &g) {
   LExprPtr sum = is_float(acc) ? mul_add(av, bv, load(c, at)) : add(load(c, at), mul(av, bv));
   StmtPtr multiply = for_loop(
       kk, t.k, ForKind::Serial,
-      seq({fragment(a_frag, a_tile, t.m, t.reg_m(), ty, kv), fragment(b_frag, b_tile, t.n, t.reg_n(), tx, kv),
+      seq({fragment(a_frag, blk.a_tile, blk.a_stride, t.reg_m(), blk.ty, kv),
+           fragment(b_frag, blk.b_tile, blk.b_stride, t.reg_n(), blk.tx, kv),
            for_loop(i, t.reg_m(), ForKind::Unrolled, for_loop(j, t.reg_n(), ForKind::Unrolled, store(c, at, sum)))}));
-  // Step s: the next slice into registers (the branch is the same for every
-  // thread), this one multiplied, a barrier, the next one into shared memory.
-  LExprPtr more = lt(add(s, int_imm(1)), steps);
-  StmtPtr body = seq({if_then(more, fetch(mul(add(s, int_imm(1)), int_imm(t.k)))), multiply, barrier(),
-                      if_then(more, deposit()), barrier()});
-
-  // Zero the register tile, the first slice, the steps, then store what lies inside C.
   LVarPtr i0 = k.var("i");
   StmtPtr init = for_loop(i0, t.reg_m() * t.reg_n(), ForKind::Unrolled, store(c, var_ref(i0), constant_of(0, acc)));
-  StmtPtr per_thread = alloc(
-      c, alloc(next, alloc(a_frag, alloc(b_frag, seq({init, first, deposit(), barrier(),
-                                                        for_loop(step, steps, ForKind::Serial, body),
-                                                        store_tile(k, g, t.reg_m(), t.reg_n(), c, m0, n0, ty, tx)})))));
-  StmtPtr threads = for_loop(thread_y, kThreadRows, ForKind::ThreadIdx,
-                             for_loop(thread_x, kThreadCols, ForKind::ThreadIdx, per_thread));
-  return for_loop(tile_m, tiles_m, ForKind::BlockIdx,
-                  for_loop(tile_n, tiles_n, ForKind::BlockIdx, alloc(a_tile, alloc(b_tile, threads))));
+  return {{c, a_frag, b_frag}, init, multiply,
+          store_tile(k, g, t.reg_m(), t.reg_n(), c, blk.m0, blk.n0, blk.ty, blk.tx)};
+}
+
+/// The tensor-core schedule (--gpu-math=tf32): the block's 8 warps as 2 x 4,
+/// each computing a (tile m / 2) x (tile n / 4) part of the tile as m16n8k8
+/// products (LoopIR.h: StmtKind::Mma), 4 x 4 of them for the large tile;
+/// the slices in shared memory hold tf32 values, rows padded by 8 so that a
+/// warp's fragment loads hit 32 different banks.
+Inner mma_inner(KernelCtx &k, const Gemm &g, const Block &blk) {
+  const Tiles &t = blk.t;
+  const int64_t warp_m = t.m / 2, warp_n = t.n / 4, mt_n = warp_m / 16, nt_n = warp_n / 8;
+  BufferPtr c = k.local("c_frags", DType::Float32, mt_n * nt_n * 4);
+  BufferPtr a_frag = k.local("a_frag", DType::Float32, mt_n * 4), b_frag = k.local("b_frag", DType::Float32, nt_n * 2);
+  LExprPtr warp = div(blk.th, kWarpSize), lane = mod(blk.th, kWarpSize);
+  LExprPtr g4 = div(lane, 4), q = mod(lane, 4);
+  LExprPtr wm0 = mul(div(warp, 4), int_imm(warp_m)), wn0 = mul(mod(warp, 4), int_imm(warp_n));
+  LVarPtr kk = k.var("kk"), mt = k.var("mt"), nt = k.var("nt"), ra = k.var("r"), rb = k.var("r");
+  LExprPtr k0 = mul(var_ref(kk), int_imm(8)), mv = var_ref(mt), nv = var_ref(nt), rav = var_ref(ra), rbv = var_ref(rb);
+  // a_r: A[g + 8 (r mod 2)][q + 4 (r / 2)] of m-tile mt; b_r: B[q + 4r][g] of n-tile nt.
+  LExprPtr a_at = add(mul(add(k0, add(q, mul(div(rav, 2), int_imm(4)))), int_imm(blk.a_stride)),
+                      add(add(wm0, mul(mv, int_imm(16))), add(g4, mul(mod(rav, 2), int_imm(8)))));
+  LExprPtr b_at = add(mul(add(k0, add(q, mul(rbv, int_imm(4)))), int_imm(blk.b_stride)),
+                      add(add(wn0, mul(nv, int_imm(8))), g4));
+  StmtPtr a_load = for_loop(mt, mt_n, ForKind::Unrolled,
+                            for_loop(ra, 4, ForKind::Unrolled, store(a_frag, add(mul(mv, int_imm(4)), rav), load(blk.a_tile, a_at))));
+  StmtPtr b_load = for_loop(nt, nt_n, ForKind::Unrolled,
+                            for_loop(rb, 2, ForKind::Unrolled, store(b_frag, add(mul(nv, int_imm(2)), rbv), load(blk.b_tile, b_at))));
+  LVarPtr mt3 = k.var("mt"), nt3 = k.var("nt");
+  LExprPtr m3 = var_ref(mt3), n3 = var_ref(nt3);
+  LExprPtr ci = mul(add(mul(m3, int_imm(nt_n)), n3), int_imm(4));
+  std::vector<LExprPtr> inputs;
+  for (int64_t e = 0; e < 4; ++e)
+    inputs.push_back(load(a_frag, add(mul(m3, int_imm(4)), int_imm(e))));
+  for (int64_t e = 0; e < 2; ++e)
+    inputs.push_back(load(b_frag, add(mul(n3, int_imm(2)), int_imm(e))));
+  for (int64_t e = 0; e < 4; ++e)
+    inputs.push_back(load(c, add(ci, int_imm(e))));
+  StmtPtr products = for_loop(mt3, mt_n, ForKind::Unrolled,
+                              for_loop(nt3, nt_n, ForKind::Unrolled, mma_tf32(c, ci, std::move(inputs))));
+  StmtPtr multiply = for_loop(kk, t.k / 8, ForKind::Serial, seq({a_load, b_load, products}));
+  LVarPtr i0 = k.var("i");
+  StmtPtr init = for_loop(i0, mt_n * nt_n * 4, ForKind::Unrolled, store(c, var_ref(i0), constant_of(0, DType::Float32)));
+
+  // Each accumulator (mt, nt, e) is C[m][n]: m = wm0 + 16 mt + g + 8 (e / 2),
+  // n = wn0 + 8 nt + 2q + e mod 2; a pair of adjacent columns at a time.
+  LVarPtr mt4 = k.var("mt"), nt4 = k.var("nt"), half = k.var("half"), col = k.var("col");
+  LExprPtr m = add(blk.m0, add(add(wm0, mul(var_ref(mt4), int_imm(16))), add(g4, mul(var_ref(half), int_imm(8)))));
+  LExprPtr nb = add(blk.n0, add(add(wn0, mul(var_ref(nt4), int_imm(8))), mul(q, int_imm(2))));
+  LExprPtr cv = var_ref(col);
+  LExprPtr value = cast(g.dtype, load(c, add(mul(add(mul(var_ref(mt4), int_imm(nt_n)), var_ref(nt4)), int_imm(4)),
+                                          add(mul(var_ref(half), int_imm(2)), cv))));
+  StmtPtr pair;
+  if (g.N % 2 == 0) {
+    StmtPtr lanes = for_loop(col, 2, ForKind::Vectorized,
+                             g.store(clamp(m, g.M), add(binary(BinaryOp::Min, nb, int_imm(g.N - 2)), cv), value));
+    if (lane_wise(*lanes))
+      pair = if_then(both(lt(m, g.M), lt(nb, g.N)), lanes);
+  }
+  if (!pair) {
+    LExprPtr n = add(nb, cv);
+    pair = for_loop(col, 2, ForKind::Unrolled,
+                    if_then(both(lt(m, g.M), lt(n, g.N)), g.store(clamp(m, g.M), clamp(n, g.N), value)));
+  }
+  StmtPtr store_c = for_loop(mt4, mt_n, ForKind::Unrolled,
+                             for_loop(nt4, nt_n, ForKind::Unrolled, for_loop(half, 2, ForKind::Unrolled, pair)));
+  return {{c, a_frag, b_frag}, init, multiply, store_c};
+}
+
+} // namespace
+
+StmtPtr gemm_cuda_tiled(KernelCtx &k, const Gemm &g) {
+  if (!tiles(g))
+    return gemm_nest(k, g);
+  // Tensor cores where asked for (--gpu-math=tf32) and the product is float32 throughout.
+  const bool tf32 = k.target.tf32 && g.dtype == DType::Float32 && g.acc() == DType::Float32;
+  const Tiles t = g.M >= kLarge.m && g.N >= kLarge.n ? kLarge : kSmall;
+  const int64_t pad = tf32 ? 8 : 0;
+  const DType acc = g.acc();
+  Block blk{t, nullptr, nullptr, t.m + pad, t.n + pad, nullptr, nullptr, nullptr, nullptr, nullptr};
+  blk.a_tile = std::make_shared<Buffer>(Buffer{"a_tile", acc, {t.k * blk.a_stride}, BufferScope::Shared});
+  blk.b_tile = std::make_shared<Buffer>(Buffer{"b_tile", acc, {t.k * blk.b_stride}, BufferScope::Shared});
+  // A grid of tiles_n x tiles_m blocks of 16 x 16 threads; th, the
+  // thread's linear index, decides what it copies.
+  LVarPtr tile_m = k.var("tile_m"), tile_n = k.var("tile_n"), thread_y = k.var("ty"), thread_x = k.var("tx");
+  blk.ty = var_ref(thread_y);
+  blk.tx = var_ref(thread_x);
+  blk.m0 = mul(var_ref(tile_m), int_imm(t.m));
+  blk.n0 = mul(var_ref(tile_n), int_imm(t.n));
+  blk.th = add(mul(blk.ty, int_imm(kThreadCols)), blk.tx);
+  Inner inner = tf32 ? mma_inner(k, g, blk) : fma_inner(k, g, blk);
+  return tiled_kernel(k, g, blk, tile_m, tile_n, thread_y, thread_x, tf32, inner);
 }
 
 } // namespace gradc
