@@ -134,8 +134,9 @@ def bench_table(rows, peers):
         print("| %s `@%s`%s | %.3f ms | %s |" % (case[len("bench:"):], function, "" if passed else " (FAILED)", ms,
                                                 " | ".join(cells)))
     print()
-    print("gradc computes in float32 (no tf32 mode yet); `grad` rows and model steps are the loss and its "
-          "gradients (no optimizer). PyTorch: bench/gpu_peers.py on the same inputs (harness.c's pattern).")
+    print("gradc computes in float32, `tf32` rows with --gpu-math=tf32 (compare them with PyTorch's tf32 "
+          "column); `grad` rows and model steps are the loss and its gradients (no optimizer). PyTorch: "
+          "bench/gpu_peers.py on the same inputs (harness.c's pattern).")
 
 
 def gpu_peer(peer):

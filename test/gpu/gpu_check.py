@@ -252,7 +252,7 @@ def link_harness(d, name, fn, args, outputs, bench=None):
 # patterns: too large to travel), timed there against PyTorch (bench/gpu_table.py, gpu_peers.py)
 # ----------------------------------------------------------------------------------------------
 
-PRODUCT_SIZES = (1024, 2048, 4096, 8192)       # C = A B, n x n x n, float32
+PRODUCT_SIZES = (1024, 2048, 4096, 8192)       # C = A B, n x n x n, float32 (and --gpu-math=tf32)
 RESNET_CONVS = ((64, 56), (128, 28), (256, 14), (512, 7))  # 3x3 convolutions: channels, height
 CONV_BATCH = 32
 ZOO_MODELS = (("resnet18", ["--batch", "16"]), ("gpt2", []))  # bench/zoo/models.py, training mode
@@ -265,6 +265,7 @@ def bench_cases():
         text = (f'#[version = "0.0.5"]\ndef @main(%a: Tensor[({n}, {n}), float32], '
                 f'%b: Tensor[({n}, {n}), float32]) {{ matmul(%a, %b) }}\n')
         cases.append((f"bench:matmul {n}", text, False, {"kind": "matmul", "n": n}))
+        cases.append((f"bench:matmul {n} tf32", text, False, {"kind": "matmul", "n": n, "tf32": True}))
     for c, h in RESNET_CONVS:
         for grad in (False, True):
             conv = f"nn.conv2d(%x, %w, padding=[1, 1, 1, 1])"
@@ -299,7 +300,7 @@ def zoo_program(gradc, d, peer):
 def prepare_bench_case(gradc, gpu_arch, work, name, text, grad, peer):
     d = case_dir(work, name)
     os.makedirs(d)
-    flags = ["--grad"] if grad else []
+    flags = (["--grad"] if grad else []) + (["--gpu-math=tf32"] if peer.get("tf32") else [])
     try:
         if text is None:
             model, wrt = zoo_program(gradc, d, peer)

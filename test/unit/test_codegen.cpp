@@ -1097,6 +1097,14 @@ TEST_CASE("verify: a barrier or shuffle every thread does not reach alike, and m
   auto local = std::make_shared<Buffer>(Buffer{"l", DType::Float32, {64}, BufferScope::Local});
   rejects(kernel(copy, local), "outside its thread loop");
   rejects(single_kernel({x}, {y}, seq({barrier()})), "outside a GPU thread loop");
+  // A tensor-core product: every thread of the warp alike, into a float32 local buffer.
+  auto frags = std::make_shared<Buffer>(Buffer{"d", DType::Float32, {4}, BufferScope::Local});
+  std::vector<LExprPtr> ten(kMmaInputs, load(x, tv));
+  StmtPtr product = alloc(frags, mma_tf32(frags, int_imm(0), ten));
+  CHECK_NOTHROW(verify(kernel(product).functions[0], {true, true}, "test"));
+  rejects(kernel(if_then(compare(CompareOp::LT, tv, int_imm(8)), product)), "tensor-core product under a condition");
+  rejects(kernel(mma_tf32(y, int_imm(0), ten)), "which is not a float32 local buffer");
+  rejects(kernel(alloc(frags, mma_tf32(frags, int_imm(1), ten))), "tensor-core product of d (4 elements) at indices 4..4");
 }
 
 TEST_CASE("codegen: the GPU simulation reports threads racing on shared memory", "[codegen][cuda]") {
