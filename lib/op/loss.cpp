@@ -10,8 +10,59 @@
 #include "gradc/op/Kernel.h"
 #include "gradc/op/Builder.h"
 #include "gradc/op/Relations.h"
+#include "loss.h"
 
 namespace gradc {
+std::pair<LExprPtr, LExprPtr> nll_target(const KernelCtx &k, size_t target_arg, const NllShape &s, const Index &tidx) {
+  LExprPtr t = k.in(target_arg, tidx);
+  LExprPtr counted = compare(CompareOp::NE, t, constant_of(double(k.attrs_as<NllAttrs>().ignore_index), t->dtype));
+  LExprPtr t64 = cast(DType::Int64, t);
+  LExprPtr cls = binary(BinaryOp::Min, binary(BinaryOp::Max, t64, int_imm(0)), int_imm(s.C - 1));
+  return {cls, counted};
+}
+
+StmtPtr check_target(KernelCtx &k, size_t target_arg, const NllShape &s, const Index &tidx) {
+  LExprPtr t = k.in(target_arg, tidx);
+  LExprPtr counted = compare(CompareOp::NE, t, constant_of(double(k.attrs_as<NllAttrs>().ignore_index), t->dtype));
+  LExprPtr t64 = cast(DType::Int64, t);
+  LExprPtr outside = binary(BinaryOp::Or, compare(CompareOp::LT, t64, int_imm(0)),
+                            compare(CompareOp::GE, t64, int_imm(s.C)));
+  return k.report_if(binary(BinaryOp::And, counted, outside), kStatusIndexOutOfRange, t64,
+                     flat_index(s.target, tidx), s.C);
+}
+
+LExprPtr nll_weight(const KernelCtx &k, size_t weight_arg, const LExprPtr &cls, DType dt) {
+  return k.call.args.size() > weight_arg ? k.in(weight_arg, {cls}) : constant_of(1, dt);
+}
+
+
+LExprPtr nll_loss_at(const KernelCtx &k, const NllShape &s, const Index &tidx, LExprPtr *weight) {
+  DType dt = k.out()->dtype;
+  LExprPtr zero_f = constant_of(0, dt);
+  auto [cls, counted] = nll_target(k, 1, s, tidx);
+  LExprPtr w = nll_weight(k, 2, cls, dt);
+  if (weight)
+    *weight = select(counted, w, zero_f);
+  return select(counted, unary(UnaryOp::Neg, mul(w, k.in(0, s.pred_index(tidx, cls)))), zero_f);
+}
+
+StmtPtr nll_loss_backward_scatter(KernelCtx &k, const LExprPtr &total) {
+  NllShape s(k.arg_type(1).shape);
+  DType dt = k.out()->dtype, at = dtype_info(dt).accumulator;
+  const std::string reduction = k.attrs_as<NllAttrs>().reduction;
+  LExprPtr zero_f = constant_of(0, dt);
+  return loop_nest(s.pred, [&](const Index &pidx) {
+    Index tidx = pidx;
+    LExprPtr c = tidx[s.class_axis];
+    tidx.erase(tidx.begin() + s.class_axis);
+    auto [cls, counted] = nll_target(k, 2, s, tidx);
+    LExprPtr hit = binary(BinaryOp::And, counted, compare(CompareOp::EQ, cls, c));
+    LExprPtr g = k.in(0, reduction == "none" ? tidx : Index{});
+    LExprPtr value = cast(dt, binary(BinaryOp::Div, cast(at, unary(UnaryOp::Neg, mul(nll_weight(k, 3, cls, dt), g))), total));
+    return store(k.out(), flat_index(s.pred, pidx), select(hit, value, zero_f));
+  });
+}
+
 namespace {
 
 //===--- nn.nll_loss ------------------------------------------------------===//
@@ -47,61 +98,14 @@ Type nll_loss_rel(RelationCtx &ctx) {
   return Type::tensor(r == "none" ? t->shape : Shape{}, p->dtype);
 }
 
-/// Index helpers shared by nll_loss and its backward operator.
-struct NllShape {
-  Shape pred, target;
-  int64_t class_axis, C;
-  explicit NllShape(const Shape &p) : pred(p) {
-    class_axis = p.size() == 1 ? 0 : 1;
-    C = p[class_axis];
-    target = p;
-    target.erase(target.begin() + class_axis);
-  }
-  Index pred_index(const Index &tidx, const LExprPtr &c) const {
-    Index idx = tidx;
-    idx.insert(idx.begin() + class_axis, c);
-    return idx;
-  }
-};
-
-/// The target at `tidx` as an in-range int64 class, and whether it counts.
-std::pair<LExprPtr, LExprPtr> nll_target(const KernelCtx &k, size_t target_arg, const NllShape &s, const Index &tidx) {
-  LExprPtr t = k.in(target_arg, tidx);
-  LExprPtr counted = compare(CompareOp::NE, t, constant_of(double(k.attrs_as<NllAttrs>().ignore_index), t->dtype));
-  LExprPtr t64 = cast(DType::Int64, t);
-  LExprPtr cls = binary(BinaryOp::Min, binary(BinaryOp::Max, t64, int_imm(0)), int_imm(s.C - 1));
-  return {cls, counted};
-}
-
-/// A counted target outside [0, C) is reported through the function's status
-/// (the entry point returns kStatusIndexOutOfRange); the kernel itself reads
-/// the clamped class, so memory stays safe.
-StmtPtr check_target(KernelCtx &k, size_t target_arg, const NllShape &s, const Index &tidx) {
-  LExprPtr t = k.in(target_arg, tidx);
-  LExprPtr counted = compare(CompareOp::NE, t, constant_of(double(k.attrs_as<NllAttrs>().ignore_index), t->dtype));
-  LExprPtr t64 = cast(DType::Int64, t);
-  LExprPtr outside = binary(BinaryOp::Or, compare(CompareOp::LT, t64, int_imm(0)),
-                            compare(CompareOp::GE, t64, int_imm(s.C)));
-  return k.report_if(binary(BinaryOp::And, counted, outside), kStatusIndexOutOfRange, t64,
-                     flat_index(s.target, tidx), s.C);
-}
-
-LExprPtr nll_weight(const KernelCtx &k, size_t weight_arg, const LExprPtr &cls, DType dt) {
-  return k.call.args.size() > weight_arg ? k.in(weight_arg, {cls}) : constant_of(1, dt);
-}
+} // namespace
 
 StmtPtr nll_loss_kernel(KernelCtx &k) {
   NllShape s(k.arg_type(0).shape);
   DType dt = k.out()->dtype;
   const std::string reduction = k.attrs_as<NllAttrs>().reduction;
-  LExprPtr zero_f = constant_of(0, dt), zero = int_imm(0);
-  auto loss_at = [&](const Index &tidx, LExprPtr *weight) {
-    auto [cls, counted] = nll_target(k, 1, s, tidx);
-    LExprPtr w = nll_weight(k, 2, cls, dt);
-    if (weight)
-      *weight = select(counted, w, zero_f);
-    return select(counted, unary(UnaryOp::Neg, mul(w, k.in(0, s.pred_index(tidx, cls)))), zero_f);
-  };
+  LExprPtr zero = int_imm(0);
+  auto loss_at = [&](const Index &tidx, LExprPtr *weight) { return nll_loss_at(k, s, tidx, weight); };
   if (reduction == "none")
     return loop_nest(s.target, [&](const Index &tidx) {
       return seq({check_target(k, 1, s, tidx), store(k.out(), flat_index(s.target, tidx), loss_at(tidx, nullptr))});
@@ -129,6 +133,8 @@ StmtPtr nll_loss_kernel(KernelCtx &k) {
   return alloc(acc, alloc(wsum, alloc(acc_c, alloc(wsum_c, seq({init, body, store(k.out(), zero, cast(dt, result))})))));
 }
 
+namespace {
+
 //===--- grad.nll_loss_backward -------------------------------------------===//
 
 Type nll_loss_backward_rel(RelationCtx &ctx) {
@@ -146,6 +152,8 @@ Type nll_loss_backward_rel(RelationCtx &ctx) {
     return ctx.fail("output_grad of type " + g->str() + " does not match the loss type " + loss.str());
   return *p;
 }
+
+} // namespace
 
 /// dpred[.., c, ..] = -w[t] g / (total weight if mean) where c == t and t counts.
 /// The total weight is summed first, into a scratch word, so that the writes
@@ -175,18 +183,11 @@ StmtPtr nll_loss_backward_kernel(KernelCtx &k) {
                                                    store(word, zero, neumaier_total(wsum, wsum_c, zero))}))));
     total = load(word, zero);
   }
-  stmts.push_back(loop_nest(s.pred, [&](const Index &pidx) {
-    Index tidx = pidx;
-    LExprPtr c = tidx[s.class_axis];
-    tidx.erase(tidx.begin() + s.class_axis);
-    auto [cls, counted] = nll_target(k, 2, s, tidx);
-    LExprPtr hit = binary(BinaryOp::And, counted, compare(CompareOp::EQ, cls, c));
-    LExprPtr g = k.in(0, reduction == "none" ? tidx : Index{});
-    LExprPtr value = cast(dt, binary(BinaryOp::Div, cast(at, unary(UnaryOp::Neg, mul(nll_weight(k, 3, cls, dt), g))), total));
-    return store(k.out(), flat_index(s.pred, pidx), select(hit, value, zero_f));
-  }));
+  stmts.push_back(nll_loss_backward_scatter(k, total));
   return seq(std::move(stmts));
 }
+
+namespace {
 
 //===--- grad.nll_loss_weights_backward -----------------------------------===//
 // With S = sum_i -w[t_i] p_i and W = sum_i w[t_i] over counted targets:

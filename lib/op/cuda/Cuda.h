@@ -64,6 +64,7 @@ StmtPtr gpu_warp_sums(KernelCtx &k, int64_t outputs, int64_t count, DType acc, c
                       const std::function<StmtPtr(const LExprPtr &o, const LExprPtr &total)> &then);
 
 void register_cuda_conv(OpRegistry &reg);
+void register_cuda_loss(OpRegistry &reg);
 void register_cuda_linear(OpRegistry &reg);
 void register_cuda_softmax(OpRegistry &reg);
 void register_cuda_reduce(OpRegistry &reg);
@@ -75,6 +76,7 @@ void register_cuda_scan(OpRegistry &reg);
 inline void register_cuda_strategies(OpRegistry &reg) {
   register_cuda_conv(reg);
   register_cuda_linear(reg);
+  register_cuda_loss(reg);
   register_cuda_softmax(reg);
   register_cuda_reduce(reg);
   register_cuda_slice(reg);
