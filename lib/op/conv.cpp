@@ -210,36 +210,35 @@ Type conv2d_backward_weight_rel(RelationCtx &ctx) {
 
 StmtPtr conv_product_nest(KernelCtx &k, const ConvProduct &p) { return conv_products(k, p, gemm_nest); }
 
+Gemm conv_gemm(KernelCtx &k, const ConvProduct &p, const Index &at) {
+  Gemm g;
+  g.M = p.M;
+  g.N = p.N;
+  g.K = p.K;
+  g.dtype = k.call.type.dtype;
+  g.epilogue = k.has_epilogue();
+  g.a_contiguous_in_k = p.a_contiguous_in_k;
+  g.b_contiguous_in_k = p.b_contiguous_in_k;
+  g.b_gathered = true; // every convolution gathers its B operand
+  // The operands arrive in the accumulator dtype already (Gemm casts
+  // again, a no-op): padding selects a zero of that dtype.
+  KernelCtx *kp = &k;
+  const ConvProduct *pp = &p;
+  g.a = [pp, at](const LExprPtr &m, const LExprPtr &kk) { return pp->a(at, m, kk); };
+  g.b = [pp, at](const LExprPtr &kk, const LExprPtr &n) { return pp->b(at, kk, n); };
+  g.store = [kp, pp, at](const LExprPtr &m, const LExprPtr &n, const LExprPtr &v) {
+    return kp->put(pp->out_index(at, m, n), pp->out_flat(at, m, n), v);
+  };
+  g.load = [kp, pp, at](const LExprPtr &m, const LExprPtr &n) { return load(kp->out(), pp->out_flat(at, m, n)); };
+  if (k.output_holds_partials(g.dtype))
+    g.store_raw = [kp, pp, at](const LExprPtr &m, const LExprPtr &n, const LExprPtr &v) {
+      return store(kp->out(), pp->out_flat(at, m, n), v);
+    };
+  return g;
+}
+
 StmtPtr conv_products(KernelCtx &k, const ConvProduct &p, GemmStrategy strategy) {
-  DType dt = k.call.type.dtype;
-  return loop_nest(
-      p.loops,
-      [&](const Index &at) {
-        Gemm g;
-        g.M = p.M;
-        g.N = p.N;
-        g.K = p.K;
-        g.dtype = dt;
-        g.epilogue = k.has_epilogue();
-        g.a_contiguous_in_k = p.a_contiguous_in_k;
-        g.b_contiguous_in_k = p.b_contiguous_in_k;
-        g.b_gathered = true; // every convolution gathers its B operand
-        // The operands arrive in the accumulator dtype already (Gemm casts
-        // again, a no-op): padding selects a zero of that dtype.
-        g.a = [&](const LExprPtr &m, const LExprPtr &kk) { return p.a(at, m, kk); };
-        g.b = [&](const LExprPtr &kk, const LExprPtr &n) { return p.b(at, kk, n); };
-        auto flat = [&](const LExprPtr &m, const LExprPtr &n) { return p.out_flat(at, m, n); };
-        g.store = [&](const LExprPtr &m, const LExprPtr &n, const LExprPtr &v) {
-          return k.put(p.out_index(at, m, n), flat(m, n), v);
-        };
-        g.load = [&](const LExprPtr &m, const LExprPtr &n) { return load(k.out(), flat(m, n)); };
-        if (k.output_holds_partials(g.dtype))
-          g.store_raw = [&](const LExprPtr &m, const LExprPtr &n, const LExprPtr &v) {
-            return store(k.out(), flat(m, n), v);
-          };
-        return strategy(k, g);
-      },
-      ForKind::Spatial);
+  return loop_nest(p.loops, [&](const Index &at) { return strategy(k, conv_gemm(k, p, at)); }, ForKind::Spatial);
 }
 
 ConvShape conv2d_shape(const KernelCtx &k) {

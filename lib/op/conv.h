@@ -90,6 +90,9 @@ using ConvProductFn = StmtPtr (*)(KernelCtx &k, const ConvProduct &p);
 
 /// Each product of `p` as the schedule-neutral Gemm nest (Spatial loops).
 StmtPtr conv_product_nest(KernelCtx &k, const ConvProduct &p);
+/// The product of `p` at index `at` of its loops, as a Gemm (its functions
+/// hold `at`, and refer to `k` and `p`, which must outlive it).
+Gemm conv_gemm(KernelCtx &k, const ConvProduct &p, const Index &at);
 /// Each product of `p` as a Gemm that `strategy` emits, inside Spatial
 /// loops over p.loops.
 StmtPtr conv_products(KernelCtx &k, const ConvProduct &p, GemmStrategy strategy);

@@ -55,6 +55,7 @@ StmtPtr dense_as_gemm(KernelCtx &k, GemmStrategy strategy) {
   g.dtype = k.call.type.dtype;
   g.b_contiguous_in_k = true;
   g.epilogue = k.has_epilogue();
+  g.alone = true;
   const Shape &os = k.call.type.shape;
   g.a = [&](const LExprPtr &m, const LExprPtr &kk) {
     return xs.size() == 2 ? k.in(0, {m, kk}) : k.in(0, unravel_index(add(mul(m, int_imm(g.K)), kk), xs));
@@ -207,6 +208,7 @@ StmtPtr matmul_as_gemms(KernelCtx &k, GemmStrategy strategy) {
         g.K = s.a.back();
         g.dtype = k.call.type.dtype;
         g.epilogue = k.has_epilogue();
+        g.alone = s.batch.empty();
         auto with = [](Index idx, std::initializer_list<LExprPtr> tail) {
           idx.insert(idx.end(), tail);
           return idx;

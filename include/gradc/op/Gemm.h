@@ -35,6 +35,10 @@ struct Gemm {
   /// arithmetic, a select for the padding): the packed CPU schedule packs
   /// it, once per panel, rather than recompute it in the register tile.
   bool b_gathered = false;
+  /// The kernel's only product, no loops around it (nn.dense, an unbatched
+  /// matmul): a strategy may run it as phases of the kernel with scratch of
+  /// their own (a GPU product split along K).
+  bool alone = false;
 
   /// Products accumulate in the dtype's accumulator (float16 in float32).
   DType acc() const { return dtype_info(dtype).accumulator; }

@@ -40,6 +40,20 @@ StmtPtr gpu_split_sums(KernelCtx &k, int64_t outputs, int64_t count, DType acc, 
 /// thread per output.
 StmtPtr gemm_cuda_tiled(KernelCtx &k, const Gemm &g);
 
+/// Products whose tiles fill few blocks but whose K is long (weight
+/// gradients: few outputs, K over every image and pixel, or every token),
+/// split along K: phase 1 computes each split's tiled product
+/// (gemm_cuda_tiled; the splits, and the loops around the product, more
+/// blocks) into kernel scratch, phase 2 sums each output's partials in split
+/// order (no atomics: the same bits every run) and stores it with the
+/// product's own store. `loops` are the Spatial loops around the products,
+/// gemm_at(at) the product at their index `at` (its functions capturing
+/// `at` by value). Null where the tiles fill the device or K is too short.
+StmtPtr gemm_cuda_split_k(KernelCtx &k, const Shape &loops, const std::function<Gemm(const Index &at)> &gemm_at);
+/// The GPU's product: split along K where it is alone in its kernel and
+/// that pays (gemm_cuda_split_k), else tiled.
+StmtPtr gemm_cuda(KernelCtx &k, const Gemm &g);
+
 /// The threads of one warp (every NVIDIA GPU's) and of a row kernel's block.
 constexpr int64_t kWarpSize = 32, kGpuRowThreads = 256;
 

@@ -32,6 +32,8 @@
 #include "Cuda.h"
 #include "gradc/loops/Lanes.h"
 
+#include <algorithm>
+
 namespace gradc {
 namespace {
 
@@ -355,6 +357,91 @@ StmtPtr gemm_cuda_tiled(KernelCtx &k, const Gemm &g) {
   blk.th = add(mul(blk.ty, int_imm(kThreadCols)), blk.tx);
   Inner inner = tf32 ? mma_inner(k, g, blk) : fma_inner(k, g, blk);
   return tiled_kernel(k, g, blk, tile_m, tile_n, thread_y, thread_x, tf32, inner);
+}
+
+namespace {
+/// Products that fill fewer blocks than this are split along K (a GPU has
+/// 100 or more multiprocessors, each running two blocks of 256 at once).
+constexpr int64_t kSplitKBlocks = 256;
+/// The least depth of a split: 32 slices of 16.
+constexpr int64_t kMinSplitDepth = 512;
+} // namespace
+
+StmtPtr gemm_cuda_split_k(KernelCtx &k, const Shape &loops, const std::function<Gemm(const Index &at)> &gemm_at) {
+  Index first(loops.size(), int_imm(0));
+  const Gemm shape = gemm_at(first); // M, N, K, dtype: the same at every index
+  const int64_t copies = num_elements(loops);
+  const int64_t tile = shape.M >= kLarge.m && shape.N >= kLarge.n ? kLarge.m : kSmall.m;
+  const int64_t blocks = copies * ((shape.M + tile - 1) / tile) * ((shape.N + tile - 1) / tile);
+  if (!tiles(shape) || blocks * 2 > kSplitKBlocks || shape.K < 2 * kMinSplitDepth)
+    return nullptr;
+  int64_t splits = std::min(kSplitKBlocks / blocks, shape.K / kMinSplitDepth);
+  const int64_t chunk = (shape.K + splits - 1) / splits;
+  splits = (shape.K + chunk - 1) / chunk;
+  const int64_t M = shape.M, N = shape.N, K = shape.K;
+  const DType acc = shape.acc();
+  BufferPtr partial = k.scratch("split_partials", acc, splits * copies * M * N);
+  Shape outer = loops;
+  outer.push_back(splits);
+  StmtPtr products = loop_nest(
+      outer,
+      [&](const Index &at_split) {
+        Index at(at_split.begin(), at_split.end() - 1);
+        LExprPtr split = at_split.back(), copy = flat_index(loops, at);
+        Gemm whole = gemm_at(at), part;
+        // Depth kk of this split is depth split * chunk + kk of the product, zero past K.
+        auto depth = [split, chunk](const LExprPtr &kk) { return add(mul(split, int_imm(chunk)), kk); };
+        auto within = [depth, K, acc](const LExprPtr &kk, const LExprPtr &v) {
+          return select(compare(CompareOp::LT, depth(kk), int_imm(K)), v, constant_of(0, acc));
+        };
+        auto clamped = [depth, K](const LExprPtr &kk) { return binary(BinaryOp::Min, depth(kk), int_imm(K - 1)); };
+        part.M = M;
+        part.N = N;
+        part.K = chunk;
+        part.dtype = acc;
+        part.a_contiguous_in_k = whole.a_contiguous_in_k;
+        part.b_contiguous_in_k = whole.b_contiguous_in_k;
+        part.b_gathered = whole.b_gathered;
+        part.a = [whole, within, clamped](const LExprPtr &m, const LExprPtr &kk) {
+          return within(kk, whole.a_acc(m, clamped(kk)));
+        };
+        part.b = [whole, within, clamped](const LExprPtr &kk, const LExprPtr &n) {
+          return within(kk, whole.b_acc(clamped(kk), n));
+        };
+        auto slot = [split, copy, copies, M, N](const LExprPtr &m, const LExprPtr &n) {
+          return add(mul(add(mul(add(mul(split, int_imm(copies)), copy), int_imm(M)), m), int_imm(N)), n);
+        };
+        part.store = [partial, slot](const LExprPtr &m, const LExprPtr &n, const LExprPtr &v) {
+          return store(partial, slot(m, n), v);
+        };
+        part.load = [partial, slot](const LExprPtr &m, const LExprPtr &n) { return load(partial, slot(m, n)); };
+        return gemm_cuda_tiled(k, part);
+      },
+      ForKind::Spatial);
+  Shape outputs = loops;
+  outputs.insert(outputs.end(), {M, N});
+  StmtPtr sums = loop_nest(
+      outputs,
+      [&](const Index &o) {
+        Index at(o.begin(), o.end() - 2);
+        const Gemm whole = gemm_at(at);
+        BufferPtr total = k.local("split_total", acc);
+        LVarPtr sp = k.var("split");
+        LExprPtr zero = int_imm(0);
+        LExprPtr partial_sum = load(partial, add(mul(var_ref(sp), int_imm(copies * M * N)), flat_index(outputs, o)));
+        return alloc(total, seq({store(total, zero, constant_of(0, acc)),
+                                 for_loop(sp, splits, ForKind::Reduce, store(total, zero, add(load(total, zero), partial_sum))),
+                                 whole.store(o[o.size() - 2], o.back(), cast(whole.dtype, load(total, zero)))}));
+      },
+      ForKind::Spatial);
+  return seq({products, sums});
+}
+
+StmtPtr gemm_cuda(KernelCtx &k, const Gemm &g) {
+  if (g.alone)
+    if (StmtPtr split = gemm_cuda_split_k(k, {}, [&g](const Index &) { return g; }))
+      return split;
+  return gemm_cuda_tiled(k, g);
 }
 
 } // namespace gradc
