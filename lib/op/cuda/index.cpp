@@ -1,8 +1,10 @@
 //===- cuda/index.cpp - the GPU's grad.take_backward ----------------------===//
 //
 // The generic kernel (index.cpp) zeroes the output, then scatters with the
-// index axes serial inside: on a GPU that is one thread per scatter column
-// and a launch per pass; here one nest does both, a thread per column.
+// index axes serial inside. Here the zeroing is a launch of its own, a
+// thread per element (an embedding table's gradient is large: a thread per
+// column zeroing its whole column left the device idle), then the scatter a
+// thread per column, in order.
 //
 //===----------------------------------------------------------------------===//
 #include "Cuda.h"
@@ -12,9 +14,11 @@
 namespace gradc {
 namespace {
 
-/// out = 0, then out[data_index(o)] += g[o] for every o, as one nest: a
-/// thread per element of the axes around the taken one zeroes its column
-/// and scatters into it in order (no two threads write one element).
+/// out = 0 as a nest over every element of out (a launch of its own: a
+/// thread per element), then out[data_index(o)] += g[o] for every o: a
+/// thread per element of the axes around the taken one scatters into its
+/// column in order (no two threads write one element, and every run sums in
+/// the same order: no atomics).
 StmtPtr cuda_take_backward(KernelCtx &k) {
   TakeShape t = take_shape(k.call, k.arg_type(1), k.arg_type(2));
   const Type &g = k.arg_type(0), &x = k.arg_type(1);
@@ -29,13 +33,13 @@ StmtPtr cuda_take_backward(KernelCtx &k) {
     return i;
   };
   auto flat = [&](const Index &d) { return flat_index(x.shape, real_index(x.shape, t, d)); };
-  return loop_nest(outer, [&](const Index &o) {
-    StmtPtr zero = loop_nest(
-        {t.data[t.axis]}, [&](const Index &j) { return store(out, flat(full(o, j)), constant_of(0, out->dtype)); },
-        ForKind::Reduce, "z");
-    if (num_elements(rest) == 0 || num_elements(g.shape) == 0)
-      return zero;
-    StmtPtr scatter = loop_nest(
+  StmtPtr zero = loop_nest(
+      {num_elements(out->shape)}, [&](const Index &e) { return store(out, e[0], constant_of(0, out->dtype)); },
+      ForKind::Spatial, "z");
+  if (num_elements(rest) == 0 || num_elements(g.shape) == 0)
+    return zero;
+  StmtPtr scatter = loop_nest(outer, [&](const Index &o) {
+    return loop_nest(
         rest,
         [&](const Index &r) {
           Index go = full(o, r);
@@ -43,8 +47,8 @@ StmtPtr cuda_take_backward(KernelCtx &k) {
           return store(out, at, add(load(out, at), k.in(0, go)));
         },
         ForKind::Reduce, "r");
-    return seq({zero, scatter});
   });
+  return seq({zero, scatter});
 }
 
 } // namespace
