@@ -13,7 +13,9 @@ outputs with `gradc run` on the CPU, compiles the same program with `--target=cu
 the CUDA object with harness.c into an executable. Cases:
   * every example of `gradc ops --json` and every extra example of test/oracle/oracle.py,
     with the gradient (`--grad`) whenever the program has one, else the forward function;
-  * samples/*.relay, bench/gpt_step.relay and bench.py's CNN training step, with --grad;
+  * samples/*.relay, bench/gpt_step.relay and bench.py's CNN training step, with --grad; the CNN
+    and transformer samples again with --remat=auto at half the workspace; a small CNN built as
+    ONNX and imported (`gradc import`, where python3-onnx is installed);
   * the samples that return a loss again as a fused training step (--train=adam, sgd with
     momentum): @main_train_step, the optimizer state and step count starting at zeros, every
     parameter and state updated in place on the device and compared after the call.
@@ -98,7 +100,46 @@ def op_cases(gradc, oracle):
 SAMPLE_INT_RANGE = {"lstm.relay": 4}
 
 
-def model_cases(bench):
+# A model again with recomputation (--remat=auto at half its adjoint's planned workspace).
+REMAT_SUFFIX = " --remat=auto"
+REMAT_SAMPLES = ("cnn.relay", "transformer.relay")
+
+
+def onnx_case(gradc):
+    """A small CNN built as ONNX (Conv, BatchNormalization, Relu, MaxPool, Flatten, Gemm) and
+    imported by `gradc import`: the imported text, or None without python3-onnx."""
+    try:
+        import onnx
+        from onnx import TensorProto, helper
+    except ImportError:
+        return None
+    rng = np.random.default_rng(11)
+
+    def init(name, *shape):
+        return helper.make_tensor(name, TensorProto.FLOAT, shape, rng.uniform(-0.5, 0.5, shape).ravel().tolist())
+
+    nodes = [helper.make_node("Conv", ["x", "w", "b"], ["c"], pads=[1, 1, 1, 1]),
+             helper.make_node("BatchNormalization", ["c", "g", "beta", "mu", "var"], ["n"]),
+             helper.make_node("Relu", ["n"], ["r"]),
+             helper.make_node("MaxPool", ["r"], ["p"], kernel_shape=[2, 2], strides=[2, 2]),
+             helper.make_node("Flatten", ["p"], ["f"]),
+             helper.make_node("Gemm", ["f", "fc", "fcb"], ["y"], transB=1)]
+    var = helper.make_tensor("var", TensorProto.FLOAT, [8], rng.uniform(0.5, 1.5, 8).tolist())
+    graph = helper.make_graph(nodes, "small_cnn", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4, 3, 8, 8])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [4, 10])],
+                              [init("w", 8, 3, 3, 3), init("b", 8), init("g", 8), init("beta", 8), init("mu", 8), var,
+                               init("fc", 10, 128), init("fcb", 10)])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    with tempfile.TemporaryDirectory(prefix="gradc-onnx-") as d:
+        onnx.save(model, os.path.join(d, "small_cnn.onnx"))
+        proc = run([gradc, "import", os.path.join(d, "small_cnn.onnx"), "-o", os.path.join(d, "small_cnn")])
+        if proc.returncode != 0:
+            raise RuntimeError("gradc import: " + proc.stderr.strip())
+        with open(os.path.join(d, "small_cnn.relay")) as f:
+            return f.read()
+
+
+def model_cases(bench, gradc):
     cases = []
     for path in sorted(os.listdir(os.path.join(ROOT, "samples"))):
         if path.endswith(".relay"):
@@ -107,6 +148,12 @@ def model_cases(bench):
     with open(os.path.join(ROOT, "bench", "gpt_step.relay")) as f:
         cases.append(("bench/gpt_step.relay", f.read(), 10, False))
     cases.append(("bench/cnn_step", '#[version = "0.0.5"]\n' + bench.CNN_STEP + "\n", 10, False))
+    for path in REMAT_SAMPLES:
+        with open(os.path.join(ROOT, "samples", path)) as f:
+            cases.append(("samples/" + path + REMAT_SUFFIX, f.read(), SAMPLE_INT_RANGE.get(path, 10), False))
+    text = onnx_case(gradc)
+    if text:
+        cases.append(("onnx/small_cnn (imported)", text, 10, True))  # positive: the variance is a parameter
     return cases
 
 
@@ -152,6 +199,13 @@ def stage_case(gradc, oracle, d, name, text, int_range, positive, train, compile
     with open(model, "w") as f:
         f.write(text)
     grad = ["--train=" + train] if train else ["--grad"]
+    if name.endswith(REMAT_SUFFIX):  # half the workspace the plain adjoint plans
+        proc = run(compile_cmd(model) + grad)
+        if proc.returncode != 0:
+            return None, "gradc compile failed: " + " | ".join(proc.stderr.strip().splitlines()[:3])
+        with open(os.path.join(d, "m.json")) as f:
+            adjoint = next(f for f in json.load(f)["functions"] if f["name"] == "main_adjoint")
+        grad += ["--remat=auto", "--memory-budget=%d" % (adjoint["workspace_bytes"] // 2)]
     proc = run(compile_cmd(model) + grad)
     if proc.returncode != 0 and not train:  # no floating-point parameter, or an operator without a gradient
         grad = []
@@ -330,7 +384,7 @@ def prepare_bench_case(gradc, gpu_arch, work, name, text, grad, peer):
 def all_cases(gradc, only):
     oracle = load_module("oracle", os.path.join(ROOT, "test", "oracle", "oracle.py"))
     bench = load_module("bench", os.path.join(ROOT, "bench", "bench.py"))
-    cases = [(*c, None) for c in op_cases(gradc, oracle) + model_cases(bench)] + train_cases()
+    cases = [(*c, None) for c in op_cases(gradc, oracle) + model_cases(bench, gradc)] + train_cases()
     return oracle, [c for c in cases if not only or only in c[0]]
 
 
