@@ -28,6 +28,12 @@
 //    from shared memory, and the warp's stores of C are 16 threads x 4
 //    adjacent columns (vectors where N is a multiple of 4).
 //
+// The multiplication inside is one of two inner schedules (Inner): the FMA
+// register tile above, or with --gpu-math=tf32 the warps' tensor-core
+// products (mma_inner). gemm_cuda_split_k runs the same kernel over chunks
+// of K into partial products, summed after, where the tiles alone would
+// leave the device idle.
+//
 //===----------------------------------------------------------------------===//
 #include "Cuda.h"
 #include "gradc/loops/Lanes.h"
