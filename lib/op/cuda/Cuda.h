@@ -71,6 +71,12 @@ StmtPtr warp_all_reduce(const BufferPtr &acc, BinaryOp op, const LExprPtr &lane)
 /// body(j) for a lane's positions of a row of n: j = lane, lane + 32, ...
 /// below n (a lane's own order).
 StmtPtr warp_row_loop(KernelCtx &k, int64_t n, const LExprPtr &lane, const std::function<StmtPtr(const LExprPtr &j)> &body);
+/// A warp's sums over `count` positions (each a Local of one element): each
+/// zeroed, add_terms(j) for the lane's positions j (warp_row_loop), each
+/// summed over the lanes by shuffles, then then() on lane 0 where `live`.
+StmtPtr warp_accumulate(KernelCtx &k, int64_t count, const LExprPtr &lane, const LExprPtr &live,
+                        const std::vector<BufferPtr> &sums, const std::function<StmtPtr(const LExprPtr &j)> &add_terms,
+                        const std::function<StmtPtr()> &then);
 /// `outputs` sums of `count` terms each in `acc`, a warp per output
 /// (gpu_warp_rows): each lane's positions (warp_row_loop), then the lanes'
 /// sums by shuffles; then(o, total) on lane 0 of a live row.

@@ -44,16 +44,32 @@ StmtPtr warp_row_loop(KernelCtx &k, int64_t n, const LExprPtr &lane,
                   if_then(compare(CompareOp::LT, j, int_imm(n)), body(at)));
 }
 
+StmtPtr warp_accumulate(KernelCtx &k, int64_t count, const LExprPtr &lane, const LExprPtr &live,
+                        const std::vector<BufferPtr> &sums, const std::function<StmtPtr(const LExprPtr &j)> &add_terms,
+                        const std::function<StmtPtr()> &then) {
+  LExprPtr zero = int_imm(0);
+  std::vector<StmtPtr> body;
+  for (const BufferPtr &s : sums)
+    body.push_back(store(s, zero, constant_of(0, s->dtype)));
+  body.push_back(warp_row_loop(k, count, lane, add_terms));
+  for (const BufferPtr &s : sums)
+    body.push_back(warp_all_reduce(s, BinaryOp::Add, lane));
+  body.push_back(if_then(both(live, compare(CompareOp::EQ, lane, zero)), then()));
+  StmtPtr out = seq(std::move(body));
+  for (auto it = sums.rbegin(); it != sums.rend(); ++it)
+    out = alloc(*it, out);
+  return out;
+}
+
 StmtPtr gpu_warp_sums(KernelCtx &k, int64_t outputs, int64_t count, DType acc, const OutputTermFn &term,
                       const std::function<StmtPtr(const LExprPtr &o, const LExprPtr &total)> &then) {
   return gpu_warp_rows(k, outputs, [&](const LExprPtr &o, const LExprPtr &lane, const LExprPtr &live) {
     BufferPtr s = k.local("row_sum", acc);
     LExprPtr zero = int_imm(0);
-    return alloc(s, seq({store(s, zero, constant_of(0, acc)), warp_row_loop(k, count, lane, [&](const LExprPtr &r) {
-                           return store(s, zero, add(load(s, zero), cast(acc, term(o, r))));
-                         }),
-                         warp_all_reduce(s, BinaryOp::Add, lane),
-                         if_then(both(live, compare(CompareOp::EQ, lane, zero)), then(o, load(s, zero)))}));
+    return warp_accumulate(
+        k, count, lane, live, {s},
+        [&](const LExprPtr &r) { return store(s, zero, add(load(s, zero), cast(acc, term(o, r)))); },
+        [&] { return then(o, load(s, zero)); });
   });
 }
 

@@ -15,25 +15,15 @@
 namespace gradc {
 namespace {
 
-/// A warp's sums over every target of `s`: sum(tidx, slot) adds target tidx's
-/// terms into the locals' slot 0; then(totals) on lane 0, the locals reduced.
-StmtPtr warp_over_targets(KernelCtx &k, const NllShape &s, const std::vector<BufferPtr> &sums, DType acc,
+/// A warp's sums over every target of `s` (warp_accumulate): add_terms(tidx)
+/// adds target tidx's terms into the `sums`, then() on lane 0 after.
+StmtPtr warp_over_targets(KernelCtx &k, const NllShape &s, const std::vector<BufferPtr> &sums,
                           const std::function<StmtPtr(const Index &tidx)> &add_terms,
                           const std::function<StmtPtr()> &then) {
-  const int64_t count = num_elements(s.target);
   return gpu_warp_rows(k, 1, [&](const LExprPtr &, const LExprPtr &lane, const LExprPtr &live) {
-    LExprPtr zero = int_imm(0);
-    std::vector<StmtPtr> body;
-    for (const BufferPtr &b : sums)
-      body.push_back(store(b, zero, constant_of(0, acc)));
-    body.push_back(warp_row_loop(k, count, lane, [&](const LExprPtr &j) { return add_terms(unravel_index(j, s.target)); }));
-    for (const BufferPtr &b : sums)
-      body.push_back(warp_all_reduce(b, BinaryOp::Add, lane));
-    body.push_back(if_then(both(live, compare(CompareOp::EQ, lane, zero)), then()));
-    StmtPtr out = seq(std::move(body));
-    for (auto it = sums.rbegin(); it != sums.rend(); ++it)
-      out = alloc(*it, out);
-    return out;
+    return warp_accumulate(
+        k, num_elements(s.target), lane, live, sums,
+        [&](const LExprPtr &j) { return add_terms(unravel_index(j, s.target)); }, then);
   });
 }
 
@@ -46,7 +36,7 @@ StmtPtr cuda_nll_loss(KernelCtx &k) {
   BufferPtr loss = k.local("loss", acc), weight = k.local("weight", acc);
   LExprPtr zero = int_imm(0);
   return warp_over_targets(
-      k, s, {loss, weight}, acc,
+      k, s, {loss, weight},
       [&](const Index &tidx) {
         LExprPtr w;
         LExprPtr l = nll_loss_at(k, s, tidx, &w);
@@ -68,7 +58,7 @@ StmtPtr cuda_nll_loss_backward(KernelCtx &k) {
   BufferPtr weight = k.local("weight", acc), word = k.scratch("weight_total", acc, 1);
   LExprPtr zero = int_imm(0);
   StmtPtr total = warp_over_targets(
-      k, s, {weight}, acc,
+      k, s, {weight},
       [&](const Index &tidx) {
         auto [cls, counted] = nll_target(k, 2, s, tidx);
         LExprPtr w = select(counted, nll_weight(k, 3, cls, dt), constant_of(0, dt));
