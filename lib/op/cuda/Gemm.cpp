@@ -152,6 +152,26 @@ LExprPtr tile_offset(const LExprPtr &h, const LExprPtr &t_axis, const LExprPtr &
   return add(add(mul(h, int_imm(kThreadRows * kVec)), mul(t_axis, int_imm(kVec))), lane);
 }
 
+/// value (reading `lane`) into C[m][nb + lane] for lane < lanes, where it
+/// lies inside C: one guarded vector store where N is a multiple of `lanes`
+/// (the group in or out together) and the output is written at unit stride,
+/// else a guarded store per column.
+StmtPtr store_columns(const Gemm &g, const LExprPtr &m, const LExprPtr &nb, const LVarPtr &lane, int64_t lanes,
+                      const LExprPtr &value) {
+  LExprPtr r = var_ref(lane);
+  // The position clamped too (a no-op under the guard): in bounds by the
+  // verifier's interval arithmetic, which knows no guard of a sum.
+  if (g.N % lanes == 0) {
+    LExprPtr n = add(binary(BinaryOp::Min, nb, int_imm(g.N - lanes)), r);
+    StmtPtr vector = for_loop(lane, lanes, ForKind::Vectorized, g.store(clamp(m, g.M), n, value));
+    if (lane_wise(*vector))
+      return if_then(both(lt(m, g.M), lt(nb, g.N)), vector);
+  }
+  LExprPtr n = add(nb, r);
+  return for_loop(lane, lanes, ForKind::Unrolled,
+                  if_then(both(lt(m, g.M), lt(n, g.N)), g.store(clamp(m, g.M), clamp(n, g.N), value)));
+}
+
 /// The register tile c (reg_m x reg_n) into C where it lies inside: each
 /// row's 4 adjacent columns a vector store where N is a multiple of 4 and
 /// the output is written at unit stride, else a column at a time.
@@ -162,21 +182,8 @@ StmtPtr store_tile(KernelCtx &k, const Gemm &g, int64_t reg_m, int64_t reg_n, co
   LExprPtr m = add(m0, tile_offset(div(iv, kVec), ty, mod(iv, kVec)));
   LExprPtr nb = add(n0, tile_offset(hv, tx, int_imm(0)));
   LExprPtr value = cast(g.dtype, load(c, add(mul(iv, int_imm(reg_n)), add(mul(hv, int_imm(kVec)), r))));
-  // The position clamped too (a no-op under the guard): in bounds by the
-  // verifier's interval arithmetic, which knows no guard of a sum.
-  StmtPtr row;
-  if (g.N % kVec == 0) {
-    LExprPtr n = add(binary(BinaryOp::Min, nb, int_imm(g.N - kVec)), r);
-    StmtPtr lanes = for_loop(lane, kVec, ForKind::Vectorized, g.store(clamp(m, g.M), n, value));
-    if (lane_wise(*lanes))
-      row = if_then(both(lt(m, g.M), lt(nb, g.N)), lanes);
-  }
-  if (!row) {
-    LExprPtr n = add(nb, r);
-    row = for_loop(lane, kVec, ForKind::Unrolled,
-                   if_then(both(lt(m, g.M), lt(n, g.N)), g.store(clamp(m, g.M), clamp(n, g.N), value)));
-  }
-  return for_loop(i, reg_m, ForKind::Unrolled, for_loop(h, reg_n / kVec, ForKind::Unrolled, row));
+  return for_loop(i, reg_m, ForKind::Unrolled,
+                  for_loop(h, reg_n / kVec, ForKind::Unrolled, store_columns(g, m, nb, lane, kVec, value)));
 }
 
 /// A block's view of its tile, shared by the two inner schedules: the tiles
@@ -323,20 +330,9 @@ Inner mma_inner(KernelCtx &k, const Gemm &g, const Block &blk) {
   LExprPtr cv = var_ref(col);
   LExprPtr value = cast(g.dtype, load(c, add(mul(add(mul(var_ref(mt4), int_imm(nt_n)), var_ref(nt4)), int_imm(4)),
                                           add(mul(var_ref(half), int_imm(2)), cv))));
-  StmtPtr pair;
-  if (g.N % 2 == 0) {
-    StmtPtr lanes = for_loop(col, 2, ForKind::Vectorized,
-                             g.store(clamp(m, g.M), add(binary(BinaryOp::Min, nb, int_imm(g.N - 2)), cv), value));
-    if (lane_wise(*lanes))
-      pair = if_then(both(lt(m, g.M), lt(nb, g.N)), lanes);
-  }
-  if (!pair) {
-    LExprPtr n = add(nb, cv);
-    pair = for_loop(col, 2, ForKind::Unrolled,
-                    if_then(both(lt(m, g.M), lt(n, g.N)), g.store(clamp(m, g.M), clamp(n, g.N), value)));
-  }
   StmtPtr store_c = for_loop(mt4, mt_n, ForKind::Unrolled,
-                             for_loop(nt4, nt_n, ForKind::Unrolled, for_loop(half, 2, ForKind::Unrolled, pair)));
+                             for_loop(nt4, nt_n, ForKind::Unrolled,
+                                      for_loop(half, 2, ForKind::Unrolled, store_columns(g, m, nb, col, 2, value))));
   return {{c, a_frag, b_frag}, init, multiply, store_c};
 }
 
