@@ -22,9 +22,8 @@
 // [⌊i·n/m⌋, ⌈(i+1)·n/m⌉) and a gathering backward operator of its own.
 //
 //===----------------------------------------------------------------------===//
-#include "gradc/op/attrs/pool.h"
+#include "pool.h"
 #include "gradc/op/Ops.h"
-#include "gradc/op/Kernel.h"
 #include "gradc/op/Builder.h"
 #include "gradc/op/Relations.h"
 #include "gradc/op/attrs/reduce.h"
@@ -35,65 +34,64 @@ namespace {
 LExprPtr fdiv(LExprPtr a, int64_t b) { return binary(BinaryOp::FloorDiv, std::move(a), imm(b)); }
 LExprPtr fmod(LExprPtr a, int64_t b) { return binary(BinaryOp::FloorMod, std::move(a), imm(b)); }
 
-/// One spatial axis of a pooling window.
-struct PoolAxis {
-  int64_t n = 0, k = 1, s = 1, d = 1, lo = 0, hi = 0, out = 0; // data extent, window, padding, output extent
+} // namespace
 
-  PoolAxis(const Pool2DAttrs &a, int axis, int64_t extent)
-      : n(extent), k(a.pool_size[axis]), s(a.strides[axis]), d(a.dilation[axis]), lo(a.padding[axis]),
-        hi(a.padding[axis + 2]) {
-    // negative where the window is longer than the padded data, which
-    // ceil_mode allows (one window, as PyTorch); the relation checks out >= 1
-    int64_t span = n + lo + hi - d * (k - 1) - 1;
-    int64_t num = span + (a.ceil_mode ? s - 1 : 0);
-    out = (num >= 0 ? num / s : -((-num + s - 1) / s)) + 1;
-    if (a.ceil_mode && (out - 1) * s >= n + lo) // the last window starts past the data
-      --out;
-  }
-  /// The data position of tap `t` of window `o`.
-  LExprPtr at(const LExprPtr &o, const LExprPtr &t) const { return sub(add(mul(o, imm(s)), mul(t, imm(d))), imm(lo)); }
-  /// The taps of window `o` inside [first, last): the divisor's factor.
-  LExprPtr taps_within(const LExprPtr &o, int64_t first, int64_t last) const {
-    // tap t is inside when first <= o·s - lo + t·d < last:
-    // t in [ceil((first - start) / d), ceil((last - start) / d)), clamped to [0, k]
-    LExprPtr start = sub(mul(o, imm(s)), imm(lo));
-    auto ceil_div = [&](const LExprPtr &num) { return unary_neg(fdiv(unary_neg(num), d)); };
-    auto clampk = [&](const LExprPtr &v) { return binary(BinaryOp::Min, binary(BinaryOp::Max, v, imm(0)), imm(k)); };
-    LExprPtr t0 = clampk(ceil_div(sub(imm(first), start))), t1 = clampk(ceil_div(sub(imm(last), start)));
-    return binary(BinaryOp::Max, sub(t1, t0), imm(0));
-  }
-  static LExprPtr unary_neg(const LExprPtr &v) { return sub(imm(0), v); }
+//===--- windows ----------------------------------------------------------===//
 
-  // Where the window is longer than the data (a window of 2^31 over 5
-  // columns, which SAME padding allows, ran 2^31 masked taps per output),
-  // the tap loops visit only a run of consecutive taps that holds every tap
-  // that can matter, starting at the lowest that can; the taps in the run
-  // that cannot are masked as before. Otherwise they visit the whole window.
-  /// Taps a window of the forward pass visits: at most ⌈n / d⌉ reach the data.
-  int64_t data_taps() const { return std::min(k, (n + d - 1) / d); }
-  /// Tap j of those visited by window `o`: from the first at or after the data's start.
-  LExprPtr data_tap(const LExprPtr &o, const LExprPtr &j) const {
-    if (data_taps() == k)
-      return j;
-    return from(ceil_div(sub(imm(lo), mul(o, imm(s)))), data_taps(), j);
-  }
-  /// Taps a data element's gather visits: those putting it in a window
-  /// o ∈ [0, out), whose positions o·s span (out - 1)·s.
-  int64_t window_taps() const { return int64_t(std::min<__int128>(k, __int128(out - 1) * s / d + 1)); }
-  /// Tap j of those visited for data element `i`: from the one that puts it in window out - 1.
-  LExprPtr window_tap(const LExprPtr &i, const LExprPtr &j) const {
-    if (window_taps() == k)
-      return j;
-    return from(ceil_div(sub(add(i, imm(lo)), imm((out - 1) * s))), window_taps(), j);
-  }
+PoolAxis::PoolAxis(const Pool2DAttrs &a, int axis, int64_t extent)
+    : n(extent), k(a.pool_size[axis]), s(a.strides[axis]), d(a.dilation[axis]), lo(a.padding[axis]),
+      hi(a.padding[axis + 2]) {
+  // negative where the window is longer than the padded data, which
+  // ceil_mode allows (one window, as PyTorch); the relation checks out >= 1
+  int64_t span = n + lo + hi - d * (k - 1) - 1;
+  int64_t num = span + (a.ceil_mode ? s - 1 : 0);
+  out = (num >= 0 ? num / s : -((-num + s - 1) / s)) + 1;
+  if (a.ceil_mode && (out - 1) * s >= n + lo) // the last window starts past the data
+    --out;
+}
 
-private:
-  LExprPtr ceil_div(const LExprPtr &num) const { return unary_neg(fdiv(unary_neg(num), d)); }
-  /// lowest + j, lowest clamped so that all `count` taps lie in [0, k).
-  LExprPtr from(const LExprPtr &lowest, int64_t count, const LExprPtr &j) const {
-    return add(binary(BinaryOp::Min, binary(BinaryOp::Max, lowest, imm(0)), imm(k - count)), j);
-  }
-};
+LExprPtr PoolAxis::at(const LExprPtr &o, const LExprPtr &t) const {
+  return sub(add(mul(o, imm(s)), mul(t, imm(d))), imm(lo));
+}
+
+LExprPtr PoolAxis::taps_within(const LExprPtr &o, int64_t first, int64_t last) const {
+  // tap t is inside when first <= o·s - lo + t·d < last:
+  // t in [ceil((first - start) / d), ceil((last - start) / d)), clamped to [0, k]
+  LExprPtr start = sub(mul(o, imm(s)), imm(lo));
+  auto clampk = [&](const LExprPtr &v) { return binary(BinaryOp::Min, binary(BinaryOp::Max, v, imm(0)), imm(k)); };
+  LExprPtr t0 = clampk(ceil_div(sub(imm(first), start))), t1 = clampk(ceil_div(sub(imm(last), start)));
+  return binary(BinaryOp::Max, sub(t1, t0), imm(0));
+}
+
+LExprPtr PoolAxis::data_tap(const LExprPtr &o, const LExprPtr &j) const {
+  if (data_taps() == k)
+    return j;
+  return from(ceil_div(sub(imm(lo), mul(o, imm(s)))), data_taps(), j);
+}
+
+LExprPtr PoolAxis::window_tap(const LExprPtr &i, const LExprPtr &j) const {
+  if (window_taps() == k)
+    return j;
+  return from(ceil_div(sub(add(i, imm(lo)), imm((out - 1) * s))), window_taps(), j);
+}
+
+std::pair<int64_t, int64_t> PoolAxis::whole_windows() const {
+  // window o is whole when o·s - lo >= 0 and o·s - lo + (k - 1)·d <= n - 1
+  __int128 first = (__int128(lo) + s - 1) / s;
+  __int128 last_start = __int128(n) - 1 + lo - __int128(k - 1) * d;
+  __int128 last = last_start < 0 ? 0 : last_start / s + 1;
+  first = std::min<__int128>(first, out);
+  last = std::clamp<__int128>(last, first, out);
+  return {int64_t(first), int64_t(last)};
+}
+
+LExprPtr PoolAxis::ceil_div(const LExprPtr &num) const { return sub(imm(0), fdiv(sub(imm(0), num), d)); }
+
+LExprPtr PoolAxis::from(const LExprPtr &lowest, int64_t count, const LExprPtr &j) const {
+  return add(binary(BinaryOp::Min, binary(BinaryOp::Max, lowest, imm(0)), imm(k - count)), j);
+}
+
+namespace {
 
 //===--- relations --------------------------------------------------------===//
 
@@ -243,12 +241,7 @@ StmtPtr window_max(const KernelCtx &k, size_t data, const PoolAxis &h, const Poo
   StmtPtr scan = over_taps(h, w, oh, ow, [&](const Index &t) {
     LExprPtr ih = h.at(oh, t[0]), iw = w.at(ow, t[1]);
     LExprPtr x = k.in(data, {n, c, clamp_index(ih, h.n), clamp_index(iw, w.n)});
-    LExprPtr cur = load(acc, zero);
-    // PyTorch's rule: a later tap wins only if greater, or NaN; the first
-    // data tap always wins (so a window of -inf still has an argmax).
-    LExprPtr better = binary(BinaryOp::Or, compare(CompareOp::GT, x, cur), compare(CompareOp::NE, x, x));
-    if (arg)
-      better = binary(BinaryOp::Or, better, compare(CompareOp::LT, load(arg, zero), imm(0)));
+    LExprPtr better = replaces_max(x, load(acc, zero), arg ? load(arg, zero) : nullptr);
     LExprPtr take = both(both(in_range(ih, 0, h.n), in_range(iw, 0, w.n)), better);
     std::vector<StmtPtr> then{store(acc, zero, x)};
     if (arg)
@@ -346,47 +339,16 @@ StmtPtr max_pool2d_backward_disjoint(KernelCtx &k, const PoolAxis &h, const Pool
   return seq({zero, windows});
 }
 
-/// dx[n, c, ih, iw] = Σ over windows whose first maximum is (ih, iw) of g.
-/// Overlapping windows (3 × 3 of stride 2): first each window's first
-/// maximum, the forward's scan, into kernel scratch (flat ih·W + iw, -1 for
-/// a window without data); then per (n, c) plane, the plane zeroed and each
-/// window's g added at its maximum, windows in row-major order (a plane's
-/// windows one after another, the planes in parallel). Where rescanning
-/// every window of every element cost ⌈k/s⌉² window scans per element
-/// (resnet18's pool: 8× the forward), this is the forward's scan and one
-/// add per window.
 StmtPtr max_pool2d_backward_kernel(KernelCtx &k) {
-  auto a = k.attrs_as<AvgPool2DAttrs>();
-  const Shape &xs = k.arg_type(1).shape, &gs = k.arg_type(0).shape;
-  PoolAxis h(a, 0, xs[2]), w(a, 1, xs[3]);
-  if (h.s >= h.d * (h.k - 1) + 1 && w.s >= w.d * (w.k - 1) + 1)
-    return max_pool2d_backward_disjoint(k, h, w);
-  DType dt = k.call.type.dtype;
-  LExprPtr zero = imm(0);
-  BufferPtr argmax = k.scratch("argmax", DType::Int64, num_elements(gs));
-  StmtPtr first = loop_nest(gs, [&](const Index &o) {
-    BufferPtr mx = k.local("max", dt), arg = k.local("arg", DType::Int64);
-    return alloc(mx, alloc(arg, seq({window_max(k, 1, h, w, o[0], o[1], o[2], o[3], mx, arg),
-                                     store(argmax, flat_index(gs, o), load(arg, zero))})));
-  });
-  const BufferPtr &out = k.out();
-  int64_t plane = h.n * w.n, windows = gs[2] * gs[3];
-  StmtPtr second = loop_nest({xs[0] * xs[1]}, [&](const Index &p) {
-    LExprPtr base = mul(p[0], imm(plane));
-    StmtPtr clear = loop_nest(
-        {plane}, [&](const Index &i) { return store(out, add(base, i[0]), constant_of(0, dt)); }, ForKind::Spatial,
-        "z");
-    StmtPtr scatter = loop_nest(
-        {windows},
-        [&](const Index &o) {
-          LExprPtr at = add(mul(p[0], imm(windows)), o[0]);
-          LExprPtr m = load(argmax, at), dst = add(base, clamp_index(m, plane));
-          return if_then(compare(CompareOp::GE, m, zero), store(out, dst, add(load(out, dst), k.in_flat(0, at))));
-        },
-        ForKind::Reduce, "w");
-    return seq({clear, scatter});
-  }, ForKind::Spatial, "p");
-  return seq({first, second});
+  return max_pool2d_backward_from(
+      k, max_pool2d_backward_disjoint, [](KernelCtx &k, const PoolAxis &h, const PoolAxis &w, const BufferPtr &argmax) {
+        const Shape &gs = k.arg_type(0).shape;
+        return loop_nest(gs, [&](const Index &o) {
+          BufferPtr mx = k.local("max", k.call.type.dtype), arg = k.local("arg", DType::Int64);
+          return alloc(mx, alloc(arg, seq({window_max(k, 1, h, w, o[0], o[1], o[2], o[3], mx, arg),
+                                           store(argmax, flat_index(gs, o), load(arg, imm(0)))})));
+        });
+      });
 }
 
 /// out[n, c, oh, ow] = data_grad at the first maximum of window (oh, ow) of
@@ -504,6 +466,50 @@ constexpr const char *kPoolBackwardTypes =
     "%g: Tensor[(2, 3, 4, 3), float64], %x: Tensor[(2, 3, 7, 6), float64]";
 
 } // namespace
+
+LExprPtr replaces_max(const LExprPtr &x, const LExprPtr &cur, const LExprPtr &arg) {
+  // a later tap wins only if greater, or NaN; the first data tap always
+  // wins (so a window of -inf still has an argmax)
+  LExprPtr better = binary(BinaryOp::Or, compare(CompareOp::GT, x, cur), compare(CompareOp::NE, x, x));
+  return arg ? binary(BinaryOp::Or, better, compare(CompareOp::LT, arg, imm(0))) : better;
+}
+
+/// dx[n, c, ih, iw] = Σ over windows whose first maximum is (ih, iw) of g.
+/// Overlapping windows (3 × 3 of stride 2): first each window's first
+/// maximum, the forward's scan, into kernel scratch (flat ih·W + iw, -1 for
+/// a window without data); then per (n, c) plane, the plane zeroed and each
+/// window's g added at its maximum, windows in row-major order (a plane's
+/// windows one after another, the planes in parallel). Where rescanning
+/// every window of every element cost ⌈k/s⌉² window scans per element
+/// (resnet18's pool: 8× the forward), this is the forward's scan and one
+/// add per window.
+StmtPtr max_pool2d_backward_from(KernelCtx &k, const MaxPoolDisjoint &disjoint, const MaxPoolArgmax &argmax_of) {
+  auto a = k.attrs_as<AvgPool2DAttrs>();
+  const Shape &xs = k.arg_type(1).shape, &gs = k.arg_type(0).shape;
+  PoolAxis h(a, 0, xs[2]), w(a, 1, xs[3]);
+  if (h.s >= h.d * (h.k - 1) + 1 && w.s >= w.d * (w.k - 1) + 1)
+    return disjoint(k, h, w);
+  BufferPtr argmax = k.scratch("argmax", DType::Int64, num_elements(gs));
+  DType dt = k.call.type.dtype;
+  const BufferPtr &out = k.out();
+  int64_t plane = h.n * w.n, windows = gs[2] * gs[3];
+  StmtPtr scatter = loop_nest({gs[0] * gs[1]}, [&](const Index &p) {
+    LExprPtr base = mul(p[0], imm(plane));
+    StmtPtr clear = loop_nest(
+        {plane}, [&](const Index &i) { return store(out, add(base, i[0]), constant_of(0, dt)); }, ForKind::Spatial,
+        "z");
+    StmtPtr adds = loop_nest(
+        {windows},
+        [&](const Index &o) {
+          LExprPtr at = add(mul(p[0], imm(windows)), o[0]);
+          LExprPtr m = load(argmax, at), dst = add(base, clamp_index(m, plane));
+          return if_then(compare(CompareOp::GE, m, imm(0)), store(out, dst, add(load(out, dst), k.in_flat(0, at))));
+        },
+        ForKind::Reduce, "w");
+    return seq({clear, adds});
+  }, ForKind::Spatial, "p");
+  return seq({argmax_of(k, h, w, argmax), scatter});
+}
 
 void register_pool_ops(OpRegistry &reg) {
   reg.add("nn.max_pool2d")

@@ -7,10 +7,13 @@ import numpy as np
 from gradc_run import run_model
 
 
-def axis_windows(n, k, s, d, lo, hi):
+def axis_windows(n, k, s, d, lo, hi, ceil=False):
     """Per output position along one axis: the data positions its taps hit (in tap order) and
-    the number of its taps inside the padded data."""
-    out = (n + lo + hi - d * (k - 1) - 1) // s + 1
+    the number of its taps inside the padded data. With `ceil`, the extent rounds up, less a
+    last window that would start past the data and its leading padding."""
+    out = (n + lo + hi - d * (k - 1) - 1 + (s - 1 if ceil else 0)) // s + 1
+    if ceil and (out - 1) * s >= n + lo:
+        out -= 1
     hits, padded = [], []
     for o in range(out):
         start = o * s - lo
@@ -20,10 +23,10 @@ def axis_windows(n, k, s, d, lo, hi):
     return hits, padded
 
 
-def pool(x, w, kind, k, s, d, pad, include_pad):
+def pool(x, w, kind, k, s, d, pad, include_pad, ceil=False):
     """sum(pool(x) · w) and its gradient for x, in float64."""
-    rows, rpad = axis_windows(x.shape[2], k[0], s[0], d[0], pad[0], pad[2])
-    cols, cpad = axis_windows(x.shape[3], k[1], s[1], d[1], pad[1], pad[3])
+    rows, rpad = axis_windows(x.shape[2], k[0], s[0], d[0], pad[0], pad[2], ceil)
+    cols, cpad = axis_windows(x.shape[3], k[1], s[1], d[1], pad[1], pad[3], ceil)
     y = np.zeros(w.shape)
     dx = np.zeros(x.shape)
     for oh, r in enumerate(rows):
@@ -44,19 +47,21 @@ def pool(x, w, kind, k, s, d, pad, include_pad):
     return (y * w).sum(), dx
 
 
-def check(gradc, work, tag, name, x, rng, kind, k, s, d, pad, include_pad=False):
+def check(gradc, work, tag, name, x, rng, kind, k, s, d, pad, include_pad=False, ceil=False):
     """Runs sum(pool(x) · w) with w drawn from RNG through `gradc run --grad`
     as WORK/TAG.relay and prints PASS or FAIL NAME with the largest error of
     the value and the gradient for x against numpy."""
     shape = x.shape
-    y_shape = shape[:2] + tuple(len(axis_windows(shape[2 + i], k[i], s[i], d[i], pad[i], pad[i + 2])[0])
+    y_shape = shape[:2] + tuple(len(axis_windows(shape[2 + i], k[i], s[i], d[i], pad[i], pad[i + 2], ceil)[0])
                                 for i in range(2))
     w = rng.standard_normal(y_shape)
-    want, dx = pool(x, w, kind, k, s, d, pad, include_pad)
+    want, dx = pool(x, w, kind, k, s, d, pad, include_pad, ceil)
     attrs = "pool_size=[%d, %d], strides=[%d, %d], dilation=[%d, %d], padding=[%d, %d, %d, %d]" % (
         *k, *s, *d, *pad)
     if kind == "avg":
         attrs += ", count_include_pad=%s" % include_pad
+    if ceil:
+        attrs += ", ceil_mode=True"
     params = "%%x: Tensor[%s, float64], %%w: Tensor[%s, float64]" % (tuple(shape), tuple(y_shape))
     body = "sum(nn.%s_pool2d(%%x, %s) * %%w)" % (kind, attrs)
     got, got_dx = run_model(gradc, work, tag, params, body, {"x": x, "w": w}, flags=("--grad", "--wrt=%x"))

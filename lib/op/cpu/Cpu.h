@@ -45,6 +45,7 @@ StmtPtr gemm_cpu_packed(KernelCtx &k, const Gemm &g);
 
 void register_cpu_conv(OpRegistry &reg);
 void register_cpu_linear(OpRegistry &reg);
+void register_cpu_pool(OpRegistry &reg);
 void register_cpu_reduce(OpRegistry &reg);
 void register_cpu_softmax(OpRegistry &reg);
 void register_cpu_scan(OpRegistry &reg);
@@ -53,6 +54,7 @@ void register_cpu_scan(OpRegistry &reg);
 inline void register_cpu_strategies(OpRegistry &reg) {
   register_cpu_conv(reg);
   register_cpu_linear(reg);
+  register_cpu_pool(reg);
   register_cpu_reduce(reg);
   register_cpu_softmax(reg);
   register_cpu_scan(reg);
