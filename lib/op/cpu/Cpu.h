@@ -43,6 +43,21 @@ class OpRegistry;
 ///    (gemm_dot): nothing packed, no broadcasts.
 StmtPtr gemm_cpu_packed(KernelCtx &k, const Gemm &g);
 
+/// body(position, inside) over positions [0, n) of a row in three Spatial
+/// loops named `name`: [first, last) with `inside` true (a window or tap
+/// that lies in the data: no guard, no clamp), the runs either side with
+/// it false; an empty run has no loop.
+inline StmtPtr over_inside_run(int64_t first, int64_t last, int64_t n, const std::string &name,
+                               const std::function<StmtPtr(const LExprPtr &at, bool inside)> &body) {
+  auto run = [&](int64_t from, int64_t to, bool inside) -> StmtPtr {
+    if (to <= from)
+      return seq({});
+    return loop_nest(
+        {to - from}, [&](const Index &i) { return body(add(i[0], imm(from)), inside); }, ForKind::Spatial, name);
+  };
+  return seq({run(0, first, false), run(first, last, true), run(last, n, false)});
+}
+
 void register_cpu_conv(OpRegistry &reg);
 void register_cpu_linear(OpRegistry &reg);
 void register_cpu_pool(OpRegistry &reg);

@@ -37,21 +37,10 @@ StmtPtr over_row_taps(const PoolAxis &h, const PoolAxis &w, const LExprPtr &oh,
         StmtPtr columns = loop_nest(
             {w.data_taps()},
             [&](const Index &tw) {
-              // windows [first, last) of the row, whole or not
-              auto part = [&](int64_t first, int64_t last, bool whole) -> StmtPtr {
-                if (last <= first)
-                  return seq({});
-                return loop_nest(
-                    {last - first},
-                    [&](const Index &i) {
-                      LExprPtr ow = add(i[0], imm(first));
-                      LExprPtr iw = w.at(ow, w.data_tap(ow, tw[0]));
-                      return body(ow, ih, iw, whole ? nullptr : in_range(iw, 0, w.n));
-                    },
-                    ForKind::Spatial, "ow");
-              };
-              return seq({part(0, whole_first, false), part(whole_first, whole_last, true),
-                          part(whole_last, w.out, false)});
+              return over_inside_run(whole_first, whole_last, w.out, "ow", [&](const LExprPtr &ow, bool whole) {
+                LExprPtr iw = w.at(ow, w.data_tap(ow, tw[0]));
+                return body(ow, ih, iw, whole ? nullptr : in_range(iw, 0, w.n));
+              });
             },
             ForKind::Reduce, "kw");
         return if_then(in_range(ih, 0, h.n), columns); // the same for the whole row

@@ -1,0 +1,49 @@
+"""Convolutions through the CPU's materialised im2col (strides; images too small for the padded
+grid), whose column taps are unrolled so that each output row copies its columns inside the data
+without a select and writes zeros either side: value, data and weight gradients against PyTorch
+in float64, for resnet's stem (7 x 7 of stride 2, padding 3), a strided 3 x 3, a 1 x 1 of stride
+2, small images of stride 1 (7 x 7 and 14 x 14 at 3 x 3), asymmetric padding and dilation.
+Usage: conv_im2col_runs.py GRADC WORKDIR."""
+import os
+import sys
+
+import numpy as np
+import torch
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "inputs"))
+from gradc_run import run_model  # noqa: E402
+
+gradc, work = sys.argv[1], sys.argv[2]
+os.makedirs(work, exist_ok=True)
+rng = np.random.default_rng(5)
+
+
+def check(tag, name, n, c, o, hw, k, s, pad, d=(1, 1)):
+    """sum(conv2d(x, w) * g) through `gradc run --grad` against torch in float64; pad is
+    (top, left, bottom, right)."""
+    x = rng.standard_normal((n, c) + hw)
+    w = rng.standard_normal((o, c) + k)
+    xt, wt = torch.tensor(x, requires_grad=True), torch.tensor(w, requires_grad=True)
+    y = torch.nn.functional.conv2d(torch.nn.functional.pad(xt, (pad[1], pad[3], pad[0], pad[2])), wt, stride=s,
+                                   dilation=d)
+    g = rng.standard_normal(tuple(y.shape))
+    (y * torch.tensor(g)).sum().backward()
+    attrs = "strides=[%d, %d], padding=[%d, %d, %d, %d], dilation=[%d, %d]" % (*s, *pad, *d)
+    params = "%%x: Tensor[%s, float64], %%w: Tensor[%s, float64], %%g: Tensor[%s, float64]" % (
+        x.shape, w.shape, g.shape)
+    got = run_model(gradc, work, tag, params, "sum(nn.conv2d(%%x, %%w, %s) * %%g)" % attrs,
+                    {"x": x, "w": w, "g": g}, flags=("--grad", "--wrt=%x,%w"))
+    want = [(y * torch.tensor(g)).sum().detach().numpy(), xt.grad.numpy(), wt.grad.numpy()]
+    err = max(float(np.max(np.abs(a - b)) / max(1.0, float(np.max(np.abs(b))))) for a, b in zip(got, want))
+    print("%s %s: output %s, error %.1e" % ("PASS" if err < 1e-12 else "FAIL", name, tuple(y.shape), err))
+
+
+check("c0", "7x7 stride 2 pad 3 (resnet's stem)", 2, 3, 8, (32, 30), (7, 7), (2, 2), (3, 3, 3, 3))
+check("c1", "3x3 stride 2 pad 1", 2, 4, 6, (15, 16), (3, 3), (2, 2), (1, 1, 1, 1))
+check("c2", "1x1 stride 2", 2, 5, 3, (14, 14), (1, 1), (2, 2), (0, 0, 0, 0))
+check("c3", "3x3 stride 1 pad 1 on 7x7", 2, 6, 5, (7, 7), (3, 3), (1, 1), (1, 1, 1, 1))
+check("c4", "3x3 stride 1 pad 1 on 14x14", 1, 4, 4, (14, 14), (3, 3), (1, 1), (1, 1, 1, 1))
+check("c5", "5x3 stride (2, 3), padding (2, 0, 1, 2), dilation (1, 2)", 1, 3, 4, (11, 13), (5, 3), (2, 3),
+      (2, 0, 1, 2), (1, 2))
+check("c6", "3x3 on 2x2 with padding 2: rows and columns of padding only", 1, 2, 3, (2, 2), (3, 3), (1, 1),
+      (2, 2, 2, 2))
