@@ -460,6 +460,71 @@ StmtPtr backward_weight_strided(KernelCtx &k, const ConvShape &s, DType dt, DTyp
 /// product reads it along its rows), then each output pixel sums its taps'
 /// rows (col2im, gathering: the taps in row-major order, so the order is
 /// fixed).
+/// The kernel taps t along `axis` that reach the transposed outputs o ≡
+/// `residue` (mod the stride), with the data offset each reads: o = residue
+/// + s·i reads data position i + offset at tap t where (residue + pad -
+/// t·d) is a multiple of s (the offset its quotient); in tap order.
+std::vector<std::pair<int64_t, int64_t>> residue_taps(const ConvShape &s, int axis, int64_t residue, int64_t taps) {
+  std::vector<std::pair<int64_t, int64_t>> out;
+  for (int64_t t = 0; t < taps; ++t) {
+    int64_t num = residue + s.p[axis] - t * s.d[axis], q = floor_div_positive(num, s.s[axis]);
+    if (num == q * s.s[axis])
+      out.push_back({t, q});
+  }
+  return out;
+}
+
+/// The gather of a transposed convolution multiplied first (col2im): out(n,
+/// o, oh, ow) = Σ over taps (kh, kw), in row-major order, of tap(n, o, kh,
+/// kw, ih, iw) where output pixel (oh, ow) takes data pixel (ih, iw) at that
+/// tap. The outputs go by their residues modulo the strides, which fix
+/// their taps and offsets (residue_taps: 3 x 3 of stride 2, 1 or 2 taps per
+/// axis, where every output scanned all 9 with a division and a select
+/// each: 22% of a 256 -> 128 data gradient at 28 x 28); a tap's data row
+/// is checked once per output row, its columns by the run of outputs that
+/// read inside the data for every tap (over_inside_run). For images n in
+/// [0, count); put(n, o, oh, ow, sum) stores the result.
+StmtPtr col2im_by_residue(
+    KernelCtx &k, const ConvShape &s,
+    const std::function<LExprPtr(const LExprPtr &n, const LExprPtr &o, int64_t kh, int64_t kw, const LExprPtr &ih,
+                                 const LExprPtr &iw)> &tap,
+    int64_t count,
+    const std::function<StmtPtr(const LExprPtr &n, const LExprPtr &o, const LExprPtr &oh, const LExprPtr &ow,
+                                const LExprPtr &sum)> &put) {
+  DType acc = dtype_info(k.call.type.dtype).accumulator;
+  std::vector<StmtPtr> classes;
+  for (int64_t rh = 0; rh < std::min(s.s[0], s.OH); ++rh)
+    for (int64_t rw = 0; rw < std::min(s.s[1], s.OW); ++rw) {
+      auto rows = residue_taps(s, 0, rh, s.KH), cols = residue_taps(s, 1, rw, s.KW);
+      int64_t nrows = (s.OH - rh + s.s[0] - 1) / s.s[0], ncols = (s.OW - rw + s.s[1] - 1) / s.s[1];
+      // the outputs j of the class whose every tap column j + offset lies in [0, W)
+      int64_t first = 0, last = ncols;
+      for (auto [kw, offset] : cols) {
+        first = std::max(first, -offset);
+        last = std::min(last, s.W - offset);
+      }
+      first = std::min(first, ncols);
+      last = std::clamp(last, first, ncols);
+      classes.push_back(loop_nest({count, s.Og(), nrows}, [&](const Index &i) {
+        LExprPtr oh = add(imm(rh), mul(i[2], imm(s.s[0])));
+        return over_inside_run(first, last, ncols, "ow", [&](const LExprPtr &j, bool inside) {
+          LExprPtr sum = constant_of(0, acc);
+          for (auto [kh, row_offset] : rows)
+            for (auto [kw, col_offset] : cols) {
+              LExprPtr ih = add(i[2], imm(row_offset)), iw = add(j, imm(col_offset));
+              LExprPtr valid = in_range(ih, 0, s.H);
+              if (!inside)
+                valid = both(valid, in_range(iw, 0, s.W));
+              LExprPtr v = tap(i[0], i[1], kh, kw, clamp_index(ih, s.H), inside ? iw : clamp_index(iw, s.W));
+              sum = add(sum, select(valid, v, constant_of(0, acc)));
+            }
+          return put(i[0], i[1], oh, add(imm(rw), mul(j, imm(s.s[1]))), sum);
+        });
+      }));
+    }
+  return seq(classes);
+}
+
 StmtPtr conv2d_transpose_strided(KernelCtx &k, const ConvShape &s, DType acc) {
   int64_t P = s.H * s.W, rows = s.Og() * s.taps();
   int64_t chunk = images_per_chunk(k, (s.C + rows) * P * dtype_bytes(acc), s.N);
@@ -492,23 +557,13 @@ StmtPtr conv2d_transpose_strided(KernelCtx &k, const ConvShape &s, DType acc) {
           gm.store_raw = gm.store;
           gm.load = [&](const LExprPtr &m, const LExprPtr &j) { return load(col, cat(m, j)); };
           StmtPtr product = gemm_cpu_packed(k, gm);
-          StmtPtr gather = loop_nest({count, s.Og(), s.OH, s.OW}, [&](const Index &i) {
-            BufferPtr sum = k.local("sum", acc);
-            LExprPtr zero = imm(0);
-            StmtPtr taps = loop_nest(
-                {s.KH, s.KW},
-                [&](const Index &t) {
-                  // the input pixel this tap reads: (o + pad - t·d) / s, whole and inside
-                  LExprPtr valid;
-                  LExprPtr ih = s.source(0, i[2], t[0], s.H, valid), iw = s.source(1, i[3], t[1], s.W, valid);
-                  LExprPtr m = add(mul(add(mul(i[1], imm(s.KH)), t[0]), imm(s.KW)), t[1]);
-                  LExprPtr v = load(col, cat(m, add(add(mul(i[0], imm(P)), mul(ih, imm(s.W))), iw)));
-                  return store(sum, zero, add(load(sum, zero), select(valid, v, constant_of(0, acc))));
-                },
-                ForKind::Reduce, "k");
-            Index idx{add(first, i[0]), add(mul(g[0], imm(s.Og())), i[1]), i[2], i[3]};
-            return alloc(sum, seq({store(sum, zero, constant_of(0, acc)), taps,
-                                   k.put(idx, flat_index(os, idx), cast(dt, load(sum, zero)))}));
+          StmtPtr gather = col2im_by_residue(k, s, [&](const LExprPtr &n, const LExprPtr &o, int64_t kh, int64_t kw,
+                                                       const LExprPtr &ih, const LExprPtr &iw) {
+            LExprPtr m = add(mul(o, imm(s.taps())), imm(kh * s.KW + kw));
+            return load(col, cat(m, add(add(mul(n, imm(P)), mul(ih, imm(s.W))), iw)));
+          }, count, [&](const LExprPtr &n, const LExprPtr &o, const LExprPtr &oh, const LExprPtr &ow, const LExprPtr &v) {
+            Index idx{add(first, n), add(mul(g[0], imm(s.Og())), o), oh, ow};
+            return k.put(idx, flat_index(os, idx), cast(dt, v));
           });
           return seq({product, gather});
         },
@@ -574,12 +629,7 @@ StmtPtr depthwise_transpose_strided(KernelCtx &k, const ConvShape &s, DType acc)
   for (int64_t residue = 0; residue < std::min(s.s[0], s.OH); ++residue) {
     int64_t rows = (s.OH - residue + s.s[0] - 1) / s.s[0];
     // kernel rows kh that reach output rows of this residue, and the data row offset each reads
-    std::vector<std::pair<int64_t, int64_t>> taps;
-    for (int64_t kh = 0; kh < s.KH; ++kh) {
-      int64_t num = residue + s.p[0] - kh * s.d[0];
-      if (num - floor_div_positive(num, s.s[0]) * s.s[0] == 0)
-        taps.push_back({kh, floor_div_positive(num, s.s[0])});
-    }
+    std::vector<std::pair<int64_t, int64_t>> taps = residue_taps(s, 0, residue, s.KH);
     stmts.push_back(loop_nest({s.N, s.O, rows, s.OW}, [&](const Index &i) {
       LExprPtr c = m == 1 ? i[1] : binary(BinaryOp::FloorDiv, i[1], imm(m));
       LExprPtr j = m == 1 ? imm(0) : binary(BinaryOp::FloorMod, i[1], imm(m));

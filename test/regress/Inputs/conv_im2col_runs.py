@@ -2,7 +2,9 @@
 grid), whose column taps are unrolled so that each output row copies its columns inside the data
 without a select and writes zeros either side: value, data and weight gradients against PyTorch
 in float64, for resnet's stem (7 x 7 of stride 2, padding 3), a strided 3 x 3, a 1 x 1 of stride
-2, small images of stride 1 (7 x 7 and 14 x 14 at 3 x 3), asymmetric padding and dilation.
+2, small images of stride 1 (7 x 7 and 14 x 14 at 3 x 3), asymmetric padding and dilation,
+groups. The data gradients of the strided ones gather by the outputs' residues modulo the
+strides (col2im_by_residue).
 Usage: conv_im2col_runs.py GRADC WORKDIR."""
 import os
 import sys
@@ -18,17 +20,17 @@ os.makedirs(work, exist_ok=True)
 rng = np.random.default_rng(5)
 
 
-def check(tag, name, n, c, o, hw, k, s, pad, d=(1, 1)):
+def check(tag, name, n, c, o, hw, k, s, pad, d=(1, 1), groups=1):
     """sum(conv2d(x, w) * g) through `gradc run --grad` against torch in float64; pad is
     (top, left, bottom, right)."""
     x = rng.standard_normal((n, c) + hw)
-    w = rng.standard_normal((o, c) + k)
+    w = rng.standard_normal((o, c // groups) + k)
     xt, wt = torch.tensor(x, requires_grad=True), torch.tensor(w, requires_grad=True)
     y = torch.nn.functional.conv2d(torch.nn.functional.pad(xt, (pad[1], pad[3], pad[0], pad[2])), wt, stride=s,
-                                   dilation=d)
+                                   dilation=d, groups=groups)
     g = rng.standard_normal(tuple(y.shape))
     (y * torch.tensor(g)).sum().backward()
-    attrs = "strides=[%d, %d], padding=[%d, %d, %d, %d], dilation=[%d, %d]" % (*s, *pad, *d)
+    attrs = "strides=[%d, %d], padding=[%d, %d, %d, %d], dilation=[%d, %d], groups=%d" % (*s, *pad, *d, groups)
     params = "%%x: Tensor[%s, float64], %%w: Tensor[%s, float64], %%g: Tensor[%s, float64]" % (
         x.shape, w.shape, g.shape)
     got = run_model(gradc, work, tag, params, "sum(nn.conv2d(%%x, %%w, %s) * %%g)" % attrs,
@@ -45,5 +47,7 @@ check("c3", "3x3 stride 1 pad 1 on 7x7", 2, 6, 5, (7, 7), (3, 3), (1, 1), (1, 1,
 check("c4", "3x3 stride 1 pad 1 on 14x14", 1, 4, 4, (14, 14), (3, 3), (1, 1), (1, 1, 1, 1))
 check("c5", "5x3 stride (2, 3), padding (2, 0, 1, 2), dilation (1, 2)", 1, 3, 4, (11, 13), (5, 3), (2, 3),
       (2, 0, 1, 2), (1, 2))
+check("c7", "3x3 stride 2 pad 1, 2 groups", 2, 4, 6, (9, 10), (3, 3), (2, 2), (1, 1, 1, 1), groups=2)
+check("c8", "4x4 stride 3 pad 2, dilation 2", 1, 3, 2, (13, 14), (4, 4), (3, 3), (2, 2, 2, 2), (2, 2))
 check("c6", "3x3 on 2x2 with padding 2: rows and columns of padding only", 1, 2, 3, (2, 2), (3, 3), (1, 1),
       (2, 2, 2, 2))
