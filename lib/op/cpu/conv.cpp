@@ -35,23 +35,30 @@ namespace {
 /// rows Hp and columns Wp with the data at (top, left) (negative offsets
 /// crop), laid out (N, C, Hp, Wp), or (C, N, Hp, Wp) with `channel_major`,
 /// then `slack` zeros (the extended grid reads up to that far past the last
-/// row); in the accumulator dtype.
+/// row); in the accumulator dtype. Each element is written once: a row of
+/// the padding as zeros, a data row as its zeros either side of the data
+/// (where zeroing the whole copy first wrote the data's bytes twice).
 BufferPtr padded_copy(KernelCtx &k, size_t arg, int64_t top, int64_t left, int64_t Hp, int64_t Wp, int64_t slack,
                       bool channel_major, DType acc, std::vector<StmtPtr> &stmts) {
   const Shape &xs = k.arg_type(arg).shape;
   int64_t N = xs[0], C = xs[1], H = xs[2], W = xs[3];
   BufferPtr xp = k.scratch(channel_major ? "padded_cm" : "padded", acc, N * C * Hp * Wp + slack);
-  stmts.push_back(loop_nest({N * C * Hp * Wp + slack}, [&](const Index &i) { return store(xp, i[0], constant_of(0, acc)); }));
   // The data rows [h0, h1) and columns [w0, w1) land inside.
-  int64_t h0 = std::max<int64_t>(0, -top), h1 = std::min(H, Hp - top);
-  int64_t w0 = std::max<int64_t>(0, -left), w1 = std::min(W, Wp - left);
-  if (h1 > h0 && w1 > w0)
-    stmts.push_back(loop_nest({N, C, h1 - h0, w1 - w0}, [&](const Index &i) {
-      LExprPtr h = add(i[2], imm(h0)), w = add(i[3], imm(w0));
-      LExprPtr plane = channel_major ? add(mul(i[1], imm(N)), i[0]) : add(mul(i[0], imm(C)), i[1]);
-      LExprPtr row = add(h, imm(top)), col = add(w, imm(left));
-      LExprPtr at = add(mul(add(mul(plane, imm(Hp)), row), imm(Wp)), col);
-      return store(xp, at, cast(acc, k.in(arg, {i[0], i[1], h, w})));
+  int64_t h0 = std::max<int64_t>(0, -top), h1 = std::max(h0, std::min(H, Hp - top));
+  int64_t w0 = std::max<int64_t>(0, -left), w1 = std::max(w0, std::min(W, Wp - left));
+  stmts.push_back(loop_nest({N, C, Hp}, [&](const Index &i) {
+    LExprPtr plane = channel_major ? add(mul(i[1], imm(N)), i[0]) : add(mul(i[0], imm(C)), i[1]);
+    LExprPtr base = mul(add(mul(plane, imm(Hp)), i[2]), imm(Wp)), h = sub(i[2], imm(top));
+    auto columns = [&](const LExprPtr &col, bool data) {
+      LExprPtr v = data ? cast(acc, k.in(arg, {i[0], i[1], clamp_index(h, H), sub(col, imm(left))})) : constant_of(0, acc);
+      return store(xp, add(base, col), v);
+    };
+    return if_then(in_range(h, h0, h1), over_inside_run(left + w0, left + w1, Wp, "z", columns),
+                   over_inside_run(0, 0, Wp, "z", columns));
+  }));
+  if (slack > 0)
+    stmts.push_back(loop_nest({slack}, [&](const Index &i) {
+      return store(xp, add(imm(N * C * Hp * Wp), i[0]), constant_of(0, acc));
     }));
   return xp;
 }
@@ -69,15 +76,27 @@ int64_t images_per_chunk(const KernelCtx &k, int64_t bytes_per_image, int64_t N)
 /// dy (argument 0, (N, O, OH, OW)) spread onto the extended grid of rows of
 /// `row` pixels, `plane` pixels an image, channel-major: dy[n, o, oh, ow]
 /// at o·per_channel + n·plane + oh·row + ow, zeros elsewhere (per_channel at
-/// least N·plane), in the accumulator dtype.
+/// least N·plane; plane a whole number of rows, at least OH of them), in the
+/// accumulator dtype.
 BufferPtr grad_on_grid(KernelCtx &k, const ConvShape &s, int64_t per_channel, int64_t plane, int64_t row, DType acc,
                        std::vector<StmtPtr> &stmts) {
   BufferPtr dyx = k.scratch("extended_grad", acc, s.O * per_channel);
-  stmts.push_back(loop_nest({s.O * per_channel}, [&](const Index &i) { return store(dyx, i[0], constant_of(0, acc)); }));
-  stmts.push_back(loop_nest({s.N, s.O, s.OH, s.OW}, [&](const Index &i) {
-    LExprPtr at = add(add(add(mul(i[1], imm(per_channel)), mul(i[0], imm(plane))), mul(i[2], imm(row))), i[3]);
-    return store(dyx, at, cast(acc, k.in(0, i)));
+  // each element written once (padded_copy): a grid row past OH as zeros,
+  // an output row as its pixels then zeros
+  int64_t rows = plane / row;
+  stmts.push_back(loop_nest({s.O, s.N, rows}, [&](const Index &i) {
+    LExprPtr base = add(add(mul(i[0], imm(per_channel)), mul(i[1], imm(plane))), mul(i[2], imm(row)));
+    auto columns = [&](const LExprPtr &col, bool data) {
+      LExprPtr v = data ? cast(acc, k.in(0, {i[1], i[0], clamp_index(i[2], s.OH), col})) : constant_of(0, acc);
+      return store(dyx, add(base, col), v);
+    };
+    return if_then(compare(CompareOp::LT, i[2], imm(s.OH)), over_inside_run(0, s.OW, row, "z", columns),
+                   over_inside_run(0, 0, row, "z", columns));
   }));
+  if (int64_t tail = per_channel - s.N * plane; tail > 0)
+    stmts.push_back(loop_nest({s.O, tail}, [&](const Index &i) {
+      return store(dyx, add(add(mul(i[0], imm(per_channel)), imm(s.N * plane)), i[1]), constant_of(0, acc));
+    }));
   return dyx;
 }
 

@@ -3,7 +3,8 @@ grid), whose column taps are unrolled so that each output row copies its columns
 without a select and writes zeros either side: value, data and weight gradients against PyTorch
 in float64, for resnet's stem (7 x 7 of stride 2, padding 3), a strided 3 x 3, a 1 x 1 of stride
 2, small images of stride 1 (7 x 7 and 14 x 14 at 3 x 3), asymmetric padding and dilation,
-groups. The data gradients of the strided ones gather by the outputs' residues modulo the
+groups; and the padded grid's copies (padded_copy, grad_on_grid: each element written once).
+The data gradients of the strided ones gather by the outputs' residues modulo the
 strides (col2im_by_residue).
 Usage: conv_im2col_runs.py GRADC WORKDIR."""
 import os
@@ -49,5 +50,11 @@ check("c5", "5x3 stride (2, 3), padding (2, 0, 1, 2), dilation (1, 2)", 1, 3, 4,
       (2, 0, 1, 2), (1, 2))
 check("c7", "3x3 stride 2 pad 1, 2 groups", 2, 4, 6, (9, 10), (3, 3), (2, 2), (1, 1, 1, 1), groups=2)
 check("c8", "4x4 stride 3 pad 2, dilation 2", 1, 3, 2, (13, 14), (4, 4), (3, 3), (2, 2, 2, 2), (2, 2))
+# the padded grid (stride 1, at most 1.2x the output's pixels), whose copies write each element once
+check("c9", "3x3 stride 1 padding (1, 2, 0, 1) on 26x28, the padded grid", 2, 3, 4, (26, 28), (3, 3), (1, 1),
+      (1, 2, 0, 1))
+check("c10", "3x3 padding 3 on 30x30, the padded grid forward", 1, 2, 3, (30, 30), (3, 3), (1, 1), (3, 3, 3, 3))
+check("c11", "depthwise 3x3 stride 2 on 12x13", 2, 4, 4, (12, 13), (3, 3), (2, 2), (1, 1, 1, 1), groups=4)
+check("c12", "depthwise 3x3 stride 1 on 9x9", 1, 3, 6, (9, 9), (3, 3), (1, 1), (1, 1, 1, 1), groups=3)
 check("c6", "3x3 on 2x2 with padding 2: rows and columns of padding only", 1, 2, 3, (2, 2), (3, 3), (1, 1),
       (2, 2, 2, 2))
