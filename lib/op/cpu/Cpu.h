@@ -43,17 +43,23 @@ class OpRegistry;
 ///    (gemm_dot): nothing packed, no broadcasts.
 StmtPtr gemm_cpu_packed(KernelCtx &k, const Gemm &g);
 
-/// body(position, inside) over positions [0, n) of a row in three Spatial
-/// loops named `name`: [first, last) with `inside` true (a window or tap
-/// that lies in the data: no guard, no clamp), the runs either side with
-/// it false; an empty run has no loop.
+/// Runs outside the data up to this long are unrolled: a padding's column or
+/// two, which as loops of their own LLVM vectorized each (densenet121's
+/// adjoint compiled 12% slower).
+constexpr int64_t kMaxUnrolledEdge = 4;
+
+/// body(position, inside) over positions [0, n) of a row in three loops
+/// named `name`: [first, last) with `inside` true (a window or tap that
+/// lies in the data: no guard, no clamp), Spatial, and the runs either side
+/// with it false, unrolled where short; an empty run has no loop.
 inline StmtPtr over_inside_run(int64_t first, int64_t last, int64_t n, const std::string &name,
                                const std::function<StmtPtr(const LExprPtr &at, bool inside)> &body) {
   auto run = [&](int64_t from, int64_t to, bool inside) -> StmtPtr {
     if (to <= from)
       return seq({});
+    ForKind kind = !inside && to - from <= kMaxUnrolledEdge ? ForKind::Unrolled : ForKind::Spatial;
     return loop_nest(
-        {to - from}, [&](const Index &i) { return body(add(i[0], imm(from)), inside); }, ForKind::Spatial, name);
+        {to - from}, [&](const Index &i) { return body(add(i[0], imm(from)), inside); }, kind, name);
   };
   return seq({run(0, first, false), run(first, last, true), run(last, n, false)});
 }
