@@ -473,12 +473,6 @@ StmtPtr backward_weight_strided(KernelCtx &k, const ConvShape &s, DType dt, DTyp
               loop_nest({s.O, cols}, [&](const Index &i) { return finish(i[0], i[1], cast(dt, load(sum, to_out(i[0], i[1])))); })});
 }
 
-/// conv2d_transpose with strides: per chunk of images and group,
-/// col[(o, kh, kw), (n, p)] = Σ_c w[g·Cg + c, o, kh, kw] · x[n, g·Cg + c, p]
-/// over the chunk's input pixels (x copied channel-major first, so the
-/// product reads it along its rows), then each output pixel sums its taps'
-/// rows (col2im, gathering: the taps in row-major order, so the order is
-/// fixed).
 /// The kernel taps t along `axis` that reach the transposed outputs o ≡
 /// `residue` (mod the stride), with the data offset each reads: o = residue
 /// + s·i reads data position i + offset at tap t where (residue + pad -
@@ -544,6 +538,12 @@ StmtPtr col2im_by_residue(
   return seq(classes);
 }
 
+/// conv2d_transpose with strides: per chunk of images and group,
+/// col[(o, kh, kw), (n, p)] = Σ_c w[g·Cg + c, o, kh, kw] · x[n, g·Cg + c, p]
+/// over the chunk's input pixels (x copied channel-major first, so the
+/// product reads it along its rows), then each output pixel sums its taps'
+/// rows (col2im_by_residue, gathering: the taps in row-major order, so the
+/// order is fixed).
 StmtPtr conv2d_transpose_strided(KernelCtx &k, const ConvShape &s, DType acc) {
   int64_t P = s.H * s.W, rows = s.Og() * s.taps();
   int64_t chunk = images_per_chunk(k, (s.C + rows) * P * dtype_bytes(acc), s.N);
