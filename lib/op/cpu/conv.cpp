@@ -487,6 +487,9 @@ std::vector<std::pair<int64_t, int64_t>> residue_taps(const ConvShape &s, int ax
   return out;
 }
 
+/// The most residue classes col2im_by_residue writes out (4 x 4 strides).
+constexpr int64_t kMaxResidueClasses = 16;
+
 /// The gather of a transposed convolution multiplied first (col2im): out(n,
 /// o, oh, ow) = Σ over taps (kh, kw), in row-major order, of tap(n, o, kh,
 /// kw, ih, iw) where output pixel (oh, ow) takes data pixel (ih, iw) at that
@@ -495,16 +498,34 @@ std::vector<std::pair<int64_t, int64_t>> residue_taps(const ConvShape &s, int ax
 /// axis, where every output scanned all 9 with a division and a select
 /// each: 22% of a 256 -> 128 data gradient at 28 x 28); a tap's data row
 /// is checked once per output row, its columns by the run of outputs that
-/// read inside the data for every tap (over_inside_run). For images n in
-/// [0, count); put(n, o, oh, ow, sum) stores the result.
+/// read inside the data for every tap (over_inside_run). Past
+/// kMaxResidueClasses classes (strides as long as the image: each class a
+/// loop nest of its own), every output scans every tap instead. For images
+/// n in [0, count); put(n, o, oh, ow, sum) stores the result.
 StmtPtr col2im_by_residue(
     KernelCtx &k, const ConvShape &s,
-    const std::function<LExprPtr(const LExprPtr &n, const LExprPtr &o, int64_t kh, int64_t kw, const LExprPtr &ih,
-                                 const LExprPtr &iw)> &tap,
+    const std::function<LExprPtr(const LExprPtr &n, const LExprPtr &o, const LExprPtr &kh, const LExprPtr &kw,
+                                 const LExprPtr &ih, const LExprPtr &iw)> &tap,
     int64_t count,
     const std::function<StmtPtr(const LExprPtr &n, const LExprPtr &o, const LExprPtr &oh, const LExprPtr &ow,
                                 const LExprPtr &sum)> &put) {
   DType acc = dtype_info(k.call.type.dtype).accumulator;
+  if (std::min(s.s[0], s.OH) * std::min(s.s[1], s.OW) > kMaxResidueClasses)
+    return loop_nest({count, s.Og(), s.OH, s.OW}, [&](const Index &i) { // every output scans every tap
+      BufferPtr sum = k.local("sum", acc);
+      LExprPtr zero = imm(0);
+      StmtPtr taps = loop_nest(
+          {s.KH, s.KW},
+          [&](const Index &t) {
+            // the data pixel this tap reads: (o + pad - t·d) / s, whole and inside
+            LExprPtr valid;
+            LExprPtr ih = s.source(0, i[2], t[0], s.H, valid), iw = s.source(1, i[3], t[1], s.W, valid);
+            LExprPtr v = tap(i[0], i[1], t[0], t[1], ih, iw);
+            return store(sum, zero, add(load(sum, zero), select(valid, v, constant_of(0, acc))));
+          },
+          ForKind::Reduce, "k");
+      return alloc(sum, seq({store(sum, zero, constant_of(0, acc)), taps, put(i[0], i[1], i[2], i[3], load(sum, zero))}));
+    });
   std::vector<StmtPtr> classes;
   for (int64_t rh = 0; rh < std::min(s.s[0], s.OH); ++rh)
     for (int64_t rw = 0; rw < std::min(s.s[1], s.OW); ++rw) {
@@ -528,7 +549,7 @@ StmtPtr col2im_by_residue(
               LExprPtr valid = in_range(ih, 0, s.H);
               if (!inside)
                 valid = both(valid, in_range(iw, 0, s.W));
-              LExprPtr v = tap(i[0], i[1], kh, kw, clamp_index(ih, s.H), inside ? iw : clamp_index(iw, s.W));
+              LExprPtr v = tap(i[0], i[1], imm(kh), imm(kw), clamp_index(ih, s.H), inside ? iw : clamp_index(iw, s.W));
               sum = add(sum, select(valid, v, constant_of(0, acc)));
             }
           return put(i[0], i[1], oh, add(imm(rw), mul(j, imm(s.s[1]))), sum);
@@ -576,9 +597,9 @@ StmtPtr conv2d_transpose_strided(KernelCtx &k, const ConvShape &s, DType acc) {
           gm.store_raw = gm.store;
           gm.load = [&](const LExprPtr &m, const LExprPtr &j) { return load(col, cat(m, j)); };
           StmtPtr product = gemm_cpu_packed(k, gm);
-          StmtPtr gather = col2im_by_residue(k, s, [&](const LExprPtr &n, const LExprPtr &o, int64_t kh, int64_t kw,
-                                                       const LExprPtr &ih, const LExprPtr &iw) {
-            LExprPtr m = add(mul(o, imm(s.taps())), imm(kh * s.KW + kw));
+          StmtPtr gather = col2im_by_residue(k, s, [&](const LExprPtr &n, const LExprPtr &o, const LExprPtr &kh,
+                                                       const LExprPtr &kw, const LExprPtr &ih, const LExprPtr &iw) {
+            LExprPtr m = add(mul(o, imm(s.taps())), add(mul(kh, imm(s.KW)), kw)); // (o, kh, kw)
             return load(col, cat(m, add(add(mul(n, imm(P)), mul(ih, imm(s.W))), iw)));
           }, count, [&](const LExprPtr &n, const LExprPtr &o, const LExprPtr &oh, const LExprPtr &ow, const LExprPtr &v) {
             Index idx{add(first, n), add(mul(g[0], imm(s.Og())), o), oh, ow};

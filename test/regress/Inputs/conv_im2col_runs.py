@@ -56,5 +56,8 @@ check("c9", "3x3 stride 1 padding (1, 2, 0, 1) on 26x28, the padded grid", 2, 3,
 check("c10", "3x3 padding 3 on 30x30, the padded grid forward", 1, 2, 3, (30, 30), (3, 3), (1, 1), (3, 3, 3, 3))
 check("c11", "depthwise 3x3 stride 2 on 12x13", 2, 4, 4, (12, 13), (3, 3), (2, 2), (1, 1, 1, 1), groups=4)
 check("c12", "depthwise 3x3 stride 1 on 9x9", 1, 3, 6, (9, 9), (3, 3), (1, 1), (1, 1, 1, 1), groups=3)
+# strides as long as the image: 300 x 300 residue classes, where the data gradient scans every tap
+check("c13", "3x3 stride 300 on 302x302, a data gradient of 90000 residue classes", 1, 2, 3, (302, 302), (3, 3),
+      (300, 300), (0, 0, 0, 0))
 check("c6", "3x3 on 2x2 with padding 2: rows and columns of padding only", 1, 2, 3, (2, 2), (3, 3), (1, 1),
       (2, 2, 2, 2))
