@@ -252,6 +252,8 @@ StmtPtr window_max(const KernelCtx &k, size_t data, const PoolAxis &h, const Poo
   return seq(init);
 }
 
+} // namespace
+
 StmtPtr max_pool2d_kernel(KernelCtx &k) {
   auto a = k.attrs_as<MaxPool2DAttrs>();
   const Shape &xs = k.arg_type(0).shape, &os = k.call.type.shape;
@@ -262,6 +264,8 @@ StmtPtr max_pool2d_kernel(KernelCtx &k) {
                            k.put(o, flat_index(os, o), load(acc, imm(0)))}));
   });
 }
+
+namespace {
 
 /// The divisor of window (oh, ow): its taps inside the padded data
 /// (count_include_pad) or the data, at least 1.
@@ -339,6 +343,8 @@ StmtPtr max_pool2d_backward_disjoint(KernelCtx &k, const PoolAxis &h, const Pool
   return seq({zero, windows});
 }
 
+} // namespace
+
 StmtPtr max_pool2d_backward_kernel(KernelCtx &k) {
   return max_pool2d_backward_from(
       k, max_pool2d_backward_disjoint, [](KernelCtx &k, const PoolAxis &h, const PoolAxis &w, const BufferPtr &argmax) {
@@ -350,6 +356,8 @@ StmtPtr max_pool2d_backward_kernel(KernelCtx &k) {
         });
       });
 }
+
+namespace {
 
 /// out[n, c, oh, ow] = data_grad at the first maximum of window (oh, ow) of
 /// data (0 for a window with no data): the adjoint of max_pool2d_backward's

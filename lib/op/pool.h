@@ -48,6 +48,11 @@ private:
   LExprPtr from(const LExprPtr &lowest, int64_t count, const LExprPtr &j) const;
 };
 
+/// The generic kernels of nn.max_pool2d and grad.max_pool2d_backward, a
+/// window at a time (what a strategy falls back on).
+StmtPtr max_pool2d_kernel(KernelCtx &k);
+StmtPtr max_pool2d_backward_kernel(KernelCtx &k);
+
 /// Whether a later tap `x` of a window replaces its maximum `cur` so far:
 /// greater, or NaN (PyTorch's rule); with the argmax `arg` so far, also
 /// when there is none yet (-1), so that a window of -inf has one.

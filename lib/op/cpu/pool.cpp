@@ -21,6 +21,11 @@
 namespace gradc {
 namespace {
 
+/// The longest output row kept in locals (a maximum and an argmax per
+/// window, on the thread's stack: 16 KiB at most); longer rows take the
+/// generic kernels (a row of 1.5 million windows overflowed the stack).
+constexpr int64_t kMaxRowWindows = 1024;
+
 /// The windows of output row `oh` of plane (n, c) of argument `data`:
 /// body(ow, tap) per window ow of columns [first, last) and tap (kh, kw)
 /// that can reach the data, with `tap` the tap's data position (ih, iw) and
@@ -92,6 +97,8 @@ StmtPtr cpu_max_pool2d(KernelCtx &k) {
   auto a = k.attrs_as<MaxPool2DAttrs>();
   const Shape &xs = k.arg_type(0).shape, &os = k.call.type.shape;
   PoolAxis h(a, 0, xs[2]), w(a, 1, xs[3]);
+  if (w.out > kMaxRowWindows)
+    return max_pool2d_kernel(k);
   return over_rows(os, [&](const LExprPtr &n, const LExprPtr &c, const LExprPtr &oh) {
     BufferPtr mx = k.local("max", k.call.type.dtype, w.out);
     StmtPtr out = loop_nest(
@@ -141,6 +148,8 @@ StmtPtr row_argmax(KernelCtx &k, const PoolAxis &h, const PoolAxis &w, const Buf
 }
 
 StmtPtr cpu_max_pool2d_backward(KernelCtx &k) {
+  if (k.arg_type(0).shape[3] > kMaxRowWindows)
+    return max_pool2d_backward_kernel(k);
   return max_pool2d_backward_from(k, max_pool2d_backward_disjoint, row_argmax);
 }
 
