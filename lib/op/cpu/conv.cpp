@@ -494,8 +494,10 @@ std::vector<std::pair<int64_t, int64_t>> residue_taps(const ConvShape &s, int ax
   return out;
 }
 
-/// The most residue classes col2im_by_residue writes out (4 x 4 strides).
-constexpr int64_t kMaxResidueClasses = 16;
+/// The most residue classes col2im_by_residue writes out (4 x 4 strides),
+/// and the most taps a class sums in one expression (a 16 x 16 kernel at
+/// stride 2).
+constexpr int64_t kMaxResidueClasses = 16, kMaxClassTaps = 64;
 
 /// The gather of a transposed convolution multiplied first (col2im): out(n,
 /// o, oh, ow) = Σ over taps (kh, kw), in row-major order, of tap(n, o, kh,
@@ -507,7 +509,8 @@ constexpr int64_t kMaxResidueClasses = 16;
 /// is checked once per output row, its columns by the run of outputs that
 /// read inside the data for every tap (over_inside_run). Past
 /// kMaxResidueClasses classes (strides as long as the image: each class a
-/// loop nest of its own), every output scans every tap instead. For images
+/// loop nest of its own) or kMaxClassTaps taps a class (a kernel as large
+/// as the image), every output scans every tap instead. For images
 /// n in [0, count); put(n, o, oh, ow, sum) stores the result.
 StmtPtr col2im_by_residue(
     KernelCtx &k, const ConvShape &s,
@@ -517,7 +520,18 @@ StmtPtr col2im_by_residue(
     const std::function<StmtPtr(const LExprPtr &n, const LExprPtr &o, const LExprPtr &oh, const LExprPtr &ow,
                                 const LExprPtr &sum)> &put) {
   DType acc = dtype_info(k.call.type.dtype).accumulator;
-  if (std::min(s.s[0], s.OH) * std::min(s.s[1], s.OW) > kMaxResidueClasses)
+  int64_t classes_h = std::min(s.s[0], s.OH), classes_w = std::min(s.s[1], s.OW);
+  // (nor counted for kernels longer than kMaxClassTaps² along an axis)
+  bool scan = classes_h * classes_w > kMaxResidueClasses || std::max(s.KH, s.KW) > kMaxClassTaps * kMaxClassTaps;
+  if (!scan) { // each class's taps are one expression
+    size_t most_h = 0, most_w = 0;
+    for (int64_t r = 0; r < classes_h; ++r)
+      most_h = std::max(most_h, residue_taps(s, 0, r, s.KH).size());
+    for (int64_t r = 0; r < classes_w; ++r)
+      most_w = std::max(most_w, residue_taps(s, 1, r, s.KW).size());
+    scan = int64_t(most_h * most_w) > kMaxClassTaps;
+  }
+  if (scan)
     return loop_nest({count, s.Og(), s.OH, s.OW}, [&](const Index &i) { // every output scans every tap
       BufferPtr sum = k.local("sum", acc);
       LExprPtr zero = imm(0);
@@ -534,8 +548,8 @@ StmtPtr col2im_by_residue(
       return alloc(sum, seq({store(sum, zero, constant_of(0, acc)), taps, put(i[0], i[1], i[2], i[3], load(sum, zero))}));
     });
   std::vector<StmtPtr> classes;
-  for (int64_t rh = 0; rh < std::min(s.s[0], s.OH); ++rh)
-    for (int64_t rw = 0; rw < std::min(s.s[1], s.OW); ++rw) {
+  for (int64_t rh = 0; rh < classes_h; ++rh)
+    for (int64_t rw = 0; rw < classes_w; ++rw) {
       auto rows = residue_taps(s, 0, rh, s.KH), cols = residue_taps(s, 1, rw, s.KW);
       int64_t nrows = (s.OH - rh + s.s[0] - 1) / s.s[0], ncols = (s.OW - rw + s.s[1] - 1) / s.s[1];
       // the outputs j of the class whose every tap column j + offset lies in [0, W)
