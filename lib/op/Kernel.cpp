@@ -241,6 +241,14 @@ LExprPtr clamp_index(const LExprPtr &i, int64_t n) {
   return binary(BinaryOp::Min, binary(BinaryOp::Max, i, int_imm(0)), int_imm(std::max<int64_t>(n - 1, 0)));
 }
 
+std::pair<int64_t, int64_t> outputs_reading_inside(int64_t s, int64_t first, int64_t last, int64_t n, int64_t out) {
+  // o·s >= -first and o·s <= n - 1 - last, in 128 bits (a window's reach may pass 2^63)
+  __int128 low = -__int128(first), high = __int128(n) - 1 - last;
+  __int128 begin = low <= 0 ? 0 : (low + s - 1) / s, end = high < 0 ? 0 : high / s + 1;
+  begin = std::min<__int128>(begin, out);
+  return {int64_t(begin), int64_t(std::clamp<__int128>(end, begin, out))};
+}
+
 LExprPtr flat_index(const Shape &shape, const Index &idx) {
   GRADC_CHECK(shape.size() == idx.size(), "lowering",
               "index of rank " + std::to_string(idx.size()) + " for shape " + shape_str(shape));

@@ -52,11 +52,8 @@ struct ConvShape {
   /// The outputs [first, last) along `axis` (of `out`) whose tap `t` lies
   /// inside data of extent n: o·s + t·d - pad in [0, n); first == last where none does.
   std::pair<int64_t, int64_t> inside_outputs(int axis, int64_t t, int64_t n, int64_t out) const {
-    int64_t lo = p[axis] - t * d[axis], hi = n - 1 + p[axis] - t * d[axis]; // o·s in [lo, hi]
-    int64_t first = lo <= 0 ? 0 : (lo + s[axis] - 1) / s[axis];
-    int64_t last = hi < 0 ? 0 : hi / s[axis] + 1;
-    first = std::min(first, out);
-    return {first, std::clamp(last, first, out)};
+    int64_t at = t * d[axis] - p[axis];
+    return outputs_reading_inside(s[axis], at, at, n, out);
   }
   /// x[n, c, tap(oh, kh), tap(ow, kw)], zero in the padding.
   LExprPtr data_at(const KernelCtx &k, size_t arg, const LExprPtr &n, const LExprPtr &c, const LExprPtr &oh,

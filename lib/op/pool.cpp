@@ -76,13 +76,8 @@ LExprPtr PoolAxis::window_tap(const LExprPtr &i, const LExprPtr &j) const {
 }
 
 std::pair<int64_t, int64_t> PoolAxis::whole_windows() const {
-  // window o is whole when o·s - lo >= 0 and o·s - lo + (k - 1)·d <= n - 1
-  __int128 first = (__int128(lo) + s - 1) / s;
-  __int128 last_start = __int128(n) - 1 + lo - __int128(k - 1) * d;
-  __int128 last = last_start < 0 ? 0 : last_start / s + 1;
-  first = std::min<__int128>(first, out);
-  last = std::clamp<__int128>(last, first, out);
-  return {int64_t(first), int64_t(last)};
+  // window o reads o·s - lo through o·s - lo + (k - 1)·d
+  return outputs_reading_inside(s, -lo, int64_t(std::min<__int128>(__int128(k - 1) * d - lo, INT64_MAX)), n, out);
 }
 
 LExprPtr PoolAxis::ceil_div(const LExprPtr &num) const { return sub(imm(0), fdiv(sub(imm(0), num), d)); }

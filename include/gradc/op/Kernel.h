@@ -227,6 +227,11 @@ LExprPtr in_range(const LExprPtr &i, int64_t lo, int64_t hi);
 /// takes the padding value, so that no load is out of bounds (and the loop
 /// verifier can bound every index).
 LExprPtr clamp_index(const LExprPtr &i, int64_t n);
+/// The outputs o in [0, out) whose reads o·s + first through o·s + last
+/// (first <= last, s > 0) all lie in [0, n): a run [begin, end), begin ==
+/// end where none does; what the rows of a window or a tap split into
+/// guarded ends and an unguarded middle.
+std::pair<int64_t, int64_t> outputs_reading_inside(int64_t s, int64_t first, int64_t last, int64_t n, int64_t out);
 
 /// Unravels a flat element index into the indices of `shape`.
 Index unravel_index(const LExprPtr &flat, const Shape &shape);

@@ -552,14 +552,10 @@ StmtPtr col2im_by_residue(
     for (int64_t rw = 0; rw < classes_w; ++rw) {
       auto rows = residue_taps(s, 0, rh, s.KH), cols = residue_taps(s, 1, rw, s.KW);
       int64_t nrows = (s.OH - rh + s.s[0] - 1) / s.s[0], ncols = (s.OW - rw + s.s[1] - 1) / s.s[1];
-      // the outputs j of the class whose every tap column j + offset lies in [0, W)
-      int64_t first = 0, last = ncols;
-      for (auto [kw, offset] : cols) {
-        first = std::max(first, -offset);
-        last = std::min(last, s.W - offset);
-      }
-      first = std::min(first, ncols);
-      last = std::clamp(last, first, ncols);
+      // the outputs j of the class whose every tap column j + offset lies in
+      // [0, W) (the offsets fall with the tap)
+      auto [first, last] = cols.empty() ? std::pair<int64_t, int64_t>{0, ncols}
+                                        : outputs_reading_inside(1, cols.back().second, cols.front().second, s.W, ncols);
       classes.push_back(loop_nest({count, s.Og(), nrows}, [&](const Index &i) {
         LExprPtr oh = add(imm(rh), mul(i[2], imm(s.s[0])));
         return over_inside_run(first, last, ncols, "ow", [&](const LExprPtr &j, bool inside) {
