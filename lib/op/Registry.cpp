@@ -212,6 +212,18 @@ OpBuilder &OpBuilder::fuses_producers() {
   return *this;
 }
 
+OpBuilder &OpBuilder::fuses_producers(ProducerReadsFn reads) {
+  def_.fuses_producers = true;
+  def_.producer_reads_fn = reads;
+  return *this;
+}
+
+int64_t OpDef::producer_reads(const Expr &call, size_t arg) const {
+  if (!fuses_producers)
+    return 0;
+  return producer_reads_fn ? producer_reads_fn(call, arg) : 1;
+}
+
 int64_t expr_flops(const Expr &e) {
   int64_t flops = e.kind == ExprKind::Call ? e.op->flops(e) : 0;
   if (e.kind == ExprKind::Call || e.kind == ExprKind::Tuple)

@@ -28,6 +28,8 @@
 #include "gradc/op/Relations.h"
 #include "gradc/op/attrs/reduce.h"
 
+#include <numeric>
+
 namespace gradc {
 namespace {
 
@@ -464,6 +466,24 @@ template <class A> int64_t window_flops(const Expr &call) {
   return num_elements(call.type.shape) * a.pool_size[0] * a.pool_size[1];
 }
 
+/// How many windows read each element of argument `Data` (the pooled data)
+/// at most, per axis: the taps t with t·d ≡ r (mod s) for one residue r,
+/// ⌈k / (s / gcd(s, d))⌉ of the k. The other arguments take no fused
+/// producer: the gradients are read at a window's maximum or by flat offset.
+template <class A, size_t Data> int64_t window_reads(const Expr &call, size_t arg) {
+  if (arg != Data)
+    return 0;
+  auto a = call_attrs<A>(call);
+  const Shape &xs = call.args[Data]->type.shape;
+  int64_t reads = 1;
+  for (int axis = 0; axis < 2; ++axis) {
+    PoolAxis p(a, axis, xs[size_t(axis) + 2]);
+    int64_t period = p.s / std::gcd(p.s, p.d);
+    reads *= std::min(p.k, (p.k + period - 1) / period);
+  }
+  return reads;
+}
+
 constexpr const char *kPoolTypes = "%x: Tensor[(2, 3, 7, 6), float64]";
 constexpr const char *kPoolBackwardTypes =
     "%g: Tensor[(2, 3, 4, 3), float64], %x: Tensor[(2, 3, 7, 6), float64]";
@@ -526,6 +546,7 @@ void register_pool_ops(OpRegistry &reg) {
       })
       .kernel(max_pool2d_kernel)
       .fuses_epilogue()
+      .fuses_producers(window_reads<MaxPool2DAttrs, 0>) // relu(batch norm) before a pool: never in memory
       .flops(window_flops<MaxPool2DAttrs>)
       .example(kPoolTypes, "nn.max_pool2d(%x, pool_size=[3, 2], strides=[2, 2], padding=[1, 0])")
       .example(kPoolTypes, "nn.max_pool2d(%x, pool_size=2, strides=2, dilation=[2, 1], ceil_mode=True)");
@@ -558,6 +579,7 @@ void register_pool_ops(OpRegistry &reg) {
         return {g.b.call(ops::max_pool2d_gather, {g.grad, g.arg(1)}, g.attrs_as<AvgPool2DAttrs>()), nullptr};
       })
       .kernel(max_pool2d_backward_kernel)
+      .fuses_producers(window_reads<AvgPool2DAttrs, 1>)
       .example(kPoolBackwardTypes, "grad.max_pool2d_backward(%g, %x, pool_size=[3, 2], strides=[2, 2], padding=[1, 0])");
 
   reg.add("grad.max_pool2d_gather")
@@ -571,6 +593,7 @@ void register_pool_ops(OpRegistry &reg) {
         return {g.b.call(ops::max_pool2d_backward, {g.grad, g.arg(1)}, g.attrs_as<AvgPool2DAttrs>()), nullptr};
       })
       .kernel(max_pool2d_gather_kernel)
+      .fuses_producers(window_reads<AvgPool2DAttrs, 1>)
       .example("%g: Tensor[(2, 3, 7, 6), float64], %x: Tensor[(2, 3, 7, 6), float64]",
                "grad.max_pool2d_gather(%g, %x, pool_size=[3, 2], strides=[2, 2], padding=[1, 0])");
 

@@ -6,7 +6,10 @@
 //    fused value computed once per output element;
 //  * an injective producer into an operator that fuses_producers (matrix
 //    products, reductions), which reads each element a bounded number of
-//    times: transpose(dy) into dyᵀ·x, a / b into sum(a / b);
+//    times: transpose(dy) into dyᵀ·x, a / b into sum(a / b); a max pool's
+//    windows read an element at each tap that covers it, so only a cheap
+//    producer fuses there, recomputed at each read: relu(batch norm) into
+//    the pool after it and into the pool's gradient, never in memory;
 //  * an operator that fuses_epilogue (the anchor) into injective consumers
 //    that read it at their own output index, probed through their element
 //    functions: bias_add and relu after dense, the relu gradient after the
@@ -238,6 +241,19 @@ bool broadcast_costly(const ExprPtr &producer, const Expr &consumer) {
   return widest >= kBroadcastReuse * std::max<int64_t>(own, 1) && costly(producer);
 }
 
+/// Whether argument `arg` of `call` may be a fused injective producer: an
+/// injective call's, or one its operator reads that way (OpDef::producer_reads).
+bool takes_producer(const Expr &call, size_t arg) {
+  return injective(call) || call.op->producer_reads(call, arg) > 0;
+}
+
+/// Whether `call` computes a producer fused at argument `arg` once per
+/// element of it: a pooling window's taps recompute one at each read, so
+/// only a cheap producer fuses where windows overlap.
+bool reads_once(const Expr &call, size_t arg) {
+  return injective(call) || call.op->producer_reads(call, arg) <= 1;
+}
+
 /// A value that may fuse into its users (one, or several when recomputed).
 struct Fusable {
   ExprPtr value;
@@ -284,10 +300,10 @@ FunctionPtr fuse_bindings(const Function &fn, bool nested) {
   // whose every use is one may be recomputed in each.
   std::unordered_map<const Expr *, int> producer_uses;
   for (const Binding &b : fn.body.bindings)
-    if (b.value->kind == ExprKind::Call && (injective(*b.value) || b.value->op->fuses_producers))
-      for (const ExprPtr &a : b.value->args)
-        if (a->kind == ExprKind::Var)
-          ++producer_uses[a.get()];
+    if (b.value->kind == ExprKind::Call)
+      for (size_t i = 0; i < b.value->args.size(); ++i)
+        if (b.value->args[i]->kind == ExprKind::Var && takes_producer(*b.value, i))
+          ++producer_uses[b.value->args[i].get()];
   std::unordered_map<const Expr *, Fusable> fusable; // by var
   std::unordered_map<const Expr *, int> replaced;     // uses of each var that fused
   std::unordered_map<const Expr *, ExprPtr> tuples;   // Tuple values, by var
@@ -329,7 +345,7 @@ FunctionPtr fuse_bindings(const Function &fn, bool nested) {
       Fusable self{nullptr, 1, false};
       std::vector<ExprPtr> args = value->args;
       for (size_t i = 0; i < args.size(); ++i) {
-        if (inj || value->op->fuses_producers)
+        if (takes_producer(*value, i))
           if (ExprPtr parts = fuse_into_tuple(args[i], self.depth)) {
             args[i] = parts;
             continue;
@@ -340,7 +356,7 @@ FunctionPtr fuse_bindings(const Function &fn, bool nested) {
         const Fusable &f = it->second;
         bool plain_producer = injective(*f.value) && !f.anchored && !broadcast_costly(f.value, *value);
         bool takes_anchor = inj || value->op->pointwise; // a product's value, as its epilogue
-        bool ok = (plain_producer && (inj || value->op->fuses_producers)) ||
+        bool ok = (plain_producer && takes_producer(*value, i) && (reads_once(*value, i) || !costly(f.value))) ||
                   (takes_anchor && !self.anchored && reads_elementwise(value, i));
         if (!ok)
           continue;

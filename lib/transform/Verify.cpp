@@ -64,11 +64,13 @@ private:
     if (form_ != IRForm::Typed) {
       if (v.is_atom())
         fail("%" + b.var->name + " is bound to an atom");
-      bool fused_ok =
-          form_ == IRForm::Fused && v.kind == ExprKind::Call && (v.op->injective() || v.op->fuses_producers);
-      for (const ExprPtr &a : v.args)
+      for (size_t i = 0; i < v.args.size(); ++i) {
+        const ExprPtr &a = v.args[i];
+        bool fused_ok = form_ == IRForm::Fused && v.kind == ExprKind::Call &&
+                        (v.op->injective() || v.op->producer_reads(v, i) > 0);
         if (!a->is_atom() && !(fused_ok && fused_operand(*a)) && !is_body(v, *a))
           fail("an operand of %" + b.var->name + "'s value is not an atom");
+      }
     }
     visit(b.value);
     if (!(b.var->type == v.type))

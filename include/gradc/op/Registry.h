@@ -156,6 +156,10 @@ enum class CheckpointMarker { None, Start, End };
 
 /// The arithmetic operations one call performs (for --report).
 using FlopsFn = int64_t (*)(const Expr &call);
+/// For an operator that fuses_producers: how many times at most its kernel
+/// reads each element of argument `arg` (0: that argument takes no fused
+/// producer, its kernel reads it from memory).
+using ProducerReadsFn = int64_t (*)(const Expr &call, size_t arg);
 
 /// For an operator whose first argument is a `fn` value (scan): the types
 /// that fn's parameters take, given the types of the call's other
@@ -207,8 +211,12 @@ struct OpDef {
   // bounded number of times: sum(a / b) without a / b in memory).
   // A pointwise operator takes a fuses_epilogue operator's value the way an
   // injective consumer does: its stores become that kernel's epilogue.
+  // An operator whose kernel reads an argument several times per element
+  // (a pooling window's taps) or by flat offset says which (producer_reads):
+  // a producer is then recomputed at each read, so only cheap ones fuse there.
   bool fuses_epilogue = false;
   bool fuses_producers = false;
+  ProducerReadsFn producer_reads_fn = nullptr;
   // An operator whose first fn_args arguments are `fn` values (bodies),
   // whose free Vars (captured values) are inputs too: a gradient rule
   // returns their adjoints after the arguments', in captured_inputs order.
@@ -228,6 +236,10 @@ struct OpDef {
   KernelFn kernel_for(TargetKind target) const;
   const AttrSpec *find_attr(const std::string &name) const;
   int64_t flops(const Expr &call) const;
+  /// Reads per element of argument `arg` by the kernel of `call` when a
+  /// producer fuses there (1 for an operator that fuses_producers without a
+  /// ProducerReadsFn); 0 where none may.
+  int64_t producer_reads(const Expr &call, size_t arg) const;
 };
 
 /// Fluent registration, in the spirit of RELAY_REGISTER_OP.
@@ -284,6 +296,9 @@ public:
   /// See OpDef::fuses_epilogue and OpDef::fuses_producers.
   OpBuilder &fuses_epilogue();
   OpBuilder &fuses_producers();
+  /// Takes fused producers of the arguments `reads` gives a nonzero count,
+  /// each read that many times per element at most.
+  OpBuilder &fuses_producers(ProducerReadsFn reads);
   /// Arguments [0, count) are `fn` values; `fn` derives argument 0's parameter types.
   OpBuilder &takes_fn(FnParamsFn fn, int count = 1);
   /// Lowers to a time loop of kernels instead of one kernel.
