@@ -508,14 +508,14 @@ void print_report(const CompiledModule &c, std::ostream &os) {
   os << "gradc report\n";
   os << std::left << std::setw(24) << "function" << std::right << std::setw(14) << "FLOPs" << std::setw(16)
      << "peak (none)" << std::setw(16) << "peak (remat)" << std::setw(10) << "kernels" << std::setw(10) << "remat"
-     << std::setw(14) << "extra FLOPs" << std::setw(8) << "plan" << std::setw(14) << "budget"
+     << std::setw(14) << "extra FLOPs" << std::setw(10) << "plan" << std::setw(14) << "budget"
      << "\n";
   for (size_t i = 0; i < c.reports.size(); ++i) {
     const FunctionReport &r = c.reports[i];
     os << std::left << std::setw(24) << ("@" + r.name) << std::right << std::setw(14) << r.flops << std::setw(16)
        << r.peak_before_remat << std::setw(16) << r.peak_after_remat << std::setw(10)
        << c.lowered.functions[i].kernels.size() << std::setw(10) << r.remat_recomputed << std::setw(14)
-       << r.extra_flops << std::setw(8) << r.remat_strategy << std::setw(14)
+       << r.extra_flops << std::setw(10) << r.remat_strategy << std::setw(14)
        << (r.budget_bytes >= 0 ? std::to_string(r.budget_bytes) : "-") << "\n";
   }
   for (const FunctionReport &r : c.reports)
