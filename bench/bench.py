@@ -315,15 +315,14 @@ RESNET18_CONVS = [(64, 3, 224, 7, 2), (64, 64, 56, 3, 1), (128, 64, 56, 3, 2), (
                   (512, 256, 14, 3, 2), (512, 256, 14, 1, 2), (512, 512, 7, 3, 1)]
 
 
-def conv_rows(peak):
+def conv_rows(peak, n=2):
     """resnet18's convolutions one by one, single-threaded: the forward product, the data gradient
     (nn.conv2d_transpose) and the weight gradient (nn.conv2d_backward_weight) against PyTorch's
     (aten::convolution_backward with one output asked for, oneDNN), each with its GFLOP/s as a
     share of the FMA peak measured in this run. The stem's data gradient is left out: a model never
     asks for its input's."""
-    say("\nresnet18's convolutions, batch 2, float32, 1 thread: ms; ratio = PyTorch / gradc")
+    say("\nresnet18's convolutions, batch %d, float32, 1 thread: ms; ratio = PyTorch / gradc" % n)
     say("  %-34s %10s %10s %9s" % ("", "gradc", "PyTorch", "ratio"))
-    n = 2
     for o, c, side, k, s in RESNET18_CONVS:
         p = k // 2
         out = (side + 2 * p - k) // s + 1
@@ -333,7 +332,7 @@ def conv_rows(peak):
         x, w, dy = "Tensor[(%d, %d, %d, %d), float32]" % (n, c, side, side), \
             "Tensor[(%d, %d, %d, %d), float32]" % (o, c, k, k), "Tensor[(%d, %d, %d, %d), float32]" % (n, o, out, out)
         pad = side - ((out - 1) * s - 2 * p + k)
-        tag = "conv_%d_%d_%d_%d_%d" % (o, c, side, k, s)
+        tag = "conv_%d_%d_%d_%d_%d_b%d" % (o, c, side, k, s, n)
         texts = {
             "forward": "def @main(%%x: %s, %%w: %s) { nn.conv2d(%%x, %%w, %s) }" % (x, w, attrs),
             "data grad": "def @main(%%dy: %s, %%w: %s) { nn.conv2d_transpose(%%dy, %%w, %s, output_padding=[%d, %d]) }"
@@ -456,6 +455,7 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="smaller shapes, fewer rows")
     parser.add_argument("--only", default="gemm,elementwise,softmax,mlp,cnn,gpt,lstm", help="comma list of row groups (convs, resnet18's convolutions one by one, only when named)")
+    parser.add_argument("--conv-batch", type=int, default=2, help="the batch of the convs rows (the zoo's resnet18: 2)")
     parser.add_argument("--cpu", help="compile gradc's code for this CPU (gradc --cpu) instead of the host")
     parser.add_argument("--peer-isa", choices=["avx2", "avx512"], help="pin OpenBLAS and PyTorch to this ISA")
     parser.add_argument("--repeat", type=int, default=1, help="time every figure in this many processes, keep the best")
@@ -495,7 +495,7 @@ def main():
     if "cnn" in only:
         cnn_rows(peak)
     if "convs" in only:
-        conv_rows(peak)
+        conv_rows(peak, args.conv_batch)
     if "gpt" in only:
         gpt_rows()
     if "lstm" in only:
