@@ -833,7 +833,8 @@ def max_pool_ok(a, at, out, m):
 
 def global_max_ok(a, at, out, m):
     x = a[0]
-    return top_two_apart(x.reshape(x.shape[0] * x.shape[1], -1), m)
+    # (an empty plane count reshapes to (0, -1) only with the plane's size spelled out)
+    return top_two_apart(x.reshape(x.shape[0] * x.shape[1], int(np.prod(x.shape[2:]))), m)
 
 
 def adaptive_size(x_shape, at):
