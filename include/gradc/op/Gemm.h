@@ -35,6 +35,11 @@ struct Gemm {
   /// arithmetic, a select for the padding): the packed CPU schedule packs
   /// it, once per panel, rather than recompute it in the register tile.
   bool b_gathered = false;
+  /// `store` and `load` reach element (m, n) through an index that is not
+  /// affine in n (a strided convolution's chunk of images: each column's
+  /// image and pixel by a division): the packed CPU schedule keeps the
+  /// partial sums of a blocked K in scratch and stores each element once.
+  bool c_scattered = false;
   /// The kernel's only product, no loops around it (nn.dense, an unbatched
   /// matmul): a strategy may run it as phases of the kernel with scratch of
   /// their own (a GPU product split along K).

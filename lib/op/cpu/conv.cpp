@@ -328,6 +328,7 @@ StmtPtr conv2d_strided(KernelCtx &k, const ConvShape &s, DType acc) {
           gm.M = s.Og(), gm.N = NP, gm.K = K;
           gm.dtype = k.call.type.dtype;
           gm.epilogue = k.has_epilogue();
+          gm.c_scattered = per != NP;
           auto o = [&](const LExprPtr &m) { return add(mul(g[0], imm(s.Og())), m); };
           gm.a = [&](const LExprPtr &m, const LExprPtr &kk) { return cast(acc, k.in_flat(1, add(mul(o(m), imm(K)), kk))); };
           gm.b = [&](const LExprPtr &kk, const LExprPtr &j) {
