@@ -306,7 +306,7 @@ constexpr int64_t kMinProductPixels = 256;
 /// The transposed one multiplies first over the chunk's input pixels: 512 ->
 /// 512 at 7 x 7, one image (49 columns) at a time, 26.9 ms for a batch of 8
 /// and 6.8 for 2; five at a time 22.1 and 6.2 (256 -> 512 of stride 2 from
-/// 14 x 14, batch 8: 12.0 -> 11.1 ms).
+/// 14 x 14, batch 8: 12.0 -> 9.5 and 11.1 ms in two runs).
 int64_t chunk_budget(const KernelCtx &k, int64_t column_bytes) {
   return std::max(k.target.cpu_tuning().l2_bytes / 2, column_bytes * kMinProductPixels);
 }
