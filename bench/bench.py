@@ -48,7 +48,7 @@ import sys
 import textwrap
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-GRADC = os.path.join(ROOT, "build", "gradc")
+GRADC = os.environ.get("GRADC", os.path.join(ROOT, "build", "gradc"))  # another build: GRADC=path
 WORK = os.path.join(ROOT, "build", "bench")
 CORES = os.cpu_count() or 1
 # The timing policy of every timed process (bench/timing.h): MIN_WARM_MS, MAX_WARM_MS, PASS_MS, PASSES.

@@ -118,7 +118,7 @@ private:
     // Vector instructions, one lane per iteration. On the GPU, where a
     // thread's lanes are its vector loads and stores (ld.global.v4: a tiled
     // product's fetches), not where a lane calls a libdevice function.
-    if (lane_wise(s) && (device_ == Device::CPU || !computes_transcendental(s.body)))
+    if (lane_wise(s, device_ == Device::CPU) && (device_ == Device::CPU || !computes_transcendental(s.body)))
       return emit_lanes(s);
     if (device_ == Device::CPU && transposing_copy(s))
       return emit_transpose(s);
@@ -427,7 +427,18 @@ private:
       return ConstantVector::get(iota);
     }
     Value *on_load(const LExprPtr &e) override {
-      Type *ty = FixedVectorType::get(memory_type(k_.ctx_, e->dtype), count_);
+      Type *element = memory_type(k_.ctx_, e->dtype);
+      int64_t step = index_stride(e->operands[0], lane_).value_or(1);
+      if (step > 1) { // the span from lane 0 to the last lane, then every step-th element of it
+        Type *span = FixedVectorType::get(element, unsigned(step) * (count_ - 1) + 1);
+        Value *all = k_.b_.CreateAlignedLoad(span, address(*e->buffer, e->operands[0]),
+                                             k_.lane_align(*e->buffer, e->operands[0], loop_));
+        SmallVector<int, kMaxLanes> pick;
+        for (unsigned i = 0; i < count_; ++i)
+          pick.push_back(int(i * unsigned(step)));
+        return k_.b_.CreateShuffleVector(all, pick);
+      }
+      Type *ty = FixedVectorType::get(element, count_);
       return k_.b_.CreateAlignedLoad(ty, address(*e->buffer, e->operands[0]),
                                      k_.lane_align(*e->buffer, e->operands[0], loop_));
     }

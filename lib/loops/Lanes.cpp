@@ -114,7 +114,7 @@ private:
 /// Whether each node of an expression that uses the lane has a vector form.
 class LaneWiseExpr : public LExprFunctor<bool()> {
 public:
-  explicit LaneWiseExpr(const LVar *lane) : lane_(lane) {}
+  LaneWiseExpr(const LVar *lane, bool strided_loads) : lane_(lane), strided_loads_(strided_loads) {}
   bool ok(const LExprPtr &e) {
     if (!uses_var(e, lane_))
       return true;
@@ -133,7 +133,10 @@ protected:
   bool on_int_imm(const LExprPtr &) override { return true; }
   bool on_float_imm(const LExprPtr &) override { return true; }
   bool on_var(const LExprPtr &) override { return true; }
-  bool on_load(const LExprPtr &e) override { return lane_stride(e->operands[0], lane_) == 1; }
+  bool on_load(const LExprPtr &e) override {
+    Step step = lane_stride(e->operands[0], lane_);
+    return step == Step(1) || (strided_loads_ && step && *step > 1 && *step <= kMaxLoadStride);
+  }
   bool on_unary(const LExprPtr &e) override {
     return has_vector_form(e->uop, e->dtype) && operands_ok(e);
   }
@@ -161,11 +164,12 @@ protected:
 
 private:
   const LVar *lane_;
+  bool strided_loads_;
 };
 
 class LaneWiseBody : public StmtFunctor<bool()> {
 public:
-  explicit LaneWiseBody(const LVar *lane) : lane_(lane), exprs_(lane) {}
+  LaneWiseBody(const LVar *lane, bool strided_loads) : lane_(lane), exprs_(lane, strided_loads) {}
   bool ok(const StmtPtr &s) { return s && dispatch(s); }
 
 protected:
@@ -214,9 +218,9 @@ bool uses_var(const LExprPtr &e, const LVar *var) {
   return finder.found;
 }
 
-bool lane_wise(const Stmt &loop) {
+bool lane_wise(const Stmt &loop, bool strided_loads) {
   return loop.kind == StmtKind::For && loop.for_kind == ForKind::Vectorized && loop.extent >= 2 &&
-         loop.extent <= kMaxLanes && LaneWiseBody(loop.var.get()).ok(loop.body);
+         loop.extent <= kMaxLanes && LaneWiseBody(loop.var.get(), strided_loads).ok(loop.body);
 }
 
 bool transposing_copy(const Stmt &loop) {

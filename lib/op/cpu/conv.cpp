@@ -2,12 +2,14 @@
 //
 // The CPU strategies of nn.conv2d, nn.conv2d_transpose and
 // nn.conv2d_backward_weight (their definitions: conv.cpp). Every
-// convolution takes one of three paths, each built on the packed product
-// (cpu/Gemm.cpp): stride 1 over a zero-padded copy (the implicit im2col
-// contiguous), strides (and small images, where the padding would be much
-// of the work: padded_path) through a materialised im2col, or, depthwise, one
-// expression per output pixel. Every output is summed in a fixed order, so
-// a recomputed value is bitwise identical.
+// convolution takes one of four paths, the first three built on the packed
+// product (cpu/Gemm.cpp): a 3 x 3 correlation of stride 1 (a forward or a
+// data gradient) as Winograd F(2 x 2, 3 x 3), other stride-1 ones over a
+// zero-padded copy (the implicit im2col contiguous), strides (and small
+// images, where the padding would be much of the work: padded_path) through
+// a materialised im2col, or, depthwise, one expression per output pixel.
+// Every output is summed in a fixed order, so a recomputed value is bitwise
+// identical.
 //
 //===----------------------------------------------------------------------===//
 #include "Cpu.h"
@@ -15,6 +17,8 @@
 #include "gradc/loops/Range.h"
 #include "gradc/op/Gemm.h"
 #include "gradc/op/Registry.h"
+
+#include <array>
 
 namespace gradc {
 namespace {
@@ -828,6 +832,392 @@ bool padded_path(const ConvShape &s) {
   return double(Hp * Wp) <= kMaxGridWaste * double(s.OH * s.OW);
 }
 
+//===--- Winograd F(2 x 2, 3 x 3) on the CPU ------------------------------===//
+//
+// A 3 x 3 correlation of stride and dilation 1 computes each 2 x 2 block of
+// output pixels (a tile) from the 4 x 4 data around it in 16 multiplies per
+// channel pair instead of 36 (Lavin and Gray's minimal filtering): with the
+// weight transformed once, U = G g Gᵀ (4 x 4 per output and input channel),
+// and each tile's data, V = Bᵀ d B, the 16 positions p of the transformed
+// tile are 16 independent products M_p = U_p · V_p (output channels by
+// input channels, times input channels by tiles), and the output tile is
+// Aᵀ M A. The products are the packed ones, over a chunk of tiles at a
+// time; the transforms are additions (G's halves are exact in binary), so
+// the result differs from the direct sum only by rounding, in a fixed
+// order: a recomputed value is bitwise identical.
+
+/// The fewest channels on either side for which the transforms pay: the
+/// products then have K and M of at least this many.
+constexpr int64_t kWinogradMinChannels = 32;
+
+/// Tiles per chunk: the products' results of a chunk, 16·O values a tile,
+/// are what the output's transform reads back.
+constexpr int64_t kWinogradChunkTiles = 512;
+
+/// The weight's transform, per pair of input and output channels, in
+/// multiply-adds of the products: 16 values written and read back per 9
+/// read, a pass over memory (512 x 512 channels: 2.0 ms on a 2-core AMD EPYC
+/// Zen 5, about 700 of its multiply-adds a pair).
+constexpr int64_t kWinogradWeightCost = 512;
+
+/// Whether a convolution of shape `s` (its correlation: C input, O output
+/// channels) with output `out` (N, O, OH, OW) runs as Winograd F(2 x 2, 3 x
+/// 3): a 3 x 3 kernel of stride and dilation 1, one group, floats, and per
+/// channel pair the tiles' 16 multiply-adds (a dropped tile a row of tiles
+/// included) and the weight's transform at least 15% under the direct 9 a
+/// pixel: resnet18's 7 x 7 at batch 8 (1 : 0.87) runs direct, as at batch 2,
+/// and 14 x 14 at batch 2 (1 : 0.65) as Winograd.
+bool winograd_path(const ConvShape &s, const Shape &out, DType acc) {
+  if (!is_float(acc) || s.KH != 3 || s.KW != 3 || s.s[0] != 1 || s.s[1] != 1 || s.d[0] != 1 || s.d[1] != 1 ||
+      s.groups != 1 || s.C < kWinogradMinChannels || s.O < kWinogradMinChannels)
+    return false;
+  int64_t N = out[0], OH = out[2], OW = out[3];
+  double direct = 9.0 * double(N * OH * OW);
+  double winograd = 16.0 * double(N * ((OH + 1) / 2) * ((OW + 1) / 2 + 1)) + double(kWinogradWeightCost);
+  return 1.15 * winograd <= direct;
+}
+
+/// G x for one row or column x of a 3 x 3 kernel.
+std::array<LExprPtr, 4> winograd_kernel(const std::array<LExprPtr, 3> &x, DType acc) {
+  LExprPtr half = constant_of(0.5, acc), outer = add(x[0], x[2]);
+  return {x[0], mul(half, add(outer, x[1])), mul(half, sub(outer, x[1])), x[2]};
+}
+/// Aᵀ x for one row or column x of a product tile.
+std::array<LExprPtr, 2> winograd_output(const std::array<LExprPtr, 4> &x) {
+  return {add(add(x[0], x[1]), x[2]), sub(sub(x[1], x[2]), x[3])};
+}
+/// Row r of Bᵀ applied to x: x0 - x2, x1 + x2, x2 - x1, x1 - x3.
+LExprPtr winograd_data_row(int64_t r, const std::array<LExprPtr, 4> &x) {
+  return r == 0 ? sub(x[0], x[2]) : r == 1 ? add(x[1], x[2]) : r == 2 ? sub(x[2], x[1]) : sub(x[1], x[3]);
+}
+/// Row `r` (an index expression, 0 to 3) of Bᵀ has two entries, 1 at
+/// column first(r) and ±1 at column second(r): Bᵀ x = x[first] + sign·x[second]
+/// (winograd_data_row where r is known).
+struct WinogradDataRow {
+  LExprPtr first, second, sign;
+  WinogradDataRow(const LExprPtr &r, DType acc) {
+    auto pick = [&](std::array<int64_t, 4> v) {
+      return select(compare(CompareOp::EQ, r, imm(0)), imm(v[0]),
+                    select(compare(CompareOp::EQ, r, imm(1)), imm(v[1]), select(compare(CompareOp::EQ, r, imm(2)), imm(v[2]), imm(v[3]))));
+    };
+    first = pick({0, 1, 2, 1});
+    second = pick({2, 2, 1, 3});
+    sign = select(compare(CompareOp::EQ, r, imm(1)), constant_of(1, acc), constant_of(-1, acc));
+  }
+};
+
+/// The data of a Winograd correlation's tiles, copied once: TH rows of
+/// tiles of Ws columns each (the last one past the output: dropped), from
+/// argument `arg` (N, C, H, W) at (top, left) of the padded grid. Plane (c,
+/// a, e) of an image holds, at (ty, col), the element in row 2·ty + a and
+/// column 2·col + e of the grid, zero in the padding (a from 0 to `offsets`
+/// - 1, e 0 or 1), so that element (a, b) of every tile lies at the tile's
+/// own index in plane (c, a, b mod 2), b / 2 further on: the tiles are a
+/// unit-stride run however the grid is strided.
+struct WinogradPlanes {
+  BufferPtr buffer;
+  int64_t N, offsets, plane;
+
+  WinogradPlanes(KernelCtx &k, size_t arg, int64_t top, int64_t left, int64_t offsets, int64_t TH, int64_t Ws,
+                 DType acc, std::vector<StmtPtr> &stmts)
+      : offsets(offsets), plane(TH * Ws) {
+    const Shape &xs = k.arg_type(arg).shape;
+    N = xs[0];
+    int64_t C = xs[1], H = xs[2], W = xs[3], size = 2 * offsets * C * N * plane;
+    buffer = k.scratch("winograd_rows", acc, size + 1); // the last dropped tile reads one past the end
+    stmts.push_back(store(buffer, imm(size), constant_of(0, acc)));
+    // each tile column's two grid columns 2·col + e - left; inside [first, last) both lie in the
+    // data (no select, no clamp: a pair of loads LLVM vectorizes as one interleaved group)
+    int64_t first = std::min(Ws, (left + 1) / 2), last = std::max(first, std::min(Ws, (W - 2 + left) / 2 + 1));
+    stmts.push_back(loop_nest({C, offsets, N, TH}, [&](const Index &i) {
+      LExprPtr h = sub(add(mul(i[3], imm(2)), i[1]), imm(top));
+      auto columns = [&](const LExprPtr &col, bool inside, bool data) {
+        std::vector<StmtPtr> pair;
+        for (int64_t e = 0; e < 2; ++e) {
+          LExprPtr w = sub(add(mul(col, imm(2)), imm(e)), imm(left)), v = constant_of(0, acc);
+          if (data) {
+            v = cast(acc, k.in(arg, {i[2], i[0], clamp_index(h, H), inside ? w : clamp_index(w, W)}));
+            if (!inside)
+              v = select(in_range(w, 0, W), v, constant_of(0, acc));
+          }
+          LExprPtr image = at(i[0], i[1], imm(e), i[2]);
+          pair.push_back(store(buffer, add(add(image, mul(i[3], imm(Ws))), col), v));
+        }
+        return seq(pair);
+      };
+      return if_then(in_range(h, 0, H),
+                     over_inside_run(first, last, Ws, "z", [&](const LExprPtr &col, bool inside) { return columns(col, inside, true); }),
+                     over_inside_run(0, 0, Ws, "z", [&](const LExprPtr &col, bool) { return columns(col, false, false); }));
+    }));
+  }
+  /// Where image n of plane (c, a, e) starts.
+  LExprPtr at(const LExprPtr &c, const LExprPtr &a, const LExprPtr &e, const LExprPtr &n) const {
+    return mul(add(mul(add(mul(add(mul(c, imm(offsets)), a), imm(2)), e), imm(N)), n), imm(plane));
+  }
+  /// Element (a, b) of the tile at `tile` (image first's start on) in channel c.
+  LExprPtr load_at(const LExprPtr &c, const LExprPtr &a, const LExprPtr &b, const LExprPtr &tile) const {
+    LExprPtr e = binary(BinaryOp::FloorMod, b, imm(2)), on = binary(BinaryOp::FloorDiv, b, imm(2));
+    return load(buffer, add(add(at(c, a, e, imm(0)), tile), on));
+  }
+};
+
+/// out[n, m, oh, ow] = Σ_(c, kh, kw) weight(m, (c, kh, kw)) · x[n, c, oh + kh - top, ow + kw - left]
+/// (zero outside x: argument `arg`, (N, C, H, W)) for the call's output (N,
+/// O, OH, OW), as Winograd F(2 x 2, 3 x 3) (above); `weight` as
+/// correlate_padded's, its group 0. The data is copied once into four row
+/// planes, plane a holding rows 2·ty + a of the padded image for each tile
+/// row ty (rows of Wp = 2·(TW + 1) columns), so that element (a, b) of
+/// every tile of a row of tiles lies at 2·tile + b along its plane's row:
+/// the tiles (TW + 1 a row, the last one past the output and dropped)
+/// are a strided run, and the data's transform is the product's packing
+/// of its columns (b_gathered: four loads and three additions an element,
+/// vectorized along the tiles), never stored. 28 x 28 with 128 channels,
+/// batch 8: the transform as a pass of its own, 16 values per tile and
+/// channel stored and read back, took 35% of 8.4 ms (its rows of 14 tiles
+/// short of a vector).
+StmtPtr correlate_winograd(KernelCtx &k, size_t arg, int64_t top, int64_t left,
+                           const std::function<LExprPtr(const LExprPtr &g, const LExprPtr &m, const LExprPtr &kk)> &weight) {
+  const Shape &xs = k.arg_type(arg).shape, &os = k.call.type.shape;
+  int64_t N = xs[0], C = xs[1], O = os[1], OH = os[2], OW = os[3];
+  int64_t TH = (OH + 1) / 2, TW = (OW + 1) / 2, Ws = TW + 1, plane = TH * Ws;
+  DType dt = k.call.type.dtype, acc = dtype_info(dt).accumulator;
+  std::vector<StmtPtr> stmts;
+  WinogradPlanes planes(k, arg, top, left, 4, TH, Ws, acc, stmts);
+  // U[p, m, c] = (G g Gᵀ)[p] for g = weight(m, (c, ·, ·))
+  // (with C a whole number of vectors, a loop of one vector innermost: codegen's lane-wise form reads
+  // the taps nine apart as whole spans, lib/loops/Lanes.h)
+  BufferPtr U = k.scratch("winograd_weight", acc, 16 * O * C);
+  int64_t L = k.target.cpu_tuning().lanes(acc), blocks = C % L == 0 ? C / L : C;
+  L = C % L == 0 ? L : 1;
+  stmts.push_back(loop_nest({O, blocks, L}, [&](const Index &i) {
+    LExprPtr c = add(mul(i[1], imm(L)), i[2]);
+    std::array<std::array<LExprPtr, 4>, 3> krows; // G applied along each kernel row
+    for (int64_t kh = 0; kh < 3; ++kh) {
+      std::array<LExprPtr, 3> g;
+      for (int64_t kw = 0; kw < 3; ++kw)
+        g[kw] = weight(imm(0), i[0], add(mul(c, imm(9)), imm(kh * 3 + kw)));
+      krows[kh] = winograd_kernel(g, acc);
+    }
+    std::vector<StmtPtr> stores;
+    for (int64_t b = 0; b < 4; ++b) {
+      std::array<LExprPtr, 4> column = winograd_kernel({krows[0][b], krows[1][b], krows[2][b]}, acc);
+      for (int64_t a = 0; a < 4; ++a)
+        stores.push_back(store(U, add(mul(add(imm((a * 4 + b) * O), i[0]), imm(C)), c), column[a]));
+    }
+    return seq(stores);
+  }));
+  // chunks of `count` images by `R` tile rows from tile row r0: tile (i,
+  // r, tx) is column (i·R + r)·Ws + tx of the products (tx = TW dropped)
+  int64_t per_image = TH * Ws;
+  int64_t R = per_image >= kWinogradChunkTiles ? std::clamp<int64_t>(kWinogradChunkTiles / Ws, 1, TH) : TH;
+  int64_t images = R < TH ? 1 : std::clamp<int64_t>(kWinogradChunkTiles / per_image, 1, N);
+  BufferPtr Mp = k.scratch("winograd_products", acc, 16 * O * images * R * Ws);
+  auto chunk = [&](const LExprPtr &first, int64_t count, const LExprPtr &r0, int64_t R, bool holds_last) {
+    int64_t NT = count * R * Ws;
+    std::vector<StmtPtr> body;
+    body.push_back(loop_nest(
+        {16},
+        [&](const Index &p) {
+          WinogradDataRow ra(binary(BinaryOp::FloorDiv, p[0], imm(4)), acc), rb(binary(BinaryOp::FloorMod, p[0], imm(4)), acc);
+          Gemm gm;
+          gm.M = O, gm.N = NT, gm.K = C;
+          gm.dtype = acc;
+          gm.b_gathered = true;
+          gm.a = [&](const LExprPtr &m, const LExprPtr &c) { return load(U, add(mul(add(mul(p[0], imm(O)), m), imm(C)), c)); };
+          gm.b = [&, ra, rb](const LExprPtr &c, const LExprPtr &j) { // (Bᵀ d B)[p] of tile j, channel c
+            LExprPtr tile = add(add(mul(first, imm(plane)), mul(r0, imm(Ws))), j);
+            auto row = [&](const LExprPtr &a) {
+              return add(planes.load_at(c, a, rb.first, tile), mul(rb.sign, planes.load_at(c, a, rb.second, tile)));
+            };
+            return add(row(ra.first), mul(ra.sign, row(ra.second)));
+          };
+          auto at = [&, NT](const LExprPtr &m, const LExprPtr &j) { return add(mul(add(mul(p[0], imm(O)), m), imm(NT)), j); };
+          gm.store = [&, at](const LExprPtr &m, const LExprPtr &j, const LExprPtr &v) { return store(Mp, at(m, j), v); };
+          gm.store_raw = gm.store;
+          gm.load = [&, at](const LExprPtr &m, const LExprPtr &j) { return load(Mp, at(m, j)); };
+          return gemm_cpu_packed(k, gm);
+        },
+        ForKind::Serial, "position"));
+    // Aᵀ M A per tile; the last tile row or column of an odd output keeps its first half (the
+    // chunk holding an image's last tile row knows it statically)
+    auto tiles = [&](const LExprPtr &o, const LExprPtr &i, const LExprPtr &r, int64_t keep_rows) {
+      LExprPtr n = add(first, i), oh = mul(add(r0, r), imm(2));
+      auto columns = [&](int64_t from, int64_t to, int64_t keep_cols) {
+        return loop_nest({to - from}, [&](const Index &t) {
+          LExprPtr tx = add(t[0], imm(from)), j = add(mul(add(mul(i, imm(R)), r), imm(Ws)), tx);
+          std::array<std::array<LExprPtr, 2>, 4> rowsA; // Aᵀ applied along each product row
+          for (int64_t a = 0; a < 4; ++a) {
+            std::array<LExprPtr, 4> m;
+            for (int64_t b = 0; b < 4; ++b)
+              m[b] = load(Mp, add(mul(add(imm((a * 4 + b) * O), o), imm(NT)), j));
+            rowsA[a] = winograd_output(m);
+          }
+          std::vector<StmtPtr> stores;
+          for (int64_t y = 0; y < keep_rows; ++y)
+            for (int64_t x = 0; x < keep_cols; ++x) {
+              std::array<LExprPtr, 2> column = winograd_output({rowsA[0][x], rowsA[1][x], rowsA[2][x], rowsA[3][x]});
+              Index idx{n, o, add(oh, imm(y)), add(mul(tx, imm(2)), imm(x))};
+              stores.push_back(k.put(idx, flat_index(os, idx), cast(dt, column[y])));
+            }
+          return seq(stores);
+        }, ForKind::Spatial, "tile");
+      };
+      StmtPtr whole = columns(0, OW / 2, 2);
+      return OW % 2 ? seq({whole, columns(OW / 2, TW, 1)}) : whole;
+    };
+    int64_t inner = holds_last ? R - 1 : R;
+    if (inner > 0)
+      body.push_back(loop_nest({O, count, inner}, [&](const Index &i) { return tiles(i[0], i[1], i[2], 2); }));
+    if (holds_last)
+      body.push_back(loop_nest({O, count}, [&](const Index &i) { return tiles(i[0], i[1], imm(R - 1), 2 - OH % 2); }));
+    return seq(body);
+  };
+  if (R < TH) { // the rest (at least a row) holds each image's last tile row
+    int64_t blocks = (TH - 1) / R, rest = TH - blocks * R;
+    stmts.push_back(loop_nest(
+        {N},
+        [&](const Index &n) {
+          StmtPtr full = loop_nest({blocks}, [&](const Index &b) { return chunk(n[0], 1, mul(b[0], imm(R)), R, false); },
+                                   ForKind::Serial, "rows");
+          return seq({full, chunk(n[0], 1, imm(blocks * R), rest, true)});
+        },
+        ForKind::Serial, "n"));
+  } else {
+    stmts.push_back(over_chunks(N, images, [&](const LExprPtr &first, int64_t count) {
+      return chunk(first, count, imm(0), TH, true);
+    }));
+  }
+  return seq(stmts);
+}
+
+/// Row r of A (4 x 2), the output transform's transpose, applied to x:
+/// x0, x0 + x1, x0 - x1, -x1.
+LExprPtr winograd_grad_row(int64_t r, const LExprPtr &x0, const LExprPtr &x1) {
+  return r == 0 ? x0 : r == 1 ? add(x0, x1) : r == 2 ? sub(x0, x1) : unary(UnaryOp::Neg, x1);
+}
+
+/// Gᵀ x for one row or column x of a 4 x 4 product (4 -> 3).
+std::array<LExprPtr, 3> winograd_kernel_grad(const std::array<LExprPtr, 4> &x, DType acc) {
+  LExprPtr half = constant_of(0.5, acc), sum = mul(half, add(x[1], x[2]));
+  return {add(x[0], sum), mul(half, sub(x[1], x[2])), add(sum, x[3])};
+}
+
+/// Tiles per chunk of the weight gradient: its transformed data and
+/// gradient, 16·(C + O) values a tile, are stored, then read by the products.
+constexpr int64_t kWinogradGradChunkTiles = 256;
+
+/// dw[o, c, kh, kw] = Σ_(n, oh, ow) dy[n, o, oh, ow] · x[n, c, oh + kh - p0, ow + kw - p1] as
+/// Winograd F(2 x 2, 3 x 3) transposed: the forward's tile is y = Aᵀ (U ⊙ V)
+/// A with U = G g Gᵀ, so the gradient of a tile's Σ dy ⊙ y with respect to g
+/// is Gᵀ ((A dy Aᵀ) ⊙ V) G. Per chunk of tiles, the data's transform V and
+/// the gradient's, Y = A dy Aᵀ (4 x 4 from each 2 x 2 block of dy), are
+/// stored position by position, contiguous along the tiles; then 16 products
+/// Z_p += Y_p · V_pᵀ (output by input channels, over the chunk's tiles), and
+/// at the end dw = Gᵀ Z G per channel pair. The chunks are summed in order:
+/// a fixed order, as every product's.
+StmtPtr backward_weight_winograd(KernelCtx &k, const ConvShape &s, DType dt, DType acc) {
+  int64_t N = s.N, C = s.C, O = s.O, TH = (s.OH + 1) / 2, TW = (s.OW + 1) / 2, Ws = TW + 1;
+  std::vector<StmtPtr> stmts;
+  WinogradPlanes data(k, 1, s.p[0], s.p[1], 4, TH, Ws, acc, stmts), grad(k, 0, 0, 0, 2, TH, Ws, acc, stmts);
+  int64_t per_image = TH * Ws;
+  int64_t R = per_image >= kWinogradGradChunkTiles ? std::clamp<int64_t>(kWinogradGradChunkTiles / Ws, 1, TH) : TH;
+  int64_t images = R < TH ? 1 : std::clamp<int64_t>(kWinogradGradChunkTiles / per_image, 1, N);
+  int64_t most = images * R * Ws;
+  BufferPtr V = k.scratch("winograd_data", acc, 16 * C * most), Y = k.scratch("winograd_grad", acc, 16 * O * most);
+  BufferPtr Z = k.scratch("winograd_sums", acc, 16 * O * C);
+  auto chunk = [&](const LExprPtr &first, int64_t count, const LExprPtr &r0, int64_t rows) {
+    int64_t NT = count * rows * Ws;
+    LExprPtr start = add(mul(first, imm(data.plane)), mul(r0, imm(Ws)));
+    std::vector<StmtPtr> body;
+    // V[p, c, j] = (Bᵀ d B)[p], Y[p, o, j] = (A dy Aᵀ)[p]
+    body.push_back(loop_nest({C, NT}, [&](const Index &i) {
+      LExprPtr tile = add(start, i[1]);
+      std::array<std::array<LExprPtr, 4>, 4> d;
+      for (int64_t a = 0; a < 4; ++a)
+        for (int64_t b = 0; b < 4; ++b)
+          d[a][b] = data.load_at(i[0], imm(a), imm(b), tile);
+      std::vector<StmtPtr> stores;
+      for (int64_t a = 0; a < 4; ++a)
+        for (int64_t b = 0; b < 4; ++b) {
+          LExprPtr v = winograd_data_row(a, {winograd_data_row(b, d[0]), winograd_data_row(b, d[1]),
+                                             winograd_data_row(b, d[2]), winograd_data_row(b, d[3])});
+          stores.push_back(store(V, add(mul(add(imm((a * 4 + b) * C), i[0]), imm(NT)), i[1]), v));
+        }
+      return seq(stores);
+    }));
+    body.push_back(loop_nest({O, NT}, [&](const Index &i) {
+      LExprPtr tile = add(start, i[1]);
+      std::array<std::array<LExprPtr, 2>, 2> g;
+      for (int64_t a = 0; a < 2; ++a)
+        for (int64_t b = 0; b < 2; ++b)
+          g[a][b] = grad.load_at(i[0], imm(a), imm(b), tile);
+      std::vector<StmtPtr> stores;
+      for (int64_t a = 0; a < 4; ++a)
+        for (int64_t b = 0; b < 4; ++b) {
+          LExprPtr y = winograd_grad_row(a, winograd_grad_row(b, g[0][0], g[0][1]), winograd_grad_row(b, g[1][0], g[1][1]));
+          stores.push_back(store(Y, add(mul(add(imm((a * 4 + b) * O), i[0]), imm(NT)), i[1]), y));
+        }
+      return seq(stores);
+    }));
+    // each product adds its final sums into Z (an epilogue of the product's: its partial sums
+    // between K blocks stay in the product's scratch)
+    body.push_back(loop_nest(
+        {16},
+        [&](const Index &p) {
+          Gemm gm;
+          gm.M = O, gm.N = C, gm.K = NT;
+          gm.dtype = acc;
+          gm.epilogue = true;
+          gm.a_contiguous_in_k = gm.b_contiguous_in_k = true;
+          gm.a = [&](const LExprPtr &m, const LExprPtr &j) { return load(Y, add(mul(add(mul(p[0], imm(O)), m), imm(NT)), j)); };
+          gm.b = [&](const LExprPtr &j, const LExprPtr &c) { return load(V, add(mul(add(mul(p[0], imm(C)), c), imm(NT)), j)); };
+          auto at = [&](const LExprPtr &m, const LExprPtr &c) { return add(mul(add(mul(p[0], imm(O)), m), imm(C)), c); };
+          gm.store = [&, at](const LExprPtr &m, const LExprPtr &c, const LExprPtr &v) {
+            return store(Z, at(m, c), add(load(Z, at(m, c)), v));
+          };
+          gm.load = [&, at](const LExprPtr &m, const LExprPtr &c) { return load(Z, at(m, c)); };
+          return gemm_cpu_packed(k, gm);
+        },
+        ForKind::Serial, "position"));
+    return seq(body);
+  };
+  stmts.push_back(loop_nest({16 * O * C}, [&](const Index &i) { return store(Z, i[0], constant_of(0, acc)); }));
+  if (R < TH) {
+    int64_t blocks = TH / R, rest = TH % R;
+    stmts.push_back(loop_nest(
+        {N},
+        [&](const Index &n) {
+          StmtPtr full = loop_nest({blocks}, [&](const Index &b) { return chunk(n[0], 1, mul(b[0], imm(R)), R); },
+                                   ForKind::Serial, "rows");
+          return rest ? seq({full, chunk(n[0], 1, imm(blocks * R), rest)}) : full;
+        },
+        ForKind::Serial, "n"));
+  } else {
+    stmts.push_back(over_chunks(N, images, [&](const LExprPtr &first, int64_t count) { return chunk(first, count, imm(0), TH); }));
+  }
+  // dw = Gᵀ Z G
+  const Shape &os = k.call.type.shape;
+  stmts.push_back(loop_nest({O, C}, [&](const Index &i) {
+    std::array<std::array<LExprPtr, 3>, 4> rows; // Gᵀ along each row of Z
+    for (int64_t a = 0; a < 4; ++a) {
+      std::array<LExprPtr, 4> z;
+      for (int64_t b = 0; b < 4; ++b)
+        z[b] = load(Z, add(mul(add(imm((a * 4 + b) * O), i[0]), imm(C)), i[1]));
+      rows[a] = winograd_kernel_grad(z, acc);
+    }
+    std::vector<StmtPtr> stores;
+    for (int64_t kw = 0; kw < 3; ++kw) {
+      std::array<LExprPtr, 3> column = winograd_kernel_grad({rows[0][kw], rows[1][kw], rows[2][kw], rows[3][kw]}, acc);
+      for (int64_t kh = 0; kh < 3; ++kh) {
+        Index idx{i[0], i[1], imm(kh), imm(kw)};
+        stores.push_back(k.put(idx, flat_index(os, idx), cast(dt, column[kh])));
+      }
+    }
+    return seq(stores);
+  }));
+  return seq(stmts);
+}
+
 //===--- the strategies ---------------------------------------------------===//
 
 StmtPtr conv2d_kernel(KernelCtx &k) {
@@ -842,9 +1232,14 @@ StmtPtr conv2d_kernel(KernelCtx &k) {
     }));
     return seq(stmts);
   }
+  int64_t K = s.Cg() * s.taps();
+  if (winograd_path(s, k.call.type.shape, acc))
+    return correlate_winograd(k, 0, s.p[0], s.p[1], [&](const LExprPtr &, const LExprPtr &m, const LExprPtr &kk) {
+      return cast(acc, k.in_flat(1, add(mul(m, imm(K)), kk)));
+    });
   if (!padded_path(s))
     return conv2d_strided(k, s, acc);
-  int64_t Hp = s.H + s.p[0] + s.p[2], Wp = s.W + s.p[1] + s.p[3], K = s.Cg() * s.taps();
+  int64_t Hp = s.H + s.p[0] + s.p[2], Wp = s.W + s.p[1] + s.p[3];
   std::vector<StmtPtr> stmts;
   BufferPtr xp = padded_copy(k, 0, s.p[0], s.p[1], Hp, Wp, s.d[0] * (s.KH - 1) * Wp + s.d[1] * (s.KW - 1), true, acc,
                              stmts);
@@ -882,6 +1277,14 @@ StmtPtr conv2d_transpose_kernel(KernelCtx &k) {
   // against 6.0 for the whole of conv2d_transpose_strided).
   if (depthwise(s))
     return depthwise_transpose_strided(k, s, acc);
+  auto flipped = [&](const LExprPtr &g, const LExprPtr &m, const LExprPtr &c, const LExprPtr &kh, const LExprPtr &kw) {
+    return cast(acc, k.in(1, {add(mul(g, imm(s.Cg())), c), m, sub(imm(s.KH - 1), kh), sub(imm(s.KW - 1), kw)}));
+  };
+  if (winograd_path(s, k.call.type.shape, acc))
+    return correlate_winograd(k, 0, top, left, [&](const LExprPtr &g, const LExprPtr &m, const LExprPtr &kk) {
+      TapIndex t(kk, s.KH, s.KW);
+      return flipped(g, m, t.c, t.kh, t.kw);
+    });
   if (!padded_path(s))
     return conv2d_transpose_strided(k, s, acc);
   BufferPtr xp = padded_copy(k, 0, top, left, Hp, Wp, s.d[0] * (s.KH - 1) * Wp + s.d[1] * (s.KW - 1), true, acc,
@@ -894,9 +1297,6 @@ StmtPtr conv2d_transpose_kernel(KernelCtx &k) {
   // chunk gathered them through the taps' divisions (128 -> 128 at 3 x 3 on
   // 28 x 28: 5.04 -> 5.30 ms).
   int64_t K = s.Cg() * s.taps();
-  auto flipped = [&](const LExprPtr &g, const LExprPtr &m, const LExprPtr &c, const LExprPtr &kh, const LExprPtr &kw) {
-    return cast(acc, k.in(1, {add(mul(g, imm(s.Cg())), c), m, sub(imm(s.KH - 1), kh), sub(imm(s.KW - 1), kw)}));
-  };
   std::function<LExprPtr(const LExprPtr &, const LExprPtr &, const LExprPtr &)> weight =
       [&](const LExprPtr &g, const LExprPtr &m, const LExprPtr &kk) {
         TapIndex t(kk, s.KH, s.KW);
@@ -921,6 +1321,8 @@ StmtPtr conv2d_backward_weight_kernel(KernelCtx &k) {
   DType dt = k.call.type.dtype, acc = dtype_info(dt).accumulator;
   if (depthwise(s))
     return depthwise_backward_weight(k, s, dt, acc);
+  if (winograd_path(s, k.arg_type(0).shape, acc))
+    return backward_weight_winograd(k, s, dt, acc);
   if (padded_path(s))
     return backward_weight_padded(k, s, dt, acc);
   return backward_weight_strided(k, s, dt, acc);
