@@ -851,8 +851,10 @@ bool padded_path(const ConvShape &s) {
 constexpr int64_t kWinogradMinChannels = 32;
 
 /// Tiles per chunk: the products' results of a chunk, 16·O values a tile,
-/// are what the output's transform reads back.
-constexpr int64_t kWinogradChunkTiles = 512;
+/// are what the output's transform reads back. Each chunk is 16 products,
+/// a fork-join each: resnet18's 56 x 56 images at batch 2 took two chunks
+/// an image at 512 tiles, one at 1024.
+constexpr int64_t kWinogradChunkTiles = 1024;
 
 /// The weight's transform, per pair of input and output channels, in
 /// multiply-adds of the products: 16 values written and read back per 9
@@ -1103,8 +1105,11 @@ std::array<LExprPtr, 3> winograd_kernel_grad(const std::array<LExprPtr, 4> &x, D
 }
 
 /// Tiles per chunk of the weight gradient: its transformed data and
-/// gradient, 16·(C + O) values a tile, are stored, then read by the products.
-constexpr int64_t kWinogradGradChunkTiles = 256;
+/// gradient, 16·(C + O) values a tile, are stored, then read by the products
+/// (64 channels each side: 8 MB). At 256, resnet18's 56 x 56 weight
+/// gradients were 16 products of 64 x 64 x 232 per chunk, four chunks an
+/// image: about 10 µs each, as long as their fork-joins.
+constexpr int64_t kWinogradGradChunkTiles = 1024;
 
 /// dw[o, c, kh, kw] = Σ_(n, oh, ow) dy[n, o, oh, ow] · x[n, c, oh + kh - p0, ow + kw - p1] as
 /// Winograd F(2 x 2, 3 x 3) transposed: the forward's tile is y = Aᵀ (U ⊙ V)

@@ -1,7 +1,7 @@
 """3 x 3 convolutions of stride 1 as Winograd F(2 x 2, 3 x 3): the forward and, through --grad, the
 data gradient (a stride-1 transposed convolution, the kernel flipped) and the weight gradient
 (the transform transposed, summed over chunks of tiles), against PyTorch with a
-float64 reference: tiles chunked by tile rows of one image (56 x 56) and by images (7 x 7), odd
+float64 reference: tiles chunked by tile rows of one image (79 x 81) and by images, odd
 and non-square outputs (the last tile row and column keep half), other paddings (none, two, and
 unequal sides), a fused bias and relu, and float64. Every element of the output is compared, not
 only a weighted sum. Usage: conv_winograd.py GRADC WORKDIR."""
@@ -58,7 +58,8 @@ def check(tag, name, n, c, o, h, w_, pad=(1, 1, 1, 1), dtype="float32", epilogue
           % ("PASS" if ok else "FAIL", name, tuple(y.shape), err, forward, data_grad, weight_grad))
 
 
-check("k0", "64 -> 64 at 56x56, batch 2 (chunks of tile rows)", 2, 64, 64, 56, 56)
+check("k0", "32 -> 40 at 79x81, batch 2 (chunks of tile rows, odd)", 2, 32, 40, 79, 81)
+check("k6", "64 -> 64 at 56x56, batch 2", 2, 64, 64, 56, 56)
 check("k1", "64 -> 64 at 15x15, batch 4 (odd: half tiles)", 4, 64, 64, 15, 15)
 check("k2", "32 -> 48 at 9x13, batch 3, bias and relu fused", 3, 32, 48, 9, 13, epilogue=True)
 check("k3", "40 -> 36 at 21x12, batch 2, no padding", 2, 40, 36, 21, 12, pad=(0, 0, 0, 0))
