@@ -58,10 +58,10 @@ def check(tag, name, n, c, o, h, w_, pad=(1, 1, 1, 1), dtype="float32", epilogue
           % ("PASS" if ok else "FAIL", name, tuple(y.shape), err, forward, data_grad, weight_grad))
 
 
-check("k0", "32 -> 40 at 79x81, batch 2 (chunks of tile rows, odd)", 2, 32, 40, 79, 81)
+check("k0", "64 -> 72 at 79x81, batch 2 (chunks of tile rows, odd)", 2, 64, 72, 79, 81)
 check("k6", "64 -> 64 at 56x56, batch 2", 2, 64, 64, 56, 56)
 check("k1", "64 -> 64 at 15x15, batch 4 (odd: half tiles)", 4, 64, 64, 15, 15)
-check("k2", "32 -> 48 at 9x13, batch 3, bias and relu fused", 3, 32, 48, 9, 13, epilogue=True)
-check("k3", "40 -> 36 at 21x12, batch 2, no padding", 2, 40, 36, 21, 12, pad=(0, 0, 0, 0))
-check("k4", "36 -> 40 at 13x16, batch 3, padding 2, 0, 1, 2", 3, 36, 40, 13, 16, pad=(2, 0, 1, 2))
-check("k5", "48 -> 32 at 10x10, batch 2, float64", 2, 48, 32, 10, 10, dtype="float64")
+check("k2", "64 -> 80 at 9x13, batch 3, bias and relu fused", 3, 64, 80, 9, 13, epilogue=True)
+check("k3", "72 -> 64 at 21x12, batch 2, no padding", 2, 72, 64, 21, 12, pad=(0, 0, 0, 0))
+check("k4", "68 -> 64 at 13x16, batch 3, padding 2, 0, 1, 2", 3, 68, 64, 13, 16, pad=(2, 0, 1, 2))
+check("k5", "64 -> 64 at 10x10, batch 2, float64", 2, 64, 64, 10, 10, dtype="float64")
