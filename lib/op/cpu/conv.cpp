@@ -965,17 +965,26 @@ struct WinogradPlanes {
   }
 };
 
+/// A Winograd kernel's chunks of tiles: `rows` tile rows of one image where
+/// an image has at least `tiles` tiles, else `images` whole images (rows =
+/// TH), about `tiles` tiles each; `most` the tiles of the largest.
+struct WinogradChunks {
+  int64_t rows, images, most;
+  WinogradChunks(int64_t tiles, int64_t N, int64_t TH, int64_t Ws) {
+    int64_t per_image = TH * Ws;
+    rows = per_image >= tiles ? std::clamp<int64_t>(tiles / Ws, 1, TH) : TH;
+    images = rows < TH ? 1 : std::clamp<int64_t>(tiles / per_image, 1, N);
+    most = images * rows * Ws;
+  }
+};
+
 /// out[n, m, oh, ow] = Σ_(c, kh, kw) weight(m, (c, kh, kw)) · x[n, c, oh + kh - top, ow + kw - left]
 /// (zero outside x: argument `arg`, (N, C, H, W)) for the call's output (N,
 /// O, OH, OW), as Winograd F(2 x 2, 3 x 3) (above); `weight` as
-/// correlate_padded's, its group 0. The data is copied once into four row
-/// planes, plane a holding rows 2·ty + a of the padded image for each tile
-/// row ty (rows of Wp = 2·(TW + 1) columns), so that element (a, b) of
-/// every tile of a row of tiles lies at 2·tile + b along its plane's row:
-/// the tiles (TW + 1 a row, the last one past the output and dropped)
-/// are a strided run, and the data's transform is the product's packing
+/// correlate_padded's, its group 0. The data is copied once into planes
+/// (WinogradPlanes), so that the data's transform is the product's packing
 /// of its columns (b_gathered: four loads and three additions an element,
-/// vectorized along the tiles), never stored. 28 x 28 with 128 channels,
+/// unit-stride along the tiles), never stored. 28 x 28 with 128 channels,
 /// batch 8: the transform as a pass of its own, 16 values per tile and
 /// channel stored and read back, took 35% of 8.4 ms (its rows of 14 tiles
 /// short of a vector).
@@ -983,7 +992,7 @@ StmtPtr correlate_winograd(KernelCtx &k, size_t arg, int64_t top, int64_t left,
                            const std::function<LExprPtr(const LExprPtr &g, const LExprPtr &m, const LExprPtr &kk)> &weight) {
   const Shape &xs = k.arg_type(arg).shape, &os = k.call.type.shape;
   int64_t N = xs[0], C = xs[1], O = os[1], OH = os[2], OW = os[3];
-  int64_t TH = (OH + 1) / 2, TW = (OW + 1) / 2, Ws = TW + 1, plane = TH * Ws;
+  int64_t TH = (OH + 1) / 2, TW = (OW + 1) / 2, Ws = TW + 1;
   DType dt = k.call.type.dtype, acc = dtype_info(dt).accumulator;
   std::vector<StmtPtr> stmts;
   WinogradPlanes planes(k, arg, top, left, 4, TH, Ws, acc, stmts);
@@ -1012,10 +1021,9 @@ StmtPtr correlate_winograd(KernelCtx &k, size_t arg, int64_t top, int64_t left,
   }));
   // chunks of `count` images by `R` tile rows from tile row r0: tile (i,
   // r, tx) is column (i·R + r)·Ws + tx of the products (tx = TW dropped)
-  int64_t per_image = TH * Ws;
-  int64_t R = per_image >= kWinogradChunkTiles ? std::clamp<int64_t>(kWinogradChunkTiles / Ws, 1, TH) : TH;
-  int64_t images = R < TH ? 1 : std::clamp<int64_t>(kWinogradChunkTiles / per_image, 1, N);
-  BufferPtr Mp = k.scratch("winograd_products", acc, 16 * O * images * R * Ws);
+  WinogradChunks plan(kWinogradChunkTiles, N, TH, Ws);
+  int64_t R = plan.rows, images = plan.images;
+  BufferPtr Mp = k.scratch("winograd_products", acc, 16 * O * plan.most);
   auto chunk = [&](const LExprPtr &first, int64_t count, const LExprPtr &r0, int64_t R, bool holds_last) {
     int64_t NT = count * R * Ws;
     std::vector<StmtPtr> body;
@@ -1029,7 +1037,7 @@ StmtPtr correlate_winograd(KernelCtx &k, size_t arg, int64_t top, int64_t left,
           gm.b_gathered = true;
           gm.a = [&](const LExprPtr &m, const LExprPtr &c) { return load(U, add(mul(add(mul(p[0], imm(O)), m), imm(C)), c)); };
           gm.b = [&, ra, rb](const LExprPtr &c, const LExprPtr &j) { // (Bᵀ d B)[p] of tile j, channel c
-            LExprPtr tile = add(add(mul(first, imm(plane)), mul(r0, imm(Ws))), j);
+            LExprPtr tile = add(add(mul(first, imm(planes.plane)), mul(r0, imm(Ws))), j);
             auto row = [&](const LExprPtr &a) {
               return add(planes.load_at(c, a, rb.first, tile), mul(rb.sign, planes.load_at(c, a, rb.second, tile)));
             };
@@ -1126,10 +1134,8 @@ StmtPtr backward_weight_winograd(KernelCtx &k, const ConvShape &s, DType dt, DTy
   int64_t N = s.N, C = s.C, O = s.O, TH = (s.OH + 1) / 2, TW = (s.OW + 1) / 2, Ws = TW + 1;
   std::vector<StmtPtr> stmts;
   WinogradPlanes data(k, 1, s.p[0], s.p[1], 4, TH, Ws, acc, stmts), grad(k, 0, 0, 0, 2, TH, Ws, acc, stmts);
-  int64_t per_image = TH * Ws;
-  int64_t R = per_image >= kWinogradGradChunkTiles ? std::clamp<int64_t>(kWinogradGradChunkTiles / Ws, 1, TH) : TH;
-  int64_t images = R < TH ? 1 : std::clamp<int64_t>(kWinogradGradChunkTiles / per_image, 1, N);
-  int64_t most = images * R * Ws;
+  WinogradChunks plan(kWinogradGradChunkTiles, N, TH, Ws);
+  int64_t R = plan.rows, images = plan.images, most = plan.most;
   BufferPtr V = k.scratch("winograd_data", acc, 16 * C * most), Y = k.scratch("winograd_grad", acc, 16 * O * most);
   BufferPtr Z = k.scratch("winograd_sums", acc, 16 * O * C);
   auto chunk = [&](const LExprPtr &first, int64_t count, const LExprPtr &r0, int64_t rows) {
