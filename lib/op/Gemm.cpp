@@ -9,7 +9,7 @@
 namespace gradc {
 
 StmtPtr gemm_nest(KernelCtx &k, const Gemm &g) {
-  return loop_nest({g.M, g.N}, [&](const Index &mn) {
+  StmtPtr one = loop_nest({g.M, g.N}, [&](const Index &mn) {
     BufferPtr acc = k.local("acc", g.acc());
     LExprPtr z = imm(0);
     LVarPtr kk = k.var("k");
@@ -17,6 +17,7 @@ StmtPtr gemm_nest(KernelCtx &k, const Gemm &g) {
     StmtPtr red = g.K > 0 ? for_loop(kk, g.K, ForKind::Reduce, step) : seq({});
     return alloc(acc, seq({store(acc, z, constant_of(0, g.acc())), red, g.store(mn[0], mn[1], cast(g.dtype, load(acc, z)))}));
   });
+  return g.batch_index ? for_loop(g.batch_index, g.batch, ForKind::Spatial, one) : one;
 }
 
 } // namespace gradc

@@ -44,6 +44,13 @@ struct Gemm {
   /// matmul): a strategy may run it as phases of the kernel with scratch of
   /// their own (a GPU product split along K).
   bool alone = false;
+  /// `batch` products of this one shape (Winograd's 16 positions), their
+  /// functions above reading which one as var_ref(batch_index), a variable
+  /// the strategy binds: gemm_nest loops over it; the packed CPU schedule
+  /// runs every product's jobs in one parallel loop (one fork-join for all
+  /// of them, not one each), its scratch one slice per product.
+  int64_t batch = 1;
+  LVarPtr batch_index;
 
   /// Products accumulate in the dtype's accumulator (float16 in float32).
   DType acc() const { return dtype_info(dtype).accumulator; }
@@ -51,7 +58,7 @@ struct Gemm {
   LExprPtr b_acc(const LExprPtr &k, const LExprPtr &n) const { return cast(acc(), b(k, n)); }
 };
 
-/// C[m, n] = sum_k a(m, k) b(k, n) for m < M, n < N.
+/// C[m, n] = sum_k a(m, k) b(k, n) for m < M, n < N (each of the batch).
 using GemmStrategy = StmtPtr (*)(KernelCtx &k, const Gemm &g);
 /// The schedule-neutral nest.
 StmtPtr gemm_nest(KernelCtx &k, const Gemm &g);

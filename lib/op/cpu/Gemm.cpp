@@ -15,6 +15,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "Cpu.h"
+#include "gradc/loops/Functor.h"
 #include "gradc/loops/Lanes.h"
 
 #include <algorithm>
@@ -204,7 +205,7 @@ constexpr int64_t kAcrossTiles = 8; // row tiles packed together from rows read 
 /// their K block: one group streaming every tile's packed rows from L3 past
 /// each panel made dE of the GPT step (1000 x 128 x 512) 1.6x slower on
 /// two threads than reading its rows in place.
-int64_t row_groups(const CpuTuning &t, const Blocking &b, const Oriented &o, int64_t acc_bytes) {
+int64_t row_groups(const CpuTuning &t, const Blocking &b, const Oriented &o, int64_t acc_bytes, int64_t batch) {
   if (b.tiles < 2)
     return 1;
   int64_t groups = 1;
@@ -213,11 +214,12 @@ int64_t row_groups(const CpuTuning &t, const Blocking &b, const Oriented &o, int
     groups = std::min<int64_t>(b.tiles, (b.tiles + tiles_in_l2 - 1) / tiles_in_l2);
   }
   int64_t cores = t.cores;
+  int64_t per_group = batch * b.panels; // the jobs of a group of tiles, every product of the batch
   auto balance = [&](int64_t jobs) { return double(jobs) / double((jobs + cores - 1) / cores * cores); };
-  if (cores == 1 || balance(b.panels * groups) >= 0.85 || b.panels * groups >= 4 * cores)
+  if (cores == 1 || balance(per_group * groups) >= 0.85 || per_group * groups >= 4 * cores)
     return groups;
   for (int64_t g = groups + 1; g <= std::max(groups, b.tiles / 8); ++g)
-    if (balance(b.panels * g) >= 0.85)
+    if (balance(per_group * g) >= 0.85)
       return g;
   return std::max(groups, b.tiles / 8);
 }
@@ -286,7 +288,7 @@ Blocking blocking(const CpuTuning &t, const Gemm &g, const Oriented &o) {
   bool computed = o.bcast_computed || !o.bcast_k_stride;
   b.pack_rows = (computed && b.panels >= 2) ||
                 (b.panels >= 8 && b.tiles >= 2 && (!o.bcast_contiguous_in_k || conflict * acc_bytes % 4096 == 0));
-  b.groups = row_groups(t, b, o, acc_bytes);
+  b.groups = row_groups(t, b, o, acc_bytes, g.batch);
   int64_t cores = t.cores;
   if (!b.pack_rows && o.K <= kShortK && b.panels > 1 && b.tiles >= 2 * cores) {
     b.row_jobs = true;
@@ -303,15 +305,17 @@ Blocking blocking(const CpuTuning &t, const Gemm &g, const Oriented &o) {
 class PackedGemm {
 public:
   PackedGemm(KernelCtx &k, const Gemm &g)
-      : k_(k), g_(g), o_(orient_probed(k.target.cpu_tuning(), g)), b_(blocking(k.target.cpu_tuning(), g, o_)) {}
+      : k_(k), g_(g), o_(orient_probed(k.target.cpu_tuning(), g)), b_(blocking(k.target.cpu_tuning(), g, o_)),
+        product_(g.batch_index ? var_ref(g.batch_index) : imm(0)) {}
 
   StmtPtr build() {
     if (o_.rows == 0 || o_.cols == 0)
       return seq({});
     if (o_.K == 0) // an empty sum
-      return loop_nest({g_.M, g_.N}, [&](const Index &mn) { return g_.store(mn[0], mn[1], constant_of(0, g_.dtype)); });
+      return each_product(
+          loop_nest({g_.M, g_.N}, [&](const Index &mn) { return g_.store(mn[0], mn[1], constant_of(0, g_.dtype)); }));
     if (b_.pack_rows)
-      rows_ = k_.scratch("packed_rows", g_.acc(), b_.kc * b_.tiles * b_.mr);
+      rows_ = k_.scratch("packed_rows", g_.acc(), g_.batch * b_.kc * b_.tiles * b_.mr);
     // Partial sums between K blocks stay in the output, unless it cannot
     // hold them unrounded (float16 accumulates in float32) or holds only
     // final values (an epilogue with no raw store), or is written across
@@ -323,7 +327,7 @@ public:
     // per column: 30.2 -> 20.6 ms for a batch of 8).
     blocked_ = b_.blocks > 1;
     if (blocked_ && (g_.acc() != g_.dtype || (g_.epilogue && !g_.store_raw) || o_.transposed || g_.c_scattered))
-      partial_ = k_.scratch("partial", g_.acc(), o_.rows * o_.cols);
+      partial_ = k_.scratch("partial", g_.acc(), g_.batch * o_.rows * o_.cols);
     // With packed rows (shared by every panel) each K block packs them, then
     // runs the panels in parallel; otherwise each panel runs every K block
     // on its thread: one fork-join per product, not one per block.
@@ -342,8 +346,31 @@ private:
   Oriented o_;
   Blocking b_;
   BufferPtr panel_;                   // the packed panel of the current thread (a Local)
-  BufferPtr rows_, partial_;          // partial_: sums before the last K block (see build)
+  LExprPtr product_;                  // which product of the batch (0 for one product)
+  BufferPtr rows_, partial_;          // partial_: sums before the last K block (see build); a slice per product
   bool blocked_ = false;              // K is split into blocks
+
+  /// A loop of `kind` over `extent` iterations of each product of the batch:
+  /// iteration b·extent + i is body(i) of product b (one fork-join for the
+  /// batch where `kind` is Parallel).
+  StmtPtr over_batch(const std::string &name, int64_t extent, ForKind kind,
+                     const std::function<StmtPtr(const LExprPtr &)> &body) {
+    if (!g_.batch_index)
+      return loop(k_, name, extent, kind, body);
+    return loop(k_, name, g_.batch * extent, kind, [&](const LExprPtr &v) {
+      LExprPtr i = extent == 1 ? imm(0) : binary(BinaryOp::FloorMod, v, imm(extent));
+      LExprPtr b = extent == 1 ? v : binary(BinaryOp::FloorDiv, v, imm(extent));
+      return substitute(body(i), {{g_.batch_index.get(), b}});
+    });
+  }
+  /// `body` for each product of the batch in turn.
+  StmtPtr each_product(StmtPtr body) const {
+    return g_.batch_index ? for_loop(g_.batch_index, g_.batch, ForKind::Serial, std::move(body)) : body;
+  }
+  /// Where the partial sum of (row, col) lives.
+  LExprPtr partial_at(const LExprPtr &row, const LExprPtr &col) const {
+    return add(mul(add(mul(product_, imm(o_.rows)), row), imm(o_.cols)), col);
+  }
 
   static LExprPtr truth(bool v) { return int_imm(v, DType::Bool); }
   static LExprPtr first(const LExprPtr &kb) {
@@ -437,10 +464,10 @@ private:
       return alloc(panel_, job(j));
     };
     if (b_.row_jobs) // a job is one group against every panel
-      return loop(k_, "group", groups, ForKind::Parallel, [&](const LExprPtr &g) {
+      return over_batch("group", groups, ForKind::Parallel, [&](const LExprPtr &g) {
         return loop(k_, "p", panels, ForKind::Serial, [&](const LExprPtr &p) { return make(p, g); });
       });
-    return loop(k_, "job", panels * groups, ForKind::Parallel, [&](const LExprPtr &j) {
+    return over_batch("job", panels * groups, ForKind::Parallel, [&](const LExprPtr &j) {
       LExprPtr p = groups == 1 ? j : panels == 1 ? imm(0) : binary(BinaryOp::FloorMod, j, imm(panels));
       LExprPtr g = groups == 1 ? imm(0) : panels == 1 ? j : binary(BinaryOp::FloorDiv, j, imm(panels));
       return make(p, g);
@@ -454,7 +481,7 @@ private:
   /// (dE = dlogitsᵀ·x of the GPT step, 1000 x 128 x 512 on AVX2 code).
   StmtPtr pack_rows(const KBlock &kb) {
     if (o_.bcast_contiguous_in_k)
-      return loop(k_, "rt", b_.tiles, ForKind::Parallel, [&](const LExprPtr &rt) { return pack_tile(kb.k0, kb.steps, rt); });
+      return over_batch("rt", b_.tiles, ForKind::Parallel, [&](const LExprPtr &rt) { return pack_tile(kb.k0, kb.steps, rt); });
     int64_t chunks = b_.tiles / kAcrossTiles, left = b_.tiles % kAcrossTiles;
     auto chunk = [&](const LExprPtr &first, int64_t tiles) {
       return loop(k_, "kk", kb.steps, ForKind::Serial, [&](const LExprPtr &kk) {
@@ -466,9 +493,9 @@ private:
         });
       });
     };
-    return seq({loop(k_, "rc", chunks, ForKind::Parallel,
-                     [&](const LExprPtr &rc) { return chunk(mul(rc, imm(kAcrossTiles)), kAcrossTiles); }),
-                chunk(imm(chunks * kAcrossTiles), left)});
+    return seq({over_batch("rc", chunks, ForKind::Parallel,
+                           [&](const LExprPtr &rc) { return chunk(mul(rc, imm(kAcrossTiles)), kAcrossTiles); }),
+                each_product(chunk(imm(chunks * kAcrossTiles), left))});
   }
 
   /// One panel over one K block, on one thread: packed into that thread's
@@ -481,7 +508,7 @@ private:
 
   /// Where packed broadcast element (row tile rt, step kk, row i) lives.
   LExprPtr tile_at(const LExprPtr &rt, const LExprPtr &kk, const LExprPtr &i) const {
-    return add(mul(add(mul(rt, imm(b_.kc)), kk), imm(b_.mr)), i);
+    return add(mul(add(mul(add(mul(product_, imm(b_.tiles)), rt), imm(b_.kc)), kk), imm(b_.mr)), i);
   }
 
   /// The rows of row tile rt, steps [k0, k0 + steps).
@@ -560,7 +587,7 @@ private:
         return seq({loop(k_, "j", valid, ForKind::Vectorized,
                          [&](const LExprPtr &j) {
                            LExprPtr row = clamp_row(add(row0, i)), col = add(col0, j);
-                           LExprPtr before = partial_ ? load(partial_, add(mul(row, imm(o_.cols)), col))
+                           LExprPtr before = partial_ ? load(partial_, partial_at(row, col))
                                                       : cast(acc_t, o_.load(row, col));
                            return store(acc, slot(i, j), before);
                          }),
@@ -589,7 +616,7 @@ private:
         LExprPtr row = clamp_row(add(row0, i)), col = add(col0, j), sum = load(acc, slot(i, j));
         if (!partial)
           return o_.store(row, col, cast(g_.dtype, sum));
-        return partial_ ? store(partial_, add(mul(row, imm(o_.cols)), col), sum)
+        return partial_ ? store(partial_, partial_at(row, col), sum)
                         : o_.store_raw(row, col, cast(g_.dtype, sum));
       };
       // Transposed (rows are the output's columns): a tile column at a time,
@@ -669,7 +696,7 @@ StmtPtr gemm_cpu_packed(KernelCtx &k, const Gemm &g) {
   // (3 x 3) they measured slower than the panels: batch-16 dense 0.096 ms
   // against 0.063 on AVX2 code.
   const int64_t vl = k.target.vector_lanes(g.acc());
-  if (k.target.vector_registers >= 32 && g.a_contiguous_in_k && g.b_contiguous_in_k && g.M <= 32 && g.N >= 4 &&
+  if (!g.batch_index && k.target.vector_registers >= 32 && g.a_contiguous_in_k && g.b_contiguous_in_k && g.M <= 32 && g.N >= 4 &&
       g.K >= 8 * vl)
     return gemm_dot(k, g);
   return PackedGemm(k, g).build();

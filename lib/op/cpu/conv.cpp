@@ -1027,29 +1027,27 @@ StmtPtr correlate_winograd(KernelCtx &k, size_t arg, int64_t top, int64_t left,
   auto chunk = [&](const LExprPtr &first, int64_t count, const LExprPtr &r0, int64_t R, bool holds_last) {
     int64_t NT = count * R * Ws;
     std::vector<StmtPtr> body;
-    body.push_back(loop_nest(
-        {16},
-        [&](const Index &p) {
-          WinogradDataRow ra(binary(BinaryOp::FloorDiv, p[0], imm(4)), acc), rb(binary(BinaryOp::FloorMod, p[0], imm(4)), acc);
-          Gemm gm;
-          gm.M = O, gm.N = NT, gm.K = C;
-          gm.dtype = acc;
-          gm.b_gathered = true;
-          gm.a = [&](const LExprPtr &m, const LExprPtr &c) { return load(U, add(mul(add(mul(p[0], imm(O)), m), imm(C)), c)); };
-          gm.b = [&, ra, rb](const LExprPtr &c, const LExprPtr &j) { // (Bᵀ d B)[p] of tile j, channel c
-            LExprPtr tile = add(add(mul(first, imm(planes.plane)), mul(r0, imm(Ws))), j);
-            auto row = [&](const LExprPtr &a) {
-              return add(planes.load_at(c, a, rb.first, tile), mul(rb.sign, planes.load_at(c, a, rb.second, tile)));
-            };
-            return add(row(ra.first), mul(ra.sign, row(ra.second)));
-          };
-          auto at = [&, NT](const LExprPtr &m, const LExprPtr &j) { return add(mul(add(mul(p[0], imm(O)), m), imm(NT)), j); };
-          gm.store = [&, at](const LExprPtr &m, const LExprPtr &j, const LExprPtr &v) { return store(Mp, at(m, j), v); };
-          gm.store_raw = gm.store;
-          gm.load = [&, at](const LExprPtr &m, const LExprPtr &j) { return load(Mp, at(m, j)); };
-          return gemm_cpu_packed(k, gm);
-        },
-        ForKind::Serial, "position"));
+    // the 16 products at once, one per position p
+    Gemm gm;
+    gm.batch = 16, gm.batch_index = k.var("position");
+    LExprPtr p = var_ref(gm.batch_index);
+    WinogradDataRow ra(binary(BinaryOp::FloorDiv, p, imm(4)), acc), rb(binary(BinaryOp::FloorMod, p, imm(4)), acc);
+    gm.M = O, gm.N = NT, gm.K = C;
+    gm.dtype = acc;
+    gm.b_gathered = true;
+    gm.a = [&, p](const LExprPtr &m, const LExprPtr &c) { return load(U, add(mul(add(mul(p, imm(O)), m), imm(C)), c)); };
+    gm.b = [&, ra, rb](const LExprPtr &c, const LExprPtr &j) { // (Bᵀ d B)[p] of tile j, channel c
+      LExprPtr tile = add(add(mul(first, imm(planes.plane)), mul(r0, imm(Ws))), j);
+      auto row = [&](const LExprPtr &a) {
+        return add(planes.load_at(c, a, rb.first, tile), mul(rb.sign, planes.load_at(c, a, rb.second, tile)));
+      };
+      return add(row(ra.first), mul(ra.sign, row(ra.second)));
+    };
+    auto at = [&, p, NT](const LExprPtr &m, const LExprPtr &j) { return add(mul(add(mul(p, imm(O)), m), imm(NT)), j); };
+    gm.store = [&, at](const LExprPtr &m, const LExprPtr &j, const LExprPtr &v) { return store(Mp, at(m, j), v); };
+    gm.store_raw = gm.store;
+    gm.load = [&, at](const LExprPtr &m, const LExprPtr &j) { return load(Mp, at(m, j)); };
+    body.push_back(gemm_cpu_packed(k, gm));
     // Aᵀ M A per tile; the last tile row or column of an odd output keeps its first half (the
     // chunk holding an image's last tile row knows it statically)
     auto tiles = [&](const LExprPtr &o, const LExprPtr &i, const LExprPtr &r, int64_t keep_rows) {
@@ -1172,26 +1170,23 @@ StmtPtr backward_weight_winograd(KernelCtx &k, const ConvShape &s, DType dt, DTy
         }
       return seq(stores);
     }));
-    // each product adds its final sums into Z (an epilogue of the product's: its partial sums
-    // between K blocks stay in the product's scratch)
-    body.push_back(loop_nest(
-        {16},
-        [&](const Index &p) {
-          Gemm gm;
-          gm.M = O, gm.N = C, gm.K = NT;
-          gm.dtype = acc;
-          gm.epilogue = true;
-          gm.a_contiguous_in_k = gm.b_contiguous_in_k = true;
-          gm.a = [&](const LExprPtr &m, const LExprPtr &j) { return load(Y, add(mul(add(mul(p[0], imm(O)), m), imm(NT)), j)); };
-          gm.b = [&](const LExprPtr &j, const LExprPtr &c) { return load(V, add(mul(add(mul(p[0], imm(C)), c), imm(NT)), j)); };
-          auto at = [&](const LExprPtr &m, const LExprPtr &c) { return add(mul(add(mul(p[0], imm(O)), m), imm(C)), c); };
-          gm.store = [&, at](const LExprPtr &m, const LExprPtr &c, const LExprPtr &v) {
-            return store(Z, at(m, c), add(load(Z, at(m, c)), v));
-          };
-          gm.load = [&, at](const LExprPtr &m, const LExprPtr &c) { return load(Z, at(m, c)); };
-          return gemm_cpu_packed(k, gm);
-        },
-        ForKind::Serial, "position"));
+    // the 16 products at once (one per position p), each adding its final sums into Z (an
+    // epilogue of the product's: its partial sums between K blocks stay in the product's scratch)
+    Gemm gm;
+    gm.batch = 16, gm.batch_index = k.var("position");
+    LExprPtr p = var_ref(gm.batch_index);
+    gm.M = O, gm.N = C, gm.K = NT;
+    gm.dtype = acc;
+    gm.epilogue = true;
+    gm.a_contiguous_in_k = gm.b_contiguous_in_k = true;
+    gm.a = [&, p, NT](const LExprPtr &m, const LExprPtr &j) { return load(Y, add(mul(add(mul(p, imm(O)), m), imm(NT)), j)); };
+    gm.b = [&, p, NT](const LExprPtr &j, const LExprPtr &c) { return load(V, add(mul(add(mul(p, imm(C)), c), imm(NT)), j)); };
+    auto at = [&, p](const LExprPtr &m, const LExprPtr &c) { return add(mul(add(mul(p, imm(O)), m), imm(C)), c); };
+    gm.store = [&, at](const LExprPtr &m, const LExprPtr &c, const LExprPtr &v) {
+      return store(Z, at(m, c), add(load(Z, at(m, c)), v));
+    };
+    gm.load = [&, at](const LExprPtr &m, const LExprPtr &c) { return load(Z, at(m, c)); };
+    body.push_back(gemm_cpu_packed(k, gm));
     return seq(body);
   };
   stmts.push_back(loop_nest({16 * O * C}, [&](const Index &i) { return store(Z, i[0], constant_of(0, acc)); }));
