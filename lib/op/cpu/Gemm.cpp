@@ -194,7 +194,7 @@ struct Blocking {
 };
 
 constexpr int64_t kShortK = 32;
-constexpr int64_t kAcrossTiles = 8; // row tiles packed together from rows read across (pack_rows)
+constexpr int64_t kAcrossSteps = 16; // steps of k per job packing rows read across (pack_rows)
 
 /// The number of row groups: as few as spread the jobs (panels × groups)
 /// evenly over the cores and, where a panel packs in whole vectors, keep a
@@ -475,27 +475,28 @@ private:
   }
 
   /// The broadcast rows of one K block, packed by row tile on the pool.
-  /// Rows read across (a row of aᵀ per k) are packed kAcrossTiles tiles at
-  /// a time, k outermost, so that each step reads whole cache lines of its
-  /// row of a, not MR elements of a line that the next tile fetches again
-  /// (dE = dlogitsᵀ·x of the GPT step, 1000 x 128 x 512 on AVX2 code).
+  /// Rows read across (a row of aᵀ per k) are packed by runs of
+  /// kAcrossSteps steps of k, each step every tile, so that a step reads its
+  /// row of a whole, in order (dE = dlogitsᵀ·x of the GPT step, 1000 x 128 x
+  /// 512 on AVX2 code). Runs of tiles instead left a 512 -> 512 convolution
+  /// at 7 x 7, batch 2 (9 tiles) packing on one thread while the other waited.
   StmtPtr pack_rows(const KBlock &kb) {
     if (o_.bcast_contiguous_in_k)
       return over_batch("rt", b_.tiles, ForKind::Parallel, [&](const LExprPtr &rt) { return pack_tile(kb.k0, kb.steps, rt); });
-    int64_t chunks = b_.tiles / kAcrossTiles, left = b_.tiles % kAcrossTiles;
-    auto chunk = [&](const LExprPtr &first, int64_t tiles) {
-      return loop(k_, "kk", kb.steps, ForKind::Serial, [&](const LExprPtr &kk) {
-        return loop(k_, "t", tiles, ForKind::Serial, [&](const LExprPtr &t) {
-          LExprPtr rt = add(first, t);
+    int64_t runs = kb.steps / kAcrossSteps, left = kb.steps % kAcrossSteps;
+    auto run = [&](const LExprPtr &first, int64_t steps) {
+      return loop(k_, "kk", steps, ForKind::Serial, [&](const LExprPtr &s) {
+        LExprPtr kk = add(first, s);
+        return loop(k_, "t", b_.tiles, ForKind::Serial, [&](const LExprPtr &rt) {
           return loop(k_, "i", b_.mr, ForKind::Vectorized, [&](const LExprPtr &i) {
             return store(rows_, tile_at(rt, kk, i), o_.bcast(clamp_row(add(mul(rt, imm(b_.mr)), i)), add(kb.k0, kk)));
           });
         });
       });
     };
-    return seq({over_batch("rc", chunks, ForKind::Parallel,
-                           [&](const LExprPtr &rc) { return chunk(mul(rc, imm(kAcrossTiles)), kAcrossTiles); }),
-                each_product(chunk(imm(chunks * kAcrossTiles), left))});
+    return seq({over_batch("rc", runs, ForKind::Parallel,
+                           [&](const LExprPtr &rc) { return run(mul(rc, imm(kAcrossSteps)), kAcrossSteps); }),
+                each_product(run(imm(runs * kAcrossSteps), left))});
   }
 
   /// One panel over one K block, on one thread: packed into that thread's
