@@ -483,7 +483,9 @@ private:
   StmtPtr pack_rows(const KBlock &kb) {
     if (o_.bcast_contiguous_in_k)
       return over_batch("rt", b_.tiles, ForKind::Parallel, [&](const LExprPtr &rt) { return pack_tile(kb.k0, kb.steps, rt); });
-    int64_t runs = kb.steps / kAcrossSteps, left = kb.steps % kAcrossSteps;
+    // runs of kAcrossSteps, shorter where a short K would leave a core without one
+    int64_t length = std::clamp<int64_t>(kb.steps / std::max<int64_t>(1, k_.target.cpu_tuning().cores), 1, kAcrossSteps);
+    int64_t runs = kb.steps / length, left = kb.steps % length;
     auto run = [&](const LExprPtr &first, int64_t steps) {
       return loop(k_, "kk", steps, ForKind::Serial, [&](const LExprPtr &s) {
         LExprPtr kk = add(first, s);
@@ -495,8 +497,8 @@ private:
       });
     };
     return seq({over_batch("rc", runs, ForKind::Parallel,
-                           [&](const LExprPtr &rc) { return run(mul(rc, imm(kAcrossSteps)), kAcrossSteps); }),
-                each_product(run(imm(runs * kAcrossSteps), left))});
+                           [&](const LExprPtr &rc) { return run(mul(rc, imm(length)), length); }),
+                each_product(run(imm(runs * length), left))});
   }
 
   /// One panel over one K block, on one thread: packed into that thread's
