@@ -15,7 +15,8 @@ StmtPtr gemm_nest(KernelCtx &k, const Gemm &g) {
     LVarPtr kk = k.var("k");
     StmtPtr step = store(acc, z, add(load(acc, z), mul(g.a_acc(mn[0], var_ref(kk)), g.b_acc(var_ref(kk), mn[1]))));
     StmtPtr red = g.K > 0 ? for_loop(kk, g.K, ForKind::Reduce, step) : seq({});
-    return alloc(acc, seq({store(acc, z, constant_of(0, g.acc())), red, g.store(mn[0], mn[1], cast(g.dtype, load(acc, z)))}));
+    LExprPtr start = g.accumulate ? cast(g.acc(), g.load(mn[0], mn[1])) : constant_of(0, g.acc());
+    return alloc(acc, seq({store(acc, z, start), red, g.store(mn[0], mn[1], cast(g.dtype, load(acc, z)))}));
   });
   return g.batch_index ? for_loop(g.batch_index, g.batch, ForKind::Spatial, one) : one;
 }

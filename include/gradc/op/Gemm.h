@@ -44,6 +44,10 @@ struct Gemm {
   /// matmul): a strategy may run it as phases of the kernel with scratch of
   /// their own (a GPU product split along K).
   bool alone = false;
+  /// C += A·B: the sums start from what `load` reads, not from zero
+  /// (Winograd's weight gradient adding chunk after chunk into its sums:
+  /// their partial sums then stay where they are, no scratch of their own).
+  bool accumulate = false;
   /// `batch` products of this one shape (Winograd's 16 positions), their
   /// functions above reading which one as var_ref(batch_index), a variable
   /// the strategy binds: gemm_nest loops over it; the packed CPU schedule

@@ -311,6 +311,8 @@ public:
   StmtPtr build() {
     if (o_.rows == 0 || o_.cols == 0)
       return seq({});
+    if (o_.K == 0 && g_.accumulate) // nothing to add
+      return seq({});
     if (o_.K == 0) // an empty sum
       return each_product(
           loop_nest({g_.M, g_.N}, [&](const Index &mn) { return g_.store(mn[0], mn[1], constant_of(0, g_.dtype)); }));
@@ -585,20 +587,22 @@ private:
     auto slot = [&](const LExprPtr &i, const LExprPtr &j) { return add(mul(i, imm(nr)), j); };
 
     StmtPtr zero_all = loop(k_, "s", mr * nr, ForKind::Vectorized, [&](const LExprPtr &s) { return store(acc, s, zero); });
-    StmtPtr reload = by_width(job, [&](int64_t valid) {
-      return loop(k_, "i", mr, ForKind::Unrolled, [&](const LExprPtr &i) {
-        return seq({loop(k_, "j", valid, ForKind::Vectorized,
-                         [&](const LExprPtr &j) {
-                           LExprPtr row = clamp_row(add(row0, i)), col = add(col0, j);
-                           LExprPtr before = partial_ ? load(partial_, partial_at(row, col))
-                                                      : cast(acc_t, o_.load(row, col));
-                           return store(acc, slot(i, j), before);
-                         }),
-                    loop(k_, "j", nr - valid, ForKind::Vectorized,
-                         [&](const LExprPtr &j) { return store(acc, slot(i, add(j, imm(valid))), zero); })});
+    auto reload = [&](bool from_output) { // the partial sums, from the output or the scratch
+      return by_width(job, [&](int64_t valid) {
+        return loop(k_, "i", mr, ForKind::Unrolled, [&](const LExprPtr &i) {
+          return seq({loop(k_, "j", valid, ForKind::Vectorized,
+                           [&](const LExprPtr &j) {
+                             LExprPtr row = clamp_row(add(row0, i)), col = add(col0, j);
+                             LExprPtr before = partial_ && !from_output ? load(partial_, partial_at(row, col))
+                                                                        : cast(acc_t, o_.load(row, col));
+                             return store(acc, slot(i, j), before);
+                           }),
+                      loop(k_, "j", nr - valid, ForKind::Vectorized,
+                           [&](const LExprPtr &j) { return store(acc, slot(i, add(j, imm(valid))), zero); })});
+        });
       });
-    });
-    StmtPtr init = choose(kb.is_first, zero_all, reload);
+    };
+    StmtPtr init = choose(kb.is_first, g_.accumulate ? reload(true) : zero_all, reload(false));
 
     bool fma = k_.target.has_fma && is_float(acc_t);
     StmtPtr steps_loop = loop(k_, "kk", kb.steps, ForKind::Serial, [&](const LExprPtr &kk) {

@@ -1178,21 +1178,20 @@ StmtPtr backward_weight_winograd(KernelCtx &k, const ConvShape &s, DType dt, DTy
         }
       return seq(stores);
     }));
-    // the 16 products at once (one per position p), each adding its final sums into Z (an
-    // epilogue of the product's: its partial sums between K blocks stay in the product's scratch)
+    // the 16 products at once (one per position p), each adding its sums into Z (partial sums
+    // between K blocks there too: no scratch of the product's, 16 O x C floats)
     Gemm gm;
     gm.batch = 16, gm.batch_index = k.var("position");
     LExprPtr p = var_ref(gm.batch_index);
     gm.M = O, gm.N = C, gm.K = NT;
     gm.dtype = acc;
-    gm.epilogue = true;
+    gm.accumulate = true;
     gm.a_contiguous_in_k = gm.b_contiguous_in_k = true;
     gm.a = [&, p, NT](const LExprPtr &m, const LExprPtr &j) { return load(Y, add(mul(add(mul(p, imm(O)), m), imm(NT)), j)); };
     gm.b = [&, p, NT](const LExprPtr &j, const LExprPtr &c) { return load(V, add(mul(add(mul(p, imm(C)), c), imm(NT)), j)); };
     auto at = [&, p](const LExprPtr &m, const LExprPtr &c) { return add(mul(add(mul(p, imm(O)), m), imm(C)), c); };
-    gm.store = [&, at](const LExprPtr &m, const LExprPtr &c, const LExprPtr &v) {
-      return store(Z, at(m, c), add(load(Z, at(m, c)), v));
-    };
+    gm.store = [&, at](const LExprPtr &m, const LExprPtr &c, const LExprPtr &v) { return store(Z, at(m, c), v); };
+    gm.store_raw = gm.store;
     gm.load = [&, at](const LExprPtr &m, const LExprPtr &c) { return load(Z, at(m, c)); };
     body.push_back(gemm_cpu_packed(k, gm));
     return seq(body);

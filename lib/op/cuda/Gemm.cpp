@@ -440,6 +440,8 @@ StmtPtr gemm_cuda_split_k(KernelCtx &k, const Shape &loops, const std::function<
 }
 
 StmtPtr gemm_cuda(KernelCtx &k, const Gemm &g) {
+  if (g.batch_index || g.accumulate) // the schedule-neutral nest (none reaches here yet: Winograd is the CPU's)
+    return gemm_nest(k, g);
   if (g.alone)
     if (StmtPtr split = gemm_cuda_split_k(k, {}, [&g](const Index &) { return g; }))
       return split;
