@@ -850,11 +850,17 @@ bool padded_path(const ConvShape &s) {
 /// on one thread and 10% slower on two (its step 235 -> 260 ms).
 constexpr int64_t kWinogradMinChannels = 64;
 
-/// Tiles per chunk: the products' results of a chunk, 16·O values a tile,
-/// are what the output's transform reads back. Each chunk is 16 products,
-/// a fork-join each: resnet18's 56 x 56 images at batch 2 took two chunks
-/// an image at 512 tiles, one at 1024.
+/// Tiles per chunk, at most: what a chunk stores per tile (the forward's
+/// products, 16·O values, which the output's transform reads back; the
+/// weight gradient's transformed data and gradient, 16·(C + O)) takes at
+/// most kWinogradChunkBytes in all. Resnet18's 56 x 56 images at batch 2
+/// took two chunks an image at 512 tiles, one at 1024 (when each chunk was
+/// 16 fork-joins); its weight gradients at 256 tiles 7.7 ms against 6.3 on
+/// two threads, batch 8. 1024 tiles of vgg11_bn's 512 -> 512 at 28 x 28 (two
+/// images, 420 tiles) took 13.8 MB per kernel, its weight gradient 27.5:
+/// they set the least workspace --remat=auto could plan for its step.
 constexpr int64_t kWinogradChunkTiles = 1024;
+constexpr int64_t kWinogradChunkBytes = 8 << 20;
 
 /// The weight's transform, per pair of input and output channels, in
 /// multiply-adds of the products: 16 values written and read back per 9
@@ -978,7 +984,9 @@ struct WinogradPlanes {
 /// TH), about `tiles` tiles each; `most` the tiles of the largest.
 struct WinogradChunks {
   int64_t rows, images, most;
-  WinogradChunks(int64_t tiles, int64_t N, int64_t TH, int64_t Ws) {
+  /// For `tile_bytes` of a chunk's scratch per tile (kWinogradChunkBytes).
+  WinogradChunks(int64_t tile_bytes, int64_t N, int64_t TH, int64_t Ws) {
+    int64_t tiles = std::clamp<int64_t>(kWinogradChunkBytes / tile_bytes, 1, kWinogradChunkTiles);
     int64_t per_image = TH * Ws;
     rows = per_image >= tiles ? std::clamp<int64_t>(tiles / Ws, 1, TH) : TH;
     images = rows < TH ? 1 : std::clamp<int64_t>(tiles / per_image, 1, N);
@@ -1003,7 +1011,7 @@ StmtPtr correlate_winograd(KernelCtx &k, size_t arg, int64_t top, int64_t left,
   int64_t TH = (OH + 1) / 2, TW = (OW + 1) / 2, Ws = TW + 1;
   DType dt = k.call.type.dtype, acc = dtype_info(dt).accumulator;
   std::vector<StmtPtr> stmts;
-  WinogradChunks plan(kWinogradChunkTiles, N, TH, Ws);
+  WinogradChunks plan(16 * O * dtype_bytes(acc), N, TH, Ws);
   WinogradPlanes planes(k, arg, top, left, 4, TH, Ws, acc, stmts, plan.images == 1);
   // U[p, m, c] = (G g Gᵀ)[p] for g = weight(m, (c, ·, ·))
   // (with C a whole number of vectors, a loop of one vector innermost: codegen's lane-wise form reads
@@ -1120,12 +1128,6 @@ std::array<LExprPtr, 3> winograd_kernel_grad(const std::array<LExprPtr, 4> &x, D
   return {add(x[0], sum), mul(half, sub(x[1], x[2])), add(sum, x[3])};
 }
 
-/// Tiles per chunk of the weight gradient: its transformed data and
-/// gradient, 16·(C + O) values a tile, are stored, then read by the products
-/// (64 channels each side: 8 MB). At 256, resnet18's 56 x 56 weight
-/// gradients were 16 products of 64 x 64 x 232 per chunk, four chunks an
-/// image: about 10 µs each, as long as their fork-joins.
-constexpr int64_t kWinogradGradChunkTiles = 1024;
 
 /// dw[o, c, kh, kw] = Σ_(n, oh, ow) dy[n, o, oh, ow] · x[n, c, oh + kh - p0, ow + kw - p1] as
 /// Winograd F(2 x 2, 3 x 3) transposed: the forward's tile is y = Aᵀ (U ⊙ V)
@@ -1139,7 +1141,7 @@ constexpr int64_t kWinogradGradChunkTiles = 1024;
 StmtPtr backward_weight_winograd(KernelCtx &k, const ConvShape &s, DType dt, DType acc) {
   int64_t N = s.N, C = s.C, O = s.O, TH = (s.OH + 1) / 2, TW = (s.OW + 1) / 2, Ws = TW + 1;
   std::vector<StmtPtr> stmts;
-  WinogradChunks plan(kWinogradGradChunkTiles, N, TH, Ws);
+  WinogradChunks plan(16 * (C + O) * dtype_bytes(acc), N, TH, Ws);
   WinogradPlanes data(k, 1, s.p[0], s.p[1], 4, TH, Ws, acc, stmts, plan.images == 1), grad(k, 0, 0, 0, 2, TH, Ws, acc, stmts);
   int64_t R = plan.rows, images = plan.images, most = plan.most;
   BufferPtr V = k.scratch("winograd_data", acc, 16 * C * most), Y = k.scratch("winograd_grad", acc, 16 * O * most);
