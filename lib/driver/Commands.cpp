@@ -768,7 +768,7 @@ const char *gradient_kind(const OpDef &d) {
 
 /// The lowering column: fusable elementwise, a kernel, or a composite.
 const char *lowering_kind(const OpDef &d) {
-  return d.element ? "injective" : d.kernel ? "kernel" : d.decompose ? "composite" : d.lower_loop ? "time-loop" : "no";
+  return d.element && d.element_when ? "injective or kernel" : d.element ? "injective" : d.kernel ? "kernel" : d.decompose ? "composite" : d.lower_loop ? "time-loop" : "no";
 }
 
 } // namespace
@@ -811,7 +811,7 @@ int ops_command(const std::string &name, bool json, std::ostream &out, std::ostr
                      {"has_gradient", d->has_gradient()},
                      {"gradient_is_zero", d->no_gradient},
                      {"has_lowering", d->has_lowering()},
-                     {"injective", d->injective()},
+                     {"injective", d->ever_injective()},
                      {"aliases", d->aliases},
                      {"examples", examples},
                      {"gradient_formula", derived_gradient(*d)},
@@ -886,7 +886,8 @@ int ops_command(const std::string &name, bool json, std::ostream &out, std::ostr
   for (const auto &[target, fn] : d.strategies)
     strategies += std::string(strategies.empty() ? "; for " : ", ") + target_kind_name(target);
   out << "  lowering: "
-      << (d.element     ? "injective (fusable)"
+      << (d.element && d.element_when ? "injective (fusable) for some calls, a kernel for the others"
+          : d.element     ? "injective (fusable)"
           : d.kernel    ? "kernel" + (strategies.empty() ? "" : strategies + " (hand-scheduled)") +
                               (d.fuses_epilogue ? "; fuses its consumers' epilogue" : "")
           : d.decompose ? "a composite, expanded into its parts"

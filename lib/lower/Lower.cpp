@@ -185,7 +185,7 @@ private:
   LExprPtr on_call(const ExprPtr &e, const Index &idx) override {
     if (e.get() == anchor_.first) // inside the epilogue of the anchor's kernel
       return anchor_.second;
-    GRADC_CHECK(e->op->injective(), "lowering", "fused non-injective operator " + e->op->name);
+    GRADC_CHECK(e->op->injective(*e), "lowering", "fused non-injective operator " + e->op->name);
     ElementCtx ctx{*e, idx, [this, e](size_t leaf, const Index &i) { return input(*e, leaf, i); }};
     return e->op->element(ctx);
   }
@@ -248,7 +248,7 @@ private:
     if (b.var->type.is_tensor()) {
       bufs.push_back(make_buffer(b.var->name, b.var->type, BufferScope::Arena));
     } else {
-      GRADC_CHECK(!v.op->injective(), "lowering", "injective operator " + v.op->name + " with a tuple result");
+      GRADC_CHECK(!v.op->injective(v), "lowering", "injective operator " + v.op->name + " with a tuple result");
       std::vector<Type> leaves = leaf_types(b.var->type);
       for (size_t i = 0; i < leaves.size(); ++i)
         bufs.push_back(make_buffer(b.var->name + "_" + std::to_string(i), leaves[i], BufferScope::Arena));
@@ -259,10 +259,10 @@ private:
       return lower_time_loop(v, bufs);
     const BufferPtr &buf = bufs[0];
     std::string kname = buf->name + "_" + kernel_suffix(v);
-    const Expr *anchor = v.op->injective() || v.op->pointwise ? find_anchor(v) : nullptr;
+    const Expr *anchor = v.op->injective(v) || v.op->pointwise ? find_anchor(v) : nullptr;
     if (anchor)
       kname = buf->name + "_" + kernel_suffix(*anchor) + "_" + kernel_suffix(v);
-    if (v.op->injective() && !anchor) {
+    if (v.op->injective(v) && !anchor) {
       add_kernel(kname, loop_nest(buf->shape, [&](const Index &idx) {
                    return store(buf, flat_index(buf->shape, idx), element(b.value, idx));
                  }));
@@ -284,7 +284,7 @@ private:
                     return s;
                   },
                   {}};
-    if (anchor && v.op->injective())
+    if (anchor && v.op->injective(v))
       ctx.epilogue = [this, &b, anchor](const Index &idx, const LExprPtr &value) {
         anchor_ = {anchor, value};
         LExprPtr result = element(b.value, idx);
@@ -341,7 +341,7 @@ private:
     for (const ExprPtr &a : v.args) {
       if (a->kind != ExprKind::Call)
         continue;
-      if (!a->op->injective())
+      if (!a->op->injective(*a))
         return a.get();
       if (const Expr *found = find_anchor(*a))
         return found;

@@ -124,6 +124,11 @@ OpBuilder &OpBuilder::element(ElementFn fn) {
   def_.element = fn;
   return *this;
 }
+OpBuilder &OpBuilder::element(ElementFn fn, bool (*when)(const Expr &call)) {
+  def_.element = fn;
+  def_.element_when = when;
+  return *this;
+}
 OpBuilder &OpBuilder::kernel(KernelFn fn) {
   def_.kernel = fn;
   return *this;
@@ -265,7 +270,7 @@ int64_t OpDef::flops(const Expr &call) const {
   if (!call.type.is_tensor())
     return 0;
   int64_t out = num_elements(call.type.shape);
-  if (!injective() && !call.args.empty() && call.args[0]->type.is_tensor())
+  if (!injective(call) && !call.args.empty() && call.args[0]->type.is_tensor())
     return std::max(out, num_elements(call.args[0]->type.shape));
   return out;
 }

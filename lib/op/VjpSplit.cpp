@@ -21,7 +21,7 @@ namespace {
 /// scan. Recomputing it costs more than reading it back.
 bool worth_saving(const Binding &b) {
   const Expr &v = *b.value;
-  if (v.kind != ExprKind::Call || !v.type.is_tensor() || v.op->injective())
+  if (v.kind != ExprKind::Call || !v.type.is_tensor() || v.op->injective(v))
     return false;
   return v.op->flops(v) >= 2 * num_elements(v.type.shape);
 }

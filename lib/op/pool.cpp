@@ -342,6 +342,61 @@ StmtPtr max_pool2d_backward_disjoint(KernelCtx &k, const PoolAxis &h, const Pool
 
 } // namespace
 
+/// Taps of a window up to which grad.max_pool2d_backward over disjoint
+/// windows is computed element by element (2 x 2, 3 x 3 pools).
+constexpr int64_t kMaxGatherTaps = 9;
+
+/// Whether grad.max_pool2d_backward `call` is a gather, one output element
+/// from its own window: windows that never overlap, of a few taps.
+bool max_pool2d_backward_gathers(const Expr &call) {
+  auto a = call_attrs<AvgPool2DAttrs>(call);
+  const Shape &xs = call.args[1]->type.shape;
+  PoolAxis h(a, 0, xs[2]), w(a, 1, xs[3]);
+  return h.s >= h.d * (h.k - 1) + 1 && w.s >= w.d * (w.k - 1) + 1 && h.k * w.k <= kMaxGatherTaps;
+}
+
+/// dx[n, c, ih, iw] over disjoint windows: g of the one window holding
+/// (ih, iw) where it is that window's argmax (window_max's: the first
+/// maximum, or the last NaN), else 0. An element, not a kernel, so that it
+/// fuses into its consumers: vgg11_bn's first block's batch-norm gradient
+/// reads it (the pool's 224 x 224 adjoint, 25.7 MB, never in memory).
+LExprPtr max_pool2d_backward_element(ElementCtx &c) {
+  auto a = c.attrs_as<AvgPool2DAttrs>();
+  const Shape &xs = c.arg_type(1).shape;
+  PoolAxis h(a, 0, xs[2]), w(a, 1, xs[3]);
+  const Index &i = c.index;
+  DType dt = c.type().dtype;
+  LExprPtr yes = int_imm(1, DType::Bool), no = int_imm(0, DType::Bool);
+  // the window holding the element along an axis, and the element's tap in it
+  LExprPtr valid = yes;
+  auto window = [&](const PoolAxis &ax, const LExprPtr &at, LExprPtr &tap) {
+    LExprPtr num = add(at, imm(ax.lo)), r = fmod(num, ax.s), o = fdiv(num, ax.s);
+    tap = fdiv(r, ax.d);
+    valid = both(valid, both(both(compare(CompareOp::EQ, fmod(r, ax.d), imm(0)), compare(CompareOp::LT, tap, imm(ax.k))),
+                             in_range(o, 0, ax.out)));
+    return clamp_index(o, ax.out);
+  };
+  LExprPtr th, tw;
+  LExprPtr oh = window(h, i[2], th), ow = window(w, i[3], tw);
+  LExprPtr me = add(mul(th, imm(w.k)), tw), x = c.in(1, i);
+  auto nan = [](const LExprPtr &v) { return compare(CompareOp::NE, v, v); };
+  // the first maximum: above every earlier tap, at least every later one; any NaN: the last NaN
+  LExprPtr first_max = yes, any_nan = nan(x), later_nan = no;
+  for (int64_t kh = 0; kh < h.k; ++kh)
+    for (int64_t kw = 0; kw < w.k; ++kw) {
+      LExprPtr ih = h.at(oh, imm(kh)), iw = w.at(ow, imm(kw)), t = imm(kh * w.k + kw);
+      LExprPtr inside = both(in_range(ih, 0, h.n), in_range(iw, 0, w.n));
+      LExprPtr xt = c.in(1, {i[0], i[1], clamp_index(ih, h.n), clamp_index(iw, w.n)});
+      LExprPtr before = compare(CompareOp::LT, t, me), after = compare(CompareOp::GT, t, me);
+      LExprPtr beats = select(before, compare(CompareOp::GT, x, xt), select(after, compare(CompareOp::GE, x, xt), yes));
+      first_max = both(first_max, select(inside, beats, yes));
+      any_nan = binary(BinaryOp::Or, any_nan, both(inside, nan(xt)));
+      later_nan = binary(BinaryOp::Or, later_nan, both(both(inside, after), nan(xt)));
+    }
+  LExprPtr is_arg = select(any_nan, both(nan(x), select(later_nan, no, yes)), first_max);
+  return select(both(valid, is_arg), c.in(0, {i[0], i[1], oh, ow}), constant_of(0, dt));
+}
+
 StmtPtr max_pool2d_backward_kernel(KernelCtx &k) {
   return max_pool2d_backward_from(
       k, max_pool2d_backward_disjoint, [](KernelCtx &k, const PoolAxis &h, const PoolAxis &w, const BufferPtr &argmax) {
@@ -579,8 +634,14 @@ void register_pool_ops(OpRegistry &reg) {
         return {g.b.call(ops::max_pool2d_gather, {g.grad, g.arg(1)}, g.attrs_as<AvgPool2DAttrs>()), nullptr};
       })
       .kernel(max_pool2d_backward_kernel)
+      .element(max_pool2d_backward_element, max_pool2d_backward_gathers)
       .fuses_producers(window_reads<AvgPool2DAttrs, 1>)
-      .example(kPoolBackwardTypes, "grad.max_pool2d_backward(%g, %x, pool_size=[3, 2], strides=[2, 2], padding=[1, 0])");
+      .example(kPoolBackwardTypes, "grad.max_pool2d_backward(%g, %x, pool_size=[3, 2], strides=[2, 2], padding=[1, 0])")
+      // disjoint windows: an element each (max_pool2d_backward_element)
+      .example("%g: Tensor[(2, 3, 3, 3), float64], %x: Tensor[(2, 3, 7, 6), float64]",
+               "grad.max_pool2d_backward(%g, %x, pool_size=2, strides=2)")
+      .example("%g: Tensor[(2, 3, 2, 2), float64], %x: Tensor[(2, 3, 7, 6), float64]",
+               "grad.max_pool2d_backward(%g, %x, pool_size=[2, 3], strides=[3, 3], padding=[1, 0, 0, 2], dilation=[2, 1])");
 
   reg.add("grad.max_pool2d_gather")
       .describe("The adjoint of grad.max_pool2d_backward: data_grad read at each window's first maximum of data.")

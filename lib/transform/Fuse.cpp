@@ -91,7 +91,7 @@ int count_calls(const ExprPtr &e) {
   return counter.calls;
 }
 
-bool injective(const Expr &e) { return e.kind == ExprKind::Call && e.op->injective(); }
+bool injective(const Expr &e) { return e.kind == ExprKind::Call && e.op->injective(e); }
 
 /// Builds injective `call`'s element expression once over symbolic output
 /// indices (each operand read through a probe load), calling `read` for each

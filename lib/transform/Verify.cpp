@@ -67,7 +67,7 @@ private:
       for (size_t i = 0; i < v.args.size(); ++i) {
         const ExprPtr &a = v.args[i];
         bool fused_ok = form_ == IRForm::Fused && v.kind == ExprKind::Call &&
-                        (v.op->injective() || v.op->producer_reads(v, i) > 0);
+                        (v.op->injective(v) || v.op->producer_reads(v, i) > 0);
         if (!a->is_atom() && !(fused_ok && fused_operand(*a)) && !is_body(v, *a))
           fail("an operand of %" + b.var->name + "'s value is not an atom");
       }
@@ -98,7 +98,7 @@ private:
   /// fused operands.
   bool fused_operand(const Expr &e) const {
     bool parts = e.kind == ExprKind::Tuple; // a tuple of fused parts (concatenate's)
-    if (!parts && (e.kind != ExprKind::Call || !(e.op->injective() || e.op->fuses_epilogue)))
+    if (!parts && (e.kind != ExprKind::Call || !(e.op->injective(e) || e.op->fuses_epilogue)))
       return false;
     for (const ExprPtr &a : e.args)
       if (!a->is_atom() && !fused_operand(*a))

@@ -195,6 +195,9 @@ struct OpDef {
   GradientFn gradient = nullptr;
   bool no_gradient = false; // gradient is zero by definition (comparisons, creation, ...)
   ElementFn element = nullptr;
+  /// The calls `element` computes (all where null); the kernel, the others
+  /// (grad.max_pool2d_backward: a gather where no two windows overlap).
+  bool (*element_when)(const Expr &call) = nullptr;
   DecomposeFn decompose = nullptr; // a composite: expanded before gradient and lowering
   ProjectFn project = nullptr;     // a tuple result whose fields fuse one by one (transform/Passes.h: project_fields)
   KernelFn kernel = nullptr;       // the schedule-neutral kernel
@@ -231,7 +234,10 @@ struct OpDef {
   bool has_lowering() const {
     return element != nullptr || kernel != nullptr || decompose != nullptr || lower_loop != nullptr;
   }
-  bool injective() const { return element != nullptr; }
+  /// Whether `call` is computed element by element (and fuses as such).
+  bool injective(const Expr &call) const { return element != nullptr && (!element_when || element_when(call)); }
+  /// Whether any call is.
+  bool ever_injective() const { return element != nullptr; }
   /// The kernel to lower a call with for `target`: its strategy, else the generic kernel.
   KernelFn kernel_for(TargetKind target) const;
   const AttrSpec *find_attr(const std::string &name) const;
@@ -271,6 +277,8 @@ public:
   OpBuilder &gradient(GradientFn fn);
   OpBuilder &no_gradient();
   OpBuilder &element(ElementFn fn);
+  /// `fn` for the calls `when` accepts, the kernel for the others.
+  OpBuilder &element(ElementFn fn, bool (*when)(const Expr &call));
   OpBuilder &kernel(KernelFn fn);
   /// Element-wise with several results: `fn`'s stores in a loop nest over
   /// the first argument's shape are the kernel; takes fused producers, and
