@@ -768,7 +768,7 @@ const char *gradient_kind(const OpDef &d) {
 
 /// The lowering column: fusable elementwise, a kernel, or a composite.
 const char *lowering_kind(const OpDef &d) {
-  return d.element && d.element_when ? "injective or kernel" : d.element ? "injective" : d.kernel ? "kernel" : d.decompose ? "composite" : d.lower_loop ? "time-loop" : "no";
+  return d.element && d.element_when ? "injective|kernel" : d.element ? "injective" : d.kernel ? "kernel" : d.decompose ? "composite" : d.lower_loop ? "time-loop" : "no";
 }
 
 } // namespace

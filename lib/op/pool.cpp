@@ -378,21 +378,29 @@ LExprPtr max_pool2d_backward_element(ElementCtx &c) {
   };
   LExprPtr th, tw;
   LExprPtr oh = window(h, i[2], th), ow = window(w, i[3], tw);
-  LExprPtr me = add(mul(th, imm(w.k)), tw), x = c.in(1, i);
-  auto nan = [](const LExprPtr &v) { return compare(CompareOp::NE, v, v); };
-  // the first maximum: above every earlier tap, at least every later one; any NaN: the last NaN
-  LExprPtr first_max = yes, any_nan = nan(x), later_nan = no;
+  LExprPtr me = add(mul(th, imm(w.k)), tw);
+  // the data at each tap (read once each: the element's own value is its tap's, so that a fused
+  // producer of the data is computed once per tap, not once more)
+  std::vector<LExprPtr> xs_at, inside_at;
+  LExprPtr x;
   for (int64_t kh = 0; kh < h.k; ++kh)
     for (int64_t kw = 0; kw < w.k; ++kw) {
-      LExprPtr ih = h.at(oh, imm(kh)), iw = w.at(ow, imm(kw)), t = imm(kh * w.k + kw);
-      LExprPtr inside = both(in_range(ih, 0, h.n), in_range(iw, 0, w.n));
-      LExprPtr xt = c.in(1, {i[0], i[1], clamp_index(ih, h.n), clamp_index(iw, w.n)});
-      LExprPtr before = compare(CompareOp::LT, t, me), after = compare(CompareOp::GT, t, me);
-      LExprPtr beats = select(before, compare(CompareOp::GT, x, xt), select(after, compare(CompareOp::GE, x, xt), yes));
-      first_max = both(first_max, select(inside, beats, yes));
-      any_nan = binary(BinaryOp::Or, any_nan, both(inside, nan(xt)));
-      later_nan = binary(BinaryOp::Or, later_nan, both(both(inside, after), nan(xt)));
+      LExprPtr ih = h.at(oh, imm(kh)), iw = w.at(ow, imm(kw));
+      inside_at.push_back(both(in_range(ih, 0, h.n), in_range(iw, 0, w.n)));
+      xs_at.push_back(c.in(1, {i[0], i[1], clamp_index(ih, h.n), clamp_index(iw, w.n)}));
+      x = x ? select(compare(CompareOp::EQ, me, imm(kh * w.k + kw)), xs_at.back(), x) : xs_at.back();
     }
+  auto nan = [](const LExprPtr &v) { return compare(CompareOp::NE, v, v); };
+  // the first maximum: above every earlier tap, at least every later one; any NaN: the last NaN
+  LExprPtr first_max = yes, any_nan = no, later_nan = no;
+  for (int64_t tap = 0; tap < h.k * w.k; ++tap) {
+    LExprPtr t = imm(tap), inside = inside_at[tap], xt = xs_at[tap];
+    LExprPtr before = compare(CompareOp::LT, t, me), after = compare(CompareOp::GT, t, me);
+    LExprPtr beats = select(before, compare(CompareOp::GT, x, xt), select(after, compare(CompareOp::GE, x, xt), yes));
+    first_max = both(first_max, select(inside, beats, yes));
+    any_nan = binary(BinaryOp::Or, any_nan, both(inside, nan(xt)));
+    later_nan = binary(BinaryOp::Or, later_nan, both(both(inside, after), nan(xt)));
+  }
   LExprPtr is_arg = select(any_nan, both(nan(x), select(later_nan, no, yes)), first_max);
   return select(both(valid, is_arg), c.in(0, {i[0], i[1], oh, ow}), constant_of(0, dt));
 }
