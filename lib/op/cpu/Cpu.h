@@ -36,7 +36,9 @@ class OpRegistry;
 ///    balanced so that less than a row per tile is spare, the spare rows
 ///    reading the last real row and never stored) and the last panel's
 ///    zeros make its K loop the full one's.
-///  * Panels run on the thread pool (Parallel), packing included.
+///  * Panels run on the thread pool (Parallel), packing included. A batch of
+///    products (Gemm::batch: Winograd's 16 positions) is one parallel loop
+///    over every product's jobs, each product its slice of the scratch.
 ///  * With 32 vector registers (AVX-512), a small batch against a weight,
 ///    both contiguous along k (x·wᵀ with M <= 32), is instead 4 × 4 dot
 ///    products in VL lanes along k, the lanes added pairwise at the end

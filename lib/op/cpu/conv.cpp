@@ -236,11 +236,11 @@ constexpr int64_t kMaxUnrolledColumnTaps = 16;
 /// zero in the padding; `at` maps (row, pixel) to its place in the scratch
 /// buffer. The rows (c, kh) are the outer loop, the images inside: split
 /// over the images, two threads wrote the two halves of every row (512 ->
-/// 512 at 7 x 7, batch 2: the copy took 3.5 times the time of one thread). The column taps are unrolled,
-/// so that each (kw, output row) copies its columns inside the data
-/// (ConvShape::inside_outputs) without a select or a clamp, a run of whole
-/// vectors at stride 1, and writes zeros either side; a row of the padding
-/// is zeros (a 256 -> 256 convolution at 14 x 14: the im2col 8.5 -> 2.6%
+/// 512 at 7 x 7, batch 2: the copy took 3.5 times one thread's time).
+/// The column taps are unrolled, so that each (kw, output row) copies its
+/// columns inside the data (ConvShape::inside_outputs) without a select or
+/// a clamp, a run of whole vectors at stride 1, and writes zeros either
+/// side; a row of the padding is zeros (a 256 -> 256 convolution at 14 x 14: the im2col 8.5 -> 2.6%
 /// of its time, where a select and two clamps per element kept it scalar).
 StmtPtr im2col(const KernelCtx &k, size_t arg, const ConvShape &s, const LExprPtr &n, int64_t count,
                const LExprPtr &oh0, int64_t h, const BufferPtr &col,
