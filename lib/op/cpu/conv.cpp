@@ -19,6 +19,7 @@
 #include "gradc/op/Registry.h"
 
 #include <array>
+#include <optional>
 
 namespace gradc {
 namespace {
@@ -1129,6 +1130,12 @@ std::array<LExprPtr, 3> winograd_kernel_grad(const std::array<LExprPtr, 4> &x, D
 }
 
 
+/// Tiles in a row from which the Winograd weight gradient reads x and dy in
+/// place rather than from planes (below): 56 x 56 and 28 x 28 (28 and 14
+/// tiles) two threads 4.8 -> 4.0 and 4.0 -> 3.5 ms at batch 8; 14 x 14 (7)
+/// 4.0 -> 5.2.
+constexpr int64_t kWinogradInPlaceTiles = 12;
+
 /// dw[o, c, kh, kw] = Σ_(n, oh, ow) dy[n, o, oh, ow] · x[n, c, oh + kh - p0, ow + kw - p1] as
 /// Winograd F(2 x 2, 3 x 3) transposed: the forward's tile is y = Aᵀ (U ⊙ V)
 /// A with U = G g Gᵀ, so the gradient of a tile's Σ dy ⊙ y with respect to g
@@ -1142,44 +1149,94 @@ StmtPtr backward_weight_winograd(KernelCtx &k, const ConvShape &s, DType dt, DTy
   int64_t N = s.N, C = s.C, O = s.O, TH = (s.OH + 1) / 2, TW = (s.OW + 1) / 2, Ws = TW + 1;
   std::vector<StmtPtr> stmts;
   WinogradChunks plan(16 * (C + O) * dtype_bytes(acc), N, TH, Ws);
-  WinogradPlanes data(k, 1, s.p[0], s.p[1], 4, TH, Ws, acc, stmts, plan.images == 1), grad(k, 0, 0, 0, 2, TH, Ws, acc, stmts);
+  // Rows of at least kWinogradInPlaceTiles tiles read x and dy where they lie; shorter ones (14 x
+  // 14: 7 tiles, too few for a vector) from copies into planes, along all of a chunk's tiles
+  bool in_place = TW >= kWinogradInPlaceTiles;
+  std::optional<WinogradPlanes> data, grad;
+  if (!in_place) {
+    data.emplace(k, 1, s.p[0], s.p[1], 4, TH, Ws, acc, stmts, plan.images == 1);
+    grad.emplace(k, 0, 0, 0, 2, TH, Ws, acc, stmts);
+  }
   int64_t R = plan.rows, images = plan.images, most = plan.most;
   BufferPtr V = k.scratch("winograd_data", acc, 16 * C * most), Y = k.scratch("winograd_grad", acc, 16 * O * most);
   BufferPtr Z = k.scratch("winograd_sums", acc, 16 * O * C);
+  using Element = std::function<LExprPtr(int64_t a, int64_t b)>;
   auto chunk = [&](const LExprPtr &first, int64_t count, const LExprPtr &r0, int64_t rows) {
     int64_t NT = count * rows * Ws;
-    auto start = [&](const WinogradPlanes &planes) { return add(mul(first, imm(planes.plane)), mul(r0, imm(Ws))); };
-    std::vector<StmtPtr> body;
-    // V[p, c, j] = (Bᵀ d B)[p], Y[p, o, j] = (A dy Aᵀ)[p]
-    body.push_back(loop_nest({C, NT}, [&](const Index &i) {
-      LExprPtr tile = add(start(data), i[1]);
+    // V[p, c, j] = (Bᵀ d B)[p] and Y[p, o, j] = (A dy Aᵀ)[p] of tile j, given its elements
+    auto store_v = [&](const LExprPtr &c, const LExprPtr &j, const Element &at) {
       std::array<std::array<LExprPtr, 4>, 4> d;
       for (int64_t a = 0; a < 4; ++a)
         for (int64_t b = 0; b < 4; ++b)
-          d[a][b] = data.load_at(i[0], imm(a), imm(b), tile);
+          d[a][b] = at(a, b);
       std::vector<StmtPtr> stores;
       for (int64_t a = 0; a < 4; ++a)
         for (int64_t b = 0; b < 4; ++b) {
           LExprPtr v = winograd_data_row(a, {winograd_data_row(b, d[0]), winograd_data_row(b, d[1]),
                                              winograd_data_row(b, d[2]), winograd_data_row(b, d[3])});
-          stores.push_back(store(V, add(mul(add(imm((a * 4 + b) * C), i[0]), imm(NT)), i[1]), v));
+          stores.push_back(store(V, add(mul(add(imm((a * 4 + b) * C), c), imm(NT)), j), v));
         }
       return seq(stores);
-    }));
-    body.push_back(loop_nest({O, NT}, [&](const Index &i) {
-      LExprPtr tile = add(start(grad), i[1]);
-      std::array<std::array<LExprPtr, 2>, 2> g;
-      for (int64_t a = 0; a < 2; ++a)
-        for (int64_t b = 0; b < 2; ++b)
-          g[a][b] = grad.load_at(i[0], imm(a), imm(b), tile);
+    };
+    auto store_y = [&](const LExprPtr &o, const LExprPtr &j, const Element &at) {
       std::vector<StmtPtr> stores;
       for (int64_t a = 0; a < 4; ++a)
         for (int64_t b = 0; b < 4; ++b) {
-          LExprPtr y = winograd_grad_row(a, winograd_grad_row(b, g[0][0], g[0][1]), winograd_grad_row(b, g[1][0], g[1][1]));
-          stores.push_back(store(Y, add(mul(add(imm((a * 4 + b) * O), i[0]), imm(NT)), i[1]), y));
+          LExprPtr y = winograd_grad_row(a, winograd_grad_row(b, at(0, 0), at(0, 1)), winograd_grad_row(b, at(1, 0), at(1, 1)));
+          stores.push_back(store(Y, add(mul(add(imm((a * 4 + b) * O), o), imm(NT)), j), y));
         }
       return seq(stores);
-    }));
+    };
+    std::vector<StmtPtr> body;
+    if (!in_place) {
+      auto start = [&](const WinogradPlanes &planes) { return add(mul(first, imm(planes.plane)), mul(r0, imm(Ws))); };
+      body.push_back(loop_nest({C, NT}, [&](const Index &i) {
+        LExprPtr tile = add(start(*data), i[1]);
+        return store_v(i[0], i[1], [&](int64_t a, int64_t b) { return data->load_at(i[0], imm(a), imm(b), tile); });
+      }));
+      body.push_back(loop_nest({O, NT}, [&](const Index &i) {
+        LExprPtr tile = add(start(*grad), i[1]);
+        return store_y(i[0], i[1], [&](int64_t a, int64_t b) { return grad->load_at(i[0], imm(a), imm(b), tile); });
+      }));
+    } else {
+      // tile (n, ty, tx) holds x's 4 x 4 window at (2 ty - top, 2 tx - left) (zero outside x) and
+      // dy's 2 x 2 block at (2 ty, 2 tx) (zero past the output: an odd output's half tiles, the
+      // dropped column); a row's tiles a unit-stride run of stores and strided loads, the columns
+      // whose window lies in the tensor without a select (the planes cost 16% of the 56 x 56
+      // weight gradient on two threads, and a copy of each tensor in scratch)
+      int64_t left = s.p[1], from = std::min(Ws, (left + 1) / 2);
+      int64_t to = s.W - 4 + left >= 0 ? std::clamp<int64_t>((s.W - 4 + left) / 2 + 1, from, Ws) : from;
+      auto row_of_tiles = [&](int64_t channels, int64_t inside_from, int64_t inside_to,
+                              const std::function<StmtPtr(const LExprPtr &ch, const LExprPtr &n, const LExprPtr &ty,
+                                                          const LExprPtr &tx, const LExprPtr &j, bool inside)> &f) {
+        return loop_nest({channels, count, rows}, [&](const Index &i) {
+          LExprPtr n = add(first, i[1]), ty = add(r0, i[2]), j0 = mul(add(mul(i[1], imm(rows)), i[2]), imm(Ws));
+          return over_inside_run(inside_from, inside_to, Ws, "tx", [&](const LExprPtr &tx, bool inside) {
+            return f(i[0], n, ty, tx, add(j0, tx), inside);
+          });
+        });
+      };
+      body.push_back(row_of_tiles(C, from, to, [&](const LExprPtr &c, const LExprPtr &n, const LExprPtr &ty,
+                                                   const LExprPtr &tx, const LExprPtr &j, bool inside) {
+        return store_v(c, j, [&](int64_t a, int64_t b) {
+          LExprPtr h = sub(add(mul(ty, imm(2)), imm(a)), imm(s.p[0])), w = sub(add(mul(tx, imm(2)), imm(b)), imm(left));
+          LExprPtr v = cast(acc, k.in(1, {n, c, clamp_index(h, s.H), inside ? w : clamp_index(w, s.W)}));
+          LExprPtr ok = inside ? in_range(h, 0, s.H) : both(in_range(h, 0, s.H), in_range(w, 0, s.W));
+          return select(ok, v, constant_of(0, acc));
+        });
+      }));
+      body.push_back(row_of_tiles(O, 0, s.OW / 2, [&](const LExprPtr &o, const LExprPtr &n, const LExprPtr &ty,
+                                                      const LExprPtr &tx, const LExprPtr &j, bool inside) {
+        return store_y(o, j, [&](int64_t a, int64_t b) {
+          LExprPtr oh = add(mul(ty, imm(2)), imm(a)), ow = add(mul(tx, imm(2)), imm(b));
+          LExprPtr v = cast(acc, k.in(0, {n, o, clamp_index(oh, s.OH), inside ? ow : clamp_index(ow, s.OW)}));
+          LExprPtr ok = s.OH % 2 ? in_range(oh, 0, s.OH) : nullptr;
+          if (!inside)
+            ok = ok ? both(ok, in_range(ow, 0, s.OW)) : in_range(ow, 0, s.OW);
+          return ok ? select(ok, v, constant_of(0, acc)) : v;
+        });
+      }));
+    }
     // the 16 products at once (one per position p), each adding its sums into Z (partial sums
     // between K blocks there too: no scratch of the product's, 16 O x C floats)
     Gemm gm;

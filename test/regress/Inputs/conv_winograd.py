@@ -65,3 +65,6 @@ check("k2", "64 -> 80 at 9x13, batch 3, bias and relu fused", 3, 64, 80, 9, 13, 
 check("k3", "72 -> 64 at 21x12, batch 2, no padding", 2, 72, 64, 21, 12, pad=(0, 0, 0, 0))
 check("k4", "68 -> 64 at 13x16, batch 3, padding 2, 0, 1, 2", 3, 68, 64, 13, 16, pad=(2, 0, 1, 2))
 check("k5", "64 -> 64 at 10x10, batch 2, float64", 2, 64, 64, 10, 10, dtype="float64")
+# rows of 12 tiles or more: the weight gradient reads x and dy in place, not from planes
+check("k7", "68 -> 64 at 25x29, batch 2, padding 2, 0, 1, 2 (in place, odd)", 2, 68, 64, 25, 29, pad=(2, 0, 1, 2))
+check("k8", "64 -> 64 at 24x26, batch 2, no padding (in place)", 2, 64, 64, 24, 26, pad=(0, 0, 0, 0))
