@@ -41,6 +41,8 @@ struct PoolAxis {
   /// The windows [first, last) whose every tap lies in the data (none
   /// reads the padding): first == last where there are none.
   std::pair<int64_t, int64_t> whole_windows() const;
+  /// Whether no two windows overlap (stride >= the dilated window).
+  bool disjoint() const { return s >= d * (k - 1) + 1; }
 
 private:
   LExprPtr ceil_div(const LExprPtr &num) const;
