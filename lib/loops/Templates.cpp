@@ -54,10 +54,12 @@ private:
   std::unordered_map<const Buffer *, int64_t> buffers_;
   std::unordered_map<const LVar *, int64_t> vars_;
   std::unordered_set<const LVar *> pinning_; // variables of Vectorized loops and transposing copies' rows
+  std::unordered_set<const LVar *> copy_lanes_; // transposing copies' lanes
   std::unordered_map<const Stmt *, const LVar *> transposed_; // a transposing copy's store, its lane
   std::unordered_map<const LExpr *, bool> reads_pinning_;
   std::unordered_set<const LExpr *> pinned_; // constants that stay in the key
   std::unordered_map<const void *, int64_t> slot_of_;
+  std::vector<const LVar *> lanes_; // the pinning loops around the statement being written
 
   void declare(const Buffer &b, bool local) {
     buffers_.emplace(&b, int64_t(buffers_.size()));
@@ -105,6 +107,7 @@ private:
         // index, the lane's stride must stay 1); where the rows start in the
         // source, the lane's stride there, may differ.
         pinning_.insert(s.var.get());
+        copy_lanes_.insert(s.body->var.get());
         transposed_.emplace(s.body->body.get(), s.body->var.get());
         return;
       }
@@ -140,11 +143,16 @@ private:
     return r;
   }
 
-  /// The constants that must stay: a factor of an index product that reads a
-  /// vector lane or the row index of a transposing copy (a stride, which
-  /// decides how codegen accesses memory: Lanes.h), an integer divisor (a
-  /// division by a constant is a multiply). A node shared between such a
-  /// place and another stays everywhere.
+  /// The constants that must stay: a small factor of an index product that
+  /// reads a vector lane or the row index of a transposing copy (a stride of
+  /// at most kMaxLoadStride, which decides how codegen accesses memory:
+  /// Lanes.h), an integer divisor (a division by a constant is a multiply).
+  /// A node shared between such a place and another stays everywhere. A
+  /// larger stride may differ: codegen treats every stride above
+  /// kMaxLoadStride alike, and the key holds each access's stride class
+  /// (stride_class), so that kernels whose accesses codegen would treat
+  /// differently never share a template (the weight gradients of a DenseNet
+  /// block's 1x1 convolutions store their columns C elements apart).
   void find_pinned(const Stmt &s) {
     switch (s.kind) {
     case StmtKind::For:
@@ -152,14 +160,14 @@ private:
     case StmtKind::Store:
       if (auto t = transposed_.find(&s); t != transposed_.end())
         pin_factors(s.index, t->second);
-      pin(s.index, false);
-      return pin(s.value, false);
+      pin(s.index, Pin::No);
+      return pin(s.value, Pin::No);
     case StmtKind::Seq:
       for (const StmtPtr &c : s.seq)
         find_pinned(*c);
       return;
     case StmtKind::If:
-      pin(s.value, false);
+      pin(s.value, Pin::No);
       find_pinned(*s.body);
       if (s.else_body)
         find_pinned(*s.else_body);
@@ -169,33 +177,47 @@ private:
     case StmtKind::Barrier:
       return;
     case StmtKind::Mma: // a GPU warp's: the same in every kernel of a template
-      pin(s.index, true);
+      pin(s.index, Pin::Always);
       for (const LExprPtr &e : s.inputs)
-        pin(e, true);
+        pin(e, Pin::Always);
       return;
     }
   }
-  /// Pins the constant factors of the index products in `e` that read `var`.
+  enum class Pin { No, Stride, Always };
+  static bool small_stride(int64_t v) { return v >= -kMaxLoadStride && v <= kMaxLoadStride; }
+
+  /// Pins the small constant factors of the index products in `e` that read `var`.
   void pin_factors(const LExprPtr &e, const LVar *var) {
     if (e->kind == LExprKind::Binary && e->bop == BinaryOp::Mul && e->dtype == DType::Int64 && uses_var(e, var))
       for (const LExprPtr &o : e->operands)
-        if (o->kind == LExprKind::IntImm)
+        if (o->kind == LExprKind::IntImm && small_stride(o->ivalue))
           pinned_.insert(o.get());
     for (const LExprPtr &o : e->operands)
       pin_factors(o, var);
   }
-  void pin(const LExprPtr &e, bool pinned) {
+  void pin(const LExprPtr &e, Pin how) {
     if (e->kind == LExprKind::IntImm || e->kind == LExprKind::FloatImm) {
-      if (pinned)
+      if (how == Pin::Always || (how == Pin::Stride && e->kind == LExprKind::IntImm && small_stride(e->ivalue)))
         pinned_.insert(e.get());
       return;
     }
-    bool operands_pinned =
+    bool stride =
         e->kind == LExprKind::Binary && e->bop == BinaryOp::Mul && e->dtype == DType::Int64 && reads_pinning(e);
     bool int_division = e->kind == LExprKind::Binary && !is_float(e->dtype) &&
                         (e->bop == BinaryOp::Div || e->bop == BinaryOp::FloorDiv || e->bop == BinaryOp::FloorMod);
     for (size_t i = 0; i < e->operands.size(); ++i)
-      pin(e->operands[i], operands_pinned || (int_division && i == 1));
+      pin(e->operands[i], int_division && i == 1 ? Pin::Always : stride ? Pin::Stride : Pin::No);
+  }
+
+  /// What codegen's analyses see of an access's step along each enclosing
+  /// vector lane or transposing copy's row (Lanes.h): the step itself where
+  /// it is small, else only whether it is large, negative or not affine.
+  void stride_classes(const LExprPtr &index) {
+    static constexpr int64_t kLarge = -0x7eadbef0, kNegativeLarge = -0x7eadbef1, kNotAffine = -0x7eadbef2;
+    for (const LVar *v : lanes_) {
+      std::optional<int64_t> step = index_stride(index, v);
+      key.push_back(!step ? kNotAffine : small_stride(*step) ? *step : *step > 0 ? kLarge : kNegativeLarge);
+    }
   }
 
   void stmt(const Stmt &s) {
@@ -209,9 +231,16 @@ private:
         key.push_back(s.extent);
       if (s.for_kind == ForKind::Parallel)
         placeholder(Slot::Grain, &s, parallel_grain(s));
+      if (pinning_.count(s.var.get()) || copy_lanes_.count(s.var.get())) {
+        lanes_.push_back(s.var.get());
+        stmt(*s.body);
+        lanes_.pop_back();
+        return;
+      }
       return stmt(*s.body);
     case StmtKind::Store:
       key.insert(key.end(), {int64_t(StmtKind::Store), buffer(*s.buffer)});
+      stride_classes(s.index);
       expr(s.index);
       return expr(s.value);
     case StmtKind::Seq:
@@ -262,6 +291,7 @@ private:
       return key.push_back(var(*e->var));
     case LExprKind::Load:
       key.push_back(buffer(*e->buffer));
+      stride_classes(e->operands[0]);
       break;
     case LExprKind::Unary:
       key.push_back(int64_t(e->uop));

@@ -700,8 +700,9 @@ TEST_CASE("codegen: kernels that differ only in constants share a template, the 
   CHECK(structural_key(kernel(negative_zero)) != structural_key(kernel(zero)));
 }
 
-TEST_CASE("codegen: a lane's stride stays a constant of its template", "[codegen]") {
-  // out[j * stride] = a[j * stride]: the lane's stride decides how codegen reads (Lanes.h).
+TEST_CASE("codegen: a lane's small stride stays a constant of its template", "[codegen]") {
+  // out[j * stride] = a[j * stride]: a lane's stride up to kMaxLoadStride decides how codegen
+  // reads (Lanes.h); above it, every stride is read alike and may be a template's argument.
   auto kernel = [](int64_t stride) {
     auto a = input("a", DType::Float32, 8 * stride, 0), out = output("out", DType::Float32, 8 * stride, 0);
     StmtPtr body = loop(8, ForKind::Vectorized, [&](LExprPtr j) {
@@ -713,8 +714,21 @@ TEST_CASE("codegen: a lane's stride stays a constant of its template", "[codegen
   LoweredModule m;
   LoweredFunction &fn = m.functions.emplace_back();
   fn.name = "main";
-  fn.kernels = {kernel(1), kernel(3)};
-  CHECK(kernel_templates(m).templates.size() == 2);
+  auto templates = [&](std::vector<int64_t> strides) {
+    fn.kernels.clear();
+    for (int64_t s : strides)
+      fn.kernels.push_back(kernel(s));
+    return kernel_templates(m);
+  };
+  CHECK(templates({1, 3}).templates.size() == 2);
+  CHECK(templates({1, 40}).templates.size() == 2);
+  CHECK(templates({3, 40}).templates.size() == 2);
+  CHECK(templates({kMaxLoadStride, kMaxLoadStride + 1}).templates.size() == 2);
+  CHECK(templates({-40, 40}).templates.size() == 2);
+  ModuleTemplates large = templates({kMaxLoadStride + 1, 40, 352});
+  REQUIRE(large.templates.size() == 1);
+  CHECK(large.templates[0].params.count == 1); // the stride, read from each call's table
+  CHECK(large.args[0][2] == KernelArgs{352});
 }
 
 TEST_CASE("codegen: a time loop repeats its kernels, live throughout, printed, verified, launched", "[codegen]") {
