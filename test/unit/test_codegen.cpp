@@ -14,6 +14,7 @@
 #include "gradc/support/Diagnostics.h"
 
 #include <catch2/catch.hpp>
+#include <llvm/Support/CommandLine.h>
 
 #include <regex>
 
@@ -395,6 +396,22 @@ TEST_CASE("codegen: float minimum and maximum propagate NaN like numpy", "[codeg
   CHECK((std::isnan(rlo[1]) && std::isnan(rhi[1]) && std::isnan(rlo[2]) && std::isnan(rhi[2])));
   CHECK(rlo[3] == -3.0);
   CHECK(rhi[3] == -1.0);
+}
+
+TEST_CASE("codegen: LLVM's post-register-allocation list scheduler is off", "[codegen]") {
+  // Quadratic in a block's length (a register tile is one long block): codegen turns it off
+  // when it makes its first target machine (Codegen.cpp, disable_post_ra_scheduler).
+  CodegenOptions opts;
+  opts.prefix = "m";
+  CodegenRequest what;
+  what.object = true;
+  generate_code(exp_add_module<float>(DType::Float32, 8), opts, what);
+  llvm::StringMap<llvm::cl::Option *> &options = llvm::cl::getRegisteredOptions();
+  auto it = options.find("post-RA-scheduler");
+  REQUIRE(it != options.end());
+  auto *option = static_cast<llvm::cl::opt<bool> *>(it->second);
+  CHECK(option->getNumOccurrences() == 1);
+  CHECK_FALSE(option->getValue());
 }
 
 TEST_CASE("codegen: the CPU object is ELF and links with `cc ... -lm`", "[codegen]") {
