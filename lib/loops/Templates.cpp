@@ -150,7 +150,7 @@ private:
   /// A node shared between such a place and another stays everywhere. A
   /// larger stride may differ: codegen treats every stride above
   /// kMaxLoadStride alike, and the key holds each access's stride class
-  /// (stride_class), so that kernels whose accesses codegen would treat
+  /// (stride_classes), so that kernels whose accesses codegen would treat
   /// differently never share a template (the weight gradients of a DenseNet
   /// block's 1x1 convolutions store their columns C elements apart).
   void find_pinned(const Stmt &s) {

@@ -12,13 +12,15 @@
 // long to be emitted lane-wise, Int64 constants of index arithmetic, and
 // float32/float64 constants. Which may not: anything the code's shape
 // depends on or that codegen analyses: the extents of Unrolled and lane-wise
-// Vectorized loops, a constant factor of a product that reads the variable
-// of a Vectorized loop or the row index of a transposing copy (a stride:
-// what decides whether codegen accesses memory in whole vectors, Lanes.h),
-// integer divisors, Local buffer sizes, dtypes, and every other field of
-// the IR. A register tile's row stride may differ (the K of a 1x1
-// convolution's weight): measured, the tile runs as fast with it in a
-// register (densenet121's step 217 ms both ways, 2 cores).
+// Vectorized loops, a constant factor of at most kMaxLoadStride of a
+// product that reads the variable of a Vectorized loop or the row index of
+// a transposing copy (a small stride: what decides whether codegen accesses
+// memory in whole vectors, Lanes.h; a larger one may differ, and the key
+// holds every access's stride class so that no template mixes accesses
+// codegen emits differently), integer divisors, Local buffer sizes, dtypes,
+// and every other field of the IR. A register tile's row stride may differ
+// (the K of a 1x1 convolution's weight): measured, the tile runs as fast
+// with it in a register (densenet121's step 217 ms both ways, 2 cores).
 //
 //===----------------------------------------------------------------------===//
 #pragma once
