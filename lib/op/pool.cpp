@@ -28,6 +28,7 @@
 #include "gradc/op/Relations.h"
 #include "gradc/op/attrs/reduce.h"
 
+#include <limits>
 #include <numeric>
 
 namespace gradc {
@@ -234,7 +235,7 @@ StmtPtr window_max(const KernelCtx &k, size_t data, const PoolAxis &h, const Poo
   DType dt = acc->dtype;
   std::vector<StmtPtr> init{store(acc, zero, lowest_of(dt))};
   if (arg)
-    init.push_back(store(arg, zero, imm(-1)));
+    init.push_back(store(arg, zero, int_imm(-1, arg->dtype)));
   StmtPtr scan = over_taps(h, w, oh, ow, [&](const Index &t) {
     LExprPtr ih = h.at(oh, t[0]), iw = w.at(ow, t[1]);
     LExprPtr x = k.in(data, {n, c, clamp_index(ih, h.n), clamp_index(iw, w.n)});
@@ -242,7 +243,7 @@ StmtPtr window_max(const KernelCtx &k, size_t data, const PoolAxis &h, const Poo
     LExprPtr take = both(both(in_range(ih, 0, h.n), in_range(iw, 0, w.n)), better);
     std::vector<StmtPtr> then{store(acc, zero, x)};
     if (arg)
-      then.push_back(store(arg, zero, add(mul(ih, imm(w.n)), iw)));
+      then.push_back(store(arg, zero, cast(arg->dtype, add(mul(ih, imm(w.n)), iw))));
     return if_then(take, seq(then));
   });
   init.push_back(scan);
@@ -326,11 +327,11 @@ StmtPtr max_pool2d_backward_disjoint(KernelCtx &k, const PoolAxis &h, const Pool
   DType dt = k.call.type.dtype;
   StmtPtr zero = loop_nest(xs, [&](const Index &i) { return store(k.out(), flat_index(xs, i), constant_of(0, dt)); });
   StmtPtr windows = loop_nest(gs, [&](const Index &o) {
-    BufferPtr mx = k.local("max", dt), arg = k.local("arg", DType::Int64);
+    BufferPtr mx = k.local("max", dt), arg = k.local("arg", argmax_dtype(h, w));
     StmtPtr write = over_taps(h, w, o[2], o[3], [&](const Index &t) {
       LExprPtr ih = h.at(o[2], t[0]), iw = w.at(o[3], t[1]);
       LExprPtr inside = both(in_range(ih, 0, h.n), in_range(iw, 0, w.n));
-      LExprPtr hit = compare(CompareOp::EQ, load(arg, imm(0)), add(mul(ih, imm(w.n)), iw));
+      LExprPtr hit = compare(CompareOp::EQ, load(arg, imm(0)), cast(arg->dtype, add(mul(ih, imm(w.n)), iw)));
       // (clamped, as every index here: a store the verifier can bound)
       return if_then(inside, store(k.out(), flat_index(xs, {o[0], o[1], clamp_index(ih, h.n), clamp_index(iw, w.n)}),
                                    select(hit, k.in(0, o), constant_of(0, dt))));
@@ -410,7 +411,7 @@ StmtPtr max_pool2d_backward_kernel(KernelCtx &k) {
       k, max_pool2d_backward_disjoint, [](KernelCtx &k, const PoolAxis &h, const PoolAxis &w, const BufferPtr &argmax) {
         const Shape &gs = k.arg_type(0).shape;
         return loop_nest(gs, [&](const Index &o) {
-          BufferPtr mx = k.local("max", k.call.type.dtype), arg = k.local("arg", DType::Int64);
+          BufferPtr mx = k.local("max", k.call.type.dtype), arg = k.local("arg", argmax->dtype);
           return alloc(mx, alloc(arg, seq({window_max(k, 1, h, w, o[0], o[1], o[2], o[3], mx, arg),
                                            store(argmax, flat_index(gs, o), load(arg, imm(0)))})));
         });
@@ -428,8 +429,8 @@ StmtPtr max_pool2d_gather_kernel(KernelCtx &k) {
   PoolAxis h(a, 0, xs[2]), w(a, 1, xs[3]);
   DType dt = k.call.type.dtype;
   return loop_nest(os, [&](const Index &o) {
-    BufferPtr mx = k.local("max", dt), arg = k.local("arg", DType::Int64);
-    LExprPtr at = load(arg, imm(0)), found = compare(CompareOp::GE, at, imm(0));
+    BufferPtr mx = k.local("max", dt), arg = k.local("arg", argmax_dtype(h, w));
+    LExprPtr at = cast(DType::Int64, load(arg, imm(0))), found = compare(CompareOp::GE, at, imm(0));
     LExprPtr ih = clamp_index(fdiv(at, w.n), h.n), iw = clamp_index(fmod(at, w.n), w.n);
     LExprPtr picked = select(found, k.in(0, {o[0], o[1], ih, iw}), constant_of(0, dt));
     return alloc(mx, alloc(arg, seq({window_max(k, 1, h, w, o[0], o[1], o[2], o[3], mx, arg),
@@ -553,11 +554,15 @@ constexpr const char *kPoolBackwardTypes =
 
 } // namespace
 
+DType argmax_dtype(const PoolAxis &h, const PoolAxis &w) {
+  return h.n * w.n <= std::numeric_limits<int32_t>::max() ? DType::Int32 : DType::Int64;
+}
+
 LExprPtr replaces_max(const LExprPtr &x, const LExprPtr &cur, const LExprPtr &arg) {
   // a later tap wins only if greater, or NaN; the first data tap always
   // wins (so a window of -inf still has an argmax)
   LExprPtr better = binary(BinaryOp::Or, compare(CompareOp::GT, x, cur), compare(CompareOp::NE, x, x));
-  return arg ? binary(BinaryOp::Or, better, compare(CompareOp::LT, arg, imm(0))) : better;
+  return arg ? binary(BinaryOp::Or, better, compare(CompareOp::LT, arg, int_imm(0, arg->dtype))) : better;
 }
 
 /// dx[n, c, ih, iw] = Σ over windows whose first maximum is (ih, iw) of g.
@@ -575,7 +580,7 @@ StmtPtr max_pool2d_backward_from(KernelCtx &k, const MaxPoolDisjoint &disjoint, 
   PoolAxis h(a, 0, xs[2]), w(a, 1, xs[3]);
   if (h.disjoint() && w.disjoint())
     return disjoint(k, h, w);
-  BufferPtr argmax = k.scratch("argmax", DType::Int64, num_elements(gs));
+  BufferPtr argmax = k.scratch("argmax", argmax_dtype(h, w), num_elements(gs));
   DType dt = k.call.type.dtype;
   const BufferPtr &out = k.out();
   int64_t plane = h.n * w.n, windows = gs[2] * gs[3];
@@ -588,7 +593,7 @@ StmtPtr max_pool2d_backward_from(KernelCtx &k, const MaxPoolDisjoint &disjoint, 
         {windows},
         [&](const Index &o) {
           LExprPtr at = add(mul(p[0], imm(windows)), o[0]);
-          LExprPtr m = load(argmax, at), dst = add(base, clamp_index(m, plane));
+          LExprPtr m = cast(DType::Int64, load(argmax, at)), dst = add(base, clamp_index(m, plane));
           return if_then(compare(CompareOp::GE, m, imm(0)), store(out, dst, add(load(out, dst), k.in_flat(0, at))));
         },
         ForKind::Reduce, "w");

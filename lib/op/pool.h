@@ -55,6 +55,11 @@ private:
 StmtPtr max_pool2d_kernel(KernelCtx &k);
 StmtPtr max_pool2d_backward_kernel(KernelCtx &k);
 
+/// The dtype of a window's argmax, its flat ih·W + iw in the plane: int32
+/// where every plane index fits (half the bytes, and as many vector lanes as
+/// float32 data), else int64.
+DType argmax_dtype(const PoolAxis &h, const PoolAxis &w);
+
 /// Whether a later tap `x` of a window replaces its maximum `cur` so far:
 /// greater, or NaN (PyTorch's rule); with the argmax `arg` so far, also
 /// when there is none yet (-1), so that a window of -inf has one.

@@ -22,8 +22,9 @@ namespace gradc {
 namespace {
 
 /// The longest output row kept in locals (a maximum and an argmax per
-/// window, on the thread's stack: 16 KiB at most); longer rows take the
-/// generic kernels (a row of 1.5 million windows overflowed the stack).
+/// window, on the thread's stack: 12 KiB at most, with float64 data);
+/// longer rows take the generic kernels (a row of 1.5 million windows
+/// overflowed the stack).
 constexpr int64_t kMaxRowWindows = 1024;
 
 /// The windows of output row `oh` of plane (n, c) of argument `data`:
@@ -64,7 +65,7 @@ StmtPtr row_max(const KernelCtx &k, size_t data, const PoolAxis &h, const PoolAx
       {w.out},
       [&](const Index &ow) {
         StmtPtr lowest = store(mx, ow[0], lowest_of(dt));
-        return arg ? seq({lowest, store(arg, ow[0], imm(-1))}) : lowest;
+        return arg ? seq({lowest, store(arg, ow[0], int_imm(-1, arg->dtype))}) : lowest;
       },
       ForKind::Spatial, "ow");
   StmtPtr scan = over_row_taps(h, w, oh, [&](const LExprPtr &ow, const LExprPtr &ih, const LExprPtr &iw,
@@ -77,7 +78,7 @@ StmtPtr row_max(const KernelCtx &k, size_t data, const PoolAxis &h, const PoolAx
     if (!arg)
       return keep;
     // the argmax first: it reads the maximum before this tap
-    return seq({store(arg, ow, select(take, add(mul(ih, imm(w.n)), iw), load(arg, ow))), keep});
+    return seq({store(arg, ow, select(take, cast(arg->dtype, add(mul(ih, imm(w.n)), iw)), load(arg, ow))), keep});
   });
   return seq({init, scan});
 }
@@ -121,10 +122,10 @@ StmtPtr max_pool2d_backward_disjoint(KernelCtx &k, const PoolAxis &h, const Pool
   DType dt = k.call.type.dtype;
   StmtPtr zero = loop_nest(xs, [&](const Index &i) { return store(k.out(), flat_index(xs, i), constant_of(0, dt)); });
   StmtPtr rows = over_rows(gs, [&](const LExprPtr &n, const LExprPtr &c, const LExprPtr &oh) {
-    BufferPtr mx = k.local("max", dt, w.out), arg = k.local("arg", DType::Int64, w.out);
+    BufferPtr mx = k.local("max", dt, w.out), arg = k.local("arg", argmax_dtype(h, w), w.out);
     StmtPtr write = over_row_taps(h, w, oh, [&](const LExprPtr &ow, const LExprPtr &ih, const LExprPtr &iw,
                                                 const LExprPtr &inside) {
-      LExprPtr hit = compare(CompareOp::EQ, load(arg, ow), add(mul(ih, imm(w.n)), iw));
+      LExprPtr hit = compare(CompareOp::EQ, load(arg, ow), cast(arg->dtype, add(mul(ih, imm(w.n)), iw)));
       StmtPtr put = store(k.out(), flat_index(xs, {n, c, clamp_index(ih, h.n), inside ? clamp_index(iw, w.n) : iw}),
                           select(hit, k.in(0, {n, c, oh, ow}), constant_of(0, dt)));
       return inside ? if_then(inside, put) : put;
@@ -138,7 +139,7 @@ StmtPtr max_pool2d_backward_disjoint(KernelCtx &k, const PoolAxis &h, const Pool
 StmtPtr row_argmax(KernelCtx &k, const PoolAxis &h, const PoolAxis &w, const BufferPtr &argmax) {
   const Shape &gs = k.arg_type(0).shape;
   return over_rows(gs, [&](const LExprPtr &n, const LExprPtr &c, const LExprPtr &oh) {
-    BufferPtr mx = k.local("max", k.call.type.dtype, w.out), arg = k.local("arg", DType::Int64, w.out);
+    BufferPtr mx = k.local("max", k.call.type.dtype, w.out), arg = k.local("arg", argmax->dtype, w.out);
     StmtPtr keep = loop_nest(
         {w.out},
         [&](const Index &ow) { return store(argmax, flat_index(gs, {n, c, oh, ow[0]}), load(arg, ow[0])); },
