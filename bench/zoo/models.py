@@ -42,10 +42,28 @@ EXTRA_IMAGE_MODELS = ["alexnet", "inception_v3", "mnasnet0_5", "resnext50_32x4d"
 VIDEO_MODELS = ["r3d_18", "mc3_18", "r2plus1d_18"]
 SEGMENTATION_MODELS = ["lraspp_mobilenet_v3_large", "deeplabv3_mobilenet_v3_large", "fcn_resnet50"]
 EXTRA_MODELS = EXTRA_IMAGE_MODELS + VIDEO_MODELS + SEGMENTATION_MODELS
+
+
+def torchvision_classifiers():
+    """Every ImageNet classifier this torchvision builds (resnet34, vgg16, swin_v2_t, ...): any of
+    them runs like the extras (--models NAME), at the extras' image side unless --res is given."""
+    try:
+        return sorted(torchvision.models.list_models(module=torchvision.models))
+    except AttributeError:  # torchvision before 0.14: only the named lists
+        return sorted(set(IMAGE_MODELS + EXTRA_IMAGE_MODELS))
+
+
+def known(name):
+    """Whether build() knows NAME."""
+    return name in MODELS + EXTRA_MODELS or name in torchvision_classifiers()
+
 # The smallest image side a model can take (inception_v3: 75; alexnet: its
 # AdaptiveAvgPool2d(6) exports only where the features are a multiple of 6
 # on a side: 6x6 from 223 px on) and the side used where --res is not given.
 MIN_RES = {"inception_v3": 75, "alexnet": 224}
+# The VGGs' AdaptiveAvgPool2d(7) likewise (7x7 features from 224 px).
+MIN_RES.update({"vgg%d%s" % (d, bn): 224 for d in (11, 13, 16, 19) for bn in ("", "_bn")})
+MIN_RES["maxvit_t"] = 224  # its 7 x 7 windows at every stage
 EXTRA_RES = 64
 VIDEO_SIZE = (4, 32)  # frames, side
 
@@ -183,9 +201,11 @@ def build(name, quick=False, res=None, batch=None):
         net = GPT(layers, width, heads, seq, vocab)
         x, y = torch.randint(0, vocab, (n, seq)), torch.randint(0, vocab, (n, seq))
         config = "%dx%d, %d layers, d %d, %d heads, vocab %d" % (n, seq, layers, width, heads, vocab)
-    elif name in EXTRA_IMAGE_MODELS:
+    elif name in EXTRA_IMAGE_MODELS or name in torchvision_classifiers():
         res = max(res or EXTRA_RES, MIN_RES.get(name, 0))
         kwargs = {"aux_logits": False, "init_weights": False} if name == "inception_v3" else {}
+        if name.startswith("vit_"):  # a position embedding per patch of this side
+            kwargs["image_size"] = res
         net = getattr(torchvision.models, name)(**kwargs)
         x, y = torch.randn(n, 3, res, res), labels
         config = "%dx3x%dx%d" % (n, res, res)
@@ -200,7 +220,7 @@ def build(name, quick=False, res=None, batch=None):
         x, y = torch.randn(n, 3, res, res), torch.randint(0, 21, (n, res, res))
         config = "%dx3x%dx%d, 21 classes per pixel" % (n, res, res)
     else:
-        raise ValueError("unknown model %r (known: %s)" % (name, ", ".join(MODELS + EXTRA_MODELS)))
+        raise ValueError("unknown model %r (known: %s, any torchvision classifier)" % (name, ", ".join(MODELS + EXTRA_MODELS)))
     model = SegmentationWithLoss(net) if name in SEGMENTATION_MODELS else WithLoss(net)
     redraw(model, seed)
     round_to_onnx_attributes(model)

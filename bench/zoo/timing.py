@@ -74,7 +74,7 @@ def main():
         return torch_step(args)
     import models
     names = args.models.split(",") if args.models else REPORT_MODELS
-    unknown = [n for n in names if n not in models.MODELS + models.EXTRA_MODELS]
+    unknown = [n for n in names if not models.known(n)]
     if unknown:
         p.error("unknown model %s" % ", ".join(unknown))
     cores = os.cpu_count() or 1

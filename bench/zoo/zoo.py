@@ -79,11 +79,13 @@ def main():
     if args.list:
         print("\n".join(models.MODELS))
         print("# extra (only with --models):\n" + "\n".join(models.EXTRA_MODELS))
+        print("# and any torchvision classifier (--models), at the extras' image side:\n" +
+              "\n".join(n for n in models.torchvision_classifiers() if n not in models.MODELS + models.EXTRA_MODELS))
         return 0
     names = args.models.split(",") if args.models else (models.QUICK_MODELS if args.quick else models.MODELS)
-    unknown = [n for n in names if n not in models.MODELS + models.EXTRA_MODELS]
+    unknown = [n for n in names if not models.known(n)]
     if unknown:
-        p.error("unknown model %s (known: %s)" % (", ".join(unknown), ", ".join(models.MODELS + models.EXTRA_MODELS)))
+        p.error("unknown model %s (known: --list)" % ", ".join(unknown))
     os.makedirs(args.out, exist_ok=True)
     start = time.monotonic()
     with concurrent.futures.ThreadPoolExecutor(args.jobs) as pool:
