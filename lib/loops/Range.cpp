@@ -27,11 +27,82 @@ MaybeRange RangeOf::on_var(const LExprPtr &e) {
   return it == vars.end() ? std::nullopt : MaybeRange(it->second);
 }
 
+namespace {
+
+/// `r` where `x op c` holds for its values; nullopt where it never does.
+MaybeRange refine(Range r, CompareOp op, int64_t c) {
+  switch (op) {
+  case CompareOp::LT:
+    if (c == INT64_MIN)
+      return std::nullopt;
+    r.hi = std::min(r.hi, c - 1);
+    break;
+  case CompareOp::LE:
+    r.hi = std::min(r.hi, c);
+    break;
+  case CompareOp::GT:
+    if (c == INT64_MAX)
+      return std::nullopt;
+    r.lo = std::max(r.lo, c + 1);
+    break;
+  case CompareOp::GE:
+    r.lo = std::max(r.lo, c);
+    break;
+  default:
+    return r;
+  }
+  return r.lo <= r.hi ? MaybeRange(r) : std::nullopt;
+}
+
+CompareOp negated(CompareOp op) {
+  switch (op) {
+  case CompareOp::LT:
+    return CompareOp::GE;
+  case CompareOp::LE:
+    return CompareOp::GT;
+  case CompareOp::GT:
+    return CompareOp::LE;
+  case CompareOp::GE:
+    return CompareOp::LT;
+  case CompareOp::EQ:
+    return CompareOp::NE;
+  case CompareOp::NE:
+    return CompareOp::EQ;
+  }
+  return op;
+}
+
+} // namespace
+
+/// The union of the branches' ranges; a branch that is the compared
+/// expression of a condition `x op c` counts only where its side of the
+/// condition holds: select(row < rows, row, rows - 1) is in [.., rows - 1]
+/// (a clamp that the index simplifier, which folds min and max, keeps).
 MaybeRange RangeOf::on_select(const LExprPtr &e) {
-  MaybeRange a = of(e->operands[1]), b = of(e->operands[2]);
-  if (!a || !b)
+  const LExprPtr &cond = e->operands[0];
+  int64_t c = 0;
+  bool bounded = cond->kind == LExprKind::Compare && cond->operands[1]->kind == LExprKind::IntImm &&
+                 cond->operands[0]->dtype == DType::Int64;
+  if (bounded)
+    c = cond->operands[1]->ivalue;
+  std::optional<Range> sides[2];
+  bool taken[2] = {true, true};
+  for (int side = 0; side < 2; ++side) {
+    const LExprPtr &v = e->operands[size_t(side) + 1];
+    MaybeRange r = of(v);
+    if (!r)
+      return std::nullopt;
+    if (bounded && same_expr(v, cond->operands[0])) {
+      r = refine(*r, side == 0 ? cond->cop : negated(cond->cop), c);
+      taken[side] = r.has_value();
+    }
+    sides[side] = r;
+  }
+  if (!taken[0] && !taken[1])
     return std::nullopt;
-  return Range{std::min(a->lo, b->lo), std::max(a->hi, b->hi)};
+  if (!taken[0] || !taken[1])
+    return taken[0] ? sides[0] : sides[1];
+  return Range{std::min(sides[0]->lo, sides[1]->lo), std::max(sides[0]->hi, sides[1]->hi)};
 }
 
 MaybeRange RangeOf::on_binary(const LExprPtr &e) {

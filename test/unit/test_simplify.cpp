@@ -10,6 +10,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "gradc/loops/Lanes.h"
+#include "gradc/loops/Range.h"
 #include "gradc/lower/Passes.h"
 
 #include <catch2/catch.hpp>
@@ -191,4 +192,37 @@ TEST_CASE("an index's known zero bits hold at every point with the lane at zero"
   CHECK(index_zero_bits(index, l.get(), [&](const LExpr &c) { return &c != stride; }) == 0);
   CHECK(index_zero_bits(binary(BinaryOp::FloorDiv, index, int_imm(4)), l.get(), fixed) == 0);
   CHECK(index_zero_bits(var_ref(l), l.get(), fixed) == 64);
+}
+
+TEST_CASE("a select that clamps its own condition's operand has the clamped range", "[simplify]") {
+  // A packed product's last row tile: rows rt*12 + i of 16 tiles, clamped to 192 or 160 rows.
+  LVarPtr rt = std::make_shared<LVar>(LVar{"rt"}), i = std::make_shared<LVar>(LVar{"i"});
+  RangeOf ranges;
+  ranges.vars = {{rt.get(), Range{0, 15}}, {i.get(), Range{0, 11}}};
+  auto row = [&] { return binary(BinaryOp::Add, binary(BinaryOp::Mul, var_ref(rt), int_imm(12)), var_ref(i)); };
+  auto clamp = [&](int64_t rows) {
+    return select(compare(CompareOp::LT, row(), int_imm(rows)), row(), int_imm(rows - 1));
+  };
+  for (int64_t rows : {160, 192, 200}) {
+    MaybeRange r = ranges.of(clamp(rows));
+    REQUIRE(r);
+    CHECK(r->lo == 0);
+    CHECK(r->hi == rows - 1); // (200: the constant branch counts, though never taken)
+  }
+  // The condition the other way round bounds the other branch; one never taken drops out.
+  LExprPtr from_below = select(compare(CompareOp::GE, row(), int_imm(8)), int_imm(100), row());
+  CHECK(ranges.of(from_below)->lo == 0);
+  CHECK(ranges.of(from_below)->hi == 100);
+  LExprPtr never = select(compare(CompareOp::GT, row(), int_imm(500)), row(), int_imm(7));
+  CHECK(ranges.of(never)->lo == 7);
+  CHECK(ranges.of(never)->hi == 7);
+  // A branch that is not the compared expression keeps its whole range.
+  LExprPtr other = select(compare(CompareOp::LT, row(), int_imm(10)), var_ref(i), int_imm(3));
+  CHECK(ranges.of(other)->hi == 11);
+  // The index simplifier folds a redundant min, and keeps the select.
+  std::unordered_map<const LVar *, Range> vars = ranges.vars;
+  LExprPtr folded = simplify_index(binary(BinaryOp::Min, row(), int_imm(191)), vars);
+  CHECK(folded->kind == LExprKind::Binary);
+  CHECK(folded->bop == BinaryOp::Add);
+  CHECK(simplify_index(clamp(192), vars)->kind == LExprKind::Select);
 }
