@@ -134,7 +134,12 @@ private:
   }
 
   /// A sum with (x // c)·c·k and (x % c)·k among its terms has x·k instead
-  /// (a reshape's split index flattened again).
+  /// (a reshape's split index flattened again); likewise (x // (a·c))·c·k
+  /// and ((x // a) % c)·k give (x // a)·k, which the nested division's
+  /// folding (x // a // c = x // (a·c)) would otherwise hide: a row r of
+  /// (N, C, H) rows split as n = r // H // C, c = r // H % C reads plane
+  /// n·C + c = r // H, with no division by C left (a template's divisors
+  /// stay constants, so C kept otherwise equal kernels apart).
   LExprPtr recombine(const LExprPtr &e) {
     Linear x;
     x.add(e, 1);
@@ -147,12 +152,22 @@ private:
       if (!division_of(x.terms[i].first, false, inner, c))
         continue;
       for (size_t j = 0; j < x.terms.size(); ++j)
-        if (j != i && division_of(x.terms[j].first, true, other, c2) && c2 == c && same_expr(inner, other) &&
-            !__builtin_mul_overflow(x.terms[j].second, c, &k) && k == x.terms[i].second) {
+        if (j != i && division_of(x.terms[j].first, true, other, c2) &&
+            !__builtin_mul_overflow(x.terms[j].second, c2, &k) && k == x.terms[i].second) {
+          // x // c with x % c, or x // (a·c2) with (x // a) % c2
+          LExprPtr whole, below;
+          int64_t a = 0, ac = 0;
+          if (c2 == c && same_expr(inner, other))
+            whole = inner;
+          else if (division_of(other, false, below, a) && same_expr(inner, below) &&
+                   !__builtin_mul_overflow(a, c2, &ac) && ac == c)
+            whole = other;
+          else
+            continue;
           int64_t scale = x.terms[j].second;
           x.terms.erase(x.terms.begin() + std::ptrdiff_t(std::max(i, j)));
           x.terms.erase(x.terms.begin() + std::ptrdiff_t(std::min(i, j)));
-          x.add(inner, scale);
+          x.add(whole, scale);
           if (!x.ok)
             return e;
           changed = true;

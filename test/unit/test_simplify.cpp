@@ -156,6 +156,26 @@ TEST_CASE("a reshape of a transpose and a flat reshape lose their divisions", "[
   // A flat reshape: (i // 10)·10 + i % 10 is i.
   LExprPtr flat = add(mul(div(var(1), 10), 10), mod(var(1), 10));
   CHECK(count_divisions(simplify_index(flat, v.ranges())) == 0);
+  // Rows r of (N, C, H) split as n = r // H // C and c = r // H % C: plane n·C + c is r // H, however
+  // the nested division was folded first (r // (H·C)), and the element (plane·H + h)·W + w keeps
+  // only that division (a max pool's rows: C as a divisor had kept kernels apart).
+  for (int64_t C : {3, 192}) {
+    LExprPtr r = add(mul(var(0), 64), var(1)); // 0 .. 511
+    LExprPtr plane = add(mul(div(div(r, 4), C), C), mod(div(r, 4), C));
+    LExprPtr element = add(mul(add(mul(plane, 4), var(2)), 7), int_imm(5));
+    LExprPtr simple = simplify_index(element, v.ranges());
+    INFO(C);
+    CHECK(agree(element, simple, v));
+    CHECK(count_divisions(simple) == 1);
+    // and the folded form, (q // 4C)·C + (q // 4) % C, the same (q one loop's variable)
+    LExprPtr folded = add(mul(div(var(1), 4 * C), C), mod(div(var(1), 4), C));
+    CHECK(agree(folded, simplify_index(folded, v.ranges()), v));
+    CHECK(count_divisions(simplify_index(folded, v.ranges())) == 1);
+  }
+  // Coefficients that do not match stay: (q // 12)·2 + (q // 4) % 3 is not (q // 4)·k.
+  LExprPtr skew = add(mul(div(var(1), 12), 2), mod(div(var(1), 4), 3));
+  CHECK(agree(skew, simplify_index(skew, v.ranges()), v));
+  CHECK(count_divisions(simplify_index(skew, v.ranges())) == 3);
 }
 
 TEST_CASE("an index's known zero bits hold at every point with the lane at zero", "[lanes]") {
