@@ -85,7 +85,7 @@ MaybeRange RangeOf::on_select(const LExprPtr &e) {
                  cond->operands[0]->dtype == DType::Int64;
   if (bounded)
     c = cond->operands[1]->ivalue;
-  std::optional<Range> sides[2];
+  MaybeRange sides[2];
   bool taken[2] = {true, true};
   for (int side = 0; side < 2; ++side) {
     const LExprPtr &v = e->operands[size_t(side) + 1];
