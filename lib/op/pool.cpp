@@ -78,6 +78,13 @@ LExprPtr PoolAxis::window_tap(const LExprPtr &i, const LExprPtr &j) const {
   return from(ceil_div(sub(add(i, imm(lo)), imm((out - 1) * s))), window_taps(), j);
 }
 
+LExprPtr PoolAxis::holds(const LExprPtr &o, const LExprPtr &i) const {
+  // i = o·s - lo + t·d for a tap t in [0, k)
+  LExprPtr r = sub(add(i, imm(lo)), mul(o, imm(s)));
+  LExprPtr in_window = both(compare(CompareOp::GE, r, imm(0)), compare(CompareOp::LE, r, imm((k - 1) * d)));
+  return d == 1 ? in_window : both(in_window, compare(CompareOp::EQ, fmod(r, d), imm(0)));
+}
+
 std::pair<int64_t, int64_t> PoolAxis::whole_windows() const {
   // window o reads o·s - lo through o·s - lo + (k - 1)·d
   return outputs_reading_inside(s, -lo, int64_t(std::min<__int128>(__int128(k - 1) * d - lo, INT64_MAX)), n, out);
@@ -227,8 +234,8 @@ StmtPtr over_taps(const PoolAxis &h, const PoolAxis &w, const LExprPtr &oh, cons
       ForKind::Reduce, "k");
 }
 
-/// acc = the maximum of the window of argument `data`; with `arg`, arg = the
-/// flat (ih·W + iw) of its first maximum (-1 when the window holds no data).
+} // namespace
+
 StmtPtr window_max(const KernelCtx &k, size_t data, const PoolAxis &h, const PoolAxis &w, const LExprPtr &n, const LExprPtr &c,
                    const LExprPtr &oh, const LExprPtr &ow, const BufferPtr &acc, const BufferPtr &arg) {
   LExprPtr zero = imm(0);
@@ -249,8 +256,6 @@ StmtPtr window_max(const KernelCtx &k, size_t data, const PoolAxis &h, const Poo
   init.push_back(scan);
   return seq(init);
 }
-
-} // namespace
 
 StmtPtr max_pool2d_kernel(KernelCtx &k) {
   auto a = k.attrs_as<MaxPool2DAttrs>();
@@ -517,13 +522,6 @@ StmtPtr adaptive_avg_pool2d_backward_kernel(KernelCtx &k) {
 
 //===--- gradients and compositions ---------------------------------------===//
 
-/// The backward operators take every pooling attribute (Relax's signature).
-AvgPool2DAttrs backward_attrs(const Pool2DAttrs &a) {
-  AvgPool2DAttrs b;
-  static_cast<Pool2DAttrs &>(b) = a;
-  return b;
-}
-
 /// One per tap of every window.
 template <class A> int64_t window_flops(const Expr &call) {
   auto a = call_attrs<A>(call);
@@ -581,10 +579,16 @@ StmtPtr max_pool2d_backward_from(KernelCtx &k, const MaxPoolDisjoint &disjoint, 
   if (h.disjoint() && w.disjoint())
     return disjoint(k, h, w);
   BufferPtr argmax = k.scratch("argmax", argmax_dtype(h, w), num_elements(gs));
+  return seq({argmax_of(k, h, w, argmax), scatter_at_argmax(k, h, w, [&](const LExprPtr &at) { return load(argmax, at); })});
+}
+
+StmtPtr scatter_at_argmax(KernelCtx &k, const PoolAxis &h, const PoolAxis &w,
+                          const std::function<LExprPtr(const LExprPtr &)> &argmax_at) {
+  const Shape &gs = k.arg_type(0).shape;
   DType dt = k.call.type.dtype;
   const BufferPtr &out = k.out();
   int64_t plane = h.n * w.n, windows = gs[2] * gs[3];
-  StmtPtr scatter = loop_nest({gs[0] * gs[1]}, [&](const Index &p) {
+  return loop_nest({gs[0] * gs[1]}, [&](const Index &p) {
     LExprPtr base = mul(p[0], imm(plane));
     StmtPtr clear = loop_nest(
         {plane}, [&](const Index &i) { return store(out, add(base, i[0]), constant_of(0, dt)); }, ForKind::Spatial,
@@ -593,14 +597,158 @@ StmtPtr max_pool2d_backward_from(KernelCtx &k, const MaxPoolDisjoint &disjoint, 
         {windows},
         [&](const Index &o) {
           LExprPtr at = add(mul(p[0], imm(windows)), o[0]);
-          LExprPtr m = cast(DType::Int64, load(argmax, at)), dst = add(base, clamp_index(m, plane));
-          return if_then(compare(CompareOp::GE, m, imm(0)), store(out, dst, add(load(out, dst), k.in_flat(0, at))));
+          LExprPtr m = cast(DType::Int64, argmax_at(at)), dst = add(base, clamp_index(m, plane));
+          LExprPtr tap = both(h.holds(fdiv(o[0], gs[3]), fdiv(m, w.n)), w.holds(fmod(o[0], gs[3]), fmod(m, w.n)));
+          return if_then(both(in_range(m, 0, plane), tap), store(out, dst, add(load(out, dst), k.in_flat(0, at))));
         },
         ForKind::Reduce, "w");
     return seq({clear, adds});
   }, ForKind::Spatial, "p");
-  return seq({argmax_of(k, h, w, argmax), scatter});
 }
+
+StmtPtr max_pool2d_argmax_kernel(KernelCtx &k) {
+  auto a = k.attrs_as<MaxPool2DAttrs>();
+  const Shape &xs = k.arg_type(0).shape, &os = k.call.type.shape;
+  PoolAxis h(a, 0, xs[2]), w(a, 1, xs[3]);
+  return loop_nest(os, [&](const Index &o) {
+    BufferPtr mx = k.local("max", k.arg_type(0).dtype), arg = k.local("arg", k.call.type.dtype);
+    return alloc(mx, alloc(arg, seq({window_max(k, 0, h, w, o[0], o[1], o[2], o[3], mx, arg),
+                                     store(k.out(), flat_index(os, o), load(arg, imm(0)))})));
+  });
+}
+
+namespace {
+
+//===--- the gradient through the argmax -----------------------------------===//
+
+/// The pooled data's windows, for grad.max_pool2d_unpool.
+std::pair<PoolAxis, PoolAxis> unpool_axes(const MaxUnpool2DAttrs &a) {
+  return {PoolAxis(a, 0, a.data_size[0]), PoolAxis(a, 1, a.data_size[1])};
+}
+
+/// Whether grad.max_pool2d_unpool `call` is a gather, each element from the
+/// one window that can hold it: windows that never overlap.
+bool max_pool2d_unpool_gathers(const Expr &call) {
+  auto [h, w] = unpool_axes(call_attrs<MaxUnpool2DAttrs>(call));
+  return h.disjoint() && w.disjoint();
+}
+
+/// dx[n, c, ih, iw] over disjoint windows: g of the window o = (i + lo) / s
+/// holding (ih, iw) where its argmax is that element, else 0. One select
+/// reading the window's argmax and adjoint once each: cheap enough for the
+/// fusion pass to recompute in each of its users.
+LExprPtr max_pool2d_unpool_element(ElementCtx &c) {
+  auto [h, w] = unpool_axes(c.attrs_as<MaxUnpool2DAttrs>());
+  const Index &i = c.index;
+  LExprPtr valid;
+  // along an axis: the window (i + lo) / s, and whether the element is one of its taps: at
+  // offset r = (i + lo) % s from its start, a multiple of d up to (k - 1)·d
+  auto window = [&](const PoolAxis &ax, const LExprPtr &at) {
+    LExprPtr num = add(at, imm(ax.lo)), o = fdiv(num, ax.s), r = fmod(num, ax.s);
+    LExprPtr tap = compare(CompareOp::LE, r, imm((ax.k - 1) * ax.d));
+    if (ax.d > 1)
+      tap = both(tap, compare(CompareOp::EQ, fmod(r, ax.d), imm(0)));
+    LExprPtr here = both(in_range(o, 0, ax.out), tap);
+    valid = valid ? both(valid, here) : here;
+    return clamp_index(o, ax.out);
+  };
+  Index o{i[0], i[1], window(h, i[2]), window(w, i[3])};
+  LExprPtr hit = compare(CompareOp::EQ, cast(DType::Int64, c.in(1, o)), add(mul(i[2], imm(w.n)), i[3]));
+  return select(both(valid, hit), c.in(0, o), constant_of(0, c.type().dtype));
+}
+
+/// Overlapping windows: per plane, zeroed, each window's g added at its argmax.
+StmtPtr max_pool2d_unpool_kernel(KernelCtx &k) {
+  auto [h, w] = unpool_axes(k.attrs_as<MaxUnpool2DAttrs>());
+  return scatter_at_argmax(k, h, w, [&](const LExprPtr &at) { return k.in_flat(1, at); });
+}
+
+/// out[n, c, oh, ow] = data_grad at window (oh, ow)'s argmax, 0 where that
+/// is not one of the window's taps inside the data.
+LExprPtr max_pool2d_take_element(ElementCtx &c) {
+  auto a = c.attrs_as<MaxPool2DAttrs>();
+  const Shape &xs = c.arg_type(0).shape;
+  PoolAxis h(a, 0, xs[2]), w(a, 1, xs[3]);
+  const Index &o = c.index;
+  LExprPtr m = cast(DType::Int64, c.in(1, o)), ih = fdiv(m, w.n), iw = fmod(m, w.n);
+  LExprPtr valid = both(in_range(m, 0, h.n * w.n), both(h.holds(o[2], ih), w.holds(o[3], iw)));
+  return select(valid, c.in(0, {o[0], o[1], clamp_index(ih, h.n), clamp_index(iw, w.n)}),
+                constant_of(0, c.type().dtype));
+}
+
+/// grad.max_pool2d_argmax(data): the pool's output shape, int32 where a
+/// plane's flat indices fit (argmax_dtype).
+Type max_pool2d_argmax_rel(RelationCtx &ctx) {
+  const Type *x = ctx.tensor(0);
+  if (!x)
+    return Type::unknown();
+  if (!require_numeric(ctx, *x, "cast to a numeric dtype first"))
+    return Type::unknown();
+  auto a = ctx.attrs_as<MaxPool2DAttrs>();
+  int64_t oh, ow;
+  if (!pool_window(ctx, a, *x, oh, ow))
+    return Type::unknown();
+  return Type::tensor({x->shape[0], x->shape[1], oh, ow}, argmax_dtype(PoolAxis(a, 0, x->shape[2]), PoolAxis(a, 1, x->shape[3])));
+}
+
+bool index_dtype(DType dt) { return dt == DType::Int32 || dt == DType::Int64; }
+
+/// grad.max_pool2d_unpool(output_grad, argmax): (N, C, data_size) of
+/// output_grad's dtype; output_grad is the pool's output for such data and
+/// argmax of its shape.
+Type max_pool2d_unpool_rel(RelationCtx &ctx) {
+  const Type *g = ctx.tensor(0), *m = g ? ctx.tensor(1) : nullptr;
+  if (!m)
+    return Type::unknown();
+  if (!require_float(ctx, *g))
+    return Type::unknown();
+  if (g->rank() != 4)
+    return ctx.fail("expects an NCHW output_grad of rank 4, found " + g->str());
+  auto a = ctx.attrs_as<MaxUnpool2DAttrs>();
+  Type data = Type::tensor({g->shape[0], g->shape[1], a.data_size[0], a.data_size[1]}, g->dtype);
+  int64_t oh, ow;
+  if (!pool_window(ctx, a, data, oh, ow))
+    return Type::unknown();
+  Type expect = Type::tensor({g->shape[0], g->shape[1], oh, ow}, g->dtype);
+  if (*g != expect)
+    return ctx.fail("output_grad of type " + g->str() + " is not the pool's output type " + expect.str() +
+                    " for data of " + data.str());
+  if (!index_dtype(m->dtype) || m->shape != g->shape)
+    return ctx.fail("argmax of type " + m->str() + " is not an int32 or int64 tensor of output_grad's shape");
+  return data;
+}
+
+/// grad.max_pool2d_take(data_grad, argmax): the pool's output type.
+Type max_pool2d_take_rel(RelationCtx &ctx) {
+  const Type *x = ctx.tensor(0), *m = x ? ctx.tensor(1) : nullptr;
+  if (!m)
+    return Type::unknown();
+  if (!require_float(ctx, *x))
+    return Type::unknown();
+  int64_t oh, ow;
+  if (!pool_window(ctx, ctx.attrs_as<MaxPool2DAttrs>(), *x, oh, ow))
+    return Type::unknown();
+  Type out = Type::tensor({x->shape[0], x->shape[1], oh, ow}, x->dtype);
+  if (!index_dtype(m->dtype) || m->shape != out.shape)
+    return ctx.fail("argmax of type " + m->str() + " is not an int32 or int64 tensor of the pool's output shape " +
+                    out.str());
+  return out;
+}
+
+MaxUnpool2DAttrs unpool_attrs(const Pool2DAttrs &a, const Shape &data) {
+  MaxUnpool2DAttrs u;
+  static_cast<Pool2DAttrs &>(u) = a;
+  u.data_size = {data[2], data[3]};
+  return u;
+}
+
+MaxPool2DAttrs pool_attrs(const Pool2DAttrs &a) {
+  MaxPool2DAttrs p;
+  static_cast<Pool2DAttrs &>(p) = a;
+  return p;
+}
+
+} // namespace
 
 void register_pool_ops(OpRegistry &reg) {
   reg.add("nn.max_pool2d")
@@ -609,8 +757,11 @@ void register_pool_ops(OpRegistry &reg) {
       .attrs<MaxPool2DAttrs>()
       .support_level(2)
       .relation("MaxPool2D", pool2d_rel<MaxPool2DAttrs>)
+      // each window's adjoint to its argmax, a value of its own: grad.max_pool2d_argmax
       .gradient([](GradCtx &g) -> Grads {
-        return {g.b.call(ops::max_pool2d_backward, {g.grad, g.arg(0)}, backward_attrs(g.attrs_as<MaxPool2DAttrs>()))};
+        auto a = g.attrs_as<MaxPool2DAttrs>();
+        ExprPtr argmax = g.b.call(ops::max_pool2d_argmax, {g.arg(0)}, a);
+        return {g.b.call(ops::max_pool2d_unpool, {g.grad, argmax}, unpool_attrs(a, g.arg(0)->type.shape))};
       })
       .kernel(max_pool2d_kernel)
       .fuses_epilogue()
@@ -670,6 +821,63 @@ void register_pool_ops(OpRegistry &reg) {
       .fuses_producers(window_reads<AvgPool2DAttrs, 1>)
       .example("%g: Tensor[(2, 3, 7, 6), float64], %x: Tensor[(2, 3, 7, 6), float64]",
                "grad.max_pool2d_gather(%g, %x, pool_size=[3, 2], strides=[2, 2], padding=[1, 0])");
+
+  reg.add("grad.max_pool2d_argmax")
+      .describe("Each window's first maximum of nn.max_pool2d, as its flat ih·W + iw in the plane (-1: no data).")
+      .notes("int32 where every flat index of a plane fits, else int64. The taps are scanned in row-major "
+             "order: the first maximum wins, a NaN is a maximum (the last NaN), and a window of -inf has its "
+             "first tap inside the data. nn.max_pool2d's gradient is grad.max_pool2d_unpool of the adjoint "
+             "at these positions.")
+      .arg("data", "Tensor[(N, C, H, W)]", "The pool's input.")
+      .attrs<MaxPool2DAttrs>()
+      .support_level(10)
+      .relation("MaxPool2DArgmax", max_pool2d_argmax_rel)
+      .no_gradient()
+      .kernel(max_pool2d_argmax_kernel)
+      .fuses_producers(window_reads<MaxPool2DAttrs, 0>); // relu(batch norm) before the pool, as the pool's
+
+  reg.add("grad.max_pool2d_unpool")
+      .describe("The gradient of nn.max_pool2d: each window's adjoint added at its argmax, 0 elsewhere.")
+      .notes("An argmax that is not one of its window's taps inside the data moves nothing. Where no two "
+             "windows overlap, an element of the result is one select of its window's argmax and adjoint "
+             "(fused into its users, or recomputed in each); else each plane is zeroed and its windows' "
+             "adjoints added in row-major order.")
+      .arg("output_grad", "Tensor[(N, C, OH, OW)]", "The adjoint of the pool's output.")
+      .arg("argmax", "Tensor[(N, C, OH, OW)] of int32 or int64", "grad.max_pool2d_argmax of the pool's input.")
+      .attrs<MaxUnpool2DAttrs>()
+      .support_level(10)
+      .relation("MaxPool2DUnpool", max_pool2d_unpool_rel)
+      // linear in output_grad, with grad.max_pool2d_take its adjoint; none for the integer argmax
+      .gradient([](GradCtx &g) -> Grads {
+        return {g.b.call(ops::max_pool2d_take, {g.grad, g.arg(1)}, pool_attrs(g.attrs_as<MaxUnpool2DAttrs>())),
+                nullptr};
+      })
+      .kernel(max_pool2d_unpool_kernel)
+      .element(max_pool2d_unpool_element, max_pool2d_unpool_gathers)
+      .example("%g: Tensor[(2, 3, 4, 3), float64], %a: Tensor[(2, 3, 4, 3), int32]",
+               "grad.max_pool2d_unpool(%g, %a, pool_size=[3, 2], strides=[2, 2], padding=[1, 0], data_size=[7, 6])",
+               false, 42)
+      // disjoint windows: an element each
+      .example("%g: Tensor[(2, 3, 2, 2), float64], %a: Tensor[(2, 3, 2, 2), int64]",
+               "grad.max_pool2d_unpool(%g, %a, pool_size=[2, 3], strides=[3, 3], padding=[1, 0, 0, 2], dilation=[2, 1], "
+               "data_size=[7, 6])",
+               false, 42);
+
+  reg.add("grad.max_pool2d_take")
+      .describe("The adjoint of grad.max_pool2d_unpool: data_grad read at each window's argmax (0 off its taps).")
+      .arg("data_grad", "Tensor[(N, C, H, W)]", "A tensor of the pooled data's type.")
+      .arg("argmax", "Tensor[(N, C, OH, OW)] of int32 or int64", "grad.max_pool2d_argmax of the pool's input.")
+      .attrs<MaxPool2DAttrs>()
+      .support_level(10)
+      .relation("MaxPool2DTake", max_pool2d_take_rel)
+      .gradient([](GradCtx &g) -> Grads { // the unpooling and the take are each other's adjoints
+        return {g.b.call(ops::max_pool2d_unpool, {g.grad, g.arg(1)},
+                         unpool_attrs(g.attrs_as<MaxPool2DAttrs>(), g.arg(0)->type.shape)),
+                nullptr};
+      })
+      .element(max_pool2d_take_element)
+      .example("%x: Tensor[(2, 3, 7, 6), float64], %a: Tensor[(2, 3, 4, 3), int32]",
+               "grad.max_pool2d_take(%x, %a, pool_size=[3, 2], strides=[2, 2], padding=[1, 0])", false, 42);
 
   reg.add("grad.avg_pool2d_backward")
       .describe("The gradient of nn.avg_pool2d: each window's adjoint spread over its taps.")

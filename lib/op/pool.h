@@ -43,6 +43,8 @@ struct PoolAxis {
   std::pair<int64_t, int64_t> whole_windows() const;
   /// Whether no two windows overlap (stride >= the dilated window).
   bool disjoint() const { return s >= d * (k - 1) + 1; }
+  /// Whether data position `i` is one of the taps of window `o`.
+  LExprPtr holds(const LExprPtr &o, const LExprPtr &i) const;
 
 private:
   LExprPtr ceil_div(const LExprPtr &num) const;
@@ -54,6 +56,12 @@ private:
 /// window at a time (what a strategy falls back on).
 StmtPtr max_pool2d_kernel(KernelCtx &k);
 StmtPtr max_pool2d_backward_kernel(KernelCtx &k);
+
+/// acc = the maximum of window (oh, ow) of plane (n, c) of argument `data`;
+/// with `arg`, arg = the flat ih·W + iw of its first maximum (-1 when the
+/// window holds no data).
+StmtPtr window_max(const KernelCtx &k, size_t data, const PoolAxis &h, const PoolAxis &w, const LExprPtr &n,
+                   const LExprPtr &c, const LExprPtr &oh, const LExprPtr &ow, const BufferPtr &acc, const BufferPtr &arg);
 
 /// The dtype of a window's argmax, its flat ih·W + iw in the plane: int32
 /// where every plane index fits (half the bytes, and as many vector lanes as
@@ -78,5 +86,15 @@ using MaxPoolArgmax =
 /// else `argmax_of` into kernel scratch, then per (n, c) plane the plane
 /// zeroed and each window's adjoint added at its maximum, in row-major order.
 StmtPtr max_pool2d_backward_from(KernelCtx &k, const MaxPoolDisjoint &disjoint, const MaxPoolArgmax &argmax_of);
+
+/// Per (n, c) plane of the result (the data's shape), in parallel: the plane
+/// zeroed, then each window's adjoint (argument 0, flat) added at its argmax
+/// `argmax_at(flat window)` where that is one of the window's taps inside
+/// the data, a plane's windows in row-major order (deterministic sums).
+StmtPtr scatter_at_argmax(KernelCtx &k, const PoolAxis &h, const PoolAxis &w,
+                          const std::function<LExprPtr(const LExprPtr &)> &argmax_at);
+
+/// The generic kernel of grad.max_pool2d_argmax: a window at a time.
+StmtPtr max_pool2d_argmax_kernel(KernelCtx &k);
 
 } // namespace gradc

@@ -1761,6 +1761,12 @@ NOT_GENERATED = {
                                 "reference gradient checks it (and the second order its own gradient)",
     "grad.max_pool2d_gather": "the gradient of grad.max_pool2d_backward: it runs in second-order "
                               "adjoints through max pools, where the reference checks it",
+    "grad.max_pool2d_argmax": "an integer result with no gradient: it runs in the adjoint of nn.max_pool2d, "
+                              "where the reference gradient checks it; the oracle checks its forward",
+    "grad.max_pool2d_unpool": "a gradient helper: it runs in the adjoint of nn.max_pool2d, where the reference "
+                              "gradient checks it (and the second order its own gradient)",
+    "grad.max_pool2d_take": "the gradient of grad.max_pool2d_unpool: it runs in second-order adjoints through "
+                            "max pools, where the reference checks it",
     "grad.avg_pool2d_backward": "a gradient helper: it runs in the adjoint of nn.avg_pool2d, where the "
                                 "reference gradient checks it (and the second order its own gradient)",
     "grad.adaptive_avg_pool2d_backward": "a gradient helper: it runs in the adjoint of "

@@ -524,6 +524,58 @@ def _max_pool2d_gather(a, at):
     return out
 
 
+def _window_argmax(x, taps):
+    """The first tap of a window's taps (row-major) that no later tap beats: a later tap replaces the
+    maximum so far if greater or NaN (so the last NaN wins); -1 for a window with no data."""
+    best = -1
+    for h, w in taps:
+        v = x[h, w]
+        if best < 0 or v > x[divmod(best, x.shape[1])] or v != v:
+            best = h * x.shape[1] + w
+    return best
+
+
+def _max_pool2d_argmax(a, at):
+    (x,) = a
+    wins = list(_pool_windows(x.shape, at))
+    OH, OW = max(w[0] for w in wins) + 1, max(w[1] for w in wins) + 1
+    dtype = np.int32 if x.shape[2] * x.shape[3] <= 2**31 - 1 else np.int64
+    out = np.zeros(x.shape[:2] + (OH, OW), dtype=dtype)
+    for oh, ow, taps, _ in wins:
+        for n in range(x.shape[0]):
+            for c in range(x.shape[1]):
+                out[n, c, oh, ow] = _window_argmax(x[n, c], taps)
+    return out
+
+
+def _max_pool2d_unpool(a, at):
+    """Each window's adjoint added at its argmax, where that is one of the window's taps in the data."""
+    g, m = a
+    H, W = _pair(at["data_size"])
+    out = np.zeros(g.shape[:2] + (H, W), dtype=g.dtype)
+    for oh, ow, taps, _ in _pool_windows(out.shape, at):
+        for n in range(g.shape[0]):
+            for c in range(g.shape[1]):
+                k = int(m[n, c, oh, ow])
+                if k >= 0 and divmod(k, W) in taps:
+                    out[n, c, k // W, k % W] += g[n, c, oh, ow]
+    return out
+
+
+def _max_pool2d_take(a, at):
+    """data_grad at each window's argmax, 0 where that is not one of the window's taps in the data."""
+    x, m = a
+    out = np.zeros(m.shape, dtype=x.dtype)
+    W = x.shape[3]
+    for oh, ow, taps, _ in _pool_windows(x.shape, at):
+        for n in range(x.shape[0]):
+            for c in range(x.shape[1]):
+                k = int(m[n, c, oh, ow])
+                if k >= 0 and divmod(k, W) in taps:
+                    out[n, c, oh, ow] = x[n, c, k // W, k % W]
+    return out
+
+
 def _avg_pool2d_backward(a, at):
     g, x = a
     out = np.zeros_like(x)
@@ -803,6 +855,9 @@ REFERENCE = {
     "nn.conv2d_backward_weight": _conv2d_backward_weight,
     "grad.max_pool2d_backward": _max_pool2d_backward,
     "grad.max_pool2d_gather": _max_pool2d_gather,
+    "grad.max_pool2d_argmax": _max_pool2d_argmax,
+    "grad.max_pool2d_unpool": _max_pool2d_unpool,
+    "grad.max_pool2d_take": _max_pool2d_take,
     "grad.avg_pool2d_backward": _avg_pool2d_backward,
     "grad.adaptive_avg_pool2d_backward": _adaptive_avg_pool2d_backward,
     "nn.batch_norm": _batch_norm,
@@ -1094,6 +1149,20 @@ EXTRA_EXAMPLES = {
          "grad.max_pool2d_backward(%g, %x, pool_size=[3, 2], strides=2, padding=[1, 0])", False, 2),
         ("%g: Tensor[(2, 3, 4, 3), float32], %x: Tensor[(2, 3, 7, 6), float32]",
          "grad.max_pool2d_backward(%g, %x, pool_size=2, strides=2, ceil_mode=True)", False, 2)],
+    "grad.max_pool2d_argmax": [
+        ("%x: Tensor[(2, 3, 7, 6), float32]", "grad.max_pool2d_argmax(%x, pool_size=[3, 2], strides=2, padding=[1, 0])",
+         False, 2),
+        ("%x: Tensor[(2, 3, 7, 6), float64]",
+         "grad.max_pool2d_argmax(%x, pool_size=[2, 3], strides=[3, 3], padding=[1, 0, 0, 2], dilation=[2, 1])",
+         False, 2),
+        ("%x: Tensor[(2, 3, 7, 6), int32]", "grad.max_pool2d_argmax(%x, pool_size=3, padding=1, ceil_mode=True)",
+         False, 3),
+        ("%x: Tensor[(1, 2, 5, 5), float32]", "grad.max_pool2d_argmax(%x, pool_size=4, strides=3, padding=3)", False, 2)],
+    "grad.max_pool2d_unpool": [
+        ("%g: Tensor[(2, 3, 4, 3), float32], %a: Tensor[(2, 3, 4, 3), int32]",
+         "grad.max_pool2d_unpool(%g, %a, pool_size=2, strides=2, ceil_mode=True, data_size=[7, 6])", False, 42),
+        ("%g: Tensor[(2, 3, 4, 3), float32], %a: Tensor[(2, 3, 4, 3), int64]",
+         "grad.max_pool2d_unpool(%g, %a, pool_size=3, strides=2, padding=1, data_size=[7, 6])", False, 42)],
     "nn.max_pool2d": [("%x: Tensor[(2, 3, 7, 6), float16]", "nn.max_pool2d(%x, pool_size=2, strides=2)", False, 2),
                       ("%x: Tensor[(2, 3, 7, 6), int32]", "nn.max_pool2d(%x, pool_size=3, padding=1)", False, 9)],
     "nn.avg_pool2d": [("%x: Tensor[(2, 3, 7, 6), float16]",

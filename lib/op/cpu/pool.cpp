@@ -1,7 +1,8 @@
 //===- cpu/pool.cpp - the CPU's max pools -----------------------------------===//
 //
-// The CPU strategies of nn.max_pool2d and grad.max_pool2d_backward (their
-// definitions: pool.cpp). The generic kernels scan one window at a time,
+// The CPU strategies of nn.max_pool2d, grad.max_pool2d_argmax and
+// grad.max_pool2d_backward (their definitions: pool.cpp). The generic
+// kernels scan one window at a time,
 // each tap a branch on whether it is the maximum so far: on data without
 // order that branch is a coin toss, and googlenet's 3 × 3 pools of stride 1
 // spent a quarter of its training step mispredicting it. Here an output
@@ -135,23 +136,36 @@ StmtPtr max_pool2d_backward_disjoint(KernelCtx &k, const PoolAxis &h, const Pool
   return seq({zero, rows});
 }
 
-/// Overlapping windows: each window's first maximum, a row at a time.
-StmtPtr row_argmax(KernelCtx &k, const PoolAxis &h, const PoolAxis &w, const BufferPtr &argmax) {
-  const Shape &gs = k.arg_type(0).shape;
-  return over_rows(gs, [&](const LExprPtr &n, const LExprPtr &c, const LExprPtr &oh) {
-    BufferPtr mx = k.local("max", k.call.type.dtype, w.out), arg = k.local("arg", argmax->dtype, w.out);
+/// Each window's first maximum of argument `data`, a row at a time, into
+/// `argmax` (of the windows' shape `os`).
+StmtPtr row_argmax(KernelCtx &k, size_t data, const Shape &os, const PoolAxis &h, const PoolAxis &w,
+                   const BufferPtr &argmax) {
+  return over_rows(os, [&](const LExprPtr &n, const LExprPtr &c, const LExprPtr &oh) {
+    BufferPtr mx = k.local("max", k.arg_type(data).dtype, w.out), arg = k.local("arg", argmax->dtype, w.out);
     StmtPtr keep = loop_nest(
         {w.out},
-        [&](const Index &ow) { return store(argmax, flat_index(gs, {n, c, oh, ow[0]}), load(arg, ow[0])); },
+        [&](const Index &ow) { return store(argmax, flat_index(os, {n, c, oh, ow[0]}), load(arg, ow[0])); },
         ForKind::Spatial, "ow");
-    return alloc(mx, alloc(arg, seq({row_max(k, 1, h, w, n, c, oh, mx, arg), keep})));
+    return alloc(mx, alloc(arg, seq({row_max(k, data, h, w, n, c, oh, mx, arg), keep})));
   });
 }
 
 StmtPtr cpu_max_pool2d_backward(KernelCtx &k) {
   if (k.arg_type(0).shape[3] > kMaxRowWindows)
     return max_pool2d_backward_kernel(k);
-  return max_pool2d_backward_from(k, max_pool2d_backward_disjoint, row_argmax);
+  return max_pool2d_backward_from(
+      k, max_pool2d_backward_disjoint, [](KernelCtx &k, const PoolAxis &h, const PoolAxis &w, const BufferPtr &argmax) {
+        return row_argmax(k, 1, k.arg_type(0).shape, h, w, argmax);
+      });
+}
+
+StmtPtr cpu_max_pool2d_argmax(KernelCtx &k) {
+  auto a = k.attrs_as<MaxPool2DAttrs>();
+  const Shape &xs = k.arg_type(0).shape, &os = k.call.type.shape;
+  PoolAxis h(a, 0, xs[2]), w(a, 1, xs[3]);
+  if (w.out > kMaxRowWindows)
+    return max_pool2d_argmax_kernel(k);
+  return row_argmax(k, 0, os, h, w, k.out());
 }
 
 } // namespace
@@ -159,6 +173,7 @@ StmtPtr cpu_max_pool2d_backward(KernelCtx &k) {
 void register_cpu_pool(OpRegistry &reg) {
   reg.strategy("nn.max_pool2d", TargetKind::CPU, cpu_max_pool2d);
   reg.strategy("grad.max_pool2d_backward", TargetKind::CPU, cpu_max_pool2d_backward);
+  reg.strategy("grad.max_pool2d_argmax", TargetKind::CPU, cpu_max_pool2d_argmax);
 }
 
 } // namespace gradc

@@ -48,6 +48,17 @@ struct AvgPool2DAttrs : Pool2DAttrs {
   }
 };
 
+/// grad.max_pool2d_unpool: the pool's window and the pooled data's (H, W),
+/// which the pool's output does not determine.
+struct MaxUnpool2DAttrs : Pool2DAttrs {
+  Pair data_size{1, 1};
+  template <class V> void visit(V &v) {
+    visit_window(v);
+    v("data_size", data_size, "The pooled data's (H, W): the result's last two extents.",
+      {.required = true, .min = 1, .max = kMaxElements});
+  }
+};
+
 struct GlobalPool2DAttrs {
   std::string layout = "NCHW", out_layout;
   template <class V> void visit(V &v) {
