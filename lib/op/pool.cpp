@@ -78,13 +78,6 @@ LExprPtr PoolAxis::window_tap(const LExprPtr &i, const LExprPtr &j) const {
   return from(ceil_div(sub(add(i, imm(lo)), imm((out - 1) * s))), window_taps(), j);
 }
 
-LExprPtr PoolAxis::holds(const LExprPtr &o, const LExprPtr &i) const {
-  // i = o·s - lo + t·d for a tap t in [0, k)
-  LExprPtr r = sub(add(i, imm(lo)), mul(o, imm(s)));
-  LExprPtr in_window = both(compare(CompareOp::GE, r, imm(0)), compare(CompareOp::LE, r, imm((k - 1) * d)));
-  return d == 1 ? in_window : both(in_window, compare(CompareOp::EQ, fmod(r, d), imm(0)));
-}
-
 std::pair<int64_t, int64_t> PoolAxis::whole_windows() const {
   // window o reads o·s - lo through o·s - lo + (k - 1)·d
   return outputs_reading_inside(s, -lo, int64_t(std::min<__int128>(__int128(k - 1) * d - lo, INT64_MAX)), n, out);
@@ -587,19 +580,18 @@ StmtPtr scatter_at_argmax(KernelCtx &k, const PoolAxis &h, const PoolAxis &w,
   const Shape &gs = k.arg_type(0).shape;
   DType dt = k.call.type.dtype;
   const BufferPtr &out = k.out();
-  int64_t plane = h.n * w.n, windows = gs[2] * gs[3];
+  int64_t plane = h.n * w.n;
   return loop_nest({gs[0] * gs[1]}, [&](const Index &p) {
     LExprPtr base = mul(p[0], imm(plane));
     StmtPtr clear = loop_nest(
         {plane}, [&](const Index &i) { return store(out, add(base, i[0]), constant_of(0, dt)); }, ForKind::Spatial,
         "z");
     StmtPtr adds = loop_nest(
-        {windows},
+        {gs[2] * gs[3]},
         [&](const Index &o) {
-          LExprPtr at = add(mul(p[0], imm(windows)), o[0]);
+          LExprPtr at = add(mul(p[0], imm(gs[2] * gs[3])), o[0]);
           LExprPtr m = cast(DType::Int64, argmax_at(at)), dst = add(base, clamp_index(m, plane));
-          LExprPtr tap = both(h.holds(fdiv(o[0], gs[3]), fdiv(m, w.n)), w.holds(fmod(o[0], gs[3]), fmod(m, w.n)));
-          return if_then(both(in_range(m, 0, plane), tap), store(out, dst, add(load(out, dst), k.in_flat(0, at))));
+          return if_then(compare(CompareOp::GE, m, imm(0)), store(out, dst, add(load(out, dst), k.in_flat(0, at))));
         },
         ForKind::Reduce, "w");
     return seq({clear, adds});
@@ -633,28 +625,19 @@ bool max_pool2d_unpool_gathers(const Expr &call) {
   return h.disjoint() && w.disjoint();
 }
 
-/// dx[n, c, ih, iw] over disjoint windows: g of the window o = (i + lo) / s
-/// holding (ih, iw) where its argmax is that element, else 0. One select
-/// reading the window's argmax and adjoint once each: cheap enough for the
-/// fusion pass to recompute in each of its users.
+/// dx[n, c, ih, iw] over disjoint windows: g of window o = (i + lo) / s
+/// (clamped into the output) where its argmax is (ih, iw), else 0. No
+/// other window can hold the element, and where this one does not (a gap
+/// between dilated taps, rows past the last window) its argmax is another
+/// element. One select reading the window's argmax and adjoint once each:
+/// cheap enough for the fusion pass to recompute in each of its users.
 LExprPtr max_pool2d_unpool_element(ElementCtx &c) {
   auto [h, w] = unpool_axes(c.attrs_as<MaxUnpool2DAttrs>());
   const Index &i = c.index;
-  LExprPtr valid;
-  // along an axis: the window (i + lo) / s, and whether the element is one of its taps: at
-  // offset r = (i + lo) % s from its start, a multiple of d up to (k - 1)·d
-  auto window = [&](const PoolAxis &ax, const LExprPtr &at) {
-    LExprPtr num = add(at, imm(ax.lo)), o = fdiv(num, ax.s), r = fmod(num, ax.s);
-    LExprPtr tap = compare(CompareOp::LE, r, imm((ax.k - 1) * ax.d));
-    if (ax.d > 1)
-      tap = both(tap, compare(CompareOp::EQ, fmod(r, ax.d), imm(0)));
-    LExprPtr here = both(in_range(o, 0, ax.out), tap);
-    valid = valid ? both(valid, here) : here;
-    return clamp_index(o, ax.out);
-  };
-  Index o{i[0], i[1], window(h, i[2]), window(w, i[3])};
+  Index o{i[0], i[1], clamp_index(fdiv(add(i[2], imm(h.lo)), h.s), h.out),
+          clamp_index(fdiv(add(i[3], imm(w.lo)), w.s), w.out)};
   LExprPtr hit = compare(CompareOp::EQ, cast(DType::Int64, c.in(1, o)), add(mul(i[2], imm(w.n)), i[3]));
-  return select(both(valid, hit), c.in(0, o), constant_of(0, c.type().dtype));
+  return select(hit, c.in(0, o), constant_of(0, c.type().dtype));
 }
 
 /// Overlapping windows: per plane, zeroed, each window's g added at its argmax.
@@ -663,16 +646,15 @@ StmtPtr max_pool2d_unpool_kernel(KernelCtx &k) {
   return scatter_at_argmax(k, h, w, [&](const LExprPtr &at) { return k.in_flat(1, at); });
 }
 
-/// out[n, c, oh, ow] = data_grad at window (oh, ow)'s argmax, 0 where that
-/// is not one of the window's taps inside the data.
+/// out[n, c, oh, ow] = data_grad at window (oh, ow)'s argmax, 0 where it
+/// has none (-1).
 LExprPtr max_pool2d_take_element(ElementCtx &c) {
   auto a = c.attrs_as<MaxPool2DAttrs>();
   const Shape &xs = c.arg_type(0).shape;
   PoolAxis h(a, 0, xs[2]), w(a, 1, xs[3]);
   const Index &o = c.index;
-  LExprPtr m = cast(DType::Int64, c.in(1, o)), ih = fdiv(m, w.n), iw = fmod(m, w.n);
-  LExprPtr valid = both(in_range(m, 0, h.n * w.n), both(h.holds(o[2], ih), w.holds(o[3], iw)));
-  return select(valid, c.in(0, {o[0], o[1], clamp_index(ih, h.n), clamp_index(iw, w.n)}),
+  LExprPtr m = cast(DType::Int64, c.in(1, o)), mc = clamp_index(m, h.n * w.n), ih = fdiv(mc, w.n);
+  return select(compare(CompareOp::GE, m, imm(0)), c.in(0, {o[0], o[1], ih, sub(mc, mul(ih, imm(w.n)))}),
                 constant_of(0, c.type().dtype));
 }
 
@@ -731,7 +713,7 @@ Type max_pool2d_take_rel(RelationCtx &ctx) {
   Type out = Type::tensor({x->shape[0], x->shape[1], oh, ow}, x->dtype);
   if (!index_dtype(m->dtype) || m->shape != out.shape)
     return ctx.fail("argmax of type " + m->str() + " is not an int32 or int64 tensor of the pool's output shape " +
-                    out.str());
+                    shape_str(out.shape));
   return out;
 }
 
@@ -836,12 +818,19 @@ void register_pool_ops(OpRegistry &reg) {
       .kernel(max_pool2d_argmax_kernel)
       .fuses_producers(window_reads<MaxPool2DAttrs, 0>); // relu(batch norm) before the pool, as the pool's
 
+  // The argmax operands below are grad.max_pool2d_argmax's values: each a tap of its window inside
+  // the data, or -1. Any other value is read and written inside the plane, but where its window's
+  // adjoint goes is unspecified (the kernels do not spend a check per window on it).
+  constexpr const char *kArgmaxContract =
+      "argmax holds grad.max_pool2d_argmax's values (a tap of each window inside the data, or -1 for a "
+      "window without data); for other values every access stays inside the plane, but the result is "
+      "unspecified.";
   reg.add("grad.max_pool2d_unpool")
       .describe("The gradient of nn.max_pool2d: each window's adjoint added at its argmax, 0 elsewhere.")
-      .notes("An argmax that is not one of its window's taps inside the data moves nothing. Where no two "
-             "windows overlap, an element of the result is one select of its window's argmax and adjoint "
-             "(fused into its users, or recomputed in each); else each plane is zeroed and its windows' "
-             "adjoints added in row-major order.")
+      .notes(std::string("Where no two windows overlap, an element of the result is one select of its window's "
+                         "argmax and adjoint (fused into its users, or recomputed in each); else each plane is "
+                         "zeroed and its windows' adjoints added in row-major order. ") +
+             kArgmaxContract)
       .arg("output_grad", "Tensor[(N, C, OH, OW)]", "The adjoint of the pool's output.")
       .arg("argmax", "Tensor[(N, C, OH, OW)] of int32 or int64", "grad.max_pool2d_argmax of the pool's input.")
       .attrs<MaxUnpool2DAttrs>()
@@ -854,17 +843,18 @@ void register_pool_ops(OpRegistry &reg) {
       })
       .kernel(max_pool2d_unpool_kernel)
       .element(max_pool2d_unpool_element, max_pool2d_unpool_gathers)
-      .example("%g: Tensor[(2, 3, 4, 3), float64], %a: Tensor[(2, 3, 4, 3), int32]",
-               "grad.max_pool2d_unpool(%g, %a, pool_size=[3, 2], strides=[2, 2], padding=[1, 0], data_size=[7, 6])",
-               false, 42)
+      .example("%g: Tensor[(2, 3, 4, 3), float64], %x: Tensor[(2, 3, 7, 6), float64]",
+               "grad.max_pool2d_unpool(%g, grad.max_pool2d_argmax(%x, pool_size=[3, 2], strides=[2, 2], padding=[1, 0]), "
+               "pool_size=[3, 2], strides=[2, 2], padding=[1, 0], data_size=[7, 6])")
       // disjoint windows: an element each
-      .example("%g: Tensor[(2, 3, 2, 2), float64], %a: Tensor[(2, 3, 2, 2), int64]",
-               "grad.max_pool2d_unpool(%g, %a, pool_size=[2, 3], strides=[3, 3], padding=[1, 0, 0, 2], dilation=[2, 1], "
-               "data_size=[7, 6])",
-               false, 42);
+      .example("%g: Tensor[(2, 3, 2, 2), float64], %x: Tensor[(2, 3, 7, 6), float64]",
+               "grad.max_pool2d_unpool(%g, grad.max_pool2d_argmax(%x, pool_size=[2, 3], strides=[3, 3], "
+               "padding=[1, 0, 0, 2], dilation=[2, 1]), pool_size=[2, 3], strides=[3, 3], padding=[1, 0, 0, 2], "
+               "dilation=[2, 1], data_size=[7, 6])");
 
   reg.add("grad.max_pool2d_take")
-      .describe("The adjoint of grad.max_pool2d_unpool: data_grad read at each window's argmax (0 off its taps).")
+      .describe("The adjoint of grad.max_pool2d_unpool: data_grad read at each window's argmax (0 for -1).")
+      .notes(kArgmaxContract)
       .arg("data_grad", "Tensor[(N, C, H, W)]", "A tensor of the pooled data's type.")
       .arg("argmax", "Tensor[(N, C, OH, OW)] of int32 or int64", "grad.max_pool2d_argmax of the pool's input.")
       .attrs<MaxPool2DAttrs>()
@@ -876,8 +866,9 @@ void register_pool_ops(OpRegistry &reg) {
                 nullptr};
       })
       .element(max_pool2d_take_element)
-      .example("%x: Tensor[(2, 3, 7, 6), float64], %a: Tensor[(2, 3, 4, 3), int32]",
-               "grad.max_pool2d_take(%x, %a, pool_size=[3, 2], strides=[2, 2], padding=[1, 0])", false, 42);
+      .example("%d: Tensor[(2, 3, 7, 6), float64], %x: Tensor[(2, 3, 7, 6), float64]",
+               "grad.max_pool2d_take(%d, grad.max_pool2d_argmax(%x, pool_size=[3, 2], strides=[2, 2], padding=[1, 0]), "
+               "pool_size=[3, 2], strides=[2, 2], padding=[1, 0])");
 
   reg.add("grad.avg_pool2d_backward")
       .describe("The gradient of nn.avg_pool2d: each window's adjoint spread over its taps.")

@@ -43,8 +43,6 @@ struct PoolAxis {
   std::pair<int64_t, int64_t> whole_windows() const;
   /// Whether no two windows overlap (stride >= the dilated window).
   bool disjoint() const { return s >= d * (k - 1) + 1; }
-  /// Whether data position `i` is one of the taps of window `o`.
-  LExprPtr holds(const LExprPtr &o, const LExprPtr &i) const;
 
 private:
   LExprPtr ceil_div(const LExprPtr &num) const;
@@ -89,8 +87,8 @@ StmtPtr max_pool2d_backward_from(KernelCtx &k, const MaxPoolDisjoint &disjoint, 
 
 /// Per (n, c) plane of the result (the data's shape), in parallel: the plane
 /// zeroed, then each window's adjoint (argument 0, flat) added at its argmax
-/// `argmax_at(flat window)` where that is one of the window's taps inside
-/// the data, a plane's windows in row-major order (deterministic sums).
+/// `argmax_at(flat window)` (none at -1), a plane's windows in row-major
+/// order (deterministic sums).
 StmtPtr scatter_at_argmax(KernelCtx &k, const PoolAxis &h, const PoolAxis &w,
                           const std::function<LExprPtr(const LExprPtr &)> &argmax_at);
 

@@ -1159,10 +1159,16 @@ EXTRA_EXAMPLES = {
          False, 3),
         ("%x: Tensor[(1, 2, 5, 5), float32]", "grad.max_pool2d_argmax(%x, pool_size=4, strides=3, padding=3)", False, 2)],
     "grad.max_pool2d_unpool": [
-        ("%g: Tensor[(2, 3, 4, 3), float32], %a: Tensor[(2, 3, 4, 3), int32]",
-         "grad.max_pool2d_unpool(%g, %a, pool_size=2, strides=2, ceil_mode=True, data_size=[7, 6])", False, 42),
-        ("%g: Tensor[(2, 3, 4, 3), float32], %a: Tensor[(2, 3, 4, 3), int64]",
-         "grad.max_pool2d_unpool(%g, %a, pool_size=3, strides=2, padding=1, data_size=[7, 6])", False, 42)],
+        ("%g: Tensor[(2, 3, 4, 3), float32], %x: Tensor[(2, 3, 7, 6), float32]",
+         "grad.max_pool2d_unpool(%g, grad.max_pool2d_argmax(%x, pool_size=2, strides=2, ceil_mode=True), pool_size=2, "
+         "strides=2, ceil_mode=True, data_size=[7, 6])", False, 2),
+        ("%g: Tensor[(2, 3, 4, 3), float32], %x: Tensor[(2, 3, 7, 6), float32]",
+         "grad.max_pool2d_unpool(%g, grad.max_pool2d_argmax(%x, pool_size=3, strides=2, padding=1), pool_size=3, "
+         "strides=2, padding=1, data_size=[7, 6])", False, 2),
+        # ties: every window's maximum repeated, the first one receives it
+        ("%g: Tensor[(2, 3, 4, 6), float32], %x: Tensor[(2, 3, 7, 6), int32]",
+         "grad.max_pool2d_unpool(%g, grad.max_pool2d_argmax(%x, pool_size=3, strides=[2, 1], padding=1), "
+         "pool_size=3, strides=[2, 1], padding=1, data_size=[7, 6])", False, 2)],
     "nn.max_pool2d": [("%x: Tensor[(2, 3, 7, 6), float16]", "nn.max_pool2d(%x, pool_size=2, strides=2)", False, 2),
                       ("%x: Tensor[(2, 3, 7, 6), int32]", "nn.max_pool2d(%x, pool_size=3, padding=1)", False, 9)],
     "nn.avg_pool2d": [("%x: Tensor[(2, 3, 7, 6), float16]",
