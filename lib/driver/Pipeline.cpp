@@ -82,6 +82,9 @@ struct PassContext {
   /// them again.
   std::vector<std::optional<LoweredFunction>> unrematerialized;
   std::unordered_map<const Function *, LoweredFunction> measured;
+  /// The module fusion took, kept where a remat plan may need the function
+  /// fused again, leaner (remat_stage).
+  std::optional<Module> unfused;
 };
 
 /// One pass shape for the tensor IR: a module in, a new module out.
@@ -202,7 +205,13 @@ Module transpose_products_all(const Module &m, PassContext &) {
 Module eliminate_dead_code_all(const Module &m, PassContext &) {
   return each_function(m, [](const Function &fn) { return eliminate_dead_code(fn); });
 }
-Module fuse_all(const Module &m, PassContext &) {
+bool plans_remat(const PipelineOptions &opts) {
+  return opts.remat == RematMode::Auto || opts.remat == RematMode::Sqrt;
+}
+
+Module fuse_all(const Module &m, PassContext &ctx) {
+  if (plans_remat(ctx.opts))
+    ctx.unfused = m;
   return each_function(m, [](const Function &fn) { return fuse_operators(fn); });
 }
 /// Lowering writes a result into its parameter where nothing reads the old
@@ -261,24 +270,25 @@ LoweredFunction lower_function(const Module &m, const FunctionPtr &fn, PassConte
 }
 
 /// Whether selection plans what to keep (auto and sqrt), from footprints.
-bool plans_remat(const PipelineOptions &opts) {
-  return opts.remat == RematMode::Auto || opts.remat == RematMode::Sqrt;
-}
-
 /// --remat=auto and sqrt on one function with a forward and a backward pass
 /// (an adjoint, a training step), fused and without markers
 /// (transform/AutoRemat.h): its plans, each measured by the memory model
 /// from the footprints of its lowering; the cheapest that fits the budget
 /// (auto) or the √n one (sqrt) replaces it. `lowered` is its lowering; the
-/// result's, when the plan recomputes, is left in ctx.measured.
+/// result's, when the plan recomputes, is left in ctx.measured. Where no
+/// plan fits: null, or with `last_try` the error naming the least workspace.
 FunctionPtr plan_remat(const Module &m, const FunctionPtr &fn, const LoweredFunction &lowered, RematStats &stats,
-                       PassContext &ctx) {
+                       PassContext &ctx, bool last_try) {
   auto start = std::chrono::steady_clock::now();
   std::vector<Footprint> footprints = binding_footprints(*fn, lowered);
   bool sqrt_only = ctx.opts.remat == RematMode::Sqrt;
   std::vector<RematPlan> plans = remat_plans(*fn, footprints, sqrt_only, ctx.opts.remat_exhaustive);
   double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   const RematPlan *chosen = sqrt_only ? &plans.back() : choose_plan(plans, ctx.opts.memory_budget);
+  if (!chosen && !last_try) {
+    log(LogLevel::Info, "remat", "@" + fn->name + ": no plan fits the budget as fused");
+    return nullptr;
+  }
   if (!chosen) {
     const RematPlan *least = &plans[0];
     for (const RematPlan &p : plans)
@@ -328,19 +338,35 @@ Module remat_stage(const Module &m, PassContext &ctx) {
   for (size_t i = 0; i < m.functions.size(); ++i) {
     const FunctionPtr &fused = m.functions[i];
     RematStats &stats = ctx.remat.at(i);
-    FunctionPtr fn = fused;
-    if (ctx.opts.remat != RematMode::None)
-      fn = checkpoint_scans(*rematerialize_checkpoints(*fn, stats), stats);
-    fn = eliminate_dead_code(*drop_checkpoint_markers(*fn));
+    // the checkpoint segments and scan states recomputed, the markers dropped
+    auto prepare = [&](const FunctionPtr &f) {
+      FunctionPtr g = f;
+      if (ctx.opts.remat != RematMode::None)
+        g = checkpoint_scans(*rematerialize_checkpoints(*g, stats), stats);
+      return eliminate_dead_code(*drop_checkpoint_markers(*g));
+    };
+    FunctionPtr fn = prepare(fused);
     bool planned = plans_remat(ctx.opts) && fn->attrs.role != FunctionRole::Primal;
+    auto plan = [&](const FunctionPtr &f, bool last_try) {
+      LoweredFunction lowered = lower_function(m, f, ctx);
+      FunctionPtr chosen = plan_remat(m, f, lowered, stats, ctx, last_try);
+      if (chosen == f)
+        ctx.measured[f.get()] = std::move(lowered);
+      return chosen;
+    };
+    bool lean = false;
     if (planned) {
-      LoweredFunction lowered = lower_function(m, fn, ctx);
-      FunctionPtr before = fn;
-      fn = plan_remat(m, fn, lowered, stats, ctx);
-      if (fn == before)
-        ctx.measured[fn.get()] = std::move(lowered);
+      FunctionPtr chosen = plan(fn, /*last_try=*/!ctx.unfused);
+      if (!chosen) {
+        // No plan fits as fused: fuse again, leaner (FuseOptions::lean), and plan that.
+        stats = RematStats{};
+        lean = true;
+        fn = prepare(fuse_operators(*ctx.unfused->functions.at(i), {.lean = true}));
+        chosen = plan(fn, /*last_try=*/true);
+      }
+      fn = chosen;
     }
-    bool recomputes = stats.segments > 0 || stats.time_checkpointed > 0 || stats.recomputed > 0;
+    bool recomputes = lean || stats.segments > 0 || stats.time_checkpointed > 0 || stats.recomputed > 0;
     if (ctx.opts.want_unrematerialized_peak && recomputes)
       ctx.unrematerialized[i] = lower_function(m, eliminate_dead_code(*drop_checkpoint_markers(*fused)), ctx);
     out.functions.push_back(fn);

@@ -120,6 +120,10 @@ OpBuilder &OpBuilder::no_gradient() {
   def_.no_gradient = true;
   return *this;
 }
+OpBuilder &OpBuilder::replicates() {
+  def_.replicates = true;
+  return *this;
+}
 OpBuilder &OpBuilder::element(ElementFn fn) {
   def_.element = fn;
   return *this;

@@ -859,6 +859,7 @@ void register_pool_ops(OpRegistry &reg) {
       })
       .kernel(max_pool2d_unpool_kernel)
       .element(max_pool2d_unpool_element, max_pool2d_unpool_gathers)
+      .replicates() // each window's argmax and adjoint read at each of its taps
       .example("%g: Tensor[(2, 3, 4, 3), float64], %x: Tensor[(2, 3, 7, 6), float64]",
                "grad.max_pool2d_unpool(%g, grad.max_pool2d_argmax(%x, pool_size=[3, 2], strides=[2, 2], padding=[1, 0]), "
                "pool_size=[3, 2], strides=[2, 2], padding=[1, 0], data_size=[7, 6])")

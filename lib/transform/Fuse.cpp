@@ -34,7 +34,13 @@
 // once and reading it k times costs k + 1 passes over memory; recomputing
 // it costs reads its users mostly make anyway: a batch norm's gradient
 // builds g·dy and dy·(x - mean) once and reads each in two sums and the
-// data gradient, and a relu mask feeds three of them.
+// data gradient, and a relu mask feeds three of them. Not one that reads an
+// operand replicated (OpDef::replicates: a max pool's gradient unpooled over
+// disjoint windows, each window's adjoint at each of its taps), which a
+// vector loop gathers, unless fusion is lean (FuseOptions): the remat stage
+// fuses again that way when no plan fits its budget, and vgg11_bn's relu
+// gradient before its first pool, at the data's full size, is never in
+// memory (its half-peak plan fits, the step 4% slower).
 //
 // A producer that divides, takes a root or a transcendental function and
 // that its consumer reads broadcast, 16 or more times per element (a batch
@@ -175,8 +181,8 @@ bool cheap(const LExprPtr &e) {
 /// Whether the fused injective tree `value` may be recomputed in each of its
 /// users (see the header): few operators, cheap at full size, reading each
 /// operand once per element and at most kMaxRecomputedReads tensors of its
-/// own size.
-bool recomputable(const ExprPtr &value) {
+/// own size; none that replicates an operand unless fusion is `lean`.
+bool recomputable(const ExprPtr &value, bool lean) {
   int64_t size = num_elements(value->type.shape);
   int calls = 0, full_calls = 0;
   bool ok = true;
@@ -193,7 +199,8 @@ bool recomputable(const ExprPtr &value) {
       return;
     bool full_size = num_elements(e->type.shape) >= size;
     full_calls += full_size;
-    if (++calls > kMaxRecomputedTree || full_calls > kMaxRecomputedCalls || !injective(*e)) {
+    if (++calls > kMaxRecomputedTree || full_calls > kMaxRecomputedCalls || !injective(*e) ||
+        (e->op->replicates && !lean)) {
       ok = false;
       return;
     }
@@ -292,7 +299,7 @@ struct Positions {
   }
 };
 
-FunctionPtr fuse_bindings(const Function &fn, bool nested) {
+FunctionPtr fuse_bindings(const Function &fn, bool nested, FuseOptions options) {
   std::unordered_map<const Expr *, int> use_count = count_uses(fn);
   Positions positions(fn);
   // Reads of each var as the operand of a call that takes plain injective
@@ -379,7 +386,7 @@ FunctionPtr fuse_bindings(const Function &fn, bool nested) {
       int uses = use_count[b.var.get()];
       bool single = uses == 1 && (inj || (value->op->fuses_epilogue && !self.anchored));
       bool shared = uses > 1 && uses <= kMaxUsers && producer_uses[b.var.get()] == uses && inj && !self.anchored &&
-                    recomputable(value);
+                    recomputable(value, options.lean);
       if ((single || shared) && b.var->type.is_tensor() && self.depth < kMaxFusedDepth) {
         self.value = value;
         self.anchored = self.anchored || !inj;
@@ -410,9 +417,10 @@ FunctionPtr fuse_bindings(const Function &fn, bool nested) {
 
 // A scan's body is fused on its own: its kernels run in the scan's time
 // loop; nothing fuses across the body's boundary.
-FunctionPtr fuse_operators(const Function &fn) {
-  FunctionPtr bodies = map_nested_functions(fn, [](const Function &body) { return fuse_bindings(body, true); });
-  return fuse_bindings(*bodies, false);
+FunctionPtr fuse_operators(const Function &fn, FuseOptions options) {
+  FunctionPtr bodies =
+      map_nested_functions(fn, [&](const Function &body) { return fuse_bindings(body, true, options); });
+  return fuse_bindings(*bodies, false, options);
 }
 
 } // namespace gradc

@@ -219,6 +219,11 @@ struct OpDef {
   // a producer is then recomputed at each read, so only cheap ones fuse there.
   bool fuses_epilogue = false;
   bool fuses_producers = false;
+  // An injective operator whose element reads operands at its index divided
+  // by a stride (an unpooling: each window's value at each of its taps): in a
+  // vector loop those reads are gathers, so fusion recomputes it in several
+  // users only where memory is short (transform/Fuse.h: FuseOptions::lean).
+  bool replicates = false;
   ProducerReadsFn producer_reads_fn = nullptr;
   // An operator whose first fn_args arguments are `fn` values (bodies),
   // whose free Vars (captured values) are inputs too: a gradient rule
@@ -276,6 +281,8 @@ public:
   OpBuilder &relation(std::string name, TypeRelation rel);
   OpBuilder &gradient(GradientFn fn);
   OpBuilder &no_gradient();
+  /// The element reads operands at strided-down indices (OpDef::replicates).
+  OpBuilder &replicates();
   OpBuilder &element(ElementFn fn);
   /// `fn` for the calls `when` accepts, the kernel for the others.
   OpBuilder &element(ElementFn fn, bool (*when)(const Expr &call));
