@@ -285,15 +285,17 @@ FunctionPtr plan_remat(const Module &m, const FunctionPtr &fn, const LoweredFunc
   std::vector<RematPlan> plans = remat_plans(*fn, footprints, sqrt_only, ctx.opts.remat_exhaustive);
   double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   const RematPlan *chosen = sqrt_only ? &plans.back() : choose_plan(plans, ctx.opts.memory_budget);
+  const RematPlan *least = &plans[0];
+  for (const RematPlan &p : plans)
+    if (p.workspace < least->workspace)
+      least = &p;
   if (!chosen && !last_try) {
-    log(LogLevel::Info, "remat", "@" + fn->name + ": no plan fits the budget as fused");
+    log(LogLevel::Info, "remat",
+        "@" + fn->name + ": no plan fits the budget as fused (the least: " + std::to_string(least->workspace) +
+            " bytes)");
     return nullptr;
   }
   if (!chosen) {
-    const RematPlan *least = &plans[0];
-    for (const RematPlan &p : plans)
-      if (p.workspace < least->workspace)
-        least = &p;
     ctx.diag.error(fn->span, "@" + fn->name + ": no plan fits the --memory-budget of " +
                                  std::to_string(ctx.opts.memory_budget) + " bytes; the smallest workspace " +
                                  "gradc can plan is " + std::to_string(least->workspace) + " bytes (" +
