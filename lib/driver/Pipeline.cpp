@@ -205,6 +205,7 @@ Module transpose_products_all(const Module &m, PassContext &) {
 Module eliminate_dead_code_all(const Module &m, PassContext &) {
   return each_function(m, [](const Function &fn) { return eliminate_dead_code(fn); });
 }
+/// Whether selection plans what to keep (auto and sqrt), from footprints.
 bool plans_remat(const PipelineOptions &opts) {
   return opts.remat == RematMode::Auto || opts.remat == RematMode::Sqrt;
 }
@@ -269,7 +270,6 @@ LoweredFunction lower_function(const Module &m, const FunctionPtr &fn, PassConte
   return lowered;
 }
 
-/// Whether selection plans what to keep (auto and sqrt), from footprints.
 /// --remat=auto and sqrt on one function with a forward and a backward pass
 /// (an adjoint, a training step), fused and without markers
 /// (transform/AutoRemat.h): its plans, each measured by the memory model

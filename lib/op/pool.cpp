@@ -748,11 +748,13 @@ void register_pool_ops(OpRegistry &reg) {
       .relation("MaxPool2D", pool2d_rel<MaxPool2DAttrs>)
       // Each window's adjoint to its first maximum. Where no two windows overlap, the argmax is a
       // value of its own (grad.max_pool2d_argmax, a quarter of a 2 x 2 pool's data in int32) and
-      // the unpooling an element: fused into the relu's and batch norm's gradients, recomputed in
-      // each, never in memory at the data's size, and those kernels may write over the pool's
-      // data, which nothing reads at a neighbour's index any more (vgg11_bn's remat at half its
-      // peak). Overlapping windows scatter (grad.max_pool2d_backward, its argmax in the kernel's
-      // scratch): split there, the argmax and the scatter cost 1-4% more on resnet18, googlenet.
+      // the unpooling an element, which fuses into the relu's gradient; where memory is short, it
+      // is recomputed inside each of the batch norm's gradient kernels instead (lean fusion,
+      // transform/Fuse.h), never in memory at the data's size, and the last may write over the
+      // pool's data, which nothing reads at a neighbour's index any more (vgg11_bn's remat at
+      // half its peak). Overlapping windows scatter (grad.max_pool2d_backward, its argmax in the
+      // kernel's scratch): split there, the argmax and the scatter cost 1-4% more on resnet18
+      // and googlenet.
       .gradient([](GradCtx &g) -> Grads {
         auto a = g.attrs_as<MaxPool2DAttrs>();
         const Shape &xs = g.arg(0)->type.shape;
@@ -824,8 +826,8 @@ void register_pool_ops(OpRegistry &reg) {
       .describe("Each window's first maximum of nn.max_pool2d, as its flat ih·W + iw in the plane (-1: no data).")
       .notes("int32 where every flat index of a plane fits, else int64. The taps are scanned in row-major "
              "order: the first maximum wins, a NaN is a maximum (the last NaN), and a window of -inf has its "
-             "first tap inside the data. nn.max_pool2d's gradient is grad.max_pool2d_unpool of the adjoint "
-             "at these positions.")
+             "first tap inside the data. Over windows that never overlap, nn.max_pool2d's gradient is "
+             "grad.max_pool2d_unpool of its adjoint at these positions.")
       .arg("data", "Tensor[(N, C, H, W)]", "The pool's input.")
       .attrs<MaxPool2DAttrs>()
       .support_level(10)
