@@ -556,25 +556,12 @@ LExprPtr replaces_max(const LExprPtr &x, const LExprPtr &cur, const LExprPtr &ar
   return arg ? binary(BinaryOp::Or, better, compare(CompareOp::LT, arg, int_imm(0, arg->dtype))) : better;
 }
 
-/// dx[n, c, ih, iw] = Σ over windows whose first maximum is (ih, iw) of g.
-/// Overlapping windows (3 × 3 of stride 2): first each window's first
-/// maximum, the forward's scan, into kernel scratch (flat ih·W + iw, -1 for
-/// a window without data); then per (n, c) plane, the plane zeroed and each
-/// window's g added at its maximum, windows in row-major order (a plane's
-/// windows one after another, the planes in parallel). Where rescanning
-/// every window of every element cost ⌈k/s⌉² window scans per element
-/// (resnet18's pool: 8× the forward), this is the forward's scan and one
-/// add per window.
-StmtPtr max_pool2d_backward_from(KernelCtx &k, const MaxPoolDisjoint &disjoint, const MaxPoolArgmax &argmax_of) {
-  auto a = k.attrs_as<AvgPool2DAttrs>();
-  const Shape &xs = k.arg_type(1).shape, &gs = k.arg_type(0).shape;
-  PoolAxis h(a, 0, xs[2]), w(a, 1, xs[3]);
-  if (h.disjoint() && w.disjoint())
-    return disjoint(k, h, w);
-  BufferPtr argmax = k.scratch("argmax", argmax_dtype(h, w), num_elements(gs));
-  return seq({argmax_of(k, h, w, argmax), scatter_at_argmax(k, h, w, [&](const LExprPtr &at) { return load(argmax, at); })});
-}
+namespace {
 
+/// Per (n, c) plane of the result (the data's shape), in parallel: the plane
+/// zeroed, then each window's adjoint (argument 0, flat) added at its argmax
+/// `argmax_at(flat window)` (none at -1), a plane's windows in row-major
+/// order (deterministic sums).
 StmtPtr scatter_at_argmax(KernelCtx &k, const PoolAxis &h, const PoolAxis &w,
                           const std::function<LExprPtr(const LExprPtr &)> &argmax_at) {
   const Shape &gs = k.arg_type(0).shape;
@@ -596,6 +583,28 @@ StmtPtr scatter_at_argmax(KernelCtx &k, const PoolAxis &h, const PoolAxis &w,
         ForKind::Reduce, "w");
     return seq({clear, adds});
   }, ForKind::Spatial, "p");
+}
+
+} // namespace
+
+/// dx[n, c, ih, iw] = Σ over windows whose first maximum is (ih, iw) of g.
+/// Overlapping windows (3 × 3 of stride 2): first each window's first
+/// maximum, the forward's scan, into kernel scratch (flat ih·W + iw, -1 for
+/// a window without data); then per (n, c) plane, the plane zeroed and each
+/// window's g added at its maximum, windows in row-major order (a plane's
+/// windows one after another, the planes in parallel). Where rescanning
+/// every window of every element cost ⌈k/s⌉² window scans per element
+/// (resnet18's pool: 8× the forward), this is the forward's scan and one
+/// add per window.
+StmtPtr max_pool2d_backward_from(KernelCtx &k, const MaxPoolDisjoint &disjoint, const MaxPoolArgmax &argmax_of) {
+  auto a = k.attrs_as<AvgPool2DAttrs>();
+  const Shape &xs = k.arg_type(1).shape, &gs = k.arg_type(0).shape;
+  PoolAxis h(a, 0, xs[2]), w(a, 1, xs[3]);
+  if (h.disjoint() && w.disjoint())
+    return disjoint(k, h, w);
+  BufferPtr argmax = k.scratch("argmax", argmax_dtype(h, w), num_elements(gs));
+  return seq({argmax_of(k, h, w, argmax),
+              scatter_at_argmax(k, h, w, [&](const LExprPtr &at) { return load(argmax, at); })});
 }
 
 StmtPtr max_pool2d_argmax_kernel(KernelCtx &k) {
@@ -670,7 +679,8 @@ Type max_pool2d_argmax_rel(RelationCtx &ctx) {
   int64_t oh, ow;
   if (!pool_window(ctx, a, *x, oh, ow))
     return Type::unknown();
-  return Type::tensor({x->shape[0], x->shape[1], oh, ow}, argmax_dtype(PoolAxis(a, 0, x->shape[2]), PoolAxis(a, 1, x->shape[3])));
+  return Type::tensor({x->shape[0], x->shape[1], oh, ow},
+                      argmax_dtype(PoolAxis(a, 0, x->shape[2]), PoolAxis(a, 1, x->shape[3])));
 }
 
 bool index_dtype(DType dt) { return dt == DType::Int32 || dt == DType::Int64; }

@@ -85,13 +85,6 @@ using MaxPoolArgmax =
 /// zeroed and each window's adjoint added at its maximum, in row-major order.
 StmtPtr max_pool2d_backward_from(KernelCtx &k, const MaxPoolDisjoint &disjoint, const MaxPoolArgmax &argmax_of);
 
-/// Per (n, c) plane of the result (the data's shape), in parallel: the plane
-/// zeroed, then each window's adjoint (argument 0, flat) added at its argmax
-/// `argmax_at(flat window)` (none at -1), a plane's windows in row-major
-/// order (deterministic sums).
-StmtPtr scatter_at_argmax(KernelCtx &k, const PoolAxis &h, const PoolAxis &w,
-                          const std::function<LExprPtr(const LExprPtr &)> &argmax_at);
-
 /// The generic kernel of grad.max_pool2d_argmax: a window at a time.
 StmtPtr max_pool2d_argmax_kernel(KernelCtx &k);
 
