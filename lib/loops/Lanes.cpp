@@ -59,6 +59,14 @@ protected:
       if (y->kind == LExprKind::IntImm)
         return *a * y->ivalue;
       break;
+    case BinaryOp::FloorDiv: // by one: the dividend
+      if (y->kind == LExprKind::IntImm && y->ivalue == 1)
+        return a;
+      break;
+    case BinaryOp::FloorMod: // by one: zero
+      if (y->kind == LExprKind::IntImm && y->ivalue == 1)
+        return Step(0);
+      break;
     default:
       break;
     }

@@ -68,6 +68,10 @@ struct ConvShape {
 struct TapIndex {
   LExprPtr c, kh, kw;
   TapIndex(const LExprPtr &k, int64_t KH, int64_t KW) {
+    if (KH * KW == 1) { // k is the channel: no division, so a product sees its operand's step along k
+      c = k, kh = kw = imm(0);
+      return;
+    }
     c = binary(BinaryOp::FloorDiv, k, imm(KH * KW));
     LExprPtr t = binary(BinaryOp::FloorMod, k, imm(KH * KW));
     kh = binary(BinaryOp::FloorDiv, t, imm(KW));

@@ -496,23 +496,29 @@ private:
     // runs of kAcrossSteps, shorter where a short K would leave a core without one
     int64_t length = std::clamp<int64_t>(kb.steps / std::max<int64_t>(1, k_.target.cpu_tuning().cores), 1, kAcrossSteps);
     int64_t runs = kb.steps / length, left = kb.steps % length;
-    // a run's steps for kAcrossTiles tiles at a time (a few streams of stores, not one per tile)
-    int64_t chunks = b_.tiles / kAcrossTiles, rest = b_.tiles % kAcrossTiles;
+    // a run's steps for kAcrossTiles tiles at a time (a few streams of stores, not one per tile).
+    // Only the tiles past the last row clamp their rows (at least the last
+    // one, so that products with and without spare rows share a template):
+    // a clamped row is a select per lane, which made every tile's copy a
+    // gather (the GPT step's dW2 = dm3ᵀ·h, 128 rows in tiles of 12).
+    int64_t whole = std::min(b_.tiles - 1, o_.rows / b_.mr), chunks = whole / kAcrossTiles, rest = whole % kAcrossTiles;
     auto run = [&](const LExprPtr &first, int64_t steps) {
-      auto tiles = [&](const LExprPtr &t0, int64_t count) {
+      auto tiles = [&](const LExprPtr &t0, int64_t count, bool last) {
         return loop(k_, "kk", steps, ForKind::Serial, [&](const LExprPtr &s) {
           LExprPtr kk = add(first, s);
           return loop(k_, "t", count, ForKind::Serial, [&](const LExprPtr &t) {
             LExprPtr rt = add(t0, t);
             return loop(k_, "i", b_.mr, ForKind::Vectorized, [&](const LExprPtr &i) {
-              return store(rows_, tile_at(rt, kk, i), o_.bcast(clamp_row(add(mul(rt, imm(b_.mr)), i)), add(kb.k0, kk)));
+              LExprPtr row = add(mul(rt, imm(b_.mr)), i);
+              return store(rows_, tile_at(rt, kk, i), o_.bcast(last ? clamp_row(row) : row, add(kb.k0, kk)));
             });
           });
         });
       };
       return seq({loop(k_, "tc", chunks, ForKind::Serial,
-                       [&](const LExprPtr &tc) { return tiles(mul(tc, imm(kAcrossTiles)), kAcrossTiles); }),
-                  rest ? tiles(imm(chunks * kAcrossTiles), rest) : seq({})});
+                       [&](const LExprPtr &tc) { return tiles(mul(tc, imm(kAcrossTiles)), kAcrossTiles, false); }),
+                  rest ? tiles(imm(chunks * kAcrossTiles), rest, false) : seq({}),
+                  tiles(imm(whole), b_.tiles - whole, true)});
     };
     return seq({over_batch("rc", runs, ForKind::Parallel,
                            [&](const LExprPtr &rc) { return run(mul(rc, imm(length)), length); }),
