@@ -723,9 +723,10 @@ StmtPtr gemm_cpu_packed(KernelCtx &k, const Gemm &g) {
   // A small batch against a weight, both contiguous along k: dot products,
   // where there are registers for 4 x 4 of them (AVX-512). With 16 registers
   // (3 x 3) they measured slower than the panels: batch-16 dense 0.096 ms
-  // against 0.063 on AVX2 code.
+  // against 0.063 on AVX2 code. (They store their sums: an accumulating
+  // product, C += A·B, takes the panels.)
   const int64_t vl = k.target.vector_lanes(g.acc());
-  if (!g.batch_index && k.target.vector_registers >= 32 && g.a_contiguous_in_k && g.b_contiguous_in_k && g.M <= 32 && g.N >= 4 &&
+  if (!g.batch_index && !g.accumulate && k.target.vector_registers >= 32 && g.a_contiguous_in_k && g.b_contiguous_in_k && g.M <= 32 && g.N >= 4 &&
       g.K >= 8 * vl)
     return gemm_dot(k, g);
   return PackedGemm(k, g).build();

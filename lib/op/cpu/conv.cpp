@@ -213,6 +213,47 @@ StmtPtr pointwise_direct(KernelCtx &k, const ConvShape &s,
   return gemm_cpu_packed(k, gm);
 }
 
+/// dw[g·Og + m, c] = Σ_n Σ_p dy[n, g·Og + m, p] · x[n, g·Cg + c, p] for a
+/// 1 x 1 convolution of stride 1 (pointwise_path) whose output takes
+/// partial sums and no epilogue: per image and group a product over the
+/// image's pixels, both operands contiguous along k where they lie, the
+/// images' products added into the output one after another
+/// (Gemm::accumulate), so the sum runs over the images in order. The padded
+/// path copied both operands channel-major first (256 -> 128 at 56 x 56,
+/// batch 4: 17% of its time).
+StmtPtr pointwise_backward_weight(KernelCtx &k, const ConvShape &s) {
+  int64_t P = s.H * s.W;
+  auto product = [&](const LExprPtr &n, const LExprPtr &g, bool accumulate) {
+    Gemm gm;
+    gm.M = s.Og(), gm.N = s.Cg(), gm.K = P;
+    gm.dtype = k.call.type.dtype;
+    gm.accumulate = accumulate;
+    gm.a_contiguous_in_k = gm.b_contiguous_in_k = true;
+    gm.a = [&, n, g](const LExprPtr &m, const LExprPtr &p) {
+      return k.in_flat(0, add(mul(add(add(mul(n, imm(s.O)), mul(g, imm(s.Og()))), m), imm(P)), p));
+    };
+    gm.b = [&, n, g](const LExprPtr &p, const LExprPtr &c) {
+      return k.in_flat(1, add(mul(add(add(mul(n, imm(s.C)), mul(g, imm(s.Cg()))), c), imm(P)), p));
+    };
+    auto flat = [&, g](const LExprPtr &m, const LExprPtr &c) {
+      return add(mul(add(mul(g, imm(s.Og())), m), imm(s.Cg())), c);
+    };
+    gm.store = [&, flat](const LExprPtr &m, const LExprPtr &c, const LExprPtr &v) { return store(k.out(), flat(m, c), v); };
+    gm.store_raw = gm.store;
+    gm.load = [&, flat](const LExprPtr &m, const LExprPtr &c) { return load(k.out(), flat(m, c)); };
+    return gemm_cpu_packed(k, gm);
+  };
+  return loop_nest(
+      {s.groups},
+      [&](const Index &g) {
+        StmtPtr rest = loop_nest(
+            {s.N - 1}, [&](const Index &n) { return product(add(n[0], imm(1)), g[0], true); }, ForKind::Serial,
+            "image");
+        return seq({product(imm(0), g[0], false), rest});
+      },
+      ForKind::Serial);
+}
+
 /// dw[g·Og + m, (c, kh, kw)] = Σ_(n, q) dyx[g·Og + m, n, q] · xp[g·Cg + c, n, q + kh·dh·Wp + kw·dw]
 /// over every image's extended grid of Hp × Wp pixels: dyx is dy spread
 /// onto that grid with zeros elsewhere, xp the channel-major padded data, so
@@ -1456,6 +1497,8 @@ StmtPtr conv2d_backward_weight_kernel(KernelCtx &k) {
     return depthwise_backward_weight(k, s, dt, acc);
   if (winograd_path(s, k.arg_type(0).shape, acc))
     return backward_weight_winograd(k, s, dt, acc);
+  if (pointwise_path(s) && !k.has_epilogue() && k.output_holds_partials(acc))
+    return pointwise_backward_weight(k, s);
   if (padded_path(s))
     return backward_weight_padded(k, s, dt, acc);
   return backward_weight_strided(k, s, dt, acc);

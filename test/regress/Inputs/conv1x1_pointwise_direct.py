@@ -1,7 +1,8 @@
 """1 x 1 convolutions of stride 1 on images of 512 pixels or more run as one product per image
 and group, reading the data and writing the result where they lie (pointwise_direct). Values
 against PyTorch, outputs garbage-filled by `gradc run`: forward with a fused bias and relu,
-groups, the data gradient (nn.conv2d_transpose), float64 and float32, and a 511-pixel image
+groups, the data gradient (nn.conv2d_transpose), the weight gradient (images added one after another),
+float64 and float32, and a 511-pixel image
 (the chunked path) beside a 512-pixel one. Usage: conv1x1_pointwise_direct.py GRADC WORKDIR."""
 import os
 import sys
@@ -46,9 +47,25 @@ def check(tag, name, dtype, n, c, o, h, w, groups=1, transposed=False, epilogue=
     print("%s %s: output %s, error %.1e" % ("PASS" if err < bound else "FAIL", name, want.shape, err))
 
 
+def check_weight(tag, name, dtype, n, c, o, h, w, groups=1):
+    x = rng.standard_normal((n, c, h, w)).astype(dtype)
+    dy = rng.standard_normal((n, o, h, w)).astype(dtype)
+    wt = torch.zeros((o, c // groups, 1, 1), dtype=torch.float64 if dtype == np.float64 else torch.float32)
+    want = torch.ops.aten.convolution_backward(torch.tensor(dy), torch.tensor(x), wt, None, [1, 1], [0, 0], [1, 1],
+                                               False, [0, 0], groups, [False, True, False])[1].numpy()
+    body = "nn.conv2d_backward_weight(%%dy, %%x, kernel_size=[1, 1], groups=%d)" % groups
+    got = run_model(gradc, work, tag, "%%dy: %s, %%x: %s" % (T(dy), T(x)), body, {"dy": dy, "x": x})[0]
+    err = float(np.max(np.abs(got - want)) / max(1.0, float(np.max(np.abs(want)))))
+    bound = 1e-12 if dtype == np.float64 else 1e-5
+    print("%s %s: output %s, error %.1e" % ("PASS" if err < bound else "FAIL", name, want.shape, err))
+
+
 check("p0", "forward 64 -> 48 on 32x32, bias and relu fused, float64", np.float64, 2, 64, 48, 32, 32, epilogue=True)
 check("p1", "forward 96 -> 64 on 16x32, 2 groups, float32", np.float32, 3, 96, 64, 16, 32, groups=2)
 check("p2", "data gradient 48 -> 80 on 32x16, float64", np.float64, 2, 48, 80, 32, 16, transposed=True)
 check("p3", "data gradient 64 -> 32 on 24x24, 4 groups, float32", np.float32, 2, 64, 32, 24, 24, groups=4, transposed=True)
 check("p4", "forward 32 -> 40 on 7x73 (511 pixels, chunked), float64", np.float64, 2, 32, 40, 7, 73)
 check("p5", "forward 32 -> 40 on 8x64 (512 pixels), float64", np.float64, 2, 32, 40, 8, 64)
+check_weight("p6", "weight gradient 64 -> 48 on 32x32, 3 images, float64", np.float64, 3, 64, 48, 32, 32)
+check_weight("p7", "weight gradient 96 -> 64 on 16x32, 2 groups, float32", np.float32, 2, 96, 64, 16, 32, groups=2)
+check_weight("p8", "weight gradient 40 -> 24 on 32x32, one image, float64", np.float64, 1, 40, 24, 32, 32)
