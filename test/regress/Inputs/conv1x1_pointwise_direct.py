@@ -1,9 +1,9 @@
-"""1 x 1 convolutions of stride 1 on images of 512 pixels or more run as one product per image
+"""1 x 1 convolutions of stride 1 on images of 1024 pixels or more run as one product per image
 and group, reading the data and writing the result where they lie (pointwise_direct). Values
 against PyTorch, outputs garbage-filled by `gradc run`: forward with a fused bias and relu,
-groups, the data gradient (nn.conv2d_transpose), the weight gradient (images added one after another),
-float64 and float32, and a 511-pixel image
-(the chunked path) beside a 512-pixel one. Usage: conv1x1_pointwise_direct.py GRADC WORKDIR."""
+groups, the data gradient (nn.conv2d_transpose), the weight gradient (images of 2048 pixels or more added one after another),
+float64 and float32, and a 1023-pixel image
+(the chunked path) beside a 1024-pixel one. Usage: conv1x1_pointwise_direct.py GRADC WORKDIR."""
 import os
 import sys
 
@@ -61,11 +61,12 @@ def check_weight(tag, name, dtype, n, c, o, h, w, groups=1):
 
 
 check("p0", "forward 64 -> 48 on 32x32, bias and relu fused, float64", np.float64, 2, 64, 48, 32, 32, epilogue=True)
-check("p1", "forward 96 -> 64 on 16x32, 2 groups, float32", np.float32, 3, 96, 64, 16, 32, groups=2)
-check("p2", "data gradient 48 -> 80 on 32x16, float64", np.float64, 2, 48, 80, 32, 16, transposed=True)
-check("p3", "data gradient 64 -> 32 on 24x24, 4 groups, float32", np.float32, 2, 64, 32, 24, 24, groups=4, transposed=True)
-check("p4", "forward 32 -> 40 on 7x73 (511 pixels, chunked), float64", np.float64, 2, 32, 40, 7, 73)
-check("p5", "forward 32 -> 40 on 8x64 (512 pixels), float64", np.float64, 2, 32, 40, 8, 64)
-check_weight("p6", "weight gradient 64 -> 48 on 32x32, 3 images, float64", np.float64, 3, 64, 48, 32, 32)
-check_weight("p7", "weight gradient 96 -> 64 on 16x32, 2 groups, float32", np.float32, 2, 96, 64, 16, 32, groups=2)
-check_weight("p8", "weight gradient 40 -> 24 on 32x32, one image, float64", np.float64, 1, 40, 24, 32, 32)
+check("p1", "forward 96 -> 64 on 32x32, 2 groups, float32", np.float32, 3, 96, 64, 32, 32, groups=2)
+check("p2", "data gradient 48 -> 80 on 32x48, float64", np.float64, 2, 48, 80, 32, 48, transposed=True)
+check("p3", "data gradient 64 -> 32 on 40x40, 4 groups, float32", np.float32, 2, 64, 32, 40, 40, groups=4, transposed=True)
+check("p4", "forward 32 -> 40 on 31x33 (1023 pixels, chunked), float64", np.float64, 2, 32, 40, 31, 33)
+check("p5", "forward 32 -> 40 on 16x64 (1024 pixels), float64", np.float64, 2, 32, 40, 16, 64)
+check_weight("p6", "weight gradient 64 -> 48 on 32x64, 3 images, float64", np.float64, 3, 64, 48, 32, 64)
+check_weight("p7", "weight gradient 96 -> 64 on 64x32, 2 groups, float32", np.float32, 2, 96, 64, 64, 32, groups=2)
+check_weight("p8", "weight gradient 40 -> 24 on 48x48, one image, float64", np.float64, 1, 40, 24, 48, 48)
+check_weight("p9", "weight gradient 40 -> 24 on 32x32 (chunked), float64", np.float64, 2, 40, 24, 32, 32)
