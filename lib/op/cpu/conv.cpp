@@ -2,10 +2,11 @@
 //
 // The CPU strategies of nn.conv2d, nn.conv2d_transpose and
 // nn.conv2d_backward_weight (their definitions: conv.cpp). Every
-// convolution takes one of four paths, the first three built on the packed
+// convolution takes one of five paths, the first four built on the packed
 // product (cpu/Gemm.cpp): a 3 x 3 one of stride 1 with enough channels and
-// pixels (forward, data or weight gradient) as Winograd F(2 x 2, 3 x 3),
-// other stride-1 ones over a zero-padded copy (the implicit im2col
+// pixels (forward, data or weight gradient) as Winograd F(2 x 2, 3 x 3), a
+// 1 x 1 one of stride 1 on large images as plain products per image
+// (pointwise_path), other stride-1 ones over a zero-padded copy (the implicit im2col
 // contiguous), strides (and small images, where the padding would be much of
 // the work: padded_path) through a materialised im2col, or, depthwise, one
 // expression per output pixel. Every output is summed in a fixed order, so a
