@@ -257,6 +257,21 @@ double wasted_lanes(const CpuTuning &t, int64_t rows, int64_t cols, int64_t K, D
   return double(computed - rows * cols) * double(K);
 }
 
+/// K in `blocks` blocks or, where they do not divide K and up to half as
+/// many again do, in that many blocks of one size: the K loop's code is then
+/// emitted once, not once for the blocks and again for the last (a
+/// convolution's K = C·KH·KW is mostly a multiple of such a count: 2048 =
+/// 8 × 256, not 5 × 342 + 338). A smaller KC costs a pass of the partial sums
+/// over the register tile per block, a load and a store for KC FMAs.
+int64_t even_k_blocks(int64_t K, int64_t blocks) {
+  if (blocks < 2 || K % blocks == 0)
+    return blocks;
+  for (int64_t n = blocks + 1; n <= blocks + blocks / 2; ++n)
+    if (K % n == 0)
+      return n;
+  return blocks;
+}
+
 Blocking blocking(const CpuTuning &t, const Gemm &g, const Oriented &o) {
   int64_t mr_max = 1;
   Blocking b = register_tile(t, o.rows, o.cols, g.acc(), mr_max);
@@ -268,6 +283,7 @@ Blocking blocking(const CpuTuning &t, const Gemm &g, const Oriented &o) {
   int64_t acc_bytes = dtype_bytes(g.acc());
   b.kc_max = std::max<int64_t>(16, t.l1d_bytes / (b.nr * acc_bytes));
   b.blocks = std::max<int64_t>(1, (o.K + b.kc_max - 1) / b.kc_max);
+  b.blocks = even_k_blocks(o.K, b.blocks);
   b.kc = (o.K + b.blocks - 1) / b.blocks;
   b.panels = (o.cols + b.nr - 1) / b.nr;
   b.full_panels = o.cols / b.nr;
