@@ -105,16 +105,19 @@ Type predicate_rel(RelationCtx &ctx) {
 
 LExprPtr math(UnaryOp op, const LExprPtr &x) { return unary(op, x); }
 
-/// x ^ y, a float exponent of 1 or 2 as x or x·x: exact (x·x is the square
-/// correctly rounded, as numpy and PyTorch compute it), and arithmetic that
-/// vectorizes where pow is a libm call per element (a layer norm's (x -
-/// mean)^2 and its gradient's 2·x^1 were 11% of vit_small's step).
+/// x ^ y, a float exponent of 1, 2 or 3 as x, x·x or x·x·x, as PyTorch
+/// computes them (x·x is the square correctly rounded, as numpy's too; the
+/// cube rounds twice, within 1.5 ulp): arithmetic that vectorizes where pow
+/// is a libm call per element (a layer norm's (x - mean)^2 and its
+/// gradient's 2·x^1 were 11% of vit_small's step; a tanh GELU cubes).
 LExprPtr power(const LExprPtr &x, const LExprPtr &y) {
   if (is_float(x->dtype) && y->kind == LExprKind::FloatImm) {
     if (y->fvalue == 1)
       return x;
     if (y->fvalue == 2)
       return binary(BinaryOp::Mul, x, x);
+    if (y->fvalue == 3)
+      return binary(BinaryOp::Mul, binary(BinaryOp::Mul, x, x), x);
   }
   return binary(BinaryOp::Pow, x, y);
 }
