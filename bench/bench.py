@@ -27,7 +27,8 @@ against PyTorch at its best thread count; a GPT-style training step (bench/gpt_s
 sequence 64, width 128, 4 heads, MLP 512, vocabulary 1000, tied embedding, causal mask, two layer
 norms, gelu, cross entropy) against PyTorch at its best thread count. Named with --only
 convs (not by default): resnet18's convolutions one by one, forward, data and weight gradients
-against PyTorch's (oneDNN), one thread, each with its share of the FMA peak.
+against PyTorch's (oneDNN), one thread, each with its share of the FMA peak; convs50: resnet50's,
+and their sum with each as often as the model has it.
 
 Every figure is timed in a process of its own, one process at a time: gradc
 through its C ABI (bench/harness.c), OpenBLAS through numpy and PyTorch eager in
@@ -315,15 +316,33 @@ RESNET18_CONVS = [(64, 3, 224, 7, 2), (64, 64, 56, 3, 1), (128, 64, 56, 3, 2), (
                   (512, 256, 14, 3, 2), (512, 256, 14, 1, 2), (512, 512, 7, 3, 1)]
 
 
-def conv_rows(peak, n=2):
-    """resnet18's convolutions one by one, single-threaded: the forward product, the data gradient
+# resnet50's (torchvision's, stride on the 3 x 3) distinct convolutions at batch 2, 3x224x224, with how
+# often the model has each: (O, C, side of the input, kernel, stride, count).
+RESNET50_CONVS = [(64, 3, 224, 7, 2, 1),
+                  (64, 64, 56, 1, 1, 1), (64, 256, 56, 1, 1, 2), (64, 64, 56, 3, 1, 3), (256, 64, 56, 1, 1, 4),
+                  (128, 256, 56, 1, 1, 1), (128, 128, 56, 3, 2, 1), (512, 256, 56, 1, 2, 1),
+                  (512, 128, 28, 1, 1, 4), (128, 512, 28, 1, 1, 3), (128, 128, 28, 3, 1, 3),
+                  (256, 512, 28, 1, 1, 1), (256, 256, 28, 3, 2, 1), (1024, 512, 28, 1, 2, 1),
+                  (1024, 256, 14, 1, 1, 6), (256, 1024, 14, 1, 1, 5), (256, 256, 14, 3, 1, 5),
+                  (512, 1024, 14, 1, 1, 1), (512, 512, 14, 3, 2, 1), (2048, 1024, 14, 1, 2, 1),
+                  (2048, 512, 7, 1, 1, 3), (512, 2048, 7, 1, 1, 2), (512, 512, 7, 3, 1, 2)]
+
+
+def conv_rows(peak, n=2, convs=None, model_name="resnet18"):
+    """A model's convolutions one by one (resnet18's unless `convs` names others, as (O, C, side,
+    kernel, stride[, count])), single-threaded: the forward product, the data gradient
     (nn.conv2d_transpose) and the weight gradient (nn.conv2d_backward_weight) against PyTorch's
     (aten::convolution_backward with one output asked for, oneDNN), each with its GFLOP/s as a
     share of the FMA peak measured in this run. The stem's data gradient is left out: a model never
-    asks for its input's."""
-    say("\nresnet18's convolutions, batch %d, float32, 1 thread: ms; ratio = PyTorch / gradc" % n)
+    asks for its input's. With counts, a last row sums each side's time over the model's
+    convolutions, each as often as the model has it, and says which rows weigh most."""
+    say("\n%s's convolutions, batch %d, float32, 1 thread: ms; ratio = PyTorch / gradc" % (model_name, n))
     say("  %-34s %10s %10s %9s" % ("", "gradc", "PyTorch", "ratio"))
-    for o, c, side, k, s in RESNET18_CONVS:
+    total = [0.0, 0.0, 0.0]  # gradc ms, PyTorch ms, GFLOP, each weighted by the count
+    weighed = []
+    for conv in (convs or RESNET18_CONVS):
+        o, c, side, k, s = conv[:5]
+        count = conv[5] if len(conv) > 5 else 1
         p = k // 2
         out = (side + 2 * p - k) // s + 1
         flop = 2.0 * n * o * c * k * k * out * out
@@ -353,8 +372,18 @@ def conv_rows(peak, n=2):
             ours = model.time(scales={"w": 0.05})
             theirs = python_peer("PyTorch %s %s" % (name, what), setup, peers[what], torch=True)
             gflops = flop / ours / 1e6
-            row("%s %s" % (name, what), ours, theirs, "%6.1f GFLOP/s, %3.0f%% of peak" % (gflops, 100 * gflops / peak),
+            row("%s %s" % (name, what), ours, theirs, "%6.1f GFLOP/s, %3.0f%% of peak%s" % (
+                gflops, 100 * gflops / peak, " x%d" % count if count > 1 else ""),
                 notes=(" (%.0f%% of peak)" % (100 * gflops / peak), ""))
+            total[0] += count * ours
+            total[1] += count * theirs
+            total[2] += count * flop / 1e9
+            weighed.append((count * (ours - flop / peak / 1e6), "%s %s" % (name, what)))
+    if convs:
+        gflops = total[2] / total[0] * 1e3
+        row("all, as often as %s has each" % model_name, total[0], total[1],
+            "%6.1f GFLOP/s, %3.0f%% of peak" % (gflops, 100 * gflops / peak))
+        say("  most ms short of the peak: " + ", ".join("%s %.1f" % (w, t) for t, w in sorted(weighed)[::-1][:6]))
 
 
 def step_row(name, model, scales, peer):
@@ -454,7 +483,8 @@ def print_markdown(model, isa, peak):
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="smaller shapes, fewer rows")
-    parser.add_argument("--only", default="gemm,elementwise,softmax,mlp,cnn,gpt,lstm", help="comma list of row groups (convs, resnet18's convolutions one by one, only when named)")
+    parser.add_argument("--only", default="gemm,elementwise,softmax,mlp,cnn,gpt,lstm", help="comma list of row groups (convs and convs50, resnet18's and resnet50's convolutions one by one, "
+                        "only when named)")
     parser.add_argument("--conv-batch", type=int, default=2, help="the batch of the convs rows (the zoo's resnet18: 2)")
     parser.add_argument("--cpu", help="compile gradc's code for this CPU (gradc --cpu) instead of the host")
     parser.add_argument("--peer-isa", choices=["avx2", "avx512"], help="pin OpenBLAS and PyTorch to this ISA")
@@ -496,6 +526,8 @@ def main():
         cnn_rows(peak)
     if "convs" in only:
         conv_rows(peak, args.conv_batch)
+    if "convs50" in only:
+        conv_rows(peak, args.conv_batch, RESNET50_CONVS, "resnet50")
     if "gpt" in only:
         gpt_rows()
     if "lstm" in only:
