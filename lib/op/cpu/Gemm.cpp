@@ -62,7 +62,13 @@ struct Oriented {
 /// a last panel of a few columns multiplies zeros in the rest of its lanes
 /// (resnet18's 512 -> 512 convolution at 7 x 7, batch 2: 98 pixels in 4
 /// panels of 32, 23% of the FMAs for nothing; transposed, 98 rows in 9
-/// tiles of 11 and 512 columns in whole panels: 5.4 -> 5.1 ms).
+/// tiles of 11 and 512 columns in whole panels: 5.4 -> 5.1 ms). Where C's
+/// rows lie a multiple of 2 KiB apart, a transposed store's lanes fall in
+/// one or two sets of the L1 (8 ways) and evict each other: about ten
+/// cycles an element more (resnet50's 1 x 1 weight gradient 1024 -> 256 at
+/// 14 x 14, batch 2, M = 256, N = 1024 of K = 392, on a Zen 4: 2.93 ms
+/// transposed, 2.12 not; with 1000 channels, rows 4000 bytes apart, 2.16
+/// and 2.24).
 /// Whether value `e` computes anything beyond loading: arithmetic, a select,
 /// a comparison (a Load's index arithmetic and casts do not count).
 bool computes(const LExprPtr &e) {
@@ -97,17 +103,31 @@ Probe probe(const OperandFn &f) {
 /// reads them at other places (a transpose).
 bool computed_operand(const OperandFn &f) { return computes(probe(f).element); }
 
-/// The step along k of the element operand `f` reads, where it reads one
-/// element of a buffer at an index affine in k (nullopt otherwise: a
-/// computed operand, a gather).
-std::optional<int64_t> k_stride(const OperandFn &f) {
-  Probe p = probe(f);
-  LExprPtr e = p.element;
+/// The step along argument `arg` (0 or 1) of the element `f(i, j)` reads,
+/// where it reads one element of a buffer at an index affine in it
+/// (nullopt otherwise: a computed operand, a gather).
+std::optional<int64_t> load_stride(const OperandFn &f, int arg) {
+  auto i = std::make_shared<LVar>(LVar{"i"}), j = std::make_shared<LVar>(LVar{"j"});
+  LExprPtr e = f(var_ref(i), var_ref(j));
   while (e->kind == LExprKind::Cast)
     e = e->operands[0];
   if (e->kind != LExprKind::Load)
     return std::nullopt;
-  return index_stride(e->operands[0], p.k.get());
+  return index_stride(e->operands[0], (arg == 0 ? i : j).get());
+}
+
+/// The step along k of the element operand `f` (row, k) reads (load_stride).
+std::optional<int64_t> k_stride(const OperandFn &f) { return load_stride(f, 1); }
+
+/// What packing an element of operand `f` into panels along its argument
+/// `arg` costs, in element-cycles: a quarter where it lies contiguous along
+/// them (whole vectors copied), else about one (gathered); where `f` is
+/// not a plain load, as its `contiguous_in_k` hint says (contiguous along
+/// k, so gathered across). The hint may be wrong where it is a plain load:
+/// a transposed convolution reads its 1 x 1 weight across (w[c, m]).
+double pack_cost(const OperandFn &f, int arg, bool contiguous_in_k) {
+  std::optional<int64_t> step = load_stride(f, arg);
+  return (step ? *step == 1 : !contiguous_in_k) ? 0.25 : 1.0;
 }
 
 /// The multiply-adds a register tiling of `rows` × `cols` computes for
@@ -115,18 +135,32 @@ std::optional<int64_t> k_stride(const OperandFn &f) {
 /// (whole vectors, zeros packed) and the last tile's rows past `rows`.
 double wasted_lanes(const CpuTuning &t, int64_t rows, int64_t cols, int64_t K, DType acc);
 
+/// The step between C's rows (m to m + 1) where `load` reads it at an index
+/// affine in m (nullopt otherwise).
+std::optional<int64_t> c_row_stride(const Gemm &g) {
+  return g.load ? load_stride(g.load, 0) : std::nullopt;
+}
+
+/// Cycles an element of a transposed store costs beyond one where its lanes
+/// share L1 sets (orient).
+constexpr double kConflictingStoreCost = 10.0;
+
 Oriented orient(const CpuTuning &t, const Gemm &g) {
   Oriented o;
   o.K = g.K;
   // Costs in element-cycles: packing a gathered element about one, a
-  // contiguous one a quarter; a transposed store one per element; a vector
-  // multiply-add one per lane-vector, so a wasted lane 1 / lanes.
+  // contiguous one a quarter; a transposed store one per element, eleven
+  // where its lanes share L1 sets; a vector multiply-add one per
+  // lane-vector, so a wasted lane 1 / lanes.
   double lanes = double(t.lanes(g.acc()));
-  double pack_b = double(g.K) * double(g.N) * (g.b_contiguous_in_k ? 1.0 : 0.25);
-  double pack_a = double(g.M) * double(g.K) * (g.a_contiguous_in_k ? 1.0 : 0.25);
+  double pack_b = double(g.K) * double(g.N) * pack_cost(g.b, 1, g.b_contiguous_in_k);
+  double pack_a = double(g.M) * double(g.K) * pack_cost(g.a, 0, g.a_contiguous_in_k);
   double waste_b = wasted_lanes(t, g.M, g.N, g.K, g.acc()) / lanes;
   double waste_a = wasted_lanes(t, g.N, g.M, g.K, g.acc()) / lanes;
-  if (g.b_gathered || pack_a + waste_a + double(g.M) * double(g.N) >= pack_b + waste_b) {
+  std::optional<int64_t> row_stride = c_row_stride(g);
+  bool conflicting = row_stride && *row_stride != 0 && *row_stride * dtype_bytes(g.dtype) % 2048 == 0;
+  double store_a = double(g.M) * double(g.N) * (conflicting ? 1.0 + kConflictingStoreCost : 1.0);
+  if (g.b_gathered || pack_a + waste_a + store_a >= pack_b + waste_b) {
     o.rows = g.M;
     o.cols = g.N;
     o.bcast = [&g](const LExprPtr &m, const LExprPtr &k) { return g.a_acc(m, k); };

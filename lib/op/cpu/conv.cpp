@@ -131,7 +131,11 @@ StmtPtr correlate_padded(KernelCtx &k, const BufferPtr &xp, int64_t N, int64_t C
     Gemm gm;
     gm.M = Og, gm.N = grid, gm.K = Cg * taps;
     gm.dtype = acc; // the scratch holds sums in the accumulator dtype
-    gm.b_gathered = true;
+    // A 1 x 1 kernel's taps are plain loads, which the product may as well
+    // broadcast as pack: the orientation is then free to pick the side with
+    // whole panels (2048 -> 512 at 7 x 7, batch 2: 98 pixels in 4 panels of
+    // 32, or 2048 channels in 64)
+    gm.b_gathered = taps > 1;
     gm.a = [&, g](const LExprPtr &m, const LExprPtr &kk) { return weight(g, m, kk); };
     gm.b = [&, g, first](const LExprPtr &kk, const LExprPtr &q) {
       TapIndex t(kk, KH, KW);
