@@ -948,9 +948,14 @@ bool padded_path(const ConvShape &s) {
 
 /// The fewest channels on either side for which the transforms pay: the
 /// products then have K and M of at least this many. densenet121's 128 -> 32
-/// (16 products of 32 rows where the direct one has K = 1152) was 3% faster
-/// on one thread and 10% slower on two (its step 235 -> 260 ms).
-constexpr int64_t kWinogradMinChannels = 64;
+/// (16 products of 32 rows where the direct one has K = 1152) at 56 x 56,
+/// batch 2, one thread on a Zen 4: forward 5.31 -> 3.00 ms, data gradient
+/// 4.81 -> 3.22, weight gradient 4.67 -> 3.11; the step 467 -> 410 ms on
+/// one thread, 256 -> 227 on two (with 64 here, before the products'
+/// orientation and packing were tuned, two threads had been 10% slower).
+/// At 16 (squeezenet's 16 -> 64, googlenet's 16 -> 32) googlenet's step was
+/// 3% slower, squeezenet's 3% faster: left direct.
+constexpr int64_t kWinogradMinChannels = 32;
 
 /// Tiles per chunk, at most: what a chunk stores per tile (the forward's
 /// products, 16·O values, which the output's transform reads back; the

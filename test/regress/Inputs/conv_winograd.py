@@ -68,3 +68,5 @@ check("k5", "64 -> 64 at 10x10, batch 2, float64", 2, 64, 64, 10, 10, dtype="flo
 # rows of 12 tiles or more: the weight gradient reads x and dy in place, not from planes
 check("k7", "68 -> 64 at 25x29, batch 2, padding 2, 0, 1, 2 (in place, odd)", 2, 68, 64, 25, 29, pad=(2, 0, 1, 2))
 check("k8", "64 -> 64 at 24x26, batch 2, no padding (in place)", 2, 64, 64, 24, 26, pad=(0, 0, 0, 0))
+check("k9", "128 -> 32 at 20x18, batch 2 (narrow: 32 channels)", 2, 128, 32, 20, 18)
+check("k10", "32 -> 40 at 11x14, batch 3 (narrow, odd)", 3, 32, 40, 11, 14)
