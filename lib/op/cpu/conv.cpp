@@ -21,6 +21,7 @@
 
 #include <array>
 #include <optional>
+#include <tuple>
 
 namespace gradc {
 namespace {
@@ -622,7 +623,8 @@ constexpr int64_t kMaxResidueClasses = 16, kMaxClassTaps = 64;
 /// axis, where every output scanned all 9 with a division and a select
 /// each: 22% of a 256 -> 128 data gradient at 28 x 28); a tap's data row
 /// is checked once per output row, its columns by the run of outputs that
-/// read inside the data for every tap (over_inside_run). Past
+/// read inside the data for every tap (over_inside_run); the column classes
+/// of an output row share one loop, their stores side by side. Past
 /// kMaxResidueClasses classes (strides as long as the image: each class a
 /// loop nest of its own) or kMaxClassTaps taps a class (a kernel as large
 /// as the image), every output scans every tap instead. For images
@@ -662,32 +664,68 @@ StmtPtr col2im_by_residue(
           ForKind::Reduce, "k");
       return alloc(sum, seq({store(sum, zero, constant_of(0, acc)), taps, put(i[0], i[1], i[2], i[3], load(sum, zero))}));
     });
+  // The classes of one output row: its columns rw + s·j, their taps and
+  // the outputs j of the class whose every tap column j + offset lies in
+  // [0, W) (the offsets fall with the tap).
+  struct ColumnClass {
+    int64_t rw, ncols, first, last;
+    std::vector<std::pair<int64_t, int64_t>> taps;
+  };
+  std::vector<ColumnClass> column_classes;
+  for (int64_t rw = 0; rw < classes_w; ++rw) {
+    ColumnClass c{rw, (s.OW - rw + s.s[1] - 1) / s.s[1], 0, 0, residue_taps(s, 1, rw, s.KW)};
+    std::tie(c.first, c.last) = c.taps.empty() ? std::pair<int64_t, int64_t>{0, c.ncols}
+                                               : outputs_reading_inside(1, c.taps.back().second,
+                                                                        c.taps.front().second, s.W, c.ncols);
+    column_classes.push_back(std::move(c));
+  }
   std::vector<StmtPtr> classes;
-  for (int64_t rh = 0; rh < classes_h; ++rh)
-    for (int64_t rw = 0; rw < classes_w; ++rw) {
-      auto rows = residue_taps(s, 0, rh, s.KH), cols = residue_taps(s, 1, rw, s.KW);
-      int64_t nrows = (s.OH - rh + s.s[0] - 1) / s.s[0], ncols = (s.OW - rw + s.s[1] - 1) / s.s[1];
-      // the outputs j of the class whose every tap column j + offset lies in
-      // [0, W) (the offsets fall with the tap)
-      auto [first, last] = cols.empty() ? std::pair<int64_t, int64_t>{0, ncols}
-                                        : outputs_reading_inside(1, cols.back().second, cols.front().second, s.W, ncols);
-      classes.push_back(loop_nest({count, s.Og(), nrows}, [&](const Index &i) {
-        LExprPtr oh = add(imm(rh), mul(i[2], imm(s.s[0])));
-        return over_inside_run(first, last, ncols, "ow", [&](const LExprPtr &j, bool inside) {
-          LExprPtr sum = constant_of(0, acc);
-          for (auto [kh, row_offset] : rows)
-            for (auto [kw, col_offset] : cols) {
-              LExprPtr ih = add(i[2], imm(row_offset)), iw = add(j, imm(col_offset));
-              LExprPtr valid = in_range(ih, 0, s.H);
-              if (!inside)
-                valid = both(valid, in_range(iw, 0, s.W));
-              LExprPtr v = tap(i[0], i[1], imm(kh), imm(kw), clamp_index(ih, s.H), inside ? iw : clamp_index(iw, s.W));
-              sum = add(sum, select(valid, v, constant_of(0, acc)));
-            }
-          return put(i[0], i[1], oh, add(imm(rw), mul(j, imm(s.s[1]))), sum);
-        });
-      }));
-    }
+  for (int64_t rh = 0; rh < classes_h; ++rh) {
+    auto rows = residue_taps(s, 0, rh, s.KH);
+    int64_t nrows = (s.OH - rh + s.s[0] - 1) / s.s[0];
+    classes.push_back(loop_nest({count, s.Og(), nrows}, [&](const Index &i) {
+      LExprPtr oh = add(imm(rh), mul(i[2], imm(s.s[0])));
+      // output (oh, rw + s·j) of class c
+      auto put_column = [&](const ColumnClass &c, const LExprPtr &j, bool inside) {
+        LExprPtr sum = constant_of(0, acc);
+        for (auto [kh, row_offset] : rows)
+          for (auto [kw, col_offset] : c.taps) {
+            LExprPtr ih = add(i[2], imm(row_offset)), iw = add(j, imm(col_offset));
+            LExprPtr valid = in_range(ih, 0, s.H);
+            if (!inside)
+              valid = both(valid, in_range(iw, 0, s.W));
+            LExprPtr v = tap(i[0], i[1], imm(kh), imm(kw), clamp_index(ih, s.H), inside ? iw : clamp_index(iw, s.W));
+            sum = add(sum, select(valid, v, constant_of(0, acc)));
+          }
+        return put(i[0], i[1], oh, add(imm(c.rw), mul(j, imm(s.s[1]))), sum);
+      };
+      if (classes_w < 2) // one class: its columns side by side
+        return over_inside_run(column_classes[0].first, column_classes[0].last, column_classes[0].ncols, "ow",
+                               [&](const LExprPtr &j, bool inside) { return put_column(column_classes[0], j, inside); });
+      // Every class of the row in one loop over j, its stores side by side
+      // (rw + s·j for each rw: whole vectors interleaved, where a loop per
+      // class stored every s-th element: a 1 x 1 data gradient of stride 2
+      // wrote three quarters of its output as zeros that way), over the j
+      // every class has, unchecked where every class reads inside; then the
+      // last j of the classes that have one more.
+      int64_t common = column_classes.back().ncols, first = 0, last = common;
+      for (const ColumnClass &c : column_classes)
+        first = std::max(first, c.first), last = std::min(last, c.last);
+      first = std::min(first, common), last = std::max(first, last);
+      std::vector<StmtPtr> stmts{over_inside_run(first, last, common, "ow", [&](const LExprPtr &j, bool inside) {
+        std::vector<StmtPtr> puts;
+        for (const ColumnClass &c : column_classes)
+          puts.push_back(put_column(c, j, inside));
+        return seq(puts);
+      })};
+      for (const ColumnClass &c : column_classes)
+        if (c.ncols > common)
+          stmts.push_back(over_inside_run(0, 0, c.ncols - common, "ow", [&](const LExprPtr &j, bool) {
+            return put_column(c, add(j, imm(common)), false);
+          }));
+      return seq(stmts);
+    }));
+  }
   return seq(classes);
 }
 

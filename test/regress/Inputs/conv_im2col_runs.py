@@ -61,6 +61,10 @@ check("c13", "3x3 stride 300 on 302x302, a data gradient of 90000 residue classe
       (300, 300), (0, 0, 0, 0))
 check("c14", "1x1 stride 2 on 32x32, a product per image", 2, 5, 3, (32, 32), (1, 1), (2, 2), (0, 0, 0, 0))
 # a class of 9 x 9 = 81 taps, past the 64 a class sums in one expression: the scan again
+check("c16", "1x1 stride 2 on 13x13: even columns one more than odd", 2, 4, 3, (13, 13), (1, 1), (2, 2),
+      (0, 0, 0, 0))
+check("c17", "3x3 stride 3 pad 1 on 16x17: three column classes interleaved", 1, 3, 5, (16, 17), (3, 3), (3, 3),
+      (1, 1, 1, 1))
 check("c15", "17x17 stride 2 on 40x40, classes of 81 taps", 1, 2, 2, (40, 40), (17, 17), (2, 2), (8, 8, 8, 8))
 check("c6", "3x3 on 2x2 with padding 2: rows and columns of padding only", 1, 2, 3, (2, 2), (3, 3), (1, 1),
       (2, 2, 2, 2))
