@@ -54,21 +54,6 @@ struct Oriented {
   std::optional<int64_t> bcast_k_stride; // where the broadcast operand is a plain load
 };
 
-/// Packs B (K × N) and stores C along its rows, unless packing A (M × K)
-/// instead and storing C across its rows (one element per lane: Cᵀ = Bᵀ·Aᵀ)
-/// costs less: x·wᵀ with a small batch packs x, not w. An operand already
-/// contiguous along the packed panels' rows copies in whole vectors (a
-/// quarter of the cost of gathering it); a transposed store is per element;
-/// a last panel of a few columns multiplies zeros in the rest of its lanes
-/// (resnet18's 512 -> 512 convolution at 7 x 7, batch 2: 98 pixels in 4
-/// panels of 32, 23% of the FMAs for nothing; transposed, 98 rows in 9
-/// tiles of 11 and 512 columns in whole panels: 5.4 -> 5.1 ms). Where C's
-/// rows lie a multiple of 2 KiB apart, a transposed store's lanes fall in
-/// one or two sets of the L1 (8 ways) and evict each other: about ten
-/// cycles an element more (resnet50's 1 x 1 weight gradient 1024 -> 256 at
-/// 14 x 14, batch 2, M = 256, N = 1024 of K = 392, on a Zen 4: 2.93 ms
-/// transposed, 2.12 not; with 1000 channels, rows 4000 bytes apart, 2.16
-/// and 2.24).
 /// Whether value `e` computes anything beyond loading: arithmetic, a select,
 /// a comparison (a Load's index arithmetic and casts do not count).
 bool computes(const LExprPtr &e) {
@@ -87,21 +72,13 @@ bool computes(const LExprPtr &e) {
 
 using OperandFn = std::function<LExprPtr(const LExprPtr &, const LExprPtr &)>;
 
-/// Operand `f` of a product at a symbolic row and k: its element expression,
-/// and the variable standing for k.
-struct Probe {
-  LVarPtr k;
-  LExprPtr element;
-};
-Probe probe(const OperandFn &f) {
-  auto m = std::make_shared<LVar>(LVar{"m"}), kk = std::make_shared<LVar>(LVar{"k"});
-  return {kk, f(var_ref(m), var_ref(kk))};
-}
-
 /// Whether operand `f` of a product is a fused producer that computes its
 /// elements (a layer norm's normalisation before a dense), not one that only
 /// reads them at other places (a transpose).
-bool computed_operand(const OperandFn &f) { return computes(probe(f).element); }
+bool computed_operand(const OperandFn &f) {
+  auto m = std::make_shared<LVar>(LVar{"m"}), kk = std::make_shared<LVar>(LVar{"k"});
+  return computes(f(var_ref(m), var_ref(kk)));
+}
 
 /// The step along argument `arg` (0 or 1) of the element `f(i, j)` reads,
 /// where it reads one element of a buffer at an index affine in it
@@ -145,6 +122,21 @@ std::optional<int64_t> c_row_stride(const Gemm &g) {
 /// share L1 sets (orient).
 constexpr double kConflictingStoreCost = 10.0;
 
+/// Packs B (K × N) and stores C along its rows, unless packing A (M × K)
+/// instead and storing C across its rows (one element per lane: Cᵀ = Bᵀ·Aᵀ)
+/// costs less: x·wᵀ with a small batch packs x, not w. An operand already
+/// contiguous along the packed panels' rows copies in whole vectors (a
+/// quarter of the cost of gathering it); a transposed store is per element;
+/// a last panel of a few columns multiplies zeros in the rest of its lanes
+/// (resnet18's 512 -> 512 convolution at 7 x 7, batch 2: 98 pixels in 4
+/// panels of 32, 23% of the FMAs for nothing; transposed, 98 rows in 9
+/// tiles of 11 and 512 columns in whole panels: 5.4 -> 5.1 ms). Where C's
+/// rows lie a multiple of 2 KiB apart, a transposed store's lanes fall in
+/// one or two sets of the L1 (8 ways) and evict each other: about ten
+/// cycles an element more (resnet50's 1 x 1 weight gradient 1024 -> 256 at
+/// 14 x 14, batch 2, M = 256, N = 1024 of K = 392, on a Zen 4: 2.93 ms
+/// transposed, 2.12 not; with 1000 channels, rows 4000 bytes apart, 2.16
+/// and 2.24).
 Oriented orient(const CpuTuning &t, const Gemm &g) {
   Oriented o;
   o.K = g.K;

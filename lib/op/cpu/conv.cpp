@@ -699,9 +699,6 @@ StmtPtr col2im_by_residue(
           }
         return put(i[0], i[1], oh, add(imm(c.rw), mul(j, imm(s.s[1]))), sum);
       };
-      if (classes_w < 2) // one class: its columns side by side
-        return over_inside_run(column_classes[0].first, column_classes[0].last, column_classes[0].ncols, "ow",
-                               [&](const LExprPtr &j, bool inside) { return put_column(column_classes[0], j, inside); });
       // Every class of the row in one loop over j, its stores side by side
       // (rw + s·j for each rw: whole vectors interleaved, where a loop per
       // class stored every s-th element: a 1 x 1 data gradient of stride 2
