@@ -261,10 +261,6 @@ StmtPtr max_pool2d_kernel(KernelCtx &k) {
   });
 }
 
-namespace {
-
-/// The divisor of window (oh, ow): its taps inside the padded data
-/// (count_include_pad) or the data, at least 1.
 LExprPtr avg_divisor(const AvgPool2DAttrs &a, const PoolAxis &h, const PoolAxis &w, const LExprPtr &oh,
                      const LExprPtr &ow, DType acc) {
   LExprPtr ch = a.count_include_pad ? h.taps_within(oh, -h.lo, h.n + h.hi) : h.taps_within(oh, 0, h.n);
@@ -291,6 +287,8 @@ StmtPtr avg_pool2d_kernel(KernelCtx &k) {
                            k.put(o, flat_index(os, o), cast(dt, mean))}));
   });
 }
+
+namespace {
 
 /// For data element (n, c, ih, iw): each window (oh, ow) that holds it at tap
 /// (kh, kw), in tap order: body(oh, ow, valid). oh = (ih + lo - kh·d) / s
@@ -436,6 +434,8 @@ StmtPtr max_pool2d_gather_kernel(KernelCtx &k) {
   });
 }
 
+} // namespace
+
 /// dx[n, c, ih, iw] = Σ over windows holding (ih, iw) of g / divisor.
 StmtPtr avg_pool2d_backward_kernel(KernelCtx &k) {
   auto a = k.attrs_as<AvgPool2DAttrs>();
@@ -453,6 +453,8 @@ StmtPtr avg_pool2d_backward_kernel(KernelCtx &k) {
                            store(k.out(), flat_index(xs, i), cast(dt, load(sum, zero)))}));
   });
 }
+
+namespace {
 
 /// Adaptive windows along one axis: [⌊o·n/m⌋, ⌈(o+1)·n/m⌉).
 struct AdaptiveAxis {

@@ -55,6 +55,17 @@ private:
 StmtPtr max_pool2d_kernel(KernelCtx &k);
 StmtPtr max_pool2d_backward_kernel(KernelCtx &k);
 
+/// The generic kernels of nn.avg_pool2d and grad.avg_pool2d_backward: the
+/// forward a window at a time, the backward a data element at a time, each
+/// gathering the adjoints of the windows that hold it in tap order.
+StmtPtr avg_pool2d_kernel(KernelCtx &k);
+StmtPtr avg_pool2d_backward_kernel(KernelCtx &k);
+
+/// The divisor of average pool window (oh, ow), in `acc`: its taps inside
+/// the padded data (count_include_pad) or the data, at least 1.
+LExprPtr avg_divisor(const AvgPool2DAttrs &a, const PoolAxis &h, const PoolAxis &w, const LExprPtr &oh,
+                     const LExprPtr &ow, DType acc);
+
 /// acc = the maximum of window (oh, ow) of plane (n, c) of argument `data`;
 /// with `arg`, arg = the flat ih·W + iw of its first maximum (-1 when the
 /// window holds no data).
