@@ -867,10 +867,11 @@ int ops_command(const std::string &name, bool json, std::ostream &out, std::ostr
           << " - " << a.doc << "\n";
   }
   out << "  gradient: "
-      << (d.no_gradient ? "zero by definition"
-          : d.gradient  ? "yes"
-          : d.decompose ? "from its parts (a composite)"
-                        : "none")
+      << (d.no_gradient                ? "zero by definition"
+          : d.gradient && d.decompose ? "a rule of its own (a composite expanded after differentiation)"
+          : d.gradient                ? "yes"
+          : d.decompose               ? "from its parts (a composite)"
+                                      : "none")
       << "\n";
   // Derived from the operator's own rules on its first example (OpReference.h).
   if (std::string example = example_text(d); !example.empty())

@@ -1,6 +1,6 @@
 //===- Pipeline.cpp - the gradc pipeline, read top to bottom --------------===//
 //
-//   parse -> typed -> (normalize, expand, inline) -> grad (+ CSE) -> fused -> remat -> loops
+//   parse -> typed -> (normalize, expand, inline) -> grad (+ expand, CSE) -> fused -> remat -> loops
 //
 // Each stage is one pass function; what each needs from the one before is in
 // the comment where it is called. Code generation (llvm, asm, ptx) follows in
@@ -190,6 +190,11 @@ Module differentiate(const Module &m, PassContext &ctx) {
 /// see only operators with rules and kernels of their own.
 Module expand_composites_all(const Module &m, PassContext &) {
   return each_function(m, [](const Function &fn) { return expand_composites(fn); });
+}
+
+/// Before differentiation: the composites whose gradient is their parts'.
+Module expand_composites_without_rule(const Module &m, PassContext &) {
+  return each_function(m, [](const Function &fn) { return expand_composites(fn, Composites::WithoutGradientRule); });
 }
 
 Module eliminate_common_subexpressions_all(const Module &m, PassContext &) {
@@ -395,9 +400,12 @@ const Stage kTensorStages[] = {
     {"typed", {{"type inference", type_check, IRForm::Typed}, {"entry points", check_entry_points, IRForm::Typed}}},
     {"grad",
      {{"normalize", normalize_all, IRForm::ANF},
-      {"expand composites", expand_composites_all, IRForm::ANF},
+      {"expand composites", expand_composites_without_rule, IRForm::ANF},
       {"inline", inline_all, IRForm::ANF},
       {"differentiate", differentiate, IRForm::ANF},
+      // the composites differentiated by their own rule, then their parts
+      // shared with the rest (a variance's mean with a batch norm's)
+      {"expand composites", expand_composites_all, IRForm::ANF},
       {"common subexpressions", eliminate_common_subexpressions_all, IRForm::ANF}}},
     {"fused",
      {{"expand composites", expand_composites_all, IRForm::ANF}, // gradient rules may emit composites

@@ -171,14 +171,18 @@ Type group_norm_rel(RelationCtx &ctx) {
   return t;
 }
 
-/// (x - mean) · rsqrt(var + eps) over `axes` of x (kept), the biased variance.
+/// (x - mean) · rsqrt(var + eps) over `axes` of x (kept), the biased variance:
+/// the variance operator, whose gradient rule does not sum x - mean again,
+/// and the mean written as its composition writes it (mean(x) reshaped), so
+/// that the two are one call after common-subexpression elimination.
 ExprPtr normalise(Builder &b, ExprPtr x, const std::vector<int64_t> &axes, double epsilon) {
-  ReduceAttrs r;
-  r.axis = axes;
-  r.keepdims = true;
-  ExprPtr d = b.sub(x, b.call(ops::mean, {x}, r));
-  ExprPtr var = b.call(ops::mean, {b.mul(d, d)}, r);
-  return b.mul(d, b.call(ops::rsqrt, {b.add(var, b.constant(epsilon, x->type.dtype))}));
+  VarianceAttrs v;
+  v.axis = axes;
+  v.keepdims = true;
+  Shape kept = reduced_shape(x->type.shape, v.reduced(x->type.rank()), true);
+  ExprPtr mean = b.reshape(b.call(ops::mean, {x}, v.reduce(false)), kept);
+  ExprPtr var = b.call(ops::variance, {x}, v);
+  return b.mul(b.sub(x, mean), b.call(ops::rsqrt, {b.add(var, b.constant(epsilon, x->type.dtype))}));
 }
 
 /// `v` in dtype `dt` (itself when it is already).

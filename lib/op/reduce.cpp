@@ -262,6 +262,36 @@ Type variance_rel(RelationCtx &ctx) {
   return Type::tensor(reduced_shape(x->shape, axes, a.keepdims), x->dtype);
 }
 
+/// variance's gradient, a rule of its own though it is a composite. With m
+/// the mean, d/dx Σ(x - m)²/(n - u) = 2(x - m)/(n - u). Where m is mean(x)
+/// (one argument) the path through m adds -Σ 2(x - m)/(n - u)/n to every
+/// element, zero in exact arithmetic (m minimizes Σ(x - m)²): the parts'
+/// gradient spent a pass over x summing it, in every training batch norm
+/// and layer norm. The rule is made of operators, mean(x) included, so it
+/// differentiates again to the parts' second derivatives. A given mean's
+/// adjoint is minus the sum of x's over the axes. float16 computes in its
+/// accumulator, as the composition does.
+Grads variance_gradient(GradCtx &g) {
+  auto a = g.attrs_as<VarianceAttrs>();
+  const Type &xt = g.arg(0)->type;
+  DType dt = xt.dtype, acc = dtype_info(dt).accumulator;
+  std::vector<int64_t> axes = a.reduce(true).reduced(xt.rank());
+  Shape kept = reduced_shape(xt.shape, axes, true);
+  int64_t n = 1;
+  for (int64_t axis : axes)
+    n *= xt.shape[axis];
+  auto wide = [&](const ExprPtr &e) { return acc == dt ? e : g.b.cast(e, acc); };
+  auto narrow = [&](const ExprPtr &e) { return acc == dt ? e : g.b.cast(e, dt); };
+  bool given = g.call.args.size() == 2;
+  ExprPtr x = wide(g.arg(0));
+  ExprPtr m = given ? wide(g.arg(1)) : g.b.reshape(g.b.call(ops::mean, {x}, a.reduce(false)), kept);
+  ExprPtr per = g.b.div(g.b.reshape(wide(g.grad), kept), g.b.constant(double(n - (a.unbiased ? 1 : 0)) / 2, acc));
+  ExprPtr dx = g.b.mul(per, g.b.sub(x, m));
+  if (!given)
+    return {narrow(dx)};
+  return {narrow(dx), narrow(g.b.neg(g.b.sum(dx, axes, true)))};
+}
+
 Type float_reduce_rel(RelationCtx &ctx) {
   Type t = reduce_rel(ctx);
   if (!t.is_unknown() && !require_float(ctx, t))
@@ -322,10 +352,11 @@ void register_reduce_ops(OpRegistry &reg) {
       .attrs<VarianceAttrs>()
       .support_level(4)
       .relation("Variance", variance_rel)
+      .gradient(variance_gradient)
       // Two passes: the mean, then the compensated sum of squared
       // deviations (sum fuses the subtract and square as it reads): accurate
-      // where E[x²] - E[x]² cancels, and the gradient comes from the parts,
-      // through the mean argument too.
+      // where E[x²] - E[x]² cancels. Expanded after differentiation (its
+      // rule above), its mean then shared with a batch norm's.
       // A dtype narrower than its accumulator (float16) computes in the
       // accumulator and rounds once: its range holds neither the sum of
       // squares nor the count past 65 504 elements (both overflowed to inf,
@@ -348,9 +379,11 @@ void register_reduce_ops(OpRegistry &reg) {
                                      : b.reshape(b.call(ops::mean, {x}, a.reduce(false)),
                                                  reduced_shape(x->type.shape, axes, true));
         ExprPtr d = b.sub(x, m);
+        if (!a.unbiased) // the sum and its division by n in one kernel
+          return b.call(ops::mean, {b.mul(d, d)}, a.reduce(a.keepdims));
         ExprPtr ss = b.call(ops::sum, {b.mul(d, d)}, a.reduce(a.keepdims));
         int64_t n = num_elements(x->type.shape) / std::max<int64_t>(1, num_elements(m->type.shape));
-        return b.div(ss, b.constant(double(n - (a.unbiased ? 1 : 0)), x->type.dtype));
+        return b.div(ss, b.constant(double(n - 1), x->type.dtype));
       })
       .example(kTypes, "variance(%x, axis=[0, 2])")
       .example(kTypes, "variance(%x, mean(%x, axis=1, keepdims=True), axis=1, keepdims=True, unbiased=True)");

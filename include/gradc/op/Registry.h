@@ -198,7 +198,7 @@ struct OpDef {
   /// The calls `element` computes (all where null); the kernel, the others
   /// (grad.max_pool2d_backward: a gather where no two windows overlap).
   bool (*element_when)(const Expr &call) = nullptr;
-  DecomposeFn decompose = nullptr; // a composite: expanded before gradient and lowering
+  DecomposeFn decompose = nullptr; // a composite: expanded before gradient (after, if it has a rule) and lowering
   ProjectFn project = nullptr;     // a tuple result whose fields fuse one by one (transform/Passes.h: project_fields)
   KernelFn kernel = nullptr;       // the schedule-neutral kernel
   PointwiseFn pointwise = nullptr; // element-wise with several results (see PointwiseFn)
@@ -295,8 +295,10 @@ public:
   /// Defines the operator as a composition of others (tinygrad-style): its
   /// calls are expanded (transform/Passes.h: expand_composites) before the
   /// gradient pass and again before fusion, so the gradient and the kernels
-  /// come from the parts. Unless .relation() is also given, the type
-  /// relation is the composition's, checked on the argument types.
+  /// come from the parts; with .gradient() too, the rule differentiates its
+  /// calls, which are expanded right after (variance: its parts' gradient
+  /// would sum x - mean(x) once more). Unless .relation() is also given, the
+  /// type relation is the composition's, checked on the argument types.
   OpBuilder &decompose(DecomposeFn fn);
   /// Each field of the operator's tuple result as an expression of its own:
   /// a call only read through projections becomes one per field read

@@ -33,10 +33,16 @@ bool check_inline_size(const Module &module, DiagEngine &diag);
 /// Pre: typed, ANF, no recursion. Post: no GlobalCall remains in `fn`.
 FunctionPtr inline_calls(const Function &fn, const Module &module);
 
+/// Which composites expand_composites expands: before differentiation, those
+/// without a gradient rule of their own (the others are differentiated by
+/// their rule, then expanded); after it, all.
+enum class Composites { WithoutGradientRule, All };
+
 /// Replaces every call of a composite operator (OpDef::decompose) by the
 /// bindings of its composition. Pre and post: ANF. Runs before the gradient
-/// pass and again before fusion (gradient rules may emit composites).
-FunctionPtr expand_composites(const Function &fn);
+/// pass (WithoutGradientRule), right after it (All), and again before
+/// fusion (gradient rules may emit composites).
+FunctionPtr expand_composites(const Function &fn, Composites which = Composites::All);
 
 /// Replaces every grad.start_checkpoint / grad.end_checkpoint binding by its
 /// input: after rematerialization the markers have served. Pre and post: ANF.
