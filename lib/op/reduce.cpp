@@ -386,7 +386,8 @@ void register_reduce_ops(OpRegistry &reg) {
         return b.div(ss, b.constant(double(n - 1), x->type.dtype));
       })
       .example(kTypes, "variance(%x, axis=[0, 2])")
-      .example(kTypes, "variance(%x, mean(%x, axis=1, keepdims=True), axis=1, keepdims=True, unbiased=True)");
+      .example(kTypes, "variance(%x, mean(%x, axis=1, keepdims=True), axis=1, keepdims=True, unbiased=True)")
+      .example(kTypes, "variance(%x, axis=1, exclude=True, keepdims=True, unbiased=True)");
 
   reg.add("std")
       .describe("The standard deviation over axes: sqrt(variance) (numpy's std with ddof = unbiased).")
