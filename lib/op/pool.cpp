@@ -78,6 +78,14 @@ LExprPtr PoolAxis::window_tap(const LExprPtr &i, const LExprPtr &j) const {
   return from(ceil_div(sub(add(i, imm(lo)), imm((out - 1) * s))), window_taps(), j);
 }
 
+LExprPtr PoolAxis::window_holding(const LExprPtr &i, const LExprPtr &tap, LExprPtr &valid) const {
+  LExprPtr num = sub(add(i, imm(lo)), mul(tap, imm(d)));
+  LExprPtr o = fdiv(num, s);
+  LExprPtr ok = both(compare(CompareOp::EQ, fmod(num, s), imm(0)), in_range(o, 0, out));
+  valid = valid ? both(valid, ok) : ok;
+  return clamp_index(o, out);
+}
+
 std::pair<int64_t, int64_t> PoolAxis::whole_windows() const {
   // window o reads o·s - lo through o·s - lo + (k - 1)·d
   return outputs_reading_inside(s, -lo, int64_t(std::min<__int128>(__int128(k - 1) * d - lo, INT64_MAX)), n, out);
@@ -298,16 +306,9 @@ StmtPtr over_windows_of(const PoolAxis &h, const PoolAxis &w, const LExprPtr &ih
   return loop_nest(
       {h.window_taps(), w.window_taps()},
       [&](const Index &j) {
-        Index t{h.window_tap(ih, j[0]), w.window_tap(iw, j[1])};
-        auto window = [](const PoolAxis &ax, const LExprPtr &i, const LExprPtr &tap, LExprPtr &valid) {
-          LExprPtr num = sub(add(i, imm(ax.lo)), mul(tap, imm(ax.d)));
-          LExprPtr o = fdiv(num, ax.s);
-          LExprPtr ok = both(compare(CompareOp::EQ, fmod(num, ax.s), imm(0)), in_range(o, 0, ax.out));
-          valid = valid ? both(valid, ok) : ok;
-          return clamp_index(o, ax.out);
-        };
         LExprPtr valid;
-        LExprPtr oh = window(h, ih, t[0], valid), ow = window(w, iw, t[1], valid);
+        LExprPtr oh = h.window_holding(ih, h.window_tap(ih, j[0]), valid);
+        LExprPtr ow = w.window_holding(iw, w.window_tap(iw, j[1]), valid);
         return body(oh, ow, valid);
       },
       ForKind::Reduce, "k");

@@ -38,6 +38,10 @@ struct PoolAxis {
   int64_t window_taps() const { return int64_t(std::min<__int128>(k, __int128(out - 1) * s / d + 1)); }
   /// Tap j of those visited for data element `i`: from the one that puts it in window out - 1.
   LExprPtr window_tap(const LExprPtr &i, const LExprPtr &j) const;
+  /// The window o = (i + lo - tap·d) / s that holds data element `i` at
+  /// `tap`, clamped into [0, out); `valid` and-ed with whether the division
+  /// is whole and o an output (a window's gather).
+  LExprPtr window_holding(const LExprPtr &i, const LExprPtr &tap, LExprPtr &valid) const;
   /// The windows [first, last) whose every tap lies in the data (none
   /// reads the padding): first == last where there are none.
   std::pair<int64_t, int64_t> whole_windows() const;

@@ -240,12 +240,9 @@ StmtPtr cpu_avg_pool2d_backward(KernelCtx &k) {
     StmtPtr windows = loop_nest(
         {h.window_taps()},
         [&](const Index &jh) {
-          // the window row oh that holds data row ih at tap kh, if whole and an output row
-          LExprPtr num = sub(add(ih, imm(h.lo)), mul(h.window_tap(ih, jh[0]), imm(h.d)));
-          LExprPtr row = binary(BinaryOp::FloorDiv, num, imm(h.s));
-          LExprPtr valid = both(compare(CompareOp::EQ, binary(BinaryOp::FloorMod, num, imm(h.s)), imm(0)),
-                                in_range(row, 0, h.out));
-          LExprPtr oh = clamp_index(row, h.out);
+          // the window row oh that holds data row ih at tap kh, if any
+          LExprPtr valid;
+          LExprPtr oh = h.window_holding(ih, h.window_tap(ih, jh[0]), valid);
           std::vector<StmtPtr> spread{loop_nest(
               {w.out},
               [&](const Index &ow) {
