@@ -23,6 +23,7 @@
 // casts' adjoints put the backward pass in float32 too.
 //
 //===----------------------------------------------------------------------===//
+#include "reduce.h"
 #include "gradc/op/attrs/norm.h"
 #include "gradc/op/Ops.h"
 #include "gradc/op/Kernel.h"
@@ -173,14 +174,13 @@ Type group_norm_rel(RelationCtx &ctx) {
 
 /// (x - mean) · rsqrt(var + eps) over `axes` of x (kept), the biased variance:
 /// the variance operator, whose gradient rule does not sum x - mean again,
-/// and the mean written as its composition writes it (mean(x) reshaped), so
-/// that the two are one call after common-subexpression elimination.
+/// and its mean (variance_mean), one call with the variance's own after
+/// common-subexpression elimination.
 ExprPtr normalise(Builder &b, ExprPtr x, const std::vector<int64_t> &axes, double epsilon) {
   VarianceAttrs v;
   v.axis = axes;
   v.keepdims = true;
-  Shape kept = reduced_shape(x->type.shape, v.reduced(x->type.rank()), true);
-  ExprPtr mean = b.reshape(b.call(ops::mean, {x}, v.reduce(false)), kept);
+  ExprPtr mean = variance_mean(b, x, v);
   ExprPtr var = b.call(ops::variance, {x}, v);
   return b.mul(b.sub(x, mean), b.call(ops::rsqrt, {b.add(var, b.constant(epsilon, x->type.dtype))}));
 }

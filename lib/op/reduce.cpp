@@ -271,6 +271,15 @@ Type variance_rel(RelationCtx &ctx) {
 /// differentiates again to the parts' second derivatives. A given mean's
 /// adjoint is minus the sum of x's over the axes. float16 computes in its
 /// accumulator, as the composition does.
+} // namespace
+
+ExprPtr variance_mean(Builder &b, const ExprPtr &x, const VarianceAttrs &a) {
+  return b.reshape(b.call(ops::mean, {x}, a.reduce(false)),
+                   reduced_shape(x->type.shape, a.reduce(true).reduced(x->type.rank()), true));
+}
+
+namespace {
+
 Grads variance_gradient(GradCtx &g) {
   auto a = g.attrs_as<VarianceAttrs>();
   const Type &xt = g.arg(0)->type;
@@ -284,7 +293,7 @@ Grads variance_gradient(GradCtx &g) {
   auto narrow = [&](const ExprPtr &e) { return acc == dt ? e : g.b.cast(e, dt); };
   bool given = g.call.args.size() == 2;
   ExprPtr x = wide(g.arg(0));
-  ExprPtr m = given ? wide(g.arg(1)) : g.b.reshape(g.b.call(ops::mean, {x}, a.reduce(false)), kept);
+  ExprPtr m = given ? wide(g.arg(1)) : variance_mean(g.b, x, a);
   ExprPtr per = g.b.div(g.b.reshape(wide(g.grad), kept), g.b.constant(double(n - (a.unbiased ? 1 : 0)) / 2, acc));
   ExprPtr dx = g.b.mul(per, g.b.sub(x, m));
   if (!given)
@@ -374,10 +383,7 @@ void register_reduce_ops(OpRegistry &reg) {
         // mean(x, axis) reshaped, not mean(..., keepdims=True): the same call
         // as a batch norm's own mean of x, which common-subexpression
         // elimination then computes once
-        std::vector<int64_t> axes = a.reduce(true).reduced(x->type.rank());
-        ExprPtr m = args.size() == 2 ? args[1]
-                                     : b.reshape(b.call(ops::mean, {x}, a.reduce(false)),
-                                                 reduced_shape(x->type.shape, axes, true));
+        ExprPtr m = args.size() == 2 ? args[1] : variance_mean(b, x, a);
         ExprPtr d = b.sub(x, m);
         if (!a.unbiased) // the sum and its division by n in one kernel
           return b.call(ops::mean, {b.mul(d, d)}, a.reduce(a.keepdims));

@@ -8,7 +8,9 @@
 //===----------------------------------------------------------------------===//
 #pragma once
 
+#include "gradc/op/Builder.h"
 #include "gradc/op/Kernel.h"
+#include "gradc/op/attrs/reduce.h"
 
 namespace gradc {
 
@@ -48,5 +50,10 @@ LExprPtr sum_value(const KernelCtx &k, const ReduceShape &r, bool mean, const LE
 /// accumulator (float16 sums in float32), in lanes along the input's rows
 /// where the reduced axes end with it.
 StmtPtr sum_kernel(KernelCtx &k, const ReduceShape &r, bool mean);
+
+/// variance's mean of `x`: mean(x) over its axes, reshaped with them kept.
+/// Its composition, its gradient rule and the norms built on it (norm.cpp)
+/// all write it so, one call after common-subexpression elimination.
+ExprPtr variance_mean(Builder &b, const ExprPtr &x, const VarianceAttrs &a);
 
 } // namespace gradc
