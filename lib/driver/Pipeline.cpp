@@ -207,6 +207,10 @@ Module project_fields_all(const Module &m, PassContext &) {
 Module transpose_products_all(const Module &m, PassContext &) {
   return each_function(m, [](const Function &fn) { return transpose_products(fn); });
 }
+
+Module pair_sibling_sums_all(const Module &m, PassContext &) {
+  return each_function(m, [](const Function &fn) { return pair_sibling_sums(fn); });
+}
 Module eliminate_dead_code_all(const Module &m, PassContext &) {
   return each_function(m, [](const Function &fn) { return eliminate_dead_code(fn); });
 }
@@ -412,6 +416,10 @@ const Stage kTensorStages[] = {
       {"transpose products", transpose_products_all, IRForm::ANF},
       {"dead-code elimination", eliminate_dead_code_all, IRForm::ANF},
       {"project tuple fields", project_fields_all, IRForm::ANF},
+      // sums over one shape reading common values in one pass (a batch
+      // norm's gradient's Σ g and Σ g·(x - mean)), before in-place updates
+      // are placed after the reads
+      {"pair sibling sums", pair_sibling_sums_all, IRForm::ANF},
       // each update next to its gradient, so that fusion sees what fusing
       // the gradient's product into it keeps alive (and remat plans that)
       {"order in-place updates", order_in_place_updates_all, IRForm::ANF},

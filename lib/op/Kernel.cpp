@@ -97,49 +97,68 @@ StmtPtr for_lanes(KernelCtx &k, int64_t width, const std::function<StmtPtr(const
 
 } // namespace
 
-StmtPtr compensated_sum(KernelCtx &k, int64_t count, DType acc, const TermFn &term,
-                        const std::function<StmtPtr(const LExprPtr &total)> &then,
+StmtPtr compensated_sum(KernelCtx &k, int64_t count, DType acc, const std::vector<SumTerms> &sums,
+                        const std::function<StmtPtr(const std::vector<LExprPtr> &totals)> &then,
                         const std::function<StmtPtr(const LExprPtr &r, const LExprPtr &value)> &also,
-                        int64_t group, const LaneBlockTermFn &block_term) {
+                        int64_t group) {
+  GRADC_CHECK(!sums.empty() && (sums.size() == 1 || !also), "lowering", "compensated_sum: `also` with several sums");
   const int64_t lanes = count >= 2 * kSumLanes ? kSumLanes : 1, blocks = count / lanes;
-  BufferPtr s = k.local("sum", acc, lanes), c = k.local("carry", acc, lanes), x = k.local("term", acc, lanes);
   group = is_float(acc) ? std::max<int64_t>(1, group) : 1;
-  BufferPtr part = group > 1 ? k.local("part", acc, lanes) : nullptr; // a term of a group
+  // Each sum's accumulators, carries and terms (and a term of a group).
+  struct Slots {
+    BufferPtr s, c, x, part;
+  };
+  std::vector<Slots> slots;
+  for (size_t j = 0; j < sums.size(); ++j) {
+    std::string n = j ? std::to_string(j) : ""; // sum, sum1, ...
+    slots.push_back({k.local("sum" + n, acc, lanes), k.local("carry" + n, acc, lanes), k.local("term" + n, acc, lanes),
+                     group > 1 ? k.local("part" + n, acc, lanes) : nullptr});
+  }
   LExprPtr zero = constant_of(0, acc), lane0 = int_imm(0);
   // Each term is computed once, into x: Neumaier's step reads it four times,
   // and an exp written out four times was four times the code to compile.
-  auto step = [&](const LExprPtr &slot, const LExprPtr &r, const LExprPtr &t) {
-    LExprPtr value = load(x, slot);
-    return seq({store(x, slot, cast(acc, t)), also ? also(r, value) : seq({}), neumaier(s, c, slot, value)});
+  auto step = [&](const Slots &u, const LExprPtr &slot, const LExprPtr &r, const LExprPtr &t) {
+    LExprPtr value = load(u.x, slot);
+    return seq({store(u.x, slot, cast(acc, t)), also ? also(r, value) : seq({}), neumaier(u.s, u.c, slot, value)});
   };
   // Term r = first + slot of a block: from the block's start and the lane
   // where the caller can split it (contiguous loads), else from r.
-  auto term_at = [&](const LExprPtr &first, const LExprPtr &slot) {
-    return block_term && lanes == kSumLanes ? block_term(first, slot) : term(add(first, slot));
+  auto term_at = [&](const SumTerms &t, const LExprPtr &first, const LExprPtr &slot) {
+    return t.block_term && lanes == kSumLanes ? t.block_term(first, slot) : t.term(add(first, slot));
+  };
+  auto each = [&](const std::function<StmtPtr(const SumTerms &, const Slots &)> &f) {
+    std::vector<StmtPtr> stmts;
+    for (size_t j = 0; j < sums.size(); ++j)
+      stmts.push_back(f(sums[j], slots[j]));
+    return seq(std::move(stmts));
   };
   std::vector<StmtPtr> body;
   LVarPtr l = k.var("l");
-  body.push_back(for_loop(l, lanes, ForKind::Spatial,
-                          seq({store(s, var_ref(l), zero), store(c, var_ref(l), zero)})));
+  body.push_back(for_loop(l, lanes, ForKind::Spatial, each([&](const SumTerms &, const Slots &u) {
+                            return seq({store(u.s, var_ref(l), zero), store(u.c, var_ref(l), zero)});
+                          })));
   // Blocks of `lanes` terms: `group` of them at a time added plainly into
   // x, in order, then x into the sum with one compensated step; the blocks
-  // left over one at a time.
+  // left over one at a time. Every sum's terms of a block side by side, so
+  // that the elements they share are read once.
   const int64_t grouped = blocks / group * group;
   auto block = [&](const LExprPtr &first_block, int64_t n, const LExprPtr &slot) {
-    std::vector<StmtPtr> terms;
-    for (int64_t g = 0; g < n; ++g) {
-      LExprPtr first = binary(BinaryOp::Mul, add(first_block, int_imm(g)), int_imm(lanes));
-      LExprPtr r = add(first, slot);
-      if (n == 1)
-        return step(slot, r, term_at(first, slot));
-      LExprPtr value = load(part, slot);
-      terms.push_back(store(part, slot, cast(acc, term_at(first, slot))));
-      if (also)
-        terms.push_back(also(r, value));
-      terms.push_back(store(x, slot, g == 0 ? value : add(load(x, slot), value)));
-    }
-    terms.push_back(neumaier(s, c, slot, load(x, slot)));
-    return seq(std::move(terms));
+    return each([&](const SumTerms &t, const Slots &u) {
+      std::vector<StmtPtr> terms;
+      for (int64_t g = 0; g < n; ++g) {
+        LExprPtr first = binary(BinaryOp::Mul, add(first_block, int_imm(g)), int_imm(lanes));
+        LExprPtr r = add(first, slot);
+        if (n == 1)
+          return step(u, slot, r, term_at(t, first, slot));
+        LExprPtr value = load(u.part, slot);
+        terms.push_back(store(u.part, slot, cast(acc, term_at(t, first, slot))));
+        if (also)
+          terms.push_back(also(r, value));
+        terms.push_back(store(u.x, slot, g == 0 ? value : add(load(u.x, slot), value)));
+      }
+      terms.push_back(neumaier(u.s, u.c, slot, load(u.x, slot)));
+      return seq(std::move(terms));
+    });
   };
   LVarPtr b = k.var("b"), bl = k.var("l");
   body.push_back(for_loop(b, grouped / group, ForKind::Reduce,
@@ -152,21 +171,37 @@ StmtPtr compensated_sum(KernelCtx &k, int64_t count, DType acc, const TermFn &te
   }
   if (int64_t tail = count - blocks * lanes) {
     LVarPtr t = k.var("r");
+    LExprPtr r = add(var_ref(t), int_imm(blocks * lanes));
     body.push_back(for_loop(t, tail, ForKind::Reduce,
-                            step(lane0, add(var_ref(t), int_imm(blocks * lanes)),
-                                 term(add(var_ref(t), int_imm(blocks * lanes))))));
+                            each([&](const SumTerms &st, const Slots &u) { return step(u, lane0, r, st.term(r)); })));
   }
   // The lanes pairwise into lane 0 (16 -> 8 -> 4 -> 2 -> 1, each step a
   // vector operation), carries alongside; a non-finite sum is the plain one.
   for (int64_t half = lanes / 2; half >= 1; half /= 2) {
     LVarPtr h = k.var("h");
     LExprPtr lo = var_ref(h), hi = add(var_ref(h), int_imm(half));
-    StmtPtr carry = is_float(acc) ? store(c, lo, add(load(c, lo), load(c, hi))) : seq({});
-    body.push_back(for_loop(h, half, ForKind::Spatial, seq({neumaier(s, c, lo, load(s, hi)), carry})));
+    body.push_back(for_loop(h, half, ForKind::Spatial, each([&](const SumTerms &, const Slots &u) {
+                              StmtPtr carry = is_float(acc) ? store(u.c, lo, add(load(u.c, lo), load(u.c, hi))) : seq({});
+                              return seq({neumaier(u.s, u.c, lo, load(u.s, hi)), carry});
+                            })));
   }
-  body.push_back(then(neumaier_total(s, c, lane0)));
+  std::vector<LExprPtr> totals;
+  for (const Slots &u : slots)
+    totals.push_back(neumaier_total(u.s, u.c, lane0));
+  body.push_back(then(totals));
   StmtPtr all = seq(std::move(body));
-  return alloc(s, alloc(c, alloc(x, part ? alloc(part, all) : all)));
+  for (auto u = slots.rbegin(); u != slots.rend(); ++u)
+    all = alloc(u->s, alloc(u->c, alloc(u->x, u->part ? alloc(u->part, all) : all)));
+  return all;
+}
+
+StmtPtr compensated_sum(KernelCtx &k, int64_t count, DType acc, const TermFn &term,
+                        const std::function<StmtPtr(const LExprPtr &total)> &then,
+                        const std::function<StmtPtr(const LExprPtr &r, const LExprPtr &value)> &also,
+                        int64_t group, const LaneBlockTermFn &block_term) {
+  return compensated_sum(
+      k, count, acc, {SumTerms{term, block_term}},
+      [&](const std::vector<LExprPtr> &totals) { return then(totals[0]); }, also, group);
 }
 
 StmtPtr lane_max(KernelCtx &k, int64_t count, DType acc, const std::function<LExprPtr(const LExprPtr &r)> &term,
@@ -205,20 +240,63 @@ StmtPtr over_lane_blocks(KernelCtx &k, int64_t count,
               rest ? body(int_imm(full * block), rest) : seq({})});
 }
 
-StmtPtr compensated_sums(KernelCtx &k, int64_t width, int64_t count, DType acc, const LaneTermFn &term,
-                         const std::function<StmtPtr(const LExprPtr &l, const LExprPtr &total)> &then,
-                         const std::function<StmtPtr(const LExprPtr &l, const LExprPtr &r, const LExprPtr &value)> &also) {
-  BufferPtr s = k.local("sum", acc, width), c = k.local("carry", acc, width), x = k.local("term", acc, width);
+namespace {
+
+/// compensated_sums of each of `terms` in one loop; `also` only with one.
+StmtPtr lane_sums(KernelCtx &k, int64_t width, int64_t count, DType acc, const std::vector<LaneTermFn> &terms,
+                  const std::function<StmtPtr(const LExprPtr &l, const std::vector<LExprPtr> &totals)> &then,
+                  const std::function<StmtPtr(const LExprPtr &l, const LExprPtr &r, const LExprPtr &value)> &also) {
+  GRADC_CHECK(!terms.empty() && (terms.size() == 1 || !also), "lowering", "lane_sums: `also` with several sums");
+  struct Slots {
+    BufferPtr s, c, x;
+  };
+  std::vector<Slots> slots;
+  for (size_t j = 0; j < terms.size(); ++j) {
+    std::string n = j ? std::to_string(j) : ""; // sum, sum1, ...
+    slots.push_back({k.local("sum" + n, acc, width), k.local("carry" + n, acc, width), k.local("term" + n, acc, width)});
+  }
   LExprPtr zero = constant_of(0, acc);
   auto lanes = [&](const std::function<StmtPtr(const LExprPtr &l)> &body) { return for_lanes(k, width, body); };
   LVarPtr r = k.var("r");
-  StmtPtr terms = for_loop(r, count, ForKind::Reduce, lanes([&](const LExprPtr &l) {
-    LExprPtr value = load(x, l);
-    return seq({store(x, l, cast(acc, term(l, var_ref(r)))), also ? also(l, var_ref(r), value) : seq({}),
-                neumaier(s, c, l, value)});
+  StmtPtr sums = for_loop(r, count, ForKind::Reduce, lanes([&](const LExprPtr &l) {
+    std::vector<StmtPtr> steps;
+    for (size_t j = 0; j < terms.size(); ++j) {
+      LExprPtr value = load(slots[j].x, l);
+      steps.push_back(seq({store(slots[j].x, l, cast(acc, terms[j](l, var_ref(r)))),
+                           also ? also(l, var_ref(r), value) : seq({}), neumaier(slots[j].s, slots[j].c, l, value)}));
+    }
+    return seq(std::move(steps));
   }));
-  return alloc(s, alloc(c, alloc(x, seq({lanes([&](const LExprPtr &l) { return seq({store(s, l, zero), store(c, l, zero)}); }),
-                                         terms, lanes([&](const LExprPtr &l) { return then(l, neumaier_total(s, c, l)); })}))));
+  StmtPtr all = seq({lanes([&](const LExprPtr &l) {
+                       std::vector<StmtPtr> init;
+                       for (const Slots &u : slots)
+                         init.push_back(seq({store(u.s, l, zero), store(u.c, l, zero)}));
+                       return seq(std::move(init));
+                     }),
+                     sums, lanes([&](const LExprPtr &l) {
+                       std::vector<LExprPtr> totals;
+                       for (const Slots &u : slots)
+                         totals.push_back(neumaier_total(u.s, u.c, l));
+                       return then(l, totals);
+                     })});
+  for (auto u = slots.rbegin(); u != slots.rend(); ++u)
+    all = alloc(u->s, alloc(u->c, alloc(u->x, all)));
+  return all;
+}
+
+} // namespace
+
+StmtPtr compensated_sums(KernelCtx &k, int64_t width, int64_t count, DType acc, const std::vector<LaneTermFn> &terms,
+                         const std::function<StmtPtr(const LExprPtr &l, const std::vector<LExprPtr> &totals)> &then) {
+  return lane_sums(k, width, count, acc, terms, then, nullptr);
+}
+
+StmtPtr compensated_sums(KernelCtx &k, int64_t width, int64_t count, DType acc, const LaneTermFn &term,
+                         const std::function<StmtPtr(const LExprPtr &l, const LExprPtr &total)> &then,
+                         const std::function<StmtPtr(const LExprPtr &l, const LExprPtr &r, const LExprPtr &value)> &also) {
+  return lane_sums(
+      k, width, count, acc, {term},
+      [&](const LExprPtr &l, const std::vector<LExprPtr> &totals) { return then(l, totals[0]); }, also);
 }
 
 StmtPtr lanes_max(KernelCtx &k, int64_t width, int64_t count, DType acc, const LaneTermFn &term,

@@ -31,8 +31,8 @@ struct ReduceShape {
 /// innermost reduced axis is as long as it can be, so the kernels read it a
 /// vector at a time. Kernels only: a gradient rule reads the call's shapes.
 ReduceShape merged_runs(const ReduceShape &r);
-/// Input element `idx` (an index of r.in).
-LExprPtr reduce_input(KernelCtx &k, const ReduceShape &r, const Index &idx);
+/// Input element `idx` (an index of r.in) of argument `arg`.
+LExprPtr reduce_input(KernelCtx &k, const ReduceShape &r, const Index &idx, size_t arg = 0);
 
 /// The reduction a sum, mean, max, min, argmax or argmin call makes.
 ReduceShape reduce_shape(const Expr &call);
@@ -40,15 +40,18 @@ ReduceShape reduce_shape(const Expr &call);
 /// output summed away, into an output laid out as the input with them kept.
 ReduceShape collapse_sum_shape(const KernelCtx &k);
 
-/// Element `flat` (row-major over the reduced axes) of output `oidx`'s terms.
-LExprPtr reduced_element(KernelCtx &k, const ReduceShape &r, const Index &oidx, const LExprPtr &flat);
-/// The value stored for a sum's `total`: divided by the count for a mean,
-/// rounded to the output dtype once.
-LExprPtr sum_value(const KernelCtx &k, const ReduceShape &r, bool mean, const LExprPtr &total);
+/// Element `flat` (row-major over the reduced axes) of output `oidx`'s terms,
+/// in argument `arg`.
+LExprPtr reduced_element(KernelCtx &k, const ReduceShape &r, const Index &oidx, const LExprPtr &flat,
+                         size_t arg = 0);
+/// The value stored for a sum's `total` into output `out`: divided by the
+/// count for a mean, rounded to the output dtype once.
+LExprPtr sum_value(const KernelCtx &k, const ReduceShape &r, bool mean, const LExprPtr &total, size_t out = 0);
 
 /// sum and mean: a compensated sum per output element in the dtype's
 /// accumulator (float16 sums in float32), in lanes along the input's rows
-/// where the reduced axes end with it.
+/// where the reduced axes end with it. A call with several outputs
+/// (sum_pair) sums argument j into output j, every sum's terms in one loop.
 StmtPtr sum_kernel(KernelCtx &k, const ReduceShape &r, bool mean);
 
 /// variance's mean of `x`: mean(x) over its axes, reshaped with them kept.

@@ -424,6 +424,12 @@ def gen_reduce(g, x):
     return Call([x], attrs)
 
 
+def gen_sum_pair(g, x):
+    """sum_pair(x, y): a reduction's attributes, y of x's type; either field projected."""
+    call = gen_reduce(g, x)
+    return Call([x, g.operand(x.shape, x.dtype)], call.attrs, field=int(g.rng.integers(0, 2)))
+
+
 def gen_broadcast_to(g, x):
     return Call([x], {"shape": list(g.super_shape(x.shape))})
 
@@ -1608,6 +1614,9 @@ TABLE = {
                lambda a, at: t_cast(a[0], at["dtype"]), ("dtype",), ok=int_cast_ok, ints=True),
     # reductions
     "sum": Op(gen_reduce, np_reduce(np.sum), t_reduce(torch.sum), REDUCE_ATTRS, ints=True),
+    "sum_pair": Op(gen_sum_pair, lambda a, at: (np_reduce(np.sum)(a[:1], at), np_reduce(np.sum)(a[1:], at)),
+                   lambda a, at: (t_reduce(torch.sum)(a[:1], at), t_reduce(torch.sum)(a[1:], at)), REDUCE_ATTRS,
+                   ints=True),
     "mean": Op(gen_reduce, np_reduce(np.mean), t_reduce(torch.mean), REDUCE_ATTRS),
     "max": Op(gen_reduce, np_reduce(np.max), t_reduce(torch.amax), REDUCE_ATTRS, ok=no_ties, ints=True),
     "min": Op(gen_reduce, np_reduce(np.min), t_reduce(torch.amin), REDUCE_ATTRS, ok=no_ties, ints=True),

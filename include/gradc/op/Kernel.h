@@ -195,6 +195,19 @@ StmtPtr compensated_sum(KernelCtx &k, int64_t count, DType acc, const TermFn &te
                         const std::function<StmtPtr(const LExprPtr &total)> &then,
                         const std::function<StmtPtr(const LExprPtr &r, const LExprPtr &value)> &also = nullptr,
                         int64_t group = 1, const LaneBlockTermFn &block_term = nullptr);
+/// Several sums of `count` terms each in one loop, each as compensated_sum's
+/// (the same order, the same bits): a block's terms of every sum side by
+/// side, so that what their terms share (a batch norm's gradient's Σ g and
+/// Σ g·(x - mean) both read g) is read once. `then` receives the totals in
+/// order; `also` only with one sum.
+struct SumTerms {
+  TermFn term;
+  LaneBlockTermFn block_term; // may be null
+};
+StmtPtr compensated_sum(KernelCtx &k, int64_t count, DType acc, const std::vector<SumTerms> &sums,
+                        const std::function<StmtPtr(const std::vector<LExprPtr> &totals)> &then,
+                        const std::function<StmtPtr(const LExprPtr &r, const LExprPtr &value)> &also = nullptr,
+                        int64_t group = 1);
 
 /// The maximum of `count` terms (of dtype `acc`; -inf, or the dtype's lowest,
 /// for none) in kSumLanes interleaved lanes, a vectorized loop, combined
@@ -218,6 +231,10 @@ StmtPtr compensated_sums(KernelCtx &k, int64_t width, int64_t count, DType acc, 
                          const std::function<StmtPtr(const LExprPtr &l, const LExprPtr &total)> &then,
                          const std::function<StmtPtr(const LExprPtr &l, const LExprPtr &r, const LExprPtr &value)> &also =
                              nullptr);
+/// Several such sums in one loop over the terms, each lane's terms of every
+/// sum side by side: then(l, totals of lane l, in order).
+StmtPtr compensated_sums(KernelCtx &k, int64_t width, int64_t count, DType acc, const std::vector<LaneTermFn> &terms,
+                         const std::function<StmtPtr(const LExprPtr &l, const std::vector<LExprPtr> &totals)> &then);
 /// As lane_max, per lane: then(l, maximum of lane l).
 StmtPtr lanes_max(KernelCtx &k, int64_t width, int64_t count, DType acc, const LaneTermFn &term,
                   const std::function<StmtPtr(const LExprPtr &l, const LExprPtr &max)> &then);

@@ -63,6 +63,14 @@ FunctionPtr project_fields(const Function &fn);
 /// dead-code elimination.
 FunctionPtr transpose_products(const Function &fn);
 
+/// Two `sum`s over the same axes of tensors of one type that read a common
+/// value of that size (a batch norm's backward Σ g and Σ g·(x - mean))
+/// become one sum_pair at the later one's place, its fields bound to the
+/// sums' Vars, where nothing between them reads the earlier one
+/// (SiblingSums.cpp): fused, one kernel reads what they share once. Runs on
+/// the bodies of `fn` values too. Pre and post: ANF.
+FunctionPtr pair_sibling_sums(const Function &fn);
+
 /// Replaces a binding that applies the same operator, with the same
 /// attributes, to the same operands (Vars by identity, constants by bits)
 /// as an earlier one by that one. A function with checkpoint markers or `fn`

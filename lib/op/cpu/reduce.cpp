@@ -1,6 +1,6 @@
 //===- cpu/reduce.cpp - the CPU's sums ------------------------------------===//
 //
-// sum, mean and collapse_sum_to with the outputs side by side in vector
+// sum, mean, sum_pair and collapse_sum_to with the outputs side by side in vector
 // lanes where the input's innermost axis is kept (the lanes read along it)
 // or the rows are too short for lanes of their own; otherwise the generic
 // kernel (reduce.cpp), whose lanes run along each output's terms. Each
@@ -36,10 +36,18 @@ StmtPtr cpu_sum(KernelCtx &k, const ReduceShape &shape, bool mean) {
       k, outputs,
       [&](const LExprPtr &first, int64_t width) {
         auto at = [&](const LExprPtr &l) { return binary(BinaryOp::Add, first, l); };
-        return compensated_sums(
-            k, width, r.count, acc,
-            [&](const LExprPtr &l, const LExprPtr &i) { return reduced_element(k, r, unravel_index(at(l), r.out), i); },
-            [&](const LExprPtr &l, const LExprPtr &total) { return store(k.out(), at(l), sum_value(k, r, mean, total)); });
+        std::vector<LaneTermFn> terms; // sum_pair: argument j into output j
+        for (size_t arg = 0; arg < k.outputs.size(); ++arg)
+          terms.push_back([&, arg](const LExprPtr &l, const LExprPtr &i) {
+            return reduced_element(k, r, unravel_index(at(l), r.out), i, arg);
+          });
+        return compensated_sums(k, width, r.count, acc, terms,
+                                [&](const LExprPtr &l, const std::vector<LExprPtr> &totals) {
+                                  std::vector<StmtPtr> stores;
+                                  for (size_t j = 0; j < totals.size(); ++j)
+                                    stores.push_back(store(k.out(j), at(l), sum_value(k, r, mean, totals[j], j)));
+                                  return seq(std::move(stores));
+                                });
       },
       block);
 }
@@ -49,6 +57,7 @@ StmtPtr cpu_sum(KernelCtx &k, const ReduceShape &shape, bool mean) {
 void register_cpu_reduce(OpRegistry &reg) {
   reg.strategy("sum", TargetKind::CPU, [](KernelCtx &k) { return cpu_sum(k, reduce_shape(k.call), false); });
   reg.strategy("mean", TargetKind::CPU, [](KernelCtx &k) { return cpu_sum(k, reduce_shape(k.call), true); });
+  reg.strategy("sum_pair", TargetKind::CPU, [](KernelCtx &k) { return cpu_sum(k, reduce_shape(k.call), false); });
   reg.strategy("collapse_sum_to", TargetKind::CPU,
                [](KernelCtx &k) { return cpu_sum(k, collapse_sum_shape(k), false); });
 }
