@@ -100,9 +100,14 @@ StmtPtr for_lanes(KernelCtx &k, int64_t width, const std::function<StmtPtr(const
 StmtPtr compensated_sum(KernelCtx &k, int64_t count, DType acc, const std::vector<SumTerms> &sums,
                         const std::function<StmtPtr(const std::vector<LExprPtr> &totals)> &then,
                         const std::function<StmtPtr(const LExprPtr &r, const LExprPtr &value)> &also,
-                        int64_t group) {
+                        int64_t group, int64_t row) {
   GRADC_CHECK(!sums.empty() && (sums.size() == 1 || !also), "lowering", "compensated_sum: `also` with several sums");
-  const int64_t lanes = count >= 2 * kSumLanes ? kSumLanes : 1, blocks = count / lanes;
+  GRADC_CHECK(row == 0 || (row >= kSumLanes && count % row == 0 && !also), "lowering",
+              "compensated_sum: rows of " + std::to_string(row) + " terms for " + std::to_string(count));
+  // In rows, each row's whole blocks of lanes, then its last terms one at
+  // a time into lane 0.
+  const int64_t rows = row ? count / row : 1, length = row ? row : count;
+  const int64_t lanes = row || count >= 2 * kSumLanes ? kSumLanes : 1, blocks = length / lanes;
   group = is_float(acc) ? std::max<int64_t>(1, group) : 1;
   // Each sum's accumulators, carries and terms (and a term of a group).
   struct Slots {
@@ -121,10 +126,13 @@ StmtPtr compensated_sum(KernelCtx &k, int64_t count, DType acc, const std::vecto
     LExprPtr value = load(u.x, slot);
     return seq({store(u.x, slot, cast(acc, t)), also ? also(r, value) : seq({}), neumaier(u.s, u.c, slot, value)});
   };
-  // Term r = first + slot of a block: from the block's start and the lane
-  // where the caller can split it (contiguous loads), else from r.
+  LExprPtr q; // the row, in rows
+  // Term j of the sequence (of row q, in rows).
+  auto term = [&](const SumTerms &t, const LExprPtr &j) { return row ? t.row_term(q, j) : t.term(j); };
+  // Term first + slot of a block: from the block's start and the lane
+  // where the caller can split it (contiguous loads), else from its index.
   auto term_at = [&](const SumTerms &t, const LExprPtr &first, const LExprPtr &slot) {
-    return t.block_term && lanes == kSumLanes ? t.block_term(first, slot) : t.term(add(first, slot));
+    return !row && t.block_term && lanes == kSumLanes ? t.block_term(first, slot) : term(t, add(first, slot));
   };
   auto each = [&](const std::function<StmtPtr(const SumTerms &, const Slots &)> &f) {
     std::vector<StmtPtr> stmts;
@@ -137,44 +145,52 @@ StmtPtr compensated_sum(KernelCtx &k, int64_t count, DType acc, const std::vecto
   body.push_back(for_loop(l, lanes, ForKind::Spatial, each([&](const SumTerms &, const Slots &u) {
                             return seq({store(u.s, var_ref(l), zero), store(u.c, var_ref(l), zero)});
                           })));
+  LVarPtr qv = row ? k.var("q") : nullptr;
+  if (qv)
+    q = var_ref(qv);
   // Blocks of `lanes` terms: `group` of them at a time added plainly into
   // x, in order, then x into the sum with one compensated step; the blocks
   // left over one at a time. Every sum's terms of a block side by side, so
   // that the elements they share are read once.
+  std::vector<StmtPtr> terms;
   const int64_t grouped = blocks / group * group;
   auto block = [&](const LExprPtr &first_block, int64_t n, const LExprPtr &slot) {
     return each([&](const SumTerms &t, const Slots &u) {
-      std::vector<StmtPtr> terms;
+      std::vector<StmtPtr> steps;
       for (int64_t g = 0; g < n; ++g) {
         LExprPtr first = binary(BinaryOp::Mul, add(first_block, int_imm(g)), int_imm(lanes));
         LExprPtr r = add(first, slot);
         if (n == 1)
           return step(u, slot, r, term_at(t, first, slot));
         LExprPtr value = load(u.part, slot);
-        terms.push_back(store(u.part, slot, cast(acc, term_at(t, first, slot))));
+        steps.push_back(store(u.part, slot, cast(acc, term_at(t, first, slot))));
         if (also)
-          terms.push_back(also(r, value));
-        terms.push_back(store(u.x, slot, g == 0 ? value : add(load(u.x, slot), value)));
+          steps.push_back(also(r, value));
+        steps.push_back(store(u.x, slot, g == 0 ? value : add(load(u.x, slot), value)));
       }
-      terms.push_back(neumaier(u.s, u.c, slot, load(u.x, slot)));
-      return seq(std::move(terms));
+      steps.push_back(neumaier(u.s, u.c, slot, load(u.x, slot)));
+      return seq(std::move(steps));
     });
   };
   LVarPtr b = k.var("b"), bl = k.var("l");
-  body.push_back(for_loop(b, grouped / group, ForKind::Reduce,
-                          for_loop(bl, lanes, ForKind::Spatial,
-                                   block(binary(BinaryOp::Mul, var_ref(b), int_imm(group)), group, var_ref(bl)))));
+  terms.push_back(for_loop(b, grouped / group, ForKind::Reduce,
+                           for_loop(bl, lanes, ForKind::Spatial,
+                                    block(binary(BinaryOp::Mul, var_ref(b), int_imm(group)), group, var_ref(bl)))));
   if (blocks > grouped) {
     LVarPtr rb = k.var("b"), rl = k.var("l");
-    body.push_back(for_loop(rb, blocks - grouped, ForKind::Reduce,
-                            for_loop(rl, lanes, ForKind::Spatial, block(add(var_ref(rb), int_imm(grouped)), 1, var_ref(rl)))));
+    terms.push_back(for_loop(rb, blocks - grouped, ForKind::Reduce,
+                             for_loop(rl, lanes, ForKind::Spatial, block(add(var_ref(rb), int_imm(grouped)), 1, var_ref(rl)))));
   }
-  if (int64_t tail = count - blocks * lanes) {
+  if (int64_t tail = length - blocks * lanes) {
     LVarPtr t = k.var("r");
     LExprPtr r = add(var_ref(t), int_imm(blocks * lanes));
-    body.push_back(for_loop(t, tail, ForKind::Reduce,
-                            each([&](const SumTerms &st, const Slots &u) { return step(u, lane0, r, st.term(r)); })));
+    terms.push_back(for_loop(t, tail, ForKind::Reduce,
+                             each([&](const SumTerms &st, const Slots &u) { return step(u, lane0, r, term(st, r)); })));
   }
+  if (qv)
+    body.push_back(for_loop(qv, rows, ForKind::Reduce, seq(std::move(terms))));
+  else
+    body.insert(body.end(), terms.begin(), terms.end());
   // The lanes pairwise into lane 0 (16 -> 8 -> 4 -> 2 -> 1, each step a
   // vector operation), carries alongside; a non-finite sum is the plain one.
   for (int64_t half = lanes / 2; half >= 1; half /= 2) {

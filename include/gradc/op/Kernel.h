@@ -182,7 +182,8 @@ LExprPtr neumaier_total(const BufferPtr &s, const BufferPtr &c, const LExprPtr &
 /// error stays within a few ulps of the total, at a fraction of the cost
 /// (the compensation's dependent chain bound softmax rows: AVX2 code 4.7 ->
 /// 3.4 ms for 4096 x 1024 with group 2; 4 was no faster and compiled each
-/// softmax kernel 20% slower); terms of mixed signs keep group 1.
+/// softmax kernel 20% slower); for terms of mixed signs, within a few ulps
+/// of the sum of their magnitudes (sum, mean: op/reduce.cpp's kSumGroup).
 constexpr int64_t kSumLanes = 16; // one AVX-512 vector of float32, two of AVX2
 using TermFn = std::function<LExprPtr(const LExprPtr &r)>;
 /// Term first + lane of a block of kSumLanes terms starting at `first` (a
@@ -200,14 +201,23 @@ StmtPtr compensated_sum(KernelCtx &k, int64_t count, DType acc, const TermFn &te
 /// side, so that what their terms share (a batch norm's gradient's Σ g and
 /// Σ g·(x - mean) both read g) is read once. `then` receives the totals in
 /// order; `also` only with one sum.
+///
+/// With `row` > 0, the terms are count / row rows of `row` terms each (row
+/// at least kSumLanes): term j of row q is row_term(q, j), each row read in
+/// whole blocks of lanes (j = b·kSumLanes + lane: contiguous loads where the
+/// row is) and its last row % kSumLanes terms one at a time into lane 0,
+/// rather than padded blocks whose clamped indices gather (a batch norm's
+/// sums over 14 x 14 = 196 pixels a row).
+using RowTermFn = std::function<LExprPtr(const LExprPtr &q, const LExprPtr &j)>;
 struct SumTerms {
   TermFn term;
   LaneBlockTermFn block_term; // may be null
+  RowTermFn row_term;         // with rows
 };
 StmtPtr compensated_sum(KernelCtx &k, int64_t count, DType acc, const std::vector<SumTerms> &sums,
                         const std::function<StmtPtr(const std::vector<LExprPtr> &totals)> &then,
                         const std::function<StmtPtr(const LExprPtr &r, const LExprPtr &value)> &also = nullptr,
-                        int64_t group = 1);
+                        int64_t group = 1, int64_t row = 0);
 
 /// The maximum of `count` terms (of dtype `acc`; -inf, or the dtype's lowest,
 /// for none) in kSumLanes interleaved lanes, a vectorized loop, combined
