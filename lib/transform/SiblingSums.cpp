@@ -54,11 +54,8 @@ bool same_reduction(const Expr &a, const Expr &b) {
 class SiblingSums {
 public:
   explicit SiblingSums(const Function &fn) : fn_(fn) {
-    for (size_t i = 0; i < fn.body.bindings.size(); ++i) {
-      const Binding &b = fn.body.bindings[i];
+    for (const Binding &b : fn.body.bindings)
       bound_[b.var.get()] = b.value;
-      at_[b.var.get()] = i;
-    }
   }
 
   FunctionPtr run() {
@@ -111,7 +108,6 @@ public:
 private:
   const Function &fn_;
   std::unordered_map<const Expr *, ExprPtr> bound_;
-  std::unordered_map<const Expr *, size_t> at_;
 
   /// Whether sum `i` may move down to sum `j` (i < j) and be summed with it.
   bool pairs(size_t i, size_t j) const {

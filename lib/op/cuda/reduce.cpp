@@ -20,12 +20,12 @@ StmtPtr cuda_sum(KernelCtx &k, const ReduceShape &shape, bool mean) {
   DType acc = dtype_info(k.out()->dtype).accumulator;
   int64_t outputs = num_elements(r.out);
   // sum_pair: argument j into output j, a sum (its phases) after the other
-  auto each = [&](const std::function<StmtPtr(size_t j, const OutputTermFn &term,
+  auto each = [&](const std::function<StmtPtr(const OutputTermFn &term,
                                               const std::function<StmtPtr(const LExprPtr &, const LExprPtr &)> &put)> &f) {
     std::vector<StmtPtr> sums;
     for (size_t j = 0; j < k.outputs.size(); ++j) {
       StmtPtr s = f(
-          j, [&, j](const LExprPtr &o, const LExprPtr &i) { return reduced_element(k, r, unravel_index(o, r.out), i, j); },
+          [&, j](const LExprPtr &o, const LExprPtr &i) { return reduced_element(k, r, unravel_index(o, r.out), i, j); },
           [&, j](const LExprPtr &o, const LExprPtr &total) { return store(k.out(j), o, sum_value(k, r, mean, total, j)); });
       if (!s)
         return StmtPtr();
@@ -36,13 +36,13 @@ StmtPtr cuda_sum(KernelCtx &k, const ReduceShape &shape, bool mean) {
     }
     return sums.size() == 1 ? sums[0] : seq(std::move(sums));
   };
-  if (StmtPtr split = each([&](size_t, const OutputTermFn &term, const auto &put) {
+  if (StmtPtr split = each([&](const OutputTermFn &term, const auto &put) {
         return gpu_split_sums(k, outputs, r.count, acc, term, put);
       }))
     return split;
   if (r.count < kWarpSize || outputs == 0)
     return sum_kernel(k, r, mean);
-  return each([&](size_t, const OutputTermFn &term, const auto &put) {
+  return each([&](const OutputTermFn &term, const auto &put) {
     return gpu_warp_sums(k, outputs, r.count, acc, term, put);
   });
 }
