@@ -181,7 +181,7 @@ void add_shared(CLI::App *cmd, SharedOptions &o, CodegenOptions &cg) {
                   "exact (default): float32 products in float32; tf32: on tensor cores, operands rounded to "
                   "TensorFloat-32 (PyTorch's allow_tf32; CUDA, sm_80 and later)")
       ->check(CLI::IsMember({"exact", "tf32"}));
-  cmd->add_option("-O", o.opt, "Optimisation level 0-3 (default 2; 3 adds LLVM's loop unroller and vectorizers to gradc's own)")->check(CLI::Range(0, 3));
+  cmd->add_option("-O", o.opt, "Optimisation level 0-3 (default 2; 3 adds LLVM's loop and SLP vectorizers to gradc's own)")->check(CLI::Range(0, 3));
   cmd->add_option("--dump-ir", o.dump, "all, or a comma list of parse,typed,grad,remat,fused,loops,llvm,asm,ptx");
   cmd->add_option("--dump-dir", o.dump_dir, "Write dumps to numbered files NN-stage.ext here");
   cmd->add_option("--report", o.report_picture,

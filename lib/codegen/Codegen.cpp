@@ -152,16 +152,17 @@ void optimize(Module &m, TargetMachine &tm, int opt_level) {
     internal_error("codegen", "invalid LLVM IR: " + errors);
 
   PipelineTuningOptions tuning;
-  // gradc's loop nests vectorize and unroll themselves (Vectorized and
-  // Unrolled loops: the register tiles, every lane-wise loop), so LLVM's
-  // loop unroller and its loop and SLP vectorizers, which analyse every
-  // remaining loop and block again, run only at -O3: at -O2 they took 44%
-  // of googlenet's compile time (21.7 -> 12.1 s of CPU, 10.7 -> 6.8 s on two
-  // cores of a Zen 5; resnet50 9.5 -> 8.4 s) for steps the same within the
-  // VM's noise (googlenet 118.4 against 120.4 ms on one thread, 95.9 and
-  // 94.7 on two; resnet50 276.7 and 271.6; transformer_encoder 34.2 and
-  // 33.2).
-  tuning.LoopUnrolling = tuning.LoopVectorization = tuning.SLPVectorization = opt_level >= 3;
+  // gradc's loop nests vectorize themselves (Vectorized loops: the register
+  // tiles, every lane-wise loop), so LLVM's loop and SLP vectorizers, which
+  // analyse every remaining loop and block again, run only at -O3: at -O2
+  // they took a quarter of googlenet's compile (21.7 -> 16.3 s of CPU,
+  // 10.7 -> 9.0 s on two cores of a Zen 5) for steps the same within the
+  // VM's noise (googlenet 116.6 against 118.1 ms on one thread, resnet50
+  // 276.7 and 279.4, transformer_encoder 34.2 and 33.6, the MLP steps
+  // alike). LLVM's loop unroller stays: without it the batch-16 MLP step
+  // took 0.080-0.083 ms against 0.069-0.073 (it would save another fifth
+  // of googlenet's compile).
+  tuning.LoopVectorization = tuning.SLPVectorization = opt_level >= 3;
   // The instrumentation is what makes the pass managers skip `optnone`
   // functions (the entry points): without it, -O2 optimized an entry's
   // thousands of argument checks and kernel calls as one block, quadratic in
