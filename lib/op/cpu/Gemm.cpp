@@ -360,7 +360,8 @@ public:
       return each_product(
           loop_nest({g_.M, g_.N}, [&](const Index &mn) { return g_.store(mn[0], mn[1], constant_of(0, g_.dtype)); }));
     if (b_.pack_rows)
-      rows_ = k_.scratch("packed_rows", g_.acc(), g_.batch * b_.tiles * b_.mr * packed_row_length());
+      rows_ = k_.scratch("packed_rows", g_.acc(),
+                         g_.batch * b_.tiles * b_.mr * (o_.bcast_contiguous_in_k ? packed_row_length() : b_.kc));
     // Partial sums between K blocks stay in the output, unless it cannot
     // hold them unrounded (float16 accumulates in float32) or holds only
     // final values (an epilogue with no raw store), or is written across
