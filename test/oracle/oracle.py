@@ -1659,9 +1659,50 @@ def draw(rng, shape, dtype, positive, int_range):
 
 TOLERANCE = {"float64": (1e-10, 1e-12), "float32": (1e-5, 1e-6), "float16": (4e-3, 2e-3)}
 
+# Operators whose every output is a sum of products of the inputs' elements (or a rearrangement):
+# an output's rounding error is bounded by the sum of its terms' magnitudes, which the same
+# expression evaluated on the inputs' absolute values gives, not by the output itself (a dense
+# output of -0.043 from 45 terms near 1 is off by ulps of 45, not of 0.043).
+MULTILINEAR = {"nn.dense", "matmul", "nn.matmul", "nn.batch_matmul", "nn.conv1d", "nn.conv2d", "nn.conv3d",
+               "nn.conv2d_transpose", "nn.conv2d_backward_weight", "sum", "mean", "add", "subtract",
+               "multiply", "negative", "transpose", "reshape", "nn.bias_add", "collapse_sum_like",
+               "collapse_sum_to", "sum_pair"}
 
-def compare(got, want):
-    """None if equal enough, else a reason."""
+
+def ops_of(tree, registry):
+    """The operators an expression tree applies (None where it has a closure or constants)."""
+    kind = tree[0]
+    if kind == "var":
+        return set()
+    if kind in ("const", "fn"):
+        return None
+    if kind == "tuple":
+        parts = [ops_of(f, registry) for f in tree[1]]
+    elif kind == "proj":
+        parts = [ops_of(tree[1], registry)]
+    elif kind == "let":
+        parts = [ops_of(e, registry) for _, e in tree[1]] + [ops_of(tree[2], registry)]
+    else:
+        parts = [{registry["alias"].get(tree[1], tree[1])}] + [ops_of(a, registry) for a in tree[2]]
+    if any(p is None for p in parts):
+        return None
+    return set().union(*parts)
+
+
+def term_magnitudes(tree, env, registry):
+    """Each output's sum of its terms' magnitudes where the expression is multilinear (MULTILINEAR),
+    else None (compare then scales by the output itself)."""
+    ops = ops_of(tree, registry)
+    if ops is None or not ops or not ops <= MULTILINEAR:
+        return None
+    absolute = {k: np.abs(v) if isinstance(v, np.ndarray) and v.dtype.kind == "f" else v for k, v in env.items()}
+    with np.errstate(all="ignore"):
+        return list(leaves(evaluate(tree, absolute, registry)))
+
+
+def compare(got, want, scale=None):
+    """None if equal enough, else a reason. `scale`: each element's sum of its terms' magnitudes
+    (term_magnitudes), the rounding error's bound, where known."""
     if got.shape != want.shape:
         return f"shape {got.shape} != reference {want.shape}"
     if got.dtype != want.dtype:
@@ -1671,7 +1712,9 @@ def compare(got, want):
     if got.dtype.kind == "f":
         rtol, atol = TOLERANCE[got.dtype.name]
         g, w = got.astype(np.float64), want.astype(np.float64)
-        bad = ~np.isclose(g, w, rtol=rtol, atol=atol, equal_nan=True)
+        size = np.abs(w) if scale is None else np.maximum(np.abs(w), np.abs(np.asarray(scale, dtype=np.float64)))
+        with np.errstate(invalid="ignore"):
+            bad = ~((np.abs(g - w) <= atol + rtol * size) | (np.isnan(g) & np.isnan(w)) | (g == w))
         if not bad.any():
             return None
         err = np.where(np.isnan(g) != np.isnan(w), np.inf, np.abs(g - w))
@@ -1709,6 +1752,7 @@ def run_example(gradc, registry, label, op, params_text, body, positive, int_ran
     try:
         with np.errstate(all="ignore"):
             want = list(leaves(evaluate(tree, env, registry)))
+        scales = term_magnitudes(tree, env, registry)
     except MissingReference as e:
         return tag, str(e)
     except Exception as e:  # a reference that cannot evaluate this example is the oracle's bug
@@ -1726,7 +1770,7 @@ def run_example(gradc, registry, label, op, params_text, body, positive, int_ran
     if len(got) != len(want):
         return tag, f"{len(got)} outputs, reference has {len(want)}"
     for i, (g, w) in enumerate(zip(got, want)):
-        why = compare(g, np.asarray(w))
+        why = compare(g, np.asarray(w), None if scales is None else scales[i])
         if why:
             return tag, (f"output {i}: {why}" if len(want) > 1 else why)
     if verbose:
