@@ -1663,10 +1663,9 @@ TOLERANCE = {"float64": (1e-10, 1e-12), "float32": (1e-5, 1e-6), "float16": (4e-
 # an output's rounding error is bounded by the sum of its terms' magnitudes, which the same
 # expression evaluated on the inputs' absolute values gives, not by the output itself (a dense
 # output of -0.043 from 45 terms near 1 is off by ulps of 45, not of 0.043).
-MULTILINEAR = {"nn.dense", "matmul", "nn.matmul", "nn.batch_matmul", "nn.conv1d", "nn.conv2d", "nn.conv3d",
-               "nn.conv2d_transpose", "nn.conv2d_backward_weight", "sum", "mean", "add", "subtract",
-               "multiply", "negative", "transpose", "reshape", "nn.bias_add", "collapse_sum_like",
-               "collapse_sum_to", "sum_pair"}
+MULTILINEAR = {"nn.dense", "matmul", "nn.batch_matmul", "nn.conv2d", "nn.conv2d_transpose",
+               "nn.conv2d_backward_weight", "sum", "mean", "add", "subtract", "multiply", "negative",
+               "transpose", "reshape", "nn.bias_add", "collapse_sum_like", "collapse_sum_to", "sum_pair"}
 
 
 def ops_of(tree, registry):
