@@ -304,7 +304,13 @@ private:
     // Partial sums stay out of a result the epilogue stores several of, or
     // that is written into a parameter: the old values are read at the end.
     ctx.partials_in_output = !ctx.epilogue_stores && !in_place_values_.count(b.var.get());
-    add_kernel(kname, kernel(ctx));
+    StmtPtr body = kernel(ctx);
+    if (ctx.separate_parts && body->kind == StmtKind::Seq && body->seq.size() > 1) {
+      for (size_t i = 0; i < body->seq.size(); ++i)
+        add_kernel(kname + "_" + std::to_string(i), body->seq[i]);
+      return;
+    }
+    add_kernel(kname, std::move(body));
   }
 
   /// Input `leaf` of `call` at element `idx` (op/Kernel.h: InputFn): its

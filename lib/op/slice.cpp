@@ -122,8 +122,12 @@ ConcatParts::ConcatParts(const Expr &call) : axis(concat_axis(call)), inputs(inp
 namespace {
 
 /// Each part copied to its place: a loop nest per part (vectorized along
-/// the innermost axis).
+/// the innermost axis), each a kernel of its own (KernelCtx::separate_parts):
+/// a DenseNet's concatenations join one more part at each layer, and as one
+/// kernel each they were a function each (densenet201: 303 functions, a
+/// fifth of its code), where the parts of one layout share a template.
 StmtPtr concatenate_kernel(KernelCtx &k) {
+  k.separate_parts = true;
   const Shape &out = k.out()->shape;
   auto [axis, inputs, offsets] = ConcatParts(k.call);
   std::vector<StmtPtr> parts;

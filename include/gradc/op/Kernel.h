@@ -92,6 +92,11 @@ struct KernelCtx {
   /// where out() becomes a parameter updated in place: its old values are
   /// read until each element's final store.
   bool partials_in_output = true;
+  /// Set by a kernel whose body is a sequence of independent loop nests (a
+  /// concatenation's parts): each becomes a kernel of its own, so that the
+  /// parts of every concatenation of one layout share a template
+  /// (loops/Templates.h) whatever the number of parts.
+  bool separate_parts = false;
 
   bool has_epilogue() const { return epilogue || epilogue_stores; }
   /// Whether a sum accumulated in `acc` may keep its partial sums in out().
