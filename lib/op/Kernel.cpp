@@ -172,10 +172,17 @@ StmtPtr compensated_sum(KernelCtx &k, int64_t count, DType acc, const std::vecto
       return seq(std::move(steps));
     });
   };
-  LVarPtr b = k.var("b"), bl = k.var("l");
-  terms.push_back(for_loop(b, grouped / group, ForKind::Reduce,
-                           for_loop(bl, lanes, ForKind::Spatial,
-                                    block(binary(BinaryOp::Mul, var_ref(b), int_imm(group)), group, var_ref(bl)))));
+  // None where a row has fewer than `group` blocks: the loop would never
+  // run, but its loads, whose index the simplifier cannot bound over an
+  // empty range, keep their row-to-element divisions, a divisor per channel
+  // count (a batch norm's mean over 7 x 7 pixels: a function per layer of a
+  // DenseNet block, integer divisors being constants of a template).
+  if (grouped > 0) {
+    LVarPtr b = k.var("b"), bl = k.var("l");
+    terms.push_back(for_loop(b, grouped / group, ForKind::Reduce,
+                             for_loop(bl, lanes, ForKind::Spatial,
+                                      block(binary(BinaryOp::Mul, var_ref(b), int_imm(group)), group, var_ref(bl)))));
+  }
   if (blocks > grouped) {
     LVarPtr rb = k.var("b"), rl = k.var("l");
     terms.push_back(for_loop(rb, blocks - grouped, ForKind::Reduce,
