@@ -421,10 +421,19 @@ constexpr double kPartitionSize = 4000;
 /// on every machine (the partitions depend on the module only).
 constexpr size_t kMaxPartitions = 32;
 
-/// The distinct kernels of each partition, partition 0 also holding the
-/// entry points: the largest kernels first, each into the partition with the
-/// least code so far (ties to the lowest index), then each partition's
-/// kernels in their first-use order.
+/// What a partition holds. A module of more than one partition's code is
+/// split: its entry points alone (Entries), the runtime and the thread-count
+/// functions with kernels (Runtime), kernels (Kernels).
+enum class Part { Whole, Entries, Runtime, Kernels };
+
+Part part_of(size_t p, size_t parts) {
+  return parts == 1 ? Part::Whole : p == 0 ? Part::Entries : p == 1 ? Part::Runtime : Part::Kernels;
+}
+
+/// The distinct kernels of each partition (part_of): the largest kernels
+/// first, each into the kernels' partition with the least code so far (ties
+/// to the lowest index), then each partition's kernels in their first-use
+/// order. Partition 0 of a split module holds none.
 std::vector<std::vector<size_t>> partition_kernels(const KernelTable &table, const LoweredModule &module) {
   std::vector<double> size(table.size());
   double total = 0, entries = 0;
@@ -435,42 +444,49 @@ std::vector<std::vector<size_t>> partition_kernels(const KernelTable &table, con
   }
   for (const LoweredFunction &fn : module.functions) // a call per kernel, checks per buffer
     entries += double(fn.kernels.size()) * 4 + double(fn.inputs.size() + fn.outputs.size() + fn.arena.size()) * 4;
-  total += entries;
-  size_t parts = std::clamp<size_t>(size_t(total / kPartitionSize), 1, std::min(kMaxPartitions, table.size()));
-  std::vector<std::vector<size_t>> kernels(parts);
-  if (parts == 1) {
+  if (table.size() < 2 || total + entries < 2 * kPartitionSize) {
+    std::vector<std::vector<size_t>> whole(1);
     for (size_t d = 0; d < table.size(); ++d)
-      kernels[0].push_back(d);
-    return kernels;
+      whole[0].push_back(d);
+    return whole;
   }
+  const size_t parts = std::clamp<size_t>(size_t(total / kPartitionSize), 2, std::min(kMaxPartitions - 1, table.size()));
+  std::vector<std::vector<size_t>> kernels(parts + 1);
   std::vector<double> load(parts, 0.0);
-  load[0] = entries;
   std::vector<size_t> order(table.size());
   std::iota(order.begin(), order.end(), size_t(0));
   std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return size[a] > size[b]; });
   for (size_t d : order) {
     size_t p = size_t(std::min_element(load.begin(), load.end()) - load.begin());
     load[p] += size[d];
-    kernels[p].push_back(d);
+    kernels[p + 1].push_back(d);
   }
   for (std::vector<size_t> &k : kernels)
     std::sort(k.begin(), k.end());
   return kernels;
 }
 
-/// One partition's object: its kernels, and for partition 0 the entry points,
-/// the thread-count functions and the runtime. A kernel that another
-/// partition's entry calls is a hidden global until merge_objects makes it
-/// local again; so is the runtime's task scheduler, which every partition's
-/// parallel loops call.
+/// One partition's object (Part). A kernel that another partition's entry
+/// calls is a hidden global until merge_objects makes it local again; so is
+/// the runtime's task scheduler, which every partition's parallel loops call.
 std::string compile_partition(const LoweredModule &module, const CodegenOptions &opts, const KernelTable &table,
-                              const std::vector<size_t> &kernels, bool first, bool partitioned) {
+                              const std::vector<size_t> &kernels, Part part) {
   std::unique_ptr<TargetMachine> tm = create_cpu_target_machine(opts);
+  // The entry points are never optimized (optnone: they check the arguments
+  // and call the kernels), but at -O2 the code generator still allocated
+  // their registers with the greedy allocator, whose interference checks
+  // grow with the calls a value lives across: 3.8 s for densenet201's
+  // entries (9975 kernel calls), 0.5 s at -O0.
+  if (part == Part::Entries)
+    tm->setOptLevel(CodeGenOptLevel::None);
   LLVMContext ctx;
   quiet_diagnostics(ctx);
   bool threads = runtime_supports(tm->getTargetTriple());
+  const bool entries = part == Part::Whole || part == Part::Entries;
+  const bool runtime = part == Part::Whole || part == Part::Runtime;
+  const bool partitioned = part != Part::Whole;
   HostModule host;
-  if (first) {
+  if (entries) {
     host = create_host_module(module, opts.prefix, ctx, *tm, false);
   } else {
     host.module = std::make_unique<Module>(opts.prefix, ctx);
@@ -481,12 +497,12 @@ std::string compile_partition(const LoweredModule &module, const CodegenOptions 
   std::vector<Function *> functions(table.size(), nullptr);
   for (size_t d : kernels) {
     functions[d] = emit_kernel(m, table.kernel(d), table.symbols[d], table.options(d, threads, has_fma(*tm)));
-    if (partitioned && !first) {
+    if (partitioned) {
       functions[d]->setLinkage(GlobalValue::ExternalLinkage);
       functions[d]->setVisibility(GlobalValue::HiddenVisibility);
     }
   }
-  if (first) {
+  if (entries)
     emit_entries(m, host.entries, module, table, [&](size_t d) {
       if (!functions[d]) { // in another partition
         functions[d] = Function::Create(kernel_type(ctx, table, d), GlobalValue::ExternalLinkage,
@@ -498,6 +514,7 @@ std::string compile_partition(const LoweredModule &module, const CodegenOptions 
       }
       return functions[d];
     });
+  if (runtime) {
     emit_thread_count_functions(m, opts.prefix, threads);
     if (threads) {
       if (partitioned) // linked for the other partitions' parallel loops too
@@ -525,7 +542,7 @@ std::vector<std::string> compile_partitions(const LoweredModule &module, const C
   auto work = [&] {
     for (size_t p; (p = next++) < partitions.size();) {
       try {
-        objects[p] = compile_partition(module, opts, table, partitions[p], p == 0, partitions.size() > 1);
+        objects[p] = compile_partition(module, opts, table, partitions[p], part_of(p, partitions.size()));
       } catch (...) {
         errors[p] = std::current_exception();
       }
