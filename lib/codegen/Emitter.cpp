@@ -911,8 +911,8 @@ Function *emit_kernel(Module &m, const Kernel &kernel, const std::string &symbol
     fn->addFnAttr(Attribute::NoInline);
   // A template's function stays one function: LLVM's function specializer
   // (IPSCCP) clones a function for the constant tables its calls pass where
-  // the calls are in its module (partition 0's kernels, the whole module of
-  // --emit), undoing the sharing (loops/Templates.h). It leaves a function
+  // the calls are in its module (a module compiled whole, as small ones and
+  // --emit's are), undoing the sharing (loops/Templates.h). It leaves a function
   // whose calls may not be duplicated alone; the callers, entry points, are
   // not optimized anyway.
   if (has_arguments)
