@@ -70,14 +70,18 @@ BufferPtr padded_copy(KernelCtx &k, size_t arg, int64_t top, int64_t left, int64
   return xp;
 }
 
-/// Images per chunk: as many as fit in `budget` bytes (half the L2 by
-/// default), at least one (a batch of none is a chunk of one over no images:
-/// std::clamp(x, 1, 0) was undefined).
+/// The fewest output pixels (columns) a convolution's product takes where
+/// its scratch allows: panels of 32 columns, a few for each core. With
+/// half the L2 alone, 512 -> 512 at 7 x 7 (4608 rows) took 3 output rows of
+/// one image at a time, products of 21 columns: 6.2 ms; the batch's 98
+/// pixels at once (1.8 MB): 5.1 ms.
+constexpr int64_t kMinProductPixels = 256;
+
+/// Images per chunk: as many as fit in `budget` bytes, at least one (a
+/// batch of none is a chunk of one over no images: std::clamp(x, 1, 0) was
+/// undefined).
 int64_t images_per_chunk(int64_t budget, int64_t bytes_per_image, int64_t N) {
   return std::max<int64_t>(1, std::min(budget / std::max<int64_t>(1, bytes_per_image), N));
-}
-int64_t images_per_chunk(const KernelCtx &k, int64_t bytes_per_image, int64_t N) {
-  return images_per_chunk(k.target.cpu_tuning().l2_bytes / 2, bytes_per_image, N);
 }
 
 /// dy (argument 0, (N, O, OH, OW)) spread onto the extended grid of rows of
@@ -113,10 +117,11 @@ BufferPtr grad_on_grid(KernelCtx &k, const ConvShape &s, int64_t per_channel, in
 /// other, so q runs over the chunk's Hp·Wp pixels each; the rows past OH of
 /// an image are computed and dropped too): one packed product per chunk and
 /// group, its result in scratch, then copied out through the epilogue. A
-/// chunk's result fills about half the L2, so the copy reads it from there
-/// (one 56 x 56 image of 64 channels: 21.5 -> 19.7 ms for the batch of 8
-/// against all 8 at once), and small images share a product (32 x 32 images
-/// one at a time: a fork-join each, two threads slower than one).
+/// chunk's result fills about half the L2, or as much as the weight where
+/// that is more, so the copy reads it from there (one 56 x 56 image of 64
+/// channels: 21.5 -> 19.7 ms for the batch of 8 against all 8 at once), and
+/// small images share a product (32 x 32 images one at a time: a fork-join
+/// each, two threads slower than one).
 StmtPtr correlate_padded(KernelCtx &k, const BufferPtr &xp, int64_t N, int64_t C, int64_t Hp, int64_t Wp,
                          int64_t groups, int64_t KH, int64_t KW, int64_t dh, int64_t dw,
                          const std::function<LExprPtr(const LExprPtr &g, const LExprPtr &m, const LExprPtr &kk)> &weight) {
@@ -124,7 +129,16 @@ StmtPtr correlate_padded(KernelCtx &k, const BufferPtr &xp, int64_t N, int64_t C
   int64_t O = os[1], OH = os[2], OW = os[3], Og = O / groups, Cg = C / groups, taps = KH * KW;
   int64_t plane = Hp * Wp, all = N * plane;
   DType dt = k.call.type.dtype, acc = dtype_info(dt).accumulator;
-  int64_t chunk = images_per_chunk(k, Og * plane * dtype_bytes(acc), N);
+  // Each chunk streams the whole weight past its pixels (and packs it where
+  // the pixels are the register tile's rows), so a chunk takes at least
+  // kMinProductPixels where the batch has them, whatever scratch its result
+  // needs: 512 -> 2048 at 7 x 7, batch 2 (0.4 MB of result an image) one
+  // product over both images, 1.32 -> 1.12 ms, its data gradient 1.36 ->
+  // 1.19 ms; 1024 -> 512 at 14 x 14 2.21 -> 2.05 ms (one thread). Images of
+  // 256 pixels and more keep to half the L2 (1024 -> 512 at 16 x 16, two
+  // images at once: 2.86 -> 3.06 ms).
+  int64_t chunk = std::max(images_per_chunk(k.target.cpu_tuning().l2_bytes / 2, Og * plane * dtype_bytes(acc), N),
+                           std::min(N, (kMinProductPixels + plane - 1) / std::max<int64_t>(1, plane)));
   BufferPtr ext = k.scratch("extended", acc, Og * chunk * plane);
   // images [first, first + count) of group g
   auto product = [&](const LExprPtr &g, const LExprPtr &first, int64_t count) {
@@ -410,13 +424,6 @@ StmtPtr over_chunks(int64_t N, int64_t chunk, const std::function<StmtPtr(const 
                              ForKind::Serial, "chunk");
   return rest ? seq({chunks, body(imm(full * chunk), rest)}) : chunks;
 }
-
-/// The fewest output pixels (columns) a product of the strided paths takes
-/// where its im2col allows: panels of 32 columns, a few for each core. With
-/// half the L2 alone, 512 -> 512 at 7 x 7 (4608 rows) took 3 output rows of
-/// one image at a time, products of 21 columns: 6.2 ms; the batch's 98
-/// pixels at once (1.8 MB): 5.1 ms.
-constexpr int64_t kMinProductPixels = 256;
 
 /// The scratch a chunk of the strided paths may take: half the L2, or
 /// kMinProductPixels columns of `column_bytes` each where that is more.
