@@ -103,8 +103,7 @@ std::optional<int64_t> k_stride(const OperandFn &f) { return load_stride(f, 1); 
 /// shuffles an element) where it lies contiguous along k; else gathered
 /// one by one. Costed at 1 like a gather, the transposing copy made
 /// resnet50's 1 x 1 weight gradient 512 -> 128 at 28 x 28 store C across
-/// rows 2 KiB apart instead (batch 2, one thread: 1.17 -> 1.08 ms), and its
-/// 512 -> 2048 forward at 7 x 7 multiply 49 pixels in panels of 64 lanes.
+/// rows 2 KiB apart instead (batch 2, one thread: 1.17 -> 1.08 ms).
 constexpr double kCopyCost = 0.25, kTransposingCopyCost = 0.3, kGatherCost = 1.0;
 
 /// What packing an element of operand `f` into panels along its argument
