@@ -366,7 +366,21 @@ private:
     collect(s.body);
     for (const Stmt *st : stores) {
       Value *v = lanes.vector(st->value);
-      b_.CreateAlignedStore(v, lanes.address(*st->buffer, st->index), lane_align(*st->buffer, st->index, s));
+      int64_t step = index_stride(st->index, s.var.get()).value_or(1);
+      if (step == 1) {
+        b_.CreateAlignedStore(v, lanes.address(*st->buffer, st->index), lane_align(*st->buffer, st->index, s));
+        continue;
+      }
+      // lane i to element i·step of the span, every other element masked off
+      unsigned n = unsigned(s.extent), span = unsigned(step) * (n - 1) + 1;
+      SmallVector<int, 256> place(span, PoisonMaskElem);
+      SmallVector<Constant *, 256> mask(span, b_.getFalse());
+      for (unsigned i = 0; i < n; ++i) {
+        place[i * unsigned(step)] = int(i);
+        mask[i * unsigned(step)] = b_.getTrue();
+      }
+      b_.CreateMaskedStore(b_.CreateShuffleVector(v, place), lanes.address(*st->buffer, st->index),
+                           Align(dtype_bytes(st->buffer->dtype)), ConstantVector::get(mask));
     }
   }
 

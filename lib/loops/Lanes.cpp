@@ -177,7 +177,7 @@ private:
 
 class LaneWiseBody : public StmtFunctor<bool()> {
 public:
-  LaneWiseBody(const LVar *lane, bool strided_loads) : lane_(lane), exprs_(lane, strided_loads) {}
+  LaneWiseBody(const LVar *lane, bool strided) : lane_(lane), strided_(strided), exprs_(lane, strided) {}
   bool ok(const StmtPtr &s) { return s && dispatch(s); }
 
 protected:
@@ -193,11 +193,14 @@ protected:
     return true;
   }
   bool on_store(const StmtPtr &s) override {
-    return s->buffer->dtype != DType::Bool && lane_stride(s->index, lane_) == 1 && exprs_.ok(s->value);
+    Step step = lane_stride(s->index, lane_);
+    bool spread = strided_ && step && *step > 1 && *step <= kMaxLoadStride;
+    return s->buffer->dtype != DType::Bool && (step == Step(1) || spread) && exprs_.ok(s->value);
   }
 
 private:
   const LVar *lane_;
+  bool strided_;
   LaneWiseExpr exprs_;
 };
 

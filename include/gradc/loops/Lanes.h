@@ -53,7 +53,9 @@ constexpr int64_t kMaxLoadStride = 16;
 /// constant 2 to kMaxLoadStride elements a lane: codegen reads the span once
 /// and picks every s-th element with a shuffle (a de-interleave), where
 /// LLVM's loop vectorizer gathered or kept them scalar (Winograd's weight
-/// transform, nine taps a kernel: 2.4 ms for 512 x 512 channels).
+/// transform, nine taps a kernel: 2.4 ms for 512 x 512 channels); and stores
+/// likewise: the lanes spread over the span by a shuffle, then one masked
+/// store of every s-th element (the elements between are not touched).
 bool lane_wise(const Stmt &loop, bool strided_loads = false);
 
 /// Whether Unrolled loop `loop` is a transposing copy of an n × n block, n a
