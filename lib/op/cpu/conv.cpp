@@ -890,11 +890,10 @@ StmtPtr depthwise_transpose_strided(KernelCtx &k, const ConvShape &s, DType acc)
         classes.push_back(over_inside_run(first, last, cols, "q", [&](const LExprPtr &q, bool inside) {
           LExprPtr sum;
           for (auto [kh, row_offset] : row_taps) {
-            LExprPtr ih = add(i[2], imm(row_offset));
+            LExprPtr ih = add(i[2], imm(row_offset)), row_inside = in_range(ih, 0, s.H);
             for (auto [kw, col_offset] : col_taps) {
-              LExprPtr iw = add(q, imm(col_offset)), valid = in_range(ih, 0, s.H);
-              if (!inside)
-                valid = both(valid, in_range(iw, 0, s.W));
+              LExprPtr iw = add(q, imm(col_offset));
+              LExprPtr valid = inside ? row_inside : both(row_inside, in_range(iw, 0, s.W));
               LExprPtr x = k.in(0, {i[0], c, clamp_index(ih, s.H), inside ? iw : clamp_index(iw, s.W)});
               LExprPtr v = select(valid, cast(acc, x), constant_of(0, acc));
               LExprPtr w = cast(acc, k.in(1, {c, j, imm(kh), imm(kw)}));
