@@ -19,6 +19,7 @@
 #include "gradc/loops/Lanes.h"
 
 #include <algorithm>
+#include <cmath>
 #include <bit>
 
 namespace gradc {
@@ -106,6 +107,13 @@ std::optional<int64_t> k_stride(const OperandFn &f) { return load_stride(f, 1); 
 /// rows 2 KiB apart instead (batch 2, one thread: 1.17 -> 1.08 ms).
 constexpr double kCopyCost = 0.25, kTransposingCopyCost = 0.3, kGatherCost = 1.0;
 
+/// A fused producer's element computed for a panel across its layout (a
+/// layer norm's or a GELU's, each of its inputs gathered at the stride of a
+/// row, the index arithmetic per element), where packed rows compute it
+/// along k in vectors: convnext_tiny's 768 -> 192 product after its GELU
+/// (1568 pixels, batch 2) was 5% of the step slower so.
+constexpr double kComputedGatherCost = 4.0;
+
 /// What packing an element of operand `f` into panels along its argument
 /// `arg` costs (the constants above), as its loads' steps say; where `f` is
 /// not a plain load, as its `contiguous_in_k` hint says (contiguous along
@@ -113,8 +121,10 @@ constexpr double kCopyCost = 0.25, kTransposingCopyCost = 0.3, kGatherCost = 1.0
 /// a transposed convolution reads its 1 x 1 weight across (w[c, m]).
 double pack_cost(const OperandFn &f, int arg, bool contiguous_in_k) {
   std::optional<int64_t> step = load_stride(f, arg);
+  if (!step && contiguous_in_k)
+    return computed_operand(f) ? kComputedGatherCost : kGatherCost;
   if (!step)
-    return contiguous_in_k ? kGatherCost : kCopyCost;
+    return kCopyCost;
   if (*step == 1)
     return kCopyCost;
   return load_stride(f, 1 - arg) == std::optional<int64_t>(1) ? kTransposingCopyCost : kGatherCost;
@@ -135,6 +145,20 @@ std::optional<int64_t> c_row_stride(const Gemm &g) {
 /// share L1 sets (orient).
 constexpr double kConflictingStoreCost = 10.0;
 
+/// Element-cycles of reading an element of the broadcast rows again from
+/// beyond the L2 (orient): a float a cycle at the 16 GB/s one core of an
+/// Intel Xeon VM draws from memory, about half that from an L3.
+constexpr double kRereadCost = 0.5;
+
+/// What streaming the broadcast rows (`rows` × K) past the `cols` columns
+/// costs beyond reading them once (orient): every panel reads all the rows
+/// of its group, so rows that do not stay in the L2 (three quarters of it,
+/// the rest for the output and the panels passing through) come from
+/// memory once per panel, unless row groups keep them there (row_groups:
+/// where the panels are not contiguous along k), which packs each panel
+/// once per group instead.
+double reread_cost(const CpuTuning &t, int64_t rows, int64_t cols, int64_t K, DType acc, bool vec_contiguous_in_k);
+
 /// Packs B (K × N) and stores C along its rows, unless packing A (M × K)
 /// instead and storing C across its rows (one element per lane: Cᵀ = Bᵀ·Aᵀ)
 /// costs less: x·wᵀ with a small batch packs x, not w. An operand already
@@ -149,7 +173,13 @@ constexpr double kConflictingStoreCost = 10.0;
 /// cycles an element more (resnet50's 1 x 1 weight gradient 1024 -> 256 at
 /// 14 x 14, batch 2, M = 256, N = 1024 of K = 392, on a Zen 4: 2.93 ms
 /// transposed, 2.12 not; with 1000 channels, rows 4000 bytes apart, 2.16
-/// and 2.24).
+/// and 2.24). Broadcast rows that do not stay in the L2 are read again
+/// from memory by every panel (reread_cost): resnet50's 1 x 1 convolution
+/// 512 -> 128 at 28 x 28, batch 2, had its 1568 pixels as rows, streamed
+/// four times, and took 2.6 ms on an Intel Xeon (one thread); with the
+/// weight as rows, 1.6 ms; GPT-2 small streamed its weights (the qkv
+/// product's 7 MB) past four panels of 128 tokens: its step 1252 -> 991
+/// ms.
 Oriented orient(const CpuTuning &t, const Gemm &g) {
   Oriented o;
   o.K = g.K;
@@ -162,10 +192,17 @@ Oriented orient(const CpuTuning &t, const Gemm &g) {
   double pack_a = double(g.M) * double(g.K) * pack_cost(g.a, 0, g.a_contiguous_in_k);
   double waste_b = wasted_lanes(t, g.M, g.N, g.K, g.acc()) / lanes;
   double waste_a = wasted_lanes(t, g.N, g.M, g.K, g.acc()) / lanes;
+  // the panels' operand contiguous along k, as its loads say where they can
+  auto along_k = [](const OperandFn &f, int arg, bool hint) {
+    std::optional<int64_t> step = load_stride(f, arg);
+    return step ? *step == 1 : hint;
+  };
+  double reread_b = reread_cost(t, g.M, g.N, g.K, g.acc(), along_k(g.b, 0, g.b_contiguous_in_k));
+  double reread_a = reread_cost(t, g.N, g.M, g.K, g.acc(), along_k(g.a, 1, g.a_contiguous_in_k));
   std::optional<int64_t> row_stride = c_row_stride(g);
   bool conflicting = row_stride && *row_stride != 0 && *row_stride * dtype_bytes(g.dtype) % 2048 == 0;
   double store_a = double(g.M) * double(g.N) * (conflicting ? 1.0 + kConflictingStoreCost : 1.0);
-  if (g.b_gathered || pack_a + waste_a + store_a >= pack_b + waste_b) {
+  if (g.b_gathered || pack_a + waste_a + reread_a + store_a >= pack_b + waste_b + reread_b) {
     o.rows = g.M;
     o.cols = g.N;
     o.bcast = [&g](const LExprPtr &m, const LExprPtr &k) { return g.a_acc(m, k); };
@@ -299,6 +336,18 @@ double wasted_lanes(const CpuTuning &t, int64_t rows, int64_t cols, int64_t K, D
   Blocking b = register_tile(t, rows, cols, acc, mr_max);
   int64_t computed = b.tiles * b.mr * ((cols + b.nr - 1) / b.nr * b.nr);
   return double(computed - rows * cols) * double(K);
+}
+
+double reread_cost(const CpuTuning &t, int64_t rows, int64_t cols, int64_t K, DType acc, bool vec_contiguous_in_k) {
+  double bytes = double(rows) * double(K) * double(dtype_bytes(acc)), l2 = double(t.l2_bytes);
+  if (bytes <= 0.75 * l2)
+    return 0;
+  if (!vec_contiguous_in_k)
+    return (std::ceil(bytes / (l2 / 2)) - 1) * double(cols) * double(K) * kRereadCost;
+  int64_t mr_max = 1;
+  Blocking b = register_tile(t, rows, cols, acc, mr_max);
+  int64_t panels = (cols + b.nr - 1) / b.nr;
+  return double(panels - 1) * double(rows) * double(K) * kRereadCost;
 }
 
 /// K in `blocks` blocks or, where they do not divide K and up to half as
