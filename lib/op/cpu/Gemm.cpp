@@ -122,10 +122,8 @@ constexpr double kComputedGatherCost = 4.0;
 /// a transposed convolution reads its 1 x 1 weight across (w[c, m]).
 double pack_cost(const OperandFn &f, int arg, bool contiguous_in_k) {
   std::optional<int64_t> step = load_stride(f, arg);
-  if (!step && contiguous_in_k)
-    return computed_operand(f) ? kComputedGatherCost : kGatherCost;
   if (!step)
-    return kCopyCost;
+    return !contiguous_in_k ? kCopyCost : computed_operand(f) ? kComputedGatherCost : kGatherCost;
   if (*step == 1)
     return kCopyCost;
   return load_stride(f, 1 - arg) == std::optional<int64_t>(1) ? kTransposingCopyCost : kGatherCost;
@@ -167,6 +165,10 @@ double reread_cost(const CpuTuning &t, int64_t rows, int64_t cols, int64_t K, DT
 /// weight: 2.25 ms on an Intel Xeon, one thread, against 1.41 with the
 /// weight as rows (64 -> 256 at 56 x 56: 1.77 and 1.39 ms).
 constexpr double kAcrossReadCost = 1.0;
+constexpr int64_t kPageBytes = 4096;
+
+/// Panels from which rows read across k are packed (Blocking::pack_rows).
+constexpr int64_t kPackRowsPanels = 8;
 
 /// What reading the broadcast rows `bcast` (row, k) costs where they lie
 /// across k, a page or more apart, and stay in place (fewer than 8 panels:
@@ -213,14 +215,15 @@ Oriented orient(const CpuTuning &t, const Gemm &g) {
     std::optional<int64_t> step = load_stride(f, arg);
     return step ? *step == 1 : hint;
   };
-  double reread_b = reread_cost(t, g.M, g.N, g.K, g.acc(), along_k(g.b, 0, g.b_contiguous_in_k));
-  double reread_a = reread_cost(t, g.N, g.M, g.K, g.acc(), along_k(g.a, 1, g.a_contiguous_in_k));
-  reread_b += across_cost(t, g.M, g.N, g.K, g.acc(), g.a);
-  reread_a += across_cost(t, g.N, g.M, g.K, g.acc(), [&g](const LExprPtr &n, const LExprPtr &k) { return g.b(k, n); });
+  // reading the broadcast rows: again per panel from beyond the L2, or in place across k
+  double rows_b = reread_cost(t, g.M, g.N, g.K, g.acc(), along_k(g.b, 0, g.b_contiguous_in_k)) +
+                  across_cost(t, g.M, g.N, g.K, g.acc(), g.a);
+  double rows_a = reread_cost(t, g.N, g.M, g.K, g.acc(), along_k(g.a, 1, g.a_contiguous_in_k)) +
+                  across_cost(t, g.N, g.M, g.K, g.acc(), [&g](const LExprPtr &n, const LExprPtr &k) { return g.b(k, n); });
   std::optional<int64_t> row_stride = c_row_stride(g);
   bool conflicting = row_stride && *row_stride != 0 && *row_stride * dtype_bytes(g.dtype) % 2048 == 0;
   double store_a = double(g.M) * double(g.N) * (conflicting ? 1.0 + kConflictingStoreCost : 1.0);
-  if (g.b_gathered || pack_a + waste_a + reread_a + store_a >= pack_b + waste_b + reread_b) {
+  if (g.b_gathered || pack_a + waste_a + rows_a + store_a >= pack_b + waste_b + rows_b) {
     o.rows = g.M;
     o.cols = g.N;
     o.bcast = [&g](const LExprPtr &m, const LExprPtr &k) { return g.a_acc(m, k); };
@@ -356,26 +359,28 @@ double wasted_lanes(const CpuTuning &t, int64_t rows, int64_t cols, int64_t K, D
   return double(computed - rows * cols) * double(K);
 }
 
+/// The panels of NR columns a register tiling of `rows` × `cols` packs.
+int64_t panel_count(const CpuTuning &t, int64_t rows, int64_t cols, DType acc) {
+  int64_t mr_max = 1;
+  Blocking b = register_tile(t, rows, cols, acc, mr_max);
+  return (cols + b.nr - 1) / b.nr;
+}
+
 double reread_cost(const CpuTuning &t, int64_t rows, int64_t cols, int64_t K, DType acc, bool vec_contiguous_in_k) {
   double bytes = double(rows) * double(K) * double(dtype_bytes(acc)), l2 = double(t.l2_bytes);
   if (bytes <= 0.75 * l2)
     return 0;
   if (!vec_contiguous_in_k)
     return (std::ceil(bytes / (l2 / 2)) - 1) * double(cols) * double(K) * kRereadCost;
-  int64_t mr_max = 1;
-  Blocking b = register_tile(t, rows, cols, acc, mr_max);
-  int64_t panels = (cols + b.nr - 1) / b.nr;
-  return double(panels - 1) * double(rows) * double(K) * kRereadCost;
+  return double(panel_count(t, rows, cols, acc) - 1) * double(rows) * double(K) * kRereadCost;
 }
 
 double across_cost(const CpuTuning &t, int64_t rows, int64_t cols, int64_t K, DType acc, const OperandFn &bcast) {
   std::optional<int64_t> step = k_stride(bcast);
-  if (!step || std::abs(*step) * dtype_bytes(acc) < 4096)
+  if (!step || std::abs(*step) * dtype_bytes(acc) < kPageBytes)
     return 0;
-  int64_t mr_max = 1;
-  Blocking b = register_tile(t, rows, cols, acc, mr_max);
-  int64_t panels = (cols + b.nr - 1) / b.nr;
-  if (panels >= 8)
+  int64_t panels = panel_count(t, rows, cols, acc);
+  if (panels >= kPackRowsPanels)
     return 0;
   return double(panels) * double(rows) * double(K) * kAcrossReadCost;
 }
@@ -427,7 +432,7 @@ Blocking blocking(const CpuTuning &t, const Gemm &g, const Oriented &o) {
   int64_t conflict = o.bcast_contiguous_in_k ? o.K : o.bcast_k_stride.value_or(1);
   bool computed = o.bcast_computed || !o.bcast_k_stride;
   b.pack_rows = (computed && b.panels >= 2) ||
-                (b.panels >= 8 && b.tiles >= 2 && (!o.bcast_contiguous_in_k || conflict * acc_bytes % 4096 == 0));
+                (b.panels >= kPackRowsPanels && b.tiles >= 2 && (!o.bcast_contiguous_in_k || conflict * acc_bytes % 4096 == 0));
   b.groups = row_groups(t, b, o, acc_bytes, g.batch);
   int64_t cores = t.cores;
   if (!b.pack_rows && o.K <= kShortK && b.panels > 1 && b.tiles >= 2 * cores) {
